@@ -1,0 +1,30 @@
+// `llm_sqlrl info`: what this build can use — CPU threads, BLAS, CUDA devices (or why none).
+#include <cstdio>
+#include <thread>
+
+#include "app/commands.h"
+#include "runtime/device.h"
+
+namespace sqlrl {
+
+void add_info_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("info", "Print the build's capabilities and the devices it sees");
+  cmd->callback([] {
+    std::printf("llm_sqlrl 0.1\n");
+    std::printf("cpu threads : %u\n", std::thread::hardware_concurrency());
+    std::printf("cuda        : %s\n", cuda_compiled() ? "compiled in" : "not compiled (CPU-only build)");
+    int n = cuda_device_count();
+    if (n == 0) {
+      std::printf("devices     : %s\n", cuda_unavailable_reason().c_str());
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      CudaDeviceInfo info = cuda_device_info(i);
+      std::printf("cuda:%d      : %s, sm_%d%d, %d SMs, %.1f GiB, driver %d, runtime %d\n", i, info.name.c_str(),
+                  info.sm_major, info.sm_minor, info.multiprocessors, info.total_memory / double(1 << 30),
+                  info.driver_version, info.runtime_version);
+    }
+  });
+}
+
+}  // namespace sqlrl

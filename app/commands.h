@@ -1,0 +1,12 @@
+// Each subcommand lives in its own app/cmd_*.cpp and registers itself on the CLI11 app here.
+// The callback a command sets returns nothing; errors are thrown as sqlrl::Error and main
+// prints them on one line with exit code 1.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace sqlrl {
+
+void add_info_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+
+}  // namespace sqlrl

@@ -1,0 +1,25 @@
+// llm_sqlrl: one binary, one subcommand per job.
+#include <cstdio>
+
+#include "app/commands.h"
+#include "runtime/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"llm_sqlrl: multi-turn text-to-SQL agents trained with GRPO, from Hugging Face Qwen weights"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "llm_sqlrl 0.1");
+  sqlrl::add_info_command(app);
+  sqlrl::add_train_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const sqlrl::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

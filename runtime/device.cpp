@@ -1,0 +1,24 @@
+#include "runtime/device.h"
+
+#include <cstdlib>
+
+#include "runtime/error.h"
+
+namespace sqlrl {
+
+std::string device_name(Device device) {
+  return device.is_cpu() ? std::string("cpu") : str_cat("cuda:", device.index);
+}
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return cpu_device();
+  if (name == "cuda") return cuda_device(0);
+  if (name.rfind("cuda:", 0) == 0 && name.size() > 5) {
+    char* end = nullptr;
+    long index = std::strtol(name.c_str() + 5, &end, 10);
+    if (*end == '\0' && index >= 0 && index < 1024) return cuda_device(static_cast<int>(index));
+  }
+  fail("unknown device '", name, "' (expected cpu, cuda or cuda:N)");
+}
+
+}  // namespace sqlrl
