@@ -1,0 +1,101 @@
+#include "runtime/gemm.h"
+
+#include <cblas.h>
+
+namespace sqlrl {
+namespace {
+
+struct MatrixView {
+  int64_t rows = 0, cols = 0, ld = 0, batch_stride = 0, batch = 1;
+};
+
+MatrixView matrix_view(const char* name, const Tensor& t) {
+  check(t.ndim() == 2 || t.ndim() == 3, "gemm: ", name, " must be 2-D or 3-D, got ", t.str());
+  int r = t.ndim() - 2;
+  MatrixView v;
+  v.rows = t.shape[r];
+  v.cols = t.shape[r + 1];
+  check(t.strides[r + 1] == 1 || v.cols <= 1, "gemm: ", name, " ", t.str(), " must have unit column stride");
+  v.ld = std::max<int64_t>(t.strides[r], std::max<int64_t>(v.cols, 1));
+  if (t.ndim() == 3) {
+    v.batch = t.shape[0];
+    v.batch_stride = t.strides[0];
+  }
+  return v;
+}
+
+}  // namespace
+
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, bool trans_a, bool trans_b, float alpha, float beta,
+          const CudaStream& stream) {
+  check_same_device("gemm", a, b);
+  check_same_device("gemm", a, c);
+  MatrixView va = matrix_view("A", a), vb = matrix_view("B", b), vc = matrix_view("C", c);
+  int64_t m = trans_a ? va.cols : va.rows, k = trans_a ? va.rows : va.cols;
+  int64_t kb = trans_b ? vb.cols : vb.rows, n = trans_b ? vb.rows : vb.cols;
+  auto describe = [&] {
+    return str_cat("op(A)=", trans_a ? "A^T" : "A", " with A ", a.str(), ", op(B)=", trans_b ? "B^T" : "B",
+                   " with B ", b.str(), ", C ", c.str());
+  };
+  check(k == kb, "gemm: inner dimensions differ (", k, " vs ", kb, "): ", describe());
+  check(vc.rows == m && vc.cols == n, "gemm: C must be [", m, ", ", n, "]: ", describe());
+  check(a.ndim() == 2 || va.batch == vc.batch, "gemm: batch of A (", va.batch, ") != batch of C (", vc.batch, "): ", describe());
+  check(b.ndim() == 2 || vb.batch == vc.batch, "gemm: batch of B (", vb.batch, ") != batch of C (", vc.batch, "): ", describe());
+  check(a.ndim() == 2 || c.ndim() == 3, "gemm: 3-D A needs a 3-D C: ", describe());
+  check(b.ndim() == 2 || c.ndim() == 3, "gemm: 3-D B needs a 3-D C: ", describe());
+  check(a.dtype == b.dtype, "gemm: A and B must share a dtype: ", describe());
+
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.batch = vc.batch;
+  p.a = a.data();
+  p.b = b.data();
+  p.c = c.data();
+  p.lda = va.ld;
+  p.ldb = vb.ld;
+  p.ldc = vc.ld;
+  p.stride_a = a.ndim() == 3 ? va.batch_stride : 0;
+  p.stride_b = b.ndim() == 3 ? vb.batch_stride : 0;
+  p.stride_c = vc.batch_stride;
+  p.trans_a = trans_a;
+  p.trans_b = trans_b;
+  p.alpha = alpha;
+  p.beta = beta;
+  p.ab_type = a.dtype;
+  p.c_type = c.dtype;
+  if (m == 0 || n == 0 || p.batch == 0) return;
+
+  if (c.device().is_cpu()) {
+    check(a.dtype == DType::F32 && c.dtype == DType::F32, "gemm on the CPU runs in f32 (convert with to_dtype): ",
+          describe());
+    gemm_cpu(p);
+  } else {
+    check(dtype_is_float(a.dtype), "gemm: A/B must be a float type: ", describe());
+    check(c.dtype == a.dtype || c.dtype == DType::F32, "gemm: C must be ", dtype_name(a.dtype), " or f32: ", describe());
+    gemm_cuda(p, c.device().index, stream);
+  }
+}
+
+void gemm_cpu(const GemmProblem& p) {
+  const float* a = static_cast<const float*>(p.a);
+  const float* b = static_cast<const float*>(p.b);
+  float* c = static_cast<float*>(p.c);
+  for (int64_t i = 0; i < p.batch; ++i) {
+    if (p.k == 0) {  // BLAS leaves C untouched when K=0; the definition says C = beta*C
+      for (int64_t r = 0; r < p.m; ++r)
+        for (int64_t col = 0; col < p.n; ++col) {
+          float& out = c[i * p.stride_c + r * p.ldc + col];
+          out = p.beta == 0.0f ? 0.0f : p.beta * out;
+        }
+      continue;
+    }
+    cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans, p.trans_b ? CblasTrans : CblasNoTrans,
+                static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), p.alpha, a + i * p.stride_a,
+                static_cast<int>(p.lda), b + i * p.stride_b, static_cast<int>(p.ldb), p.beta, c + i * p.stride_c,
+                static_cast<int>(p.ldc));
+  }
+}
+
+}  // namespace sqlrl

@@ -1,0 +1,32 @@
+// GEMM on row-major tensors: C = alpha * op(A) @ op(B) + beta * C, op(X) = X or X^T.
+// Shapes: op(A) [M, K], op(B) [K, N], C [M, N]. Batched when C is 3-D [batch, M, N]: A and B are
+// then [batch, ...] or 2-D (the same matrix for every batch entry). The inner two dims of each
+// operand must have unit column stride; row strides may exceed the width (narrowed views).
+// CPU: f32 only (OpenBLAS sgemm). CUDA: cuBLASLt, A/B bf16, f16 or f32 (same type), C of that
+// type or f32, always fp32 accumulation (no TF32).
+#pragma once
+#include "runtime/stream.h"
+#include "runtime/tensor.h"
+
+namespace sqlrl {
+
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, bool trans_a, bool trans_b, float alpha = 1.0f,
+          float beta = 0.0f, const CudaStream& stream = CudaStream{});
+
+// The resolved problem every backend receives (column counts in elements, strides in elements).
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // 0 = broadcast over the batch
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f, beta = 0.0f;
+  DType ab_type = DType::F32, c_type = DType::F32;
+};
+
+void gemm_cpu(const GemmProblem& p);
+void gemm_cuda(const GemmProblem& p, int device, const CudaStream& stream);
+
+}  // namespace sqlrl
