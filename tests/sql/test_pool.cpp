@@ -1,0 +1,254 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "sql/compare.h"
+#include "sql/pool.h"
+#include "tests/sql/pool_test_db.h"
+
+namespace sqlrl::sql {
+namespace {
+
+using testing::file_bytes;
+using testing::make_db;
+using testing::shop_db;
+
+TEST(SqlPool, SelectReturnsTypedCellsNamesAndDeclTypes) {
+  Pool pool;
+  Result r = pool.execute(shop_db(), "SELECT id, name, price, price * 2 AS twice FROM products ORDER BY id");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.columns, (std::vector<std::string>{"id", "name", "price", "twice"}));
+  EXPECT_EQ(r.decltypes, (std::vector<std::string>{"INTEGER", "TEXT", "REAL", ""}));
+  ASSERT_EQ(r.rows.size(), 4u);
+  EXPECT_EQ(r.rows[0][0].type, CellType::Integer);
+  EXPECT_EQ(r.rows[0][0].integer, 1);
+  EXPECT_EQ(r.rows[0][1].text, "apple");
+  EXPECT_EQ(r.rows[0][2].type, CellType::Real);
+  EXPECT_EQ(r.rows[0][2].real, 1.5);
+  EXPECT_EQ(r.rows[3][2].type, CellType::Null);
+  EXPECT_FALSE(r.truncated);
+  EXPECT_FALSE(r.timed_out);
+}
+
+TEST(SqlPool, ErrorIsSqlitesOwnMessage) {
+  Pool pool;
+  Result r = pool.execute(shop_db(), "SELECT x FROM products");
+  EXPECT_EQ(r.error, "no such column: x");
+  Result t = pool.execute(shop_db(), "SELECT * FROM nope");
+  EXPECT_EQ(t.error, "no such table: nope");
+}
+
+TEST(SqlPool, RecursiveCteStopsAtWallClockTimeout) {
+  Pool pool;
+  Limits limits;
+  limits.timeout_ms = 200;
+  limits.max_rows = 1;  // the count() keeps it from producing rows: only the clock can stop it
+  auto start = std::chrono::steady_clock::now();
+  Result r = pool.execute(shop_db(),
+                          "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(x) FROM c",
+                          limits);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.error, "timeout after 200 ms");
+  EXPECT_GE(ms, 195.0);
+  EXPECT_LT(ms, 1500.0);
+  EXPECT_EQ(pool.stats().timeouts, 1u);
+}
+
+TEST(SqlPool, RecursiveCteReturningRowsStopsAtRowCap) {
+  Pool pool;
+  Limits limits;
+  limits.max_rows = 1000;
+  Result r = pool.execute(shop_db(), "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c",
+                          limits);
+  EXPECT_TRUE(r.ok()) << r.error;
+  EXPECT_TRUE(r.truncated);
+  ASSERT_EQ(r.rows.size(), 1000u);
+  EXPECT_EQ(r.rows.back()[0].integer, 1000);
+}
+
+TEST(SqlPool, VmStepBudgetIsDeterministic) {
+  Pool pool;
+  Limits limits;
+  limits.timeout_ms = 0;
+  limits.max_vm_steps = 50000;
+  const char* sql = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(x) FROM c";
+  Result a = pool.execute(shop_db(), sql, limits);
+  Result b = pool.execute(shop_db(), sql, limits);
+  EXPECT_TRUE(a.timed_out);
+  EXPECT_EQ(a.error, "timeout after 50000 VM steps");
+  EXPECT_EQ(a.vm_steps, b.vm_steps);
+  EXPECT_GE(a.vm_steps, 49000);
+  EXPECT_LE(a.vm_steps, 51000);
+  // A query under budget is unaffected.
+  Result c = pool.execute(shop_db(), "SELECT count(*) FROM products", limits);
+  ASSERT_TRUE(c.ok()) << c.error;
+  EXPECT_EQ(c.rows[0][0].integer, 4);
+}
+
+TEST(SqlPool, CrossJoinStopsAtRowAndByteCaps) {
+  // 10^4 x 10^4 = 10^8 rows: only the caps stop it in time.
+  std::string db = make_db("big_cross.sqlite", R"sql(
+    CREATE TABLE t(x INTEGER, pad TEXT);
+    WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c WHERE i < 10000)
+    INSERT INTO t SELECT i, 'abcdefghij' FROM c;
+  )sql");
+  Pool pool;
+  Limits rows_cap;
+  rows_cap.max_rows = 5000;
+  Result r = pool.execute(db, "SELECT a.x, b.x FROM t a, t b", rows_cap);
+  EXPECT_TRUE(r.ok()) << r.error;
+  EXPECT_TRUE(r.truncated);
+  EXPECT_EQ(r.rows.size(), 5000u);
+
+  Limits bytes_cap;
+  bytes_cap.max_rows = 100000000;
+  bytes_cap.max_result_bytes = 100000;  // each row is 10 + 10 bytes of text
+  Result b = pool.execute(db, "SELECT a.pad, b.pad FROM t a, t b", bytes_cap);
+  EXPECT_TRUE(b.truncated);
+  EXPECT_EQ(b.rows.size(), 5000u);
+  EXPECT_EQ(b.result_bytes, 100000u);
+}
+
+TEST(SqlPool, WritesDdlAttachPragmasAndExtensionsAreRefusedAndFileIsUnchanged) {
+  std::string db = make_db("guarded.sqlite", "CREATE TABLE t(x INTEGER); CREATE INDEX tx ON t(x); INSERT INTO t VALUES (1),(2);");
+  std::string before = file_bytes(db);
+  Pool pool;
+  const char* attempts[] = {
+      "INSERT INTO t VALUES (3)",
+      "UPDATE t SET x = 5",
+      "DELETE FROM t",
+      "DROP TABLE t",
+      "CREATE TABLE u(y)",
+      "CREATE TEMP TABLE u(y)",
+      "ALTER TABLE t ADD COLUMN z",
+      "ATTACH DATABASE ':memory:' AS other",
+      "DETACH DATABASE main",
+      "PRAGMA journal_mode=WAL",
+      "PRAGMA user_version=7",
+      "SELECT load_extension('/tmp/evil.so')",
+      "VACUUM INTO '/tmp/sqlrl_vacuum_copy.sqlite'",
+      "VACUUM",
+      "BEGIN",
+      "COMMIT",
+      "SAVEPOINT s",
+      "REINDEX",
+      "ANALYZE",
+      "CREATE INDEX i ON t(x)",
+      "CREATE VIEW v AS SELECT 1",
+      "PRAGMA writable_schema=1",
+  };
+  for (const char* sql : attempts) {
+    Result r = pool.execute(db, sql);
+    EXPECT_FALSE(r.ok()) << sql;
+    EXPECT_NE(r.error.find("not authorized"), std::string::npos) << sql << " -> " << r.error;
+  }
+  EXPECT_FALSE(std::filesystem::exists("/tmp/sqlrl_vacuum_copy.sqlite"));
+  // SQLite itself refuses this one before the authorizer is asked.
+  EXPECT_EQ(pool.execute(db, "UPDATE sqlite_master SET sql = 'x'").error, "table sqlite_master may not be modified");
+  Result insert = pool.execute(db, "INSERT INTO t VALUES (3)");
+  EXPECT_EQ(insert.error, "not authorized: INSERT is refused (the database is read-only)");
+  Result pragma = pool.execute(db, "PRAGMA journal_mode=WAL");
+  EXPECT_EQ(pragma.error, "not authorized: PRAGMA journal_mode=WAL is refused (only read-only PRAGMAs run)");
+  pool.close_idle();
+  EXPECT_EQ(file_bytes(db), before);
+  Result count = pool.execute(db, "SELECT count(*) FROM t");
+  ASSERT_TRUE(count.ok()) << count.error;
+  EXPECT_EQ(count.rows[0][0].integer, 2);
+}
+
+TEST(SqlPool, ReadOnlyPragmasRun) {
+  Pool pool;
+  Result info = pool.execute(shop_db(), "PRAGMA table_info(products)");
+  ASSERT_TRUE(info.ok()) << info.error;
+  EXPECT_EQ(info.rows.size(), 4u);
+  Result fks = pool.execute(shop_db(), "PRAGMA foreign_key_list(orders)");
+  ASSERT_TRUE(fks.ok()) << fks.error;
+  ASSERT_EQ(fks.rows.size(), 1u);
+  Result idx = pool.execute(shop_db(), "PRAGMA index_list('products')");
+  EXPECT_TRUE(idx.ok()) << idx.error;
+  Result fn = pool.execute(shop_db(), "SELECT name FROM pragma_table_info('orders') ORDER BY cid");
+  ASSERT_TRUE(fn.ok()) << fn.error;
+  EXPECT_EQ(fn.rows.size(), 3u);
+}
+
+TEST(SqlPool, OnlyFirstStatementRunsAndTheRestIsReported) {
+  Pool pool;
+  Result r = pool.execute(shop_db(), "SELECT 1; DROP TABLE products; -- bye");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.ignored_tail, "DROP TABLE products; -- bye");
+  Result trailing = pool.execute(shop_db(), "SELECT 1;  -- comment\n /* block */ ;\n");
+  EXPECT_EQ(trailing.ignored_tail, "");
+  Result empty = pool.execute(shop_db(), "  -- nothing");
+  EXPECT_FALSE(empty.ok());
+}
+
+TEST(SqlPool, SqlLengthLimit) {
+  Pool pool;
+  Limits limits;
+  limits.max_sql_bytes = 10;
+  Result r = pool.execute(shop_db(), "SELECT 1 + 1 + 1", limits);
+  EXPECT_EQ(r.error, "SQL too long: 16 bytes, limit 10");
+}
+
+TEST(SqlPool, MissingAndCorruptDatabasesNameThePath) {
+  Pool pool;
+  std::string missing = testing::temp_dir() + "/does_not_exist.sqlite";
+  Result r = pool.execute(missing, "SELECT 1");
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error.find(missing), std::string::npos) << r.error;
+  EXPECT_FALSE(std::filesystem::exists(missing));
+
+  std::string corrupt = testing::temp_dir() + "/corrupt.sqlite";
+  {
+    std::ofstream out(corrupt, std::ios::binary);
+    out << std::string(8192, 'x');
+  }
+  Result c = pool.execute(corrupt, "SELECT 1");
+  EXPECT_FALSE(c.ok());
+  EXPECT_NE(c.error.find(corrupt), std::string::npos) << c.error;
+  EXPECT_NE(c.error.find("not a database"), std::string::npos) << c.error;
+  PoolStats s = pool.stats();
+  EXPECT_EQ(s.open, 0u);
+  EXPECT_EQ(s.in_use, 0u);
+}
+
+TEST(SqlPool, SubmitRunsOnWorkersAndReturnsConnections) {
+  ThreadPool workers(4);
+  Pool pool(PoolOptions{}, &workers);
+  std::vector<std::future<Result>> futures;
+  for (int i = 0; i < 50; ++i) futures.push_back(pool.submit(shop_db(), "SELECT count(*) FROM orders"));
+  for (auto& f : futures) {
+    Result r = f.get();
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.rows[0][0].integer, 4);
+  }
+  PoolStats s = pool.stats();
+  EXPECT_EQ(s.in_use, 0u);
+  EXPECT_LE(s.open, 5u);  // at most one per worker thread plus the caller
+  EXPECT_EQ(s.executions, 50u);
+}
+
+TEST(SqlPool, MaxConnectionsPerDbMakesCallersWait) {
+  PoolOptions options;
+  options.max_connections_per_db = 2;
+  ThreadPool workers(6);
+  Pool pool(options, &workers);
+  std::vector<std::future<Result>> futures;
+  for (int i = 0; i < 24; ++i)
+    futures.push_back(pool.submit(shop_db(), "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 20000) SELECT sum(x) FROM c"));
+  for (auto& f : futures) {
+    Result r = f.get();
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.rows[0][0].integer, 200010000);  // 20000 * 20001 / 2
+  }
+  PoolStats s = pool.stats();
+  EXPECT_LE(s.opened_total, 2u);
+  EXPECT_EQ(s.in_use, 0u);
+}
+
+}  // namespace
+}  // namespace sqlrl::sql
