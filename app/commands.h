@@ -8,5 +8,6 @@ namespace sqlrl {
 
 void add_info_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
 
 }  // namespace sqlrl
