@@ -1,0 +1,72 @@
+// `llm_sqlrl eval-sql`: the official Spider / SParC / CoSQL evaluation (test-suite-sql-eval's
+// evaluation.py: EM with partial components, hardness, EX, turn and interaction match), or with
+// --bird BIRD's execution accuracy. Prints what the official script prints.
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "runtime/error.h"
+#include "sql/eval_bird.h"
+#include "sql/eval_spider_run.h"
+#include "sql/pool.h"
+
+namespace sqlrl {
+
+void add_eval_sql_command(CLI::App& app) {
+  struct Args {
+    std::string gold, pred, db, table, etype = "all", dump, diff;
+    bool keep_distinct = false, bird = false;
+    size_t threads = 0;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("eval-sql", "Official Spider/SParC/CoSQL (EM, EX) or BIRD (EX) evaluation of predicted SQL");
+  cmd->add_option("--gold", args->gold, "gold file: 'SQL<TAB>db_id' lines, blank lines between interactions (BIRD: dev_gold.sql)")->required();
+  cmd->add_option("--pred", args->pred, "predictions: one SQL per line, same layout as --gold (BIRD: predict_dev.json)")->required();
+  cmd->add_option("--db", args->db, "database folder: <db>/<db_id>/<db_id>.sqlite (EX runs every *.sqlite there)")->required();
+  cmd->add_option("--table", args->table, "tables.json (foreign keys for EM)");
+  cmd->add_option("--etype", args->etype, "all | match | exec")->check(CLI::IsMember({"all", "match", "exec"}));
+  cmd->add_option("--dump", args->dump, "write one JSON line per evaluated pair to this file");
+  cmd->add_flag("--keep-distinct", args->keep_distinct, "EX: keep DISTINCT (the official default removes it)");
+  cmd->add_flag("--bird", args->bird, "BIRD input format and scoring (set semantics, by difficulty)");
+  cmd->add_option("--diff", args->diff, "BIRD: dev.json with each question's difficulty");
+  cmd->add_option("--threads", args->threads, "pairs scored in parallel (0 = all cores)");
+  cmd->callback([args] {
+    sql::Pool pool;
+    std::ofstream dump;
+    if (!args->dump.empty()) {
+      dump.open(args->dump);
+      check(dump.good(), args->dump, ": cannot write");
+    }
+    if (args->bird) {
+      sql::BirdEvalOptions o;
+      o.pred_path = args->pred;
+      o.gold_path = args->gold;
+      o.db_root = args->db;
+      o.diff_path = args->diff;
+      sql::BirdEvalReport r = sql::run_bird_eval(o, pool);
+      std::fputs(r.printout.c_str(), stdout);
+      if (dump.is_open())
+        for (const sql::BirdItem& it : r.items)
+          dump << nlohmann::json{{"index", it.index}, {"db_id", it.db_id}, {"gold", it.gold}, {"pred", it.pred},
+                                 {"difficulty", it.difficulty}, {"exec", it.exec}}.dump() << "\n";
+      return;
+    }
+    sql::SpiderEvalOptions o;
+    o.gold_path = args->gold;
+    o.pred_path = args->pred;
+    o.db_dir = args->db;
+    o.tables_path = args->table;
+    o.etype = args->etype == "match" ? sql::EvalType::Match : args->etype == "exec" ? sql::EvalType::Exec : sql::EvalType::All;
+    o.keep_distinct = args->keep_distinct;
+    o.threads = args->threads;
+    check(o.etype == sql::EvalType::Exec || !o.tables_path.empty(), "eval-sql: --table tables.json is needed for --etype ", args->etype);
+    sql::SpiderEvalReport r = sql::run_spider_eval(o, &pool);
+    std::fputs(r.printout.c_str(), stdout);
+    if (dump.is_open())
+      for (const sql::SpiderItem& it : r.items) dump << sql::spider_item_json(it).dump() << "\n";
+  });
+}
+
+}  // namespace sqlrl
