@@ -1,20 +1,18 @@
 #include "runtime/error.h"
 
-#include <cstring>
+#include <string_view>
 
 namespace sqlrl {
 
+const char* relative_source_path(const char* file) {
+  // Builds pass -fmacro-prefix-map, so most names are already relative to the repository root;
+  // names nvcc hands through stay absolute and lose the root here.
+  constexpr std::string_view root = SQLRL_SOURCE_ROOT;
+  return std::string_view(file).starts_with(root) ? file + root.size() : file;
+}
+
 void throw_error(const std::string& message, std::source_location where) {
-  // Keep only the path below the repository root: "runtime/tensor.cpp:42", not an absolute path.
-  const char* file = where.file_name();
-  for (const char* marker : {"/runtime/", "/kernels/", "/weights/", "/tokenizer/", "/model/", "/sql/",
-                             "/rl/", "/app/", "/tests/", "/bench/"}) {
-    if (const char* at = std::strstr(file, marker)) {
-      file = at + 1;
-      break;
-    }
-  }
-  throw Error(str_cat(message, " [", file, ":", where.line(), "]"));
+  throw Error(str_cat(message, " [", relative_source_path(where.file_name()), ":", where.line(), "]"));
 }
 
 }  // namespace sqlrl

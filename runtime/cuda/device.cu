@@ -1,23 +1,16 @@
-#include <cstring>
-
 #include "runtime/cuda/check.h"
 #include "runtime/device.h"
 
 namespace sqlrl {
 
-static const char* short_path(const char* file) {
-  const char* at = std::strstr(file, "runtime/");
-  return at ? at : file;
-}
-
 void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
   throw Error(str_cat(call, " failed: ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ") [",
-                      short_path(file), ":", line, "]"));
+                      relative_source_path(file), ":", line, "]"));
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
   throw Error(str_cat(call, " failed: ", cublasGetStatusName(status), " (", cublasGetStatusString(status), ") [",
-                      short_path(file), ":", line, "]"));
+                      relative_source_path(file), ":", line, "]"));
 }
 
 bool cuda_compiled() { return true; }

@@ -41,11 +41,8 @@ cudaDataType_t cuda_type(DType dtype) {
     case DType::F32: return CUDA_R_32F;
     case DType::BF16: return CUDA_R_16BF;
     case DType::F16: return CUDA_R_16F;
-    default: break;
+    default: fail("gemm: unsupported dtype ", dtype_name(dtype));
   }
-  // throw_error (a plain [[noreturn]] function) rather than fail: nvcc does not treat fail's
-  // constructor as noreturn and would warn about a missing return.
-  throw_error(str_cat("gemm: unsupported dtype ", dtype_name(dtype)), std::source_location::current());
 }
 
 // Largest power of two (<= 256) dividing the address: cuBLASLt picks kernels by alignment.
