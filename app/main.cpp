@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "llm_sqlrl 0.1");
   sqlrl::add_info_command(app);
   sqlrl::add_train_command(app);
+  sqlrl::add_sql_command(app);
   sqlrl::add_inspect_command(app);
   sqlrl::add_eval_sql_command(app);
   try {
