@@ -129,7 +129,8 @@ std::unique_ptr<Pool::Connection> open_connection(const std::string& path, const
   sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
   sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
-  std::string setup = str_cat("PRAGMA temp_store=MEMORY; PRAGMA cache_size=", options.cache_pages,
+  std::string setup = str_cat("PRAGMA temp_store=MEMORY; PRAGMA mmap_size=", options.mmap_bytes,
+                              "; PRAGMA cache_size=", options.cache_pages,
                               "; PRAGMA temp.max_page_count=", options.temp_max_pages,
                               "; SELECT count(*) FROM sqlite_master;");
   char* message = nullptr;

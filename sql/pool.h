@@ -32,6 +32,7 @@ struct PoolOptions {
   bool immutable = true;               // open with immutable=1 (files nobody writes meanwhile)
   int64_t temp_max_pages = 65536;      // temp schema cap (pages of 4 KiB: 256 MiB), in memory
   int64_t cache_pages = 2000;          // page cache per connection (PRAGMA cache_size)
+  int64_t mmap_bytes = int64_t(256) << 20;  // PRAGMA mmap_size: read pages without a read() each
   // Process-wide hard heap limit for SQLite (sqlite3_hard_heap_limit64), set when the first pool
   // is built if > 0 and no smaller limit is already set. Caps in-memory temp storage and sorts.
   int64_t heap_limit_bytes = int64_t(4) << 30;
