@@ -9,6 +9,7 @@ namespace sqlrl {
 void add_info_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_sql_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_eval_sql_command(CLI::App& app);
 

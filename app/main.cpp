@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   sqlrl::add_info_command(app);
   sqlrl::add_train_command(app);
   sqlrl::add_sql_command(app);
+  sqlrl::add_tokenize_command(app);
   sqlrl::add_inspect_command(app);
   sqlrl::add_eval_sql_command(app);
   try {

@@ -1,0 +1,120 @@
+// tokenizer.json variants the loader must accept or reject, and the `tokenize` CLI end to end.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "runtime/error.h"
+#include "tests/tokenizer/tokenizer_test_util.h"
+#include "tokenizer/unicode.h"
+
+namespace sqlrl {
+namespace {
+
+using testing::fixture_path;
+
+// A small tokenizer.json in the Qwen shape with the given merges. Vocabulary: the 256
+// byte-level characters as ids 0..255 in byte order (built in a loop), then "ab" (256) and
+// "Ġab" (257); added token <|im_end|> = 258.
+std::string tiny_tokenizer_json(const std::string& merges, const std::string& extra = "") {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) {
+    std::string ch;
+    utf8_append(ch, byte_level_char(static_cast<uint8_t>(b)));
+    vocab[ch] = b;
+  }
+  vocab["ab"] = 256;
+  vocab["Ġab"] = 257;
+  std::string pattern = nlohmann::json(std::string("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")).dump();
+  return R"({"added_tokens": [{"id": 258, "content": "<|im_end|>", "special": true}],)" + extra +
+         R"("normalizer": {"type": "NFC"},
+  "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+     {"type": "Split", "pattern": {"Regex": )" + pattern + R"(}, "behavior": "Isolated", "invert": false},
+     {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}]},
+  "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+  "model": {"type": "BPE", "vocab": )" + vocab.dump() + R"(, "merges": )" + merges + "}}";
+}
+
+TEST(Loader, AcceptsStringMerges) {
+  auto tok = load_tokenizer_from_string(tiny_tokenizer_json(R"(["a b", "Ġ ab"])"), "tiny.json");
+  EXPECT_EQ(encode(*tok, "ab ab<|im_end|>"), (std::vector<int32_t>{256, 257, 258}));
+  auto same = load_tokenizer_from_string(tiny_tokenizer_json(R"([["a", "b"], ["Ġ", "ab"]])"), "tiny.json");
+  EXPECT_EQ(encode(*same, "ab ab<|im_end|>"), (std::vector<int32_t>{256, 257, 258}));
+}
+
+std::string load_error(const std::string& json_text) {
+  try {
+    load_tokenizer_from_string(json_text, "bad.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Loader, RejectsUnsupportedComponentsByName) {
+  std::string good = tiny_tokenizer_json(R"(["a b"])");
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    size_t p = s.find(from);
+    EXPECT_NE(p, std::string::npos) << from;
+    return s.replace(p, from.size(), to);
+  };
+  EXPECT_NE(load_error(replace(R"("type": "NFC")", R"("type": "NFKC")")).find("NFKC"), std::string::npos);
+  EXPECT_NE(load_error(replace(R"("type": "BPE")", R"("type": "WordPiece")")).find("WordPiece"), std::string::npos);
+  EXPECT_NE(load_error(replace(R"("decoder": {"type": "ByteLevel")", R"("decoder": {"type": "Metaspace")")).find("Metaspace"), std::string::npos);
+  EXPECT_NE(load_error(replace(R"(["a b"])", R"(["a q"])")).find("merges[0]"), std::string::npos);
+  EXPECT_NE(load_error(replace(R"(["a b"])", R"(["a b c"])")).find("merges[0]"), std::string::npos);
+  EXPECT_NE(load_error("{\"model\": ").find("bad.json: not valid JSON"), std::string::npos);
+  EXPECT_THROW(load_tokenizer(fixture_path("tokenizer/no_such_file.json")), Error);
+}
+
+std::string run(const std::string& command) {
+  std::string out;
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+TEST(Cli, EncodesDecodesAndRenders) {
+  std::string dir = ::testing::TempDir();
+  std::string in = dir + "/tokenize_in.jsonl";
+  std::ofstream(in) << "{\"text\": \"SELECT 1;<|im_end|>\"}\n";
+  std::string tok = fixture_path("tokenizer/qwen3_tokenizer.json");
+  std::string out = run(std::string(SQLRL_BINARY) + " tokenize --tokenizer " + tok + " --input " + in);
+  auto ids = nlohmann::json::parse(out)["ids"].get<std::vector<int32_t>>();
+  EXPECT_EQ(ids, encode(testing::qwen3_tokenizer(), "SELECT 1;<|im_end|>"));
+  std::ofstream(in) << nlohmann::json({{"ids", ids}}).dump() << "\n";
+  out = run(std::string(SQLRL_BINARY) + " tokenize --decode --skip-special --tokenizer " + tok + " --input " + in);
+  EXPECT_EQ(nlohmann::json::parse(out)["text"], "SELECT 1;");
+  std::ofstream(in) << R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true})" << "\n";
+  out = run(std::string(SQLRL_BINARY) + " tokenize --chat --input " + in);
+  EXPECT_EQ(nlohmann::json::parse(out)["rendered"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(Cli, TrainsATokenizerThatLoads) {
+  std::string dir = ::testing::TempDir();
+  std::string corpus = dir + "/tokenize_corpus.txt", out = dir + "/tokenize_trained.json";
+  std::ofstream(corpus) << "SELECT name FROM singer WHERE age > 20; SELECT name FROM singer;\n";
+  std::string log = run(std::string(SQLRL_BINARY) + " tokenize train --corpus " + corpus + " --vocab-size 300 --out " + out + " 2>&1");
+  auto tok = load_tokenizer(out);
+  EXPECT_LE(tok->size(), 300u);
+  EXPECT_EQ(decode(*tok, encode(*tok, "SELECT name FROM singer;")), "SELECT name FROM singer;");
+}
+
+TEST(Cli, BadInputExitsWithAnError) {
+  std::string dir = ::testing::TempDir();
+  std::string in = dir + "/tokenize_bad.jsonl";
+  std::ofstream(in) << "{\"text\": 5}\n";
+  std::string out = run(std::string(SQLRL_BINARY) + " tokenize --tokenizer " + fixture_path("tokenizer/qwen3_tokenizer.json") +
+                        " --input " + in + " 2>&1; echo rc=$?");
+  EXPECT_NE(out.find("error: "), std::string::npos) << out;
+  EXPECT_NE(out.find(":1: "), std::string::npos) << out;
+  EXPECT_NE(out.find("rc=1"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace sqlrl
