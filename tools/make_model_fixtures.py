@@ -113,7 +113,10 @@ def make_fixture(name, arch, seed):
     shutil.rmtree(folder, ignore_errors=True)
     model = build_model(arch, seed)
     model.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
-    model = model.float().double()
+    # Reload rather than widen in place: .to(bfloat16) also rounded the rotary inv_freq buffer,
+    # which a fresh load recomputes in f32 as any user of the checkpoint would.
+    cls = type(model)
+    model = cls.from_pretrained(folder, torch_dtype=torch.float32).eval().double()
     seqs, tokens, positions, cu, targets, mask = make_batch(seed + 1, model.config.vocab_size)
 
     model.zero_grad()

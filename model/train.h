@@ -1,0 +1,65 @@
+// Training forward and backward over a packed varlen batch (no padding; causal within each
+// sequence), written out per layer as llm.c does. Activation memory is planned once for
+// max_tokens (TrainState); a layer marked for recomputation keeps only its input and re-runs
+// its forward inside the backward (gradient checkpointing), all such layers sharing one slot.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+
+namespace sqlrl {
+
+struct PackedBatch {
+  std::vector<int32_t> tokens;      // [T]
+  std::vector<int32_t> positions;   // [T], restarting at 0 in each sequence
+  std::vector<int32_t> cu_seqlens;  // [num_seqs + 1], starting at 0, ending at T
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_seqs() const { return static_cast<int64_t>(cu_seqlens.size()) - 1; }
+};
+
+PackedBatch pack_sequences(const std::vector<std::vector<int32_t>>& sequences);
+void validate_batch(const PackedBatch& batch, int64_t max_tokens, int64_t vocab);
+
+struct TrainOptions {
+  int64_t max_tokens = 0;
+  int64_t logprob_chunk = 128;  // tokens per lm_head chunk of the fused log-prob
+  std::vector<bool> recompute;  // per layer; empty = store everything
+};
+
+// One layer's saved activations (pointers into TrainState::layer_storage).
+struct LayerActs {
+  float *ln1 = nullptr, *rstd1 = nullptr;
+  float *q_raw = nullptr, *k_raw = nullptr, *q_rstd = nullptr, *k_rstd = nullptr;  // Qwen3 q/k norm inputs
+  float *q = nullptr, *k = nullptr, *v = nullptr, *att = nullptr, *lse = nullptr;
+  float *resid_mid = nullptr, *ln2 = nullptr, *rstd2 = nullptr;
+  float *gate = nullptr, *up = nullptr, *h = nullptr;
+};
+
+struct TrainState {
+  QwenConfig config;
+  TrainOptions options;
+  std::vector<float> resid;          // [(layers + 1), max_tokens, hidden]: each layer's input, then the last output
+  std::vector<float> layer_storage;  // one slot per stored layer, plus one shared by recomputed layers
+  std::vector<LayerActs> layer_acts;
+  std::vector<float> lnf, rstdf, vocab_lse, logits_scratch;
+  // backward scratch
+  std::vector<float> dresid, dln, datt, dq, dk, dv, dq_raw, dk_raw, dh, dgate, dup;
+  int64_t num_floats() const;  // activation + scratch memory, for reports
+};
+
+TrainState make_train_state(const QwenConfig& config, const TrainOptions& options);
+
+// Runs the layers and the final norm (state.lnf holds the normalised last hidden states).
+void forward_hidden(const QwenModel& model, TrainState& state, const PackedBatch& batch);
+// Full logits [T, vocab] (inference and tests; training uses forward_logprobs).
+void forward_logits(const QwenModel& model, TrainState& state, const PackedBatch& batch, float* logits);
+// logprobs[t] = log p(targets[t] | tokens up to t), via the fused chunked lm_head.
+void forward_logprobs(const QwenModel& model, TrainState& state, const PackedBatch& batch,
+                      const std::vector<int32_t>& targets, float* logprobs);
+// After forward_logprobs on the same batch: adds d(sum_t dlogprobs[t] * logprob_t)/d(param) into
+// model.grads (allocated by the caller).
+void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& batch,
+                       const std::vector<int32_t>& targets, const float* dlogprobs);
+
+}  // namespace sqlrl
