@@ -1,0 +1,187 @@
+// Backward of the f32 model against central finite differences of an independent float64
+// reference of the same network (written here, plain loops), on 1-layer models small enough
+// to perturb every parameter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "fixture.h"
+
+namespace sqlrl {
+namespace {
+
+using Vec = std::vector<double>;
+
+struct RefModel {
+  const QwenModel& m;
+  const Vec& p;  // parameters in the model's table layout, as doubles
+  const double* at(const std::string& short_name) const {
+    for (const ParamView& v : m.table)
+      if (v.spec.name == short_name) return p.data() + v.offset;
+    return nullptr;
+  }
+};
+
+Vec rmsnorm(const Vec& x, const double* w, int64_t rows, int64_t dim, double eps) {
+  Vec y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += x[r * dim + i] * x[r * dim + i];
+    double s = 1.0 / std::sqrt(ss / dim + eps);
+    for (int64_t i = 0; i < dim; ++i) y[r * dim + i] = w[i] * x[r * dim + i] * s;
+  }
+  return y;
+}
+
+Vec linear(const Vec& x, const double* w, const double* b, int64_t T, int64_t in, int64_t out) {
+  Vec y(static_cast<size_t>(T * out));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t o = 0; o < out; ++o) {
+      double s = b ? b[o] : 0.0;
+      for (int64_t i = 0; i < in; ++i) s += x[t * in + i] * w[o * in + i];
+      y[t * out + o] = s;
+    }
+  return y;
+}
+
+void rope(Vec& x, const std::vector<int32_t>& pos, int64_t heads, int64_t D, double theta) {
+  for (size_t t = 0; t < pos.size(); ++t)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < D / 2; ++i) {
+        double angle = pos[t] * std::pow(theta, -2.0 * i / D);
+        double* v = x.data() + (t * heads + h) * D;
+        double a = v[i], b = v[i + D / 2];
+        v[i] = a * std::cos(angle) - b * std::sin(angle);
+        v[i + D / 2] = b * std::cos(angle) + a * std::sin(angle);
+      }
+}
+
+// Sum over tokens of weight[t] * log p(target[t]).
+double reference_objective(const RefModel& r, const PackedBatch& b, const std::vector<int32_t>& targets,
+                           const std::vector<float>& weight) {
+  const QwenConfig& c = r.m.config;
+  int64_t T = b.num_tokens(), C = c.hidden_size, H = c.num_attention_heads, KVH = c.num_key_value_heads,
+          D = c.head_dim, I = c.intermediate_size, V = c.vocab_size;
+  double eps = c.rms_norm_eps;
+  Vec x(static_cast<size_t>(T * C));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < C; ++i) x[t * C + i] = r.at("embed")[b.tokens[t] * C + i];
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    auto P = [&](const char* n) { return r.at("L" + std::to_string(l) + "." + n); };
+    Vec h = rmsnorm(x, P("attn_norm"), T, C, eps);
+    Vec q = linear(h, P("wq"), P("bq"), T, C, H * D), k = linear(h, P("wk"), P("bk"), T, C, KVH * D),
+        v = linear(h, P("wv"), P("bv"), T, C, KVH * D);
+    if (c.has_qk_norm()) {
+      q = rmsnorm(q, P("q_norm"), T * H, D, eps);
+      k = rmsnorm(k, P("k_norm"), T * KVH, D, eps);
+    }
+    rope(q, b.positions, H, D, c.rope_theta);
+    rope(k, b.positions, KVH, D, c.rope_theta);
+    Vec att(static_cast<size_t>(T * H * D), 0.0);
+    for (int64_t s = 0; s < b.num_seqs(); ++s)
+      for (int64_t i = b.cu_seqlens[s]; i < b.cu_seqlens[s + 1]; ++i)
+        for (int64_t hh = 0; hh < H; ++hh) {
+          int64_t kv = hh / (H / KVH);
+          Vec sc;
+          double mx = -INFINITY, sum = 0;
+          for (int64_t j = b.cu_seqlens[s]; j <= i; ++j) {
+            double d = 0;
+            for (int64_t e = 0; e < D; ++e) d += q[(i * H + hh) * D + e] * k[(j * KVH + kv) * D + e];
+            sc.push_back(d / std::sqrt(static_cast<double>(D)));
+            mx = std::max(mx, sc.back());
+          }
+          for (double& e : sc) sum += (e = std::exp(e - mx));
+          for (int64_t j = b.cu_seqlens[s]; j <= i; ++j)
+            for (int64_t e = 0; e < D; ++e)
+              att[(i * H + hh) * D + e] += sc[j - b.cu_seqlens[s]] / sum * v[(j * KVH + kv) * D + e];
+        }
+    Vec o = linear(att, P("wo"), P("bo"), T, H * D, C);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    h = rmsnorm(x, P("mlp_norm"), T, C, eps);
+    Vec g = linear(h, P("w_gate"), nullptr, T, C, I), u = linear(h, P("w_up"), nullptr, T, C, I);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+    Vec dn = linear(g, P("w_down"), nullptr, T, I, C);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += dn[i];
+  }
+  Vec hf = rmsnorm(x, r.at("final_norm"), T, C, eps);
+  Vec logits = linear(hf, c.tie_word_embeddings ? r.at("embed") : r.at("lm_head"), nullptr, T, C, V);
+  double obj = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t v2 = 0; v2 < V; ++v2) mx = std::max(mx, logits[t * V + v2]);
+    for (int64_t v2 = 0; v2 < V; ++v2) sum += std::exp(logits[t * V + v2] - mx);
+    obj += weight[t] * (logits[t * V + targets[t]] - mx - std::log(sum));
+  }
+  return obj;
+}
+
+QwenConfig tiny_config(QwenArch arch, bool tied) {
+  QwenConfig c;
+  c.arch = arch;
+  c.vocab_size = 19;
+  c.hidden_size = 16;
+  c.intermediate_size = 24;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.tie_word_embeddings = tied;
+  c.rope_theta = 100.0;
+  c.rms_norm_eps = 1e-5;
+  return c;
+}
+
+void finite_difference_check(const QwenConfig& config) {
+  QwenModel model = make_model(config);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  for (const ParamView& v : model.table)
+    for (int64_t i = 0; i < v.spec.numel(); ++i)
+      model.params[v.offset + i] = (v.spec.name.find("norm") != std::string::npos ? 1.0f : 0.0f) + normal(rng);
+  PackedBatch batch = pack_sequences({{1, 5, 7, 2, 11, 3}, {4, 18}, {9, 9, 0, 12, 6}});
+  std::vector<int32_t> targets = {5, 7, 2, 11, 3, 8, 18, 1, 9, 0, 12, 6, 15};
+  std::vector<float> weight = {0.5f, -1.0f, 0.25f, 1.0f, 0.0f, 0.75f, 1.0f, -0.5f, 0.3f, 1.0f, 0.0f, 0.6f, -0.2f};
+  int64_t T = batch.num_tokens();
+  TrainState state = make_train_state(config, testing::options(T, 4));
+  std::vector<float> lp(static_cast<size_t>(T));
+  forward_logprobs(model, state, batch, targets, lp.data());
+  alloc_grads(model);
+  backward_logprobs(model, state, batch, targets, weight.data());
+
+  Vec p(model.params.begin(), model.params.end());
+  RefModel ref{model, p};
+  // The f32 forward agrees with the float64 reference.
+  double obj = reference_objective(ref, batch, targets, weight), ours = 0;
+  for (int64_t t = 0; t < T; ++t) ours += weight[t] * lp[t];
+  EXPECT_NEAR(ours, obj, 1e-5 * std::fabs(obj) + 1e-5);
+  const double h = 1e-5;
+  double worst = 0;
+  for (const ParamView& v : model.table) {
+    for (int64_t i = 0; i < v.spec.numel(); ++i) {
+      double keep = p[v.offset + i];
+      p[v.offset + i] = keep + h;
+      double up = reference_objective(ref, batch, targets, weight);
+      p[v.offset + i] = keep - h;
+      double down = reference_objective(ref, batch, targets, weight);
+      p[v.offset + i] = keep;
+      double fd = (up - down) / (2 * h), got = model.grads[v.offset + i];
+      double err = std::fabs(got - fd) / (1e-4 + 1e-3 * std::fabs(fd));
+      worst = std::max(worst, err);
+      EXPECT_LE(err, 1.0) << v.spec.hf_name << "[" << i << "]: backward " << got << ", finite difference " << fd;
+    }
+  }
+  std::printf("%s: %lld parameters, worst |grad - fd| / (1e-4 + 1e-3 |fd|) = %.3f\n", arch_name(config.arch),
+              static_cast<long long>(model.num_params), worst);
+}
+
+TEST(FiniteDifference, Qwen3OneLayerTied) { finite_difference_check(tiny_config(QwenArch::Qwen3, true)); }
+TEST(FiniteDifference, Qwen2OneLayerUntied) { finite_difference_check(tiny_config(QwenArch::Qwen2, false)); }
+TEST(FiniteDifference, Qwen3WithAttentionBias) {
+  QwenConfig c = tiny_config(QwenArch::Qwen3, false);
+  c.attention_bias = true;
+  finite_difference_check(c);
+}
+
+}  // namespace
+}  // namespace sqlrl
