@@ -1,0 +1,48 @@
+// Inference with the paged KV cache: prefill and decode are the same call (new tokens of each
+// sequence, attending to everything the cache holds for it), and generation with sampling.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "kernels/sampling.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace sqlrl {
+
+struct CachedInput {
+  int64_t sequence = 0;          // cache handle
+  std::vector<int32_t> tokens;   // appended at positions length, length + 1, ...
+};
+
+// Runs the new tokens, writes their K/V into the cache and advances each sequence's length.
+// logits: [inputs.size(), vocab] for the last new token of each input, or with all_positions
+// [total new tokens, vocab] in input order.
+void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vector<CachedInput>& inputs,
+                    std::vector<float>& logits, bool all_positions = false);
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 64;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_tokens;  // ends a sample (the token is kept)
+  uint64_t first_sample_id = 0;      // sample i draws with Philox stream first_sample_id + i
+};
+
+struct GeneratedSample {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;     // under the sampling distribution
+  std::vector<float> logprobs_t1;  // under the model at temperature 1
+  bool stopped = false;            // ended by a stop token or the callback
+};
+
+// Called after every sampled token (sample index, token); returning false ends that sample.
+using TokenCallback = std::function<bool(int64_t sample, int32_t token)>;
+
+// Prefills the prompt once, forks it num_samples times (the samples share the prompt's
+// blocks) and decodes them as one batch. The cache sequences are freed before returning.
+std::vector<GeneratedSample> generate(const QwenModel& model, PagedKVCache& cache, const std::vector<int32_t>& prompt,
+                                      int64_t num_samples, const GenerateOptions& options,
+                                      const TokenCallback& on_token = {});
+
+}  // namespace sqlrl
