@@ -1,0 +1,121 @@
+// `llm_sqlrl generate`: text generation with the CPU model and the paged KV cache, streaming
+// the decoded text to stdout as tokens arrive.
+//   llm_sqlrl generate --weights DIR --tokenizer tokenizer.json --prompt TEXT | --chat FILE
+//       [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR...]
+// --prompt-ids / --print-ids bypass the tokenizer (tiny test models have byte-sized
+// vocabularies); --resave DIR writes the loaded model back out (HF layout, f32) and exits.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "app/commands.h"
+#include "model/infer.h"
+#include "model/model.h"
+#include "runtime/error.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/stream.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sqlrl {
+namespace {
+
+struct GenerateArgs {
+  std::string weights, tokenizer, prompt, chat, resave;
+  std::vector<int32_t> prompt_ids;
+  int64_t max_new_tokens = 128;
+  float temperature = 1.0f, top_p = 1.0f;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  int64_t block_size = 16;
+  std::vector<std::string> stops;
+  bool print_ids = false;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), "generate: cannot read ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void run_generate(const GenerateArgs& args) {
+  QwenModel model = load_model(args.weights);
+  if (!args.resave.empty()) {
+    save_model(model, args.resave);
+    std::printf("saved %lld parameters to %s\n", static_cast<long long>(model.num_params), args.resave.c_str());
+    return;
+  }
+  int sources = !args.prompt.empty() + !args.chat.empty() + !args.prompt_ids.empty();
+  check(sources == 1, "generate: give exactly one of --prompt, --chat, --prompt-ids");
+  std::unique_ptr<Tokenizer> tok;
+  if (!args.tokenizer.empty()) tok = load_tokenizer(args.tokenizer);
+  check(tok || (args.print_ids && !args.prompt_ids.empty()),
+        "generate: --tokenizer PATH is required unless --prompt-ids and --print-ids are given");
+  std::vector<int32_t> prompt = args.prompt_ids;
+  if (!args.prompt.empty()) prompt = encode(*tok, args.prompt);
+  if (!args.chat.empty()) {
+    std::vector<ChatMessage> messages;
+    ChatOptions options;
+    chat_request_from_json(nlohmann::ordered_json::parse(read_text(args.chat)), &messages, &options);
+    options.add_generation_prompt = true;
+    prompt = encode(*tok, render_chat(messages, options));
+  }
+  check(!prompt.empty(), "generate: the prompt encodes to no tokens");
+  for (size_t i = 0; i < prompt.size(); ++i)
+    check(prompt[i] >= 0 && prompt[i] < model.config.vocab_size, "generate: prompt token ", prompt[i], " at ", i,
+          " is outside the model's vocabulary of ", model.config.vocab_size);
+
+  GenerateOptions options;
+  options.max_new_tokens = args.max_new_tokens;
+  options.sampling = {args.temperature, args.top_k, args.top_p, args.seed};
+  for (int64_t id : model.config.eos_token_ids) options.stop_tokens.push_back(static_cast<int32_t>(id));
+  int64_t total = static_cast<int64_t>(prompt.size()) + args.max_new_tokens;
+  PagedKVCache cache = make_kv_cache(model.config, (total + args.block_size - 1) / args.block_size + 1, args.block_size);
+
+  std::unique_ptr<TokenStream> stream;
+  if (tok && !args.print_ids) stream = std::make_unique<TokenStream>(*tok, args.stops, true);
+  auto on_token = [&](int64_t, int32_t token) {
+    if (!stream) return true;
+    TokenStream::Step step = stream->push(token);
+    std::fwrite(step.text.data(), 1, step.text.size(), stdout);
+    std::fflush(stdout);
+    return step.stop < 0;
+  };
+  auto samples = generate(model, cache, prompt, 1, options, on_token);
+  if (stream) {
+    if (!stream->stopped) {
+      TokenStream::Step step = stream->finish();
+      std::fwrite(step.text.data(), 1, step.text.size(), stdout);
+    }
+    std::printf("\n");
+  } else {
+    for (size_t i = 0; i < samples[0].tokens.size(); ++i) std::printf(i ? " %d" : "%d", samples[0].tokens[i]);
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text with a Qwen2/Qwen3 checkpoint on the CPU");
+  cmd->add_option("--weights", args->weights, "checkpoint file or folder")->required();
+  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json");
+  cmd->add_option("--prompt", args->prompt, "prompt text");
+  cmd->add_option("--chat", args->chat, "JSON file {\"messages\": [...]} rendered with the ChatML template");
+  cmd->add_option("--prompt-ids", args->prompt_ids, "prompt as token ids (no tokenizer)")->delimiter(',');
+  cmd->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most")->check(CLI::PositiveNumber);
+  cmd->add_option("--temperature", args->temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", args->top_k, "0 = off")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", args->top_p, "nucleus mass, 1 = off")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", args->seed, "Philox seed");
+  cmd->add_option("--stop", args->stops, "stop strings (kept in the output)");
+  cmd->add_option("--block-size", args->block_size, "KV-cache block size")->check(CLI::PositiveNumber);
+  cmd->add_flag("--print-ids", args->print_ids, "print generated token ids instead of text");
+  cmd->add_option("--resave", args->resave, "save the loaded model to this folder and exit");
+  cmd->callback([args] { run_generate(*args); });
+}
+
+}  // namespace sqlrl
