@@ -17,7 +17,7 @@ namespace sqlrl {
 void add_eval_sql_command(CLI::App& app) {
   struct Args {
     std::string gold, pred, db, table, etype = "all", dump, diff;
-    bool keep_distinct = false, bird = false;
+    bool keep_distinct = false, plug_value = false, bird = false;
     size_t threads = 0;
   };
   auto args = std::make_shared<Args>();
@@ -29,6 +29,9 @@ void add_eval_sql_command(CLI::App& app) {
   cmd->add_option("--etype", args->etype, "all | match | exec")->check(CLI::IsMember({"all", "match", "exec"}));
   cmd->add_option("--dump", args->dump, "write one JSON line per evaluated pair to this file");
   cmd->add_flag("--keep-distinct", args->keep_distinct, "EX: keep DISTINCT (the official default removes it)");
+  cmd->add_flag("--plug-value", args->plug_value,
+                "EX: also try every way of putting the gold query's values into the prediction's value slots "
+                "(for models that do not predict values)");
   cmd->add_flag("--bird", args->bird, "BIRD input format and scoring (set semantics, by difficulty)");
   cmd->add_option("--diff", args->diff, "BIRD: dev.json with each question's difficulty");
   cmd->add_option("--threads", args->threads, "pairs scored in parallel (0 = all cores)");
@@ -60,6 +63,7 @@ void add_eval_sql_command(CLI::App& app) {
     o.tables_path = args->table;
     o.etype = args->etype == "match" ? sql::EvalType::Match : args->etype == "exec" ? sql::EvalType::Exec : sql::EvalType::All;
     o.keep_distinct = args->keep_distinct;
+    o.plug_value = args->plug_value;
     o.threads = args->threads;
     check(o.etype == sql::EvalType::Exec || !o.tables_path.empty(), "eval-sql: --table tables.json is needed for --etype ", args->etype);
     sql::SpiderEvalReport r = sql::run_spider_eval(o, &pool);

@@ -8,6 +8,7 @@
 
 #include "runtime/error.h"
 #include "sql/compare.h"
+#include "sql/eval_spider_plug.h"
 
 namespace sqlrl::sql {
 namespace {
@@ -150,17 +151,30 @@ int spider_exec_match(Pool& pool, const std::vector<std::string>& db_files, cons
     gold = sqlparse_remove_distinct(gold);
   }
   bool order_matters = gold_has_order_by(gold);
-  pred = replace_cur_year(pred);
-  gold = replace_cur_year(gold);
-  for (const std::string& db : db_files) {
-    Result g = pool.execute(db, gold, options.limits);
-    if (!g.ok()) fail("gold query has error on database file ", db, ": ", g.error, " (query: ", gold, ")");
-    Result p = pool.execute(db, pred, options.limits);
-    // Python's sqlite3 refuses a second statement ("You can only execute one statement at a time").
-    if (!p.ok() || !p.ignored_tail.empty()) return 0;
-    if (!spider_rows_equal(g.rows, p.rows, order_matters)) return 0;
-  }
-  return 1;
+  // Gold denotations are the same for every candidate, so each file runs the gold query once.
+  std::vector<Result> gold_results(db_files.size());
+  std::vector<char> gold_done(db_files.size(), 0);
+  auto passes = [&](const std::string& candidate) {
+    std::string query = replace_cur_year(candidate);
+    for (size_t f = 0; f < db_files.size(); ++f) {
+      const std::string& db = db_files[f];
+      if (!gold_done[f]) {
+        gold_results[f] = pool.execute(db, replace_cur_year(gold), options.limits);
+        gold_done[f] = 1;
+        if (!gold_results[f].ok())
+          fail("gold query has error on database file ", db, ": ", gold_results[f].error, " (query: ", gold, ")");
+      }
+      Result p = pool.execute(db, query, options.limits);
+      // Python's sqlite3 refuses a second statement ("You can only execute one statement at a time").
+      if (!p.ok() || !p.ignored_tail.empty()) return false;
+      if (!spider_rows_equal(gold_results[f].rows, p.rows, order_matters)) return false;
+    }
+    return true;
+  };
+  if (passes(pred)) return 1;
+  // get_all_preds_for_execution reads the texts before replace_cur_year (exec_on_db applies it).
+  if (options.plug_value && for_each_plugged_prediction(gold, pred, passes)) return 1;
+  return 0;
 }
 
 }  // namespace sqlrl::sql

@@ -4,7 +4,8 @@
 //   removed from both queries (count(DISTINCT x) too) and only the first statement kept;
 //   order matters iff the gold text contains "order by"; YEAR(CURDATE()) -> 2020; the pair is
 //   run on every file of the database's folder whose name contains ".sqlite" and must agree on
-//   all of them. A prediction error is a miss; a gold error is the caller's error.
+//   all of them. A prediction error is a miss; a gold error is the caller's error. With
+//   plug_value the variants of sql/eval_spider_plug.h are tried after the prediction itself.
 #pragma once
 #include <string>
 #include <string_view>
@@ -27,6 +28,9 @@ std::vector<std::string> sqlite_files_in(const std::string& dir);
 
 struct SpiderExecOptions {
   bool keep_distinct = false;
+  // --plug_value: also try every way of filling the prediction's value slots with the gold
+  // query's values (sql/eval_spider_plug.h); 1 if the prediction or any variant passes.
+  bool plug_value = false;
   // The official script waits up to 60 s per query and fetches every row.
   Limits limits{60000, 0, size_t(1) << 40, size_t(1) << 40, size_t(1) << 30};
 };

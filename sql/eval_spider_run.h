@@ -23,6 +23,7 @@ struct SpiderEvalOptions {
   std::string tables_path;  // tables.json, for the foreign-key map (match only)
   EvalType etype = EvalType::All;
   bool keep_distinct = false;
+  bool plug_value = false;  // EX: also try the gold values in the prediction's value slots
   size_t threads = 0;  // items scored in parallel; 0 = the default thread pool's size
 };
 
