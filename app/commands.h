@@ -12,6 +12,7 @@ void add_sql_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_eval_sql_command(CLI::App& app);
+void add_data_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 
 }  // namespace sqlrl

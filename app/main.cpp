@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   sqlrl::add_tokenize_command(app);
   sqlrl::add_inspect_command(app);
   sqlrl::add_eval_sql_command(app);
+  sqlrl::add_data_command(app);
   sqlrl::add_generate_command(app);
   try {
     app.parse(argc, argv);
