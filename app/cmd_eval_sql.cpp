@@ -19,6 +19,7 @@ void add_eval_sql_command(CLI::App& app) {
     std::string gold, pred, db, table, etype = "all", dump, diff;
     bool keep_distinct = false, plug_value = false, bird = false;
     size_t threads = 0;
+    double bird_timeout = 30;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("eval-sql", "Official Spider/SParC/CoSQL (EM, EX) or BIRD (EX) evaluation of predicted SQL");
@@ -34,6 +35,7 @@ void add_eval_sql_command(CLI::App& app) {
                 "(for models that do not predict values)");
   cmd->add_flag("--bird", args->bird, "BIRD input format and scoring (set semantics, by difficulty)");
   cmd->add_option("--diff", args->diff, "BIRD: dev.json with each question's difficulty");
+  cmd->add_option("--bird-timeout", args->bird_timeout, "BIRD: seconds for a prediction and its gold together (meta_time_out)");
   cmd->add_option("--threads", args->threads, "pairs scored in parallel (0 = all cores)");
   cmd->callback([args] {
     sql::Pool pool;
@@ -48,6 +50,7 @@ void add_eval_sql_command(CLI::App& app) {
       o.gold_path = args->gold;
       o.db_root = args->db;
       o.diff_path = args->diff;
+      o.timeout_s = args->bird_timeout;
       sql::BirdEvalReport r = sql::run_bird_eval(o, pool);
       std::fputs(r.printout.c_str(), stdout);
       if (dump.is_open())

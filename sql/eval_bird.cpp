@@ -2,12 +2,15 @@
 // gold from the .sql file), execute_model per pair, compute_acc_by_diff, print_data.
 #include "sql/eval_bird.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "runtime/thread_pool.h"
 #include "sql/compare.h"
 #include "sql/pool.h"
@@ -15,11 +18,12 @@
 namespace sqlrl::sql {
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
+template <typename Json>
+Json read_json(const std::string& path) {
   std::ifstream in(path);
   check(in.good(), path, ": cannot open");
   try {
-    return nlohmann::json::parse(in);
+    return Json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": not valid JSON: ", e.what());
   }
@@ -27,20 +31,31 @@ nlohmann::json read_json(const std::string& path) {
 
 std::string pad20(const std::string& s) { return s.size() >= 20 ? s : s + std::string(20 - s.size(), ' '); }
 
+std::string python_strip(const std::string& s) {
+  auto ws = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); };
+  size_t b = 0, e = s.size();
+  while (b < e && ws(s[b])) ++b;
+  while (e > b && ws(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+// Python's cursor.execute on a text with no statement returns no rows, without an error.
+bool is_empty_statement(const Result& r) {
+  return !r.ok() && !r.timed_out && r.ignored_tail.empty() && r.error.rfind("no SQL statement", 0) == 0;
+}
+
 }  // namespace
 
 BirdEvalReport run_bird_eval(const BirdEvalOptions& options, Pool& pool) {
   BirdEvalReport report;
-  nlohmann::json preds = read_json(options.pred_path);
+  // package_sqls(mode='gpt'): the dict's values in file order.
+  auto preds = read_json<nlohmann::ordered_json>(options.pred_path);
   check(preds.is_object(), options.pred_path, ": expected a JSON object {\"0\": \"SQL\\t----- bird -----\\tdb_id\", ...}");
   const std::string sep = "\t----- bird -----\t";
-  for (size_t i = 0; i < preds.size(); ++i) {
-    std::string key = std::to_string(i);
-    check(preds.contains(key), options.pred_path, ": key \"", key, "\" missing (keys must be 0..", preds.size() - 1, ")");
+  std::vector<BirdItem> pred_items;
+  for (const auto& [key, v] : preds.items()) {
     BirdItem item;
-    item.index = static_cast<int>(i);
-    const auto& v = preds[key];
-    if (v.is_string()) {  // a non-string prediction becomes " " on "financial", as in BIRD
+    if (v.is_string()) {
       std::string s = v.get<std::string>();
       size_t at = s.find(sep);
       check(at != std::string::npos && s.find(sep, at + 1) == std::string::npos, options.pred_path, ": key \"", key,
@@ -51,41 +66,63 @@ BirdEvalReport run_bird_eval(const BirdEvalOptions& options, Pool& pool) {
       item.pred = " ";
       item.db_id = "financial";
     }
-    report.items.push_back(std::move(item));
+    pred_items.push_back(std::move(item));
   }
-  std::ifstream gold(options.gold_path);
+  // package_sqls(mode='gt'): every line of readlines(), strip()ped, split on TAB into two.
+  std::ifstream gold(options.gold_path, std::ios::binary);
   check(gold.good(), options.gold_path, ": cannot open");
+  std::vector<std::string> gold_sqls;
   std::string line;
-  size_t n = 0;
   while (std::getline(gold, line)) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == '\n' || line.back() == ' ')) line.pop_back();
-    if (line.empty()) continue;
-    check(n < report.items.size(), options.gold_path, ":", n + 1, ": more gold queries than the ", report.items.size(), " predictions");
-    size_t tab = line.find('\t');
-    check(tab != std::string::npos && line.find('\t', tab + 1) == std::string::npos, options.gold_path, ":", n + 1,
-          ": expected 'SQL<TAB>db_id'");
-    report.items[n].gold = line.substr(0, tab);
-    ++n;
+    std::string l = python_strip(line);
+    size_t tab = l.find('\t');
+    check(tab != std::string::npos && l.find('\t', tab + 1) == std::string::npos, options.gold_path, ":",
+          gold_sqls.size() + 1, ": expected 'SQL<TAB>db_id'");
+    gold_sqls.push_back(l.substr(0, tab));
   }
-  check(n == report.items.size(), options.gold_path, ": ", n, " gold queries for ", report.items.size(), " predictions");
+  // zip(pred_queries, gt_queries)
+  size_t n = std::min(pred_items.size(), gold_sqls.size());
+  if (pred_items.size() != gold_sqls.size())
+    log_warn("BIRD: ", options.pred_path, " has ", pred_items.size(), " predictions and ", options.gold_path, " ",
+             gold_sqls.size(), " gold queries; the first ", n, " pairs are evaluated, as zip() does");
+  for (size_t i = 0; i < n; ++i) {
+    BirdItem& it = pred_items[i];
+    it.index = static_cast<int>(i);
+    it.gold = gold_sqls[i];
+    report.items.push_back(std::move(it));
+  }
   if (!options.diff_path.empty()) {
-    nlohmann::json diff = read_json(options.diff_path);
-    check(diff.is_array() && diff.size() >= report.items.size(), options.diff_path, ": expected a list of at least ",
-          report.items.size(), " questions");
-    for (size_t i = 0; i < report.items.size(); ++i)
-      report.items[i].difficulty = diff[i].value("difficulty", std::string());
+    auto diff = read_json<nlohmann::json>(options.diff_path);
+    check(diff.is_array(), options.diff_path, ": expected a list of questions");
+    check(diff.size() <= n, options.diff_path, ": ", diff.size(), " questions for ", n,
+          " evaluated pairs (compute_acc_by_diff indexes the results by question)");
+    for (size_t i = 0; i < diff.size(); ++i) {
+      const auto& d = diff[i];
+      check(d.is_object() && d.contains("difficulty") && d["difficulty"].is_string(), options.diff_path, ": question ", i,
+            ": no \"difficulty\" string");
+      report.items[i].difficulty = d["difficulty"].get<std::string>();
+    }
   } else {
     for (BirdItem& it : report.items) it.difficulty = "simple";
   }
 
-  Limits limits{static_cast<int64_t>(options.timeout_s * 1000), 0, size_t(1) << 40, size_t(1) << 40, size_t(1) << 30};
+  using Clock = std::chrono::steady_clock;
+  const int64_t budget_ms = static_cast<int64_t>(options.timeout_s * 1000);
+  Limits limits{budget_ms, 0, size_t(1) << 40, size_t(1) << 40, size_t(1) << 30};
   default_thread_pool().parallel_for(report.items.size(), 4, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       BirdItem& it = report.items[i];
       std::string db = options.db_root + "/" + it.db_id + "/" + it.db_id + ".sqlite";
+      // execute_sql: the prediction, then the gold, both inside one func_timeout.
+      auto start = Clock::now();
       Result p = pool.execute(db, it.pred, limits);
+      if (is_empty_statement(p)) p = Result{};
       if (!p.ok() || !p.ignored_tail.empty()) continue;
-      Result g = pool.execute(db, it.gold, limits);
+      Limits rest = limits;
+      rest.timeout_ms = budget_ms - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      if (rest.timeout_ms <= 0) continue;
+      Result g = pool.execute(db, it.gold, rest);
+      if (is_empty_statement(g)) g = Result{};
       if (!g.ok() || !g.ignored_tail.empty()) continue;
       it.exec = bird_rows_equal(g.rows, p.rows) ? 1 : 0;
     }
@@ -105,6 +142,7 @@ BirdEvalReport run_bird_eval(const BirdEvalOptions& options, Pool& pool) {
     hits[3] += it.exec;
   }
   std::string& out = report.printout;
+  out += "start calculate\n";
   out += pad20("") + " " + pad20("simple") + " " + pad20("moderate") + " " + pad20("challenging") + " " + pad20("total") + "\n";
   out += pad20("count");
   for (size_t c : counts) out += " " + pad20(std::to_string(c));
@@ -116,6 +154,7 @@ BirdEvalReport run_bird_eval(const BirdEvalOptions& options, Pool& pool) {
     out += " " + pad20(buf);
   }
   out += "\n===========================================================================================\n";
+  out += "Finished evaluation\n";
   return report;
 }
 
