@@ -1,0 +1,252 @@
+// safetensors reader and writer: golden file from the `safetensors` package, round trips of
+// every dtype, conversions on load, layout and atomic writes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+#include "tests/weights/weights_test_util.h"
+#include "weights/safetensors.h"
+
+namespace sqlrl {
+namespace {
+
+using nlohmann::json;
+using testing::fixture_path;
+using testing::read_bytes;
+using testing::TempDir;
+
+json read_json(const std::string& path) { return json::parse(read_bytes(path)); }
+
+// Element i of a tensor as double, straight from the stored bytes.
+double element(const uint8_t* p, StDType dtype, size_t i) {
+  switch (dtype) {
+    case StDType::BOOL:
+    case StDType::U8: return p[i];
+    case StDType::I8: return static_cast<int8_t>(p[i]);
+    case StDType::I16: { int16_t v; std::memcpy(&v, p + 2 * i, 2); return v; }
+    case StDType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case StDType::I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<double>(v); }
+    case StDType::F16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return f16_bits_to_f32(v); }
+    case StDType::BF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return bf16_bits_to_f32(v); }
+    case StDType::F32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case StDType::F64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
+  }
+  return NAN;
+}
+
+TEST(Safetensors, GoldenFileFromSafetensorsPackage) {
+  SafetensorsFile f = open_safetensors(fixture_path("weights/st_all_dtypes.safetensors"));
+  json expected = read_json(fixture_path("weights/st_all_dtypes.json"));
+  ASSERT_EQ(f.tensors.size(), expected.size());
+  EXPECT_EQ(f.metadata.at("format"), "pt");
+  EXPECT_EQ(f.metadata.at("made_by"), "safetensors 0.7.0");
+  for (auto it = expected.begin(); it != expected.end(); ++it) {
+    const TensorEntry* e = f.find(it.key());
+    ASSERT_NE(e, nullptr) << it.key();
+    EXPECT_STREQ(st_dtype_name(e->dtype), (*it)["dtype"].get<std::string>().c_str()) << it.key();
+    EXPECT_EQ(e->shape, (*it)["shape"].get<std::vector<int64_t>>()) << it.key();
+    const json& values = (*it)["values"];
+    ASSERT_EQ(static_cast<size_t>(e->numel()), values.size()) << it.key();
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (e->dtype == StDType::I64) {
+        int64_t v;
+        std::memcpy(&v, f.bytes(*e) + 8 * i, 8);
+        EXPECT_EQ(v, values[i].get<int64_t>()) << it.key() << "[" << i << "]";
+      } else {
+        EXPECT_EQ(element(f.bytes(*e), e->dtype, i), values[i].get<double>()) << it.key() << "[" << i << "]";
+      }
+    }
+  }
+}
+
+TEST(Safetensors, ViewsAreZeroCopyAndKeepTheMappingAlive) {
+  Tensor view;
+  const uint8_t* mapped = nullptr;
+  {
+    SafetensorsFile f = open_safetensors(fixture_path("weights/st_all_dtypes.safetensors"));
+    const TensorEntry* e = f.find("f32");
+    view = tensor_view(f, *e);
+    mapped = f.bytes(*e);
+  }  // the file object is gone; the view still holds the mapping
+  EXPECT_EQ(view.data(), static_cast<const void*>(mapped));
+  EXPECT_EQ(view.shape, Shape({3, 5}));
+  json expected = read_json(fixture_path("weights/st_all_dtypes.json"));
+  std::vector<float> got = to_floats(view);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], expected["f32"]["values"][i].get<double>());
+}
+
+TEST(Safetensors, ViewRefusesWhatTheRuntimeCannotHold) {
+  SafetensorsFile f = open_safetensors(fixture_path("weights/st_all_dtypes.safetensors"));
+  EXPECT_THROW(tensor_view(f, *f.find("f64")), Error);           // no F64 tensors in the runtime
+  EXPECT_THROW(tensor_view(f, *f.find("five_dims_u8")), Error);  // 5 > kMaxDims
+  EXPECT_EQ(tensor_view(f, *f.find("scalar_f32")).numel(), 1);
+  EXPECT_EQ(tensor_view(f, *f.find("empty_f32")).numel(), 0);
+}
+
+TEST(Safetensors, LoadConvertsFloatsOnTheWay) {
+  SafetensorsFile f = open_safetensors(fixture_path("weights/st_all_dtypes.safetensors"));
+  json expected = read_json(fixture_path("weights/st_all_dtypes.json"));
+  // bf16 / f16 -> f32 is exact; f64 -> f32 rounds like a C++ cast; f32 -> bf16 rounds to nearest even.
+  for (const char* name : {"bf16", "f16", "f32"}) {
+    std::vector<float> got = to_floats(load_tensor(f, *f.find(name), DType::F32, cpu_device()));
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], expected[name]["values"][i].get<double>()) << name << i;
+  }
+  std::vector<float> narrowed = to_floats(load_tensor(f, *f.find("f64"), DType::F32, cpu_device()));
+  for (size_t i = 0; i < narrowed.size(); ++i)
+    EXPECT_EQ(narrowed[i], static_cast<float>(expected["f64"]["values"][i].get<double>()));
+  Tensor bf = load_tensor(f, *f.find("f32"), DType::BF16, cpu_device());
+  ASSERT_EQ(bf.dtype, DType::BF16);
+  for (int64_t i = 0; i < bf.numel(); ++i)
+    EXPECT_EQ(bf.data_as<uint16_t>()[i], f32_to_bf16_bits(static_cast<float>(expected["f32"]["values"][i].get<double>())));
+  // The bf16 file values loaded as bf16 are the stored bits.
+  Tensor same = load_tensor(f, *f.find("bf16"), DType::BF16, cpu_device());
+  EXPECT_EQ(std::memcmp(same.data(), f.bytes(*f.find("bf16")), same.nbytes()), 0);
+  Tensor ints = load_tensor(f, *f.find("i32"), DType::I32, cpu_device());
+  EXPECT_EQ(ints.data_as<int32_t>()[0], INT32_MIN);
+  EXPECT_THROW(load_tensor(f, *f.find("i32"), DType::F32, cpu_device()), Error);  // ints do not become floats
+  EXPECT_THROW(load_tensor(f, *f.find("i16"), DType::I32, cpu_device()), Error);
+}
+
+TEST(Safetensors, LoadOnCudaMatchesCpu) {
+  SQLRL_REQUIRE_CUDA();
+  SafetensorsFile f = open_safetensors(fixture_path("weights/st_all_dtypes.safetensors"));
+  for (const char* name : {"bf16", "f16", "f32", "f64"}) {
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      Tensor cpu = load_tensor(f, *f.find(name), dtype, cpu_device());
+      Tensor gpu = load_tensor(f, *f.find(name), dtype, cuda_device(0));
+      EXPECT_EQ(to_floats(cpu), to_floats(gpu)) << name << " as " << dtype_name(dtype);
+    }
+  }
+}
+
+// Records of every dtype with distinct byte patterns, plus a scalar and an empty tensor.
+struct RecordSet {
+  std::vector<std::string> blobs;
+  std::vector<TensorRecord> records;
+};
+
+RecordSet every_dtype() {
+  RecordSet set;
+  const StDType all[] = {StDType::BOOL, StDType::U8, StDType::I8, StDType::I16, StDType::I32,
+                         StDType::I64, StDType::F16, StDType::BF16, StDType::F32, StDType::F64};
+  set.blobs.reserve(16);
+  for (StDType d : all) {
+    std::vector<int64_t> shape = {3, 2};
+    std::string blob(6 * st_dtype_size(d), '\0');
+    for (size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<char>(d == StDType::BOOL ? (i % 2) : (i * 37 + 11));
+    set.blobs.push_back(blob);
+    set.records.push_back({std::string("t_") + st_dtype_name(d), d, shape, nullptr});
+  }
+  set.blobs.push_back(std::string(4, '\x3f'));
+  set.records.push_back({"scalar", StDType::F32, {}, nullptr});
+  set.blobs.push_back("");
+  set.records.push_back({"empty", StDType::F32, {0, 7}, nullptr});
+  for (size_t i = 0; i < set.records.size(); ++i) set.records[i].data = set.blobs[i].data();
+  return set;
+}
+
+TEST(Safetensors, RoundTripEveryDtype) {
+  TempDir dir;
+  RecordSet set = every_dtype();
+  std::string path = dir.file("all.safetensors");
+  write_safetensors(path, set.records, {{{"format", "pt"}, {"note", "round trip"}}, {}, true});
+  SafetensorsFile f = open_safetensors(path);
+  ASSERT_EQ(f.tensors.size(), set.records.size());
+  EXPECT_EQ(f.metadata, (std::map<std::string, std::string>{{"format", "pt"}, {"note", "round trip"}}));
+  for (size_t i = 0; i < set.records.size(); ++i) {
+    const TensorEntry* e = f.find(set.records[i].name);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->dtype, set.records[i].dtype);
+    EXPECT_EQ(e->shape, set.records[i].shape);
+    ASSERT_EQ(e->nbytes(), set.blobs[i].size());
+    EXPECT_EQ(std::memcmp(f.bytes(*e), set.blobs[i].data(), e->nbytes()), 0) << e->name;
+    // Larger elements first keeps every tensor aligned to its element size.
+    EXPECT_EQ((f.data_start + e->begin) % st_dtype_size(e->dtype), 0u) << e->name;
+  }
+  EXPECT_EQ(f.data_start % 8, 0u);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST(Safetensors, WriterIsDeterministicAndOrdered) {
+  TempDir dir;
+  RecordSet set = every_dtype();
+  write_safetensors(dir.file("a.safetensors"), set.records);
+  std::reverse(set.records.begin(), set.records.end());  // input order must not matter
+  write_safetensors(dir.file("b.safetensors"), set.records);
+  EXPECT_EQ(read_bytes(dir.file("a.safetensors")), read_bytes(dir.file("b.safetensors")));
+  SafetensorsFile f = open_safetensors(dir.file("a.safetensors"));
+  for (size_t i = 1; i < f.tensors.size(); ++i) {
+    size_t prev = st_dtype_size(f.tensors[i - 1].dtype), cur = st_dtype_size(f.tensors[i].dtype);
+    EXPECT_TRUE(prev > cur || (prev == cur && f.tensors[i - 1].name < f.tensors[i].name));
+  }
+}
+
+TEST(Safetensors, RuntimeTensorsRoundTrip) {
+  TempDir dir;
+  Tensor a = from_floats({1.5f, -2.25f, 3.0f, 1e-8f, 65504.0f, -0.0f}, Shape({2, 3}), DType::F32);
+  Tensor b = from_floats({0.1f, 0.2f, 0.3f, 0.4f}, Shape({4}), DType::BF16);
+  Tensor strided = narrow(a, 1, 1, 2);  // non-contiguous: written as its contiguous copy
+  std::vector<Tensor> holder;
+  std::vector<TensorRecord> records = {record_of("a", a, holder), record_of("b", b, holder),
+                                       record_of("s", strided, holder)};
+  write_safetensors(dir.file("t.safetensors"), records);
+  SafetensorsFile f = open_safetensors(dir.file("t.safetensors"));
+  EXPECT_EQ(to_floats(tensor_view(f, *f.find("a"))), to_floats(a));
+  EXPECT_EQ(to_floats(tensor_view(f, *f.find("b"))), to_floats(b));
+  EXPECT_EQ(to_floats(tensor_view(f, *f.find("s"))), (std::vector<float>{-2.25f, 3.0f, 65504.0f, -0.0f}));
+}
+
+TEST(Safetensors, WriterRefusesDuplicatesAndReservedNames) {
+  TempDir dir;
+  float x = 1;
+  std::vector<TensorRecord> dup = {{"w", StDType::F32, {1}, &x}, {"w", StDType::F32, {1}, &x}};
+  EXPECT_THROW(write_safetensors(dir.file("d.safetensors"), dup), Error);
+  std::vector<TensorRecord> reserved = {{"__metadata__", StDType::F32, {1}, &x}};
+  EXPECT_THROW(write_safetensors(dir.file("r.safetensors"), reserved), Error);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path));
+}
+
+// A write function that accepts `budget` bytes, then fails like a full disk.
+WriteFn disk_full_after(size_t budget) {
+  auto left = std::make_shared<size_t>(budget);
+  return [left](int fd, const void* data, size_t bytes) -> ssize_t {
+    if (*left == 0) {
+      errno = ENOSPC;
+      return -1;
+    }
+    size_t n = std::min(bytes, *left);
+    *left -= n;
+    return ::write(fd, data, n);  // a short write, as a nearly full disk gives
+  };
+}
+
+TEST(Safetensors, FailedWriteLeavesNoPartialFileAndKeepsTheOldOne) {
+  TempDir dir;
+  RecordSet set = every_dtype();
+  std::string path = dir.file("model.safetensors");
+  write_safetensors(path, set.records);
+  std::string before = read_bytes(path);
+  for (size_t budget : {size_t{0}, size_t{5}, size_t{100}, before.size() - 1}) {
+    WriteOptions options;
+    options.write_fn = disk_full_after(budget);
+    try {
+      write_safetensors(path, set.records, options);
+      FAIL() << "write with budget " << budget << " succeeded";
+    } catch (const Error& e) {
+      std::string message = e.what();
+      EXPECT_NE(message.find(path + ".tmp"), std::string::npos) << message;
+      EXPECT_NE(message.find(std::strerror(ENOSPC)), std::string::npos) << message;
+      EXPECT_NE(message.find("at byte " + std::to_string(budget)), std::string::npos) << message;
+    }
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp")) << budget;
+    EXPECT_EQ(read_bytes(path), before) << budget;
+  }
+}
+
+}  // namespace
+}  // namespace sqlrl
