@@ -75,7 +75,7 @@ void add_schema_command(CLI::App& app) {
   cmd->add_option("--samples", *samples, "distinct sample values per column (ddl)");
   cmd->callback([=] {
     sql::Pool pool;
-    sql::Schema schema = sql::read_schema(pool, *db, *style == "ddl" ? *samples : 0);
+    sql::DatabaseSchema schema = sql::read_schema(pool, *db, *style == "ddl" ? *samples : 0);
     std::string out = *style == "ddl" ? sql::schema_ddl(schema)
                       : *style == "sqltrail" ? sql::schema_sqltrail(schema)
                                              : sql::schema_compact(schema);

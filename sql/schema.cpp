@@ -53,8 +53,8 @@ std::string samples_repr(const std::vector<Cell>& samples) {
 
 }  // namespace
 
-Schema read_schema(Pool& pool, const std::string& db_path, size_t sample_values) {
-  Schema schema;
+DatabaseSchema read_schema(Pool& pool, const std::string& db_path, size_t sample_values) {
+  DatabaseSchema schema;
   Result tables = run(pool, db_path,
                       "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid");
   for (const Row& t : tables.rows) {
@@ -87,7 +87,7 @@ Schema read_schema(Pool& pool, const std::string& db_path, size_t sample_values)
   return schema;
 }
 
-void attach_descriptions(Schema& schema, const std::map<std::string, std::map<std::string, std::string>>& descriptions) {
+void attach_descriptions(DatabaseSchema& schema, const std::map<std::string, std::map<std::string, std::string>>& descriptions) {
   for (const auto& [table_name, columns] : descriptions) {
     for (TableInfo& t : schema.tables) {
       if (lower(t.name) != lower(table_name)) continue;
@@ -98,7 +98,7 @@ void attach_descriptions(Schema& schema, const std::map<std::string, std::map<st
   }
 }
 
-std::string schema_ddl(const Schema& schema) {
+std::string schema_ddl(const DatabaseSchema& schema) {
   std::string out;
   for (size_t ti = 0; ti < schema.tables.size(); ++ti) {
     const TableInfo& t = schema.tables[ti];
@@ -138,7 +138,7 @@ std::string schema_ddl(const Schema& schema) {
   return out;
 }
 
-std::string schema_sqltrail(const Schema& schema) {
+std::string schema_sqltrail(const DatabaseSchema& schema) {
   std::string out;
   for (size_t ti = 0; ti < schema.tables.size(); ++ti) {
     const TableInfo& t = schema.tables[ti];
@@ -160,7 +160,7 @@ std::string schema_sqltrail(const Schema& schema) {
   return out;
 }
 
-std::string schema_compact(const Schema& schema) {
+std::string schema_compact(const DatabaseSchema& schema) {
   std::string out;
   for (const TableInfo& t : schema.tables) {
     out += t.name + "(";

@@ -31,22 +31,22 @@ struct TableInfo {
   std::vector<ForeignKey> foreign_keys;
 };
 
-struct Schema {
+struct DatabaseSchema {
   std::vector<TableInfo> tables;  // in creation order (sqlite_master rowid), sqlite_* excluded
 };
 
 // Throws sqlrl::Error naming the database and the failing PRAGMA when the schema cannot be read.
-Schema read_schema(Pool& pool, const std::string& db_path, size_t sample_values = 3);
+DatabaseSchema read_schema(Pool& pool, const std::string& db_path, size_t sample_values = 3);
 
 // descriptions[table][column] = text (BIRD database_description); matched case-insensitively.
-void attach_descriptions(Schema& schema, const std::map<std::string, std::map<std::string, std::string>>& descriptions);
+void attach_descriptions(DatabaseSchema& schema, const std::map<std::string, std::map<std::string, std::string>>& descriptions);
 
 // (a) OmniSQL / SkyRL-SQL: CREATE TABLE with one column per line, "-- description, example: [...]"
 //     comments, PRIMARY KEY and CONSTRAINT ... FOREIGN KEY lines.
-std::string schema_ddl(const Schema& schema);
+std::string schema_ddl(const DatabaseSchema& schema);
 // (b) SQL-Trail: "Table: t" then "- col (TYPE, PRIMARY KEY)" lines.
-std::string schema_sqltrail(const Schema& schema);
+std::string schema_sqltrail(const DatabaseSchema& schema);
 // (c) compact: "t(col TYPE PK, ...)" one line per table, then "t.col -> u.col" foreign keys.
-std::string schema_compact(const Schema& schema);
+std::string schema_compact(const DatabaseSchema& schema);
 
 }  // namespace sqlrl::sql

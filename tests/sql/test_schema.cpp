@@ -8,7 +8,7 @@ namespace {
 
 TEST(Schema, ReadsTablesColumnsKeysAndSamples) {
   Pool pool;
-  Schema s = read_schema(pool, testing::shop_db(), 2);
+  DatabaseSchema s = read_schema(pool, testing::shop_db(), 2);
   ASSERT_EQ(s.tables.size(), 2u);
   EXPECT_EQ(s.tables[0].name, "products");
   ASSERT_EQ(s.tables[0].columns.size(), 4u);
@@ -23,7 +23,7 @@ TEST(Schema, ReadsTablesColumnsKeysAndSamples) {
 
 TEST(Schema, SqlTrailListStyle) {
   Pool pool;
-  Schema s = read_schema(pool, testing::shop_db(), 0);
+  DatabaseSchema s = read_schema(pool, testing::shop_db(), 0);
   EXPECT_EQ(schema_sqltrail(s),
             "Table: products\n- id (INTEGER, PRIMARY KEY)\n- name (TEXT)\n- price (REAL)\n- category (TEXT)\n\n"
             "Table: orders\n- id (INTEGER, PRIMARY KEY)\n- product_id (INTEGER, FOREIGN KEY -> products.id)\n"
@@ -32,7 +32,7 @@ TEST(Schema, SqlTrailListStyle) {
 
 TEST(Schema, DdlWithSamplesAndDescriptions) {
   Pool pool;
-  Schema s = read_schema(pool, testing::shop_db(), 3);
+  DatabaseSchema s = read_schema(pool, testing::shop_db(), 3);
   attach_descriptions(s, {{"Products", {{"PRICE", "unit price in dollars"}}}});
   EXPECT_EQ(schema_ddl(s),
             "CREATE TABLE products (\n"
