@@ -340,6 +340,21 @@ static void convert_range(const uint8_t* src, StDType from, void* dst, DType to,
   }
 }
 
+// madvise over the whole pages inside [p, p + bytes); a hint only, so failures are ignored.
+// Worth it only for large ranges (a few MiB and up).
+static void advise_large_range(const void* p, size_t bytes, int advice) {
+  if (bytes < (size_t{4} << 20)) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
+  if (advice == MADV_HUGEPAGE) {
+    begin = (begin + (size_t{2} << 20) - 1) & ~((uintptr_t{2} << 20) - 1);
+  } else {
+    begin &= ~(page - 1);
+  }
+  end &= ~(page - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, advice);
+}
+
 Tensor load_tensor(const SafetensorsFile& file, const TensorEntry& entry, DType dtype, Device device) {
   std::optional<DType> source = st_to_runtime(entry.dtype);
   bool float_to_float = is_float(entry.dtype) && dtype_is_float(dtype);
@@ -355,6 +370,8 @@ Tensor load_tensor(const SafetensorsFile& file, const TensorEntry& entry, DType 
   }
   Tensor out = empty(shape, dtype, cpu_device());
   size_t n = static_cast<size_t>(entry.numel());
+  advise_large_range(src, entry.nbytes(), MADV_WILLNEED);     // start reading ahead of the converters
+  advise_large_range(out.data(), out.nbytes(), MADV_HUGEPAGE);  // 2 MiB faults on the fresh destination
   default_thread_pool().parallel_for(n, size_t{1} << 18, [&](size_t begin, size_t end) {
     convert_range(src, entry.dtype, out.data(), dtype, begin, end);
   });
