@@ -5,6 +5,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/device_memory.h"
+#include "runtime/thread_pool.h"
 
 namespace sqlrl {
 
@@ -263,7 +264,18 @@ Tensor to_dtype(const Tensor& t, DType dtype) {
         t.str(), " -> ", dtype_name(dtype));
   if (t.dtype == dtype) return clone(t);
   Tensor out = empty(t.shape, dtype, t.device());
-  if (t.device().is_cpu()) {
+  if (t.device().is_cpu() && t.is_contiguous() && (t.dtype == DType::F32 || dtype == DType::F32)) {
+    // The common conversions (widening a loaded bf16/f16 tensor, narrowing f32) in bulk,
+    // split over the thread pool: an element-at-a-time loop would dominate checkpoint loads.
+    size_t n = static_cast<size_t>(t.numel());
+    default_thread_pool().parallel_for(n, size_t{1} << 16, [&](size_t begin, size_t end) {
+      size_t count = end - begin;
+      if (t.dtype == DType::BF16) convert_bf16_to_f32(t.data_as<uint16_t>() + begin, out.data_as<float>() + begin, count);
+      else if (t.dtype == DType::F16) convert_f16_to_f32(t.data_as<uint16_t>() + begin, out.data_as<float>() + begin, count);
+      else if (dtype == DType::BF16) convert_f32_to_bf16(t.data_as<float>() + begin, out.data_as<uint16_t>() + begin, count);
+      else convert_f32_to_f16(t.data_as<float>() + begin, out.data_as<uint16_t>() + begin, count);
+    });
+  } else if (t.device().is_cpu()) {
     for_each_offset(t, [&](int64_t i, int64_t off) { store_float(out.data(), dtype, i, load_as_float(t.data(), t.dtype, off)); });
   } else {
     check(t.is_contiguous(), "to_dtype: CUDA tensor ", t.str(), " must be contiguous");

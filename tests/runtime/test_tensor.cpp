@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "runtime/allocator.h"
+#include "runtime/random.h"
 #include "runtime/tensor.h"
 #include "tests/test_util.h"
 
@@ -65,6 +66,31 @@ TEST(Tensor, DtypeConversionRoundsAndWidens) {
   EXPECT_EQ(to_floats(b), (std::vector<float>{1.0f, 1.0f, -3.5f, 65536.0f}));
   Tensor h = to_dtype(t, DType::F16);
   EXPECT_EQ(to_floats(h), (std::vector<float>{1.0f, 1.0f + 0x1p-8f, -3.5f, 65504.0f}));  // f16 keeps 10 bits
+}
+
+TEST(Tensor, BulkConversionEqualsElementwise) {
+  // 300,001 elements: several thread-pool chunks plus a ragged tail on the bulk path.
+  const int64_t n = 300001;
+  Tensor t = empty({n}, DType::F32);
+  fill_normal(t, 3, 1, 0.0f, 1000.0f);
+  const float* src = t.data_as<float>();
+  for (DType narrow_type : {DType::BF16, DType::F16}) {
+    Tensor h = to_dtype(t, narrow_type);
+    const uint16_t* bits = h.data_as<uint16_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t want = narrow_type == DType::BF16 ? f32_to_bf16_bits(src[i]) : f32_to_f16_bits(src[i]);
+      ASSERT_EQ(bits[i], want) << "element " << i;
+    }
+    Tensor wide = to_dtype(h, DType::F32);
+    for (int64_t i = 0; i < n; ++i) {
+      float want = narrow_type == DType::BF16 ? bf16_bits_to_f32(bits[i]) : f16_bits_to_f32(bits[i]);
+      ASSERT_EQ(f32_bits(wide.data_as<float>()[i]), f32_bits(want)) << "element " << i;
+    }
+  }
+  // bf16 <-> f16 and strided sources take the element-wise path and agree with it.
+  Tensor b = to_dtype(t, DType::BF16);
+  Tensor f = to_dtype(b, DType::F16);
+  EXPECT_EQ(f.data_as<uint16_t>()[7], f32_to_f16_bits(bf16_bits_to_f32(b.data_as<uint16_t>()[7])));
 }
 
 TEST(Tensor, ReshapeAndNarrowErrorsNameTheShapes) {
