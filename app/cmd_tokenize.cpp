@@ -1,7 +1,8 @@
 // `llm_sqlrl tokenize`: JSON lines in, JSON lines out.
 //   {"text": ...}             -> {"ids": [...]}
 //   {"ids": [...]} (--decode)  -> {"text": ...}
-//   golden chat object (--chat) -> {"rendered": ...}
+//   golden chat object (--chat) -> {"rendered": ...}; --template qwen3|qwen2.5, else detected
+//   from the --tokenizer folder's chat template, else qwen3
 // `llm_sqlrl tokenize train --corpus F --vocab-size N --out tokenizer.json` trains a small BPE.
 #include <cstdio>
 #include <fstream>
@@ -25,6 +26,7 @@ struct TokenizeArgs {
   bool decode = false;
   bool chat = false;
   bool skip_special = false;
+  std::string chat_template;  // "qwen3", "qwen2.5" or empty (detect)
 };
 
 struct TrainArgs {
@@ -37,8 +39,21 @@ struct TrainArgs {
 void run_tokenize(const TokenizeArgs& args) {
   check(!args.tokenizer.empty() || args.chat, "tokenize: --tokenizer PATH is required (except with --chat)");
   check(!(args.decode && args.chat), "tokenize: --decode and --chat are exclusive");
+  check(args.chat_template.empty() || args.chat, "tokenize: --template needs --chat");
   std::unique_ptr<Tokenizer> tok;
-  if (!args.tokenizer.empty()) tok = load_tokenizer(args.tokenizer);
+  ChatTemplate chat_template = ChatTemplate::qwen3;
+  if (args.chat) {
+    // Rendering needs no vocabulary: the tokenizer path only tells which template to use.
+    if (!args.chat_template.empty()) {
+      chat_template = chat_template_from_name(args.chat_template);
+    } else if (!args.tokenizer.empty()) {
+      std::optional<ChatTemplate> detected = detect_chat_template_for_tokenizer(args.tokenizer);
+      if (detected) chat_template = *detected;
+      else log_warn("tokenize: no known chat template next to ", args.tokenizer, "; using qwen3");
+    }
+  } else if (!args.tokenizer.empty()) {
+    tok = load_tokenizer(args.tokenizer);
+  }
   std::ifstream file;
   std::istream* in = &std::cin;
   std::string source = "stdin";
@@ -64,6 +79,7 @@ void run_tokenize(const TokenizeArgs& args) {
       if (args.chat) {
         std::vector<ChatMessage> messages;
         ChatOptions options;
+        options.chat_template = chat_template;
         chat_request_from_json(j, &messages, &options);
         out["rendered"] = render_chat(messages, options);
       } else if (args.decode) {
@@ -115,11 +131,14 @@ void add_tokenize_command(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
   auto train = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Encode / decode JSON lines with a tokenizer.json, or render chat templates");
-  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json path");
+  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json path or model folder");
   cmd->add_option("--input", args->input, "JSON-lines input file (default: stdin)");
   cmd->add_flag("--decode", args->decode, "input lines are {\"ids\": [...]}; write {\"text\": ...}");
   cmd->add_flag("--chat", args->chat, "input lines are chat requests; write {\"rendered\": ...}");
   cmd->add_flag("--skip-special", args->skip_special, "with --decode, leave special tokens out");
+  cmd->add_option("--template", args->chat_template,
+                  "with --chat: qwen3 or qwen2.5 (default: detected from the --tokenizer folder, else qwen3)")
+      ->check(CLI::IsMember({"qwen3", "qwen2.5"}));
   cmd->require_subcommand(0, 1);
   CLI::App* train_cmd = cmd->add_subcommand("train", "Train a small byte-level BPE tokenizer (Qwen3 format and added tokens)");
   train_cmd->add_option("--corpus", train->corpus, "UTF-8 text file")->required();

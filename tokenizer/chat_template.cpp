@@ -3,6 +3,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "runtime/error.h"
 
@@ -130,27 +133,30 @@ bool is_tool_response_wrapper(const std::string& content) {
   return starts_with(content, "<tool_response>") && ends_with(content, "</tool_response>");
 }
 
-}  // namespace
-
-std::string chat_json_dumps(const nlohmann::ordered_json& value) {
-  std::string out;
-  dump(out, value);
-  return out;
+// The tools block shared by both templates, after the system text.
+void append_tools_block(std::string& out, const std::vector<std::string>& tools) {
+  out += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+         "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+  for (const std::string& tool : tools) out += "\n" + tool;
+  out += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+         "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+         "<args-json-object>}\n</tool_call><|im_end|>\n";
 }
 
-std::string render_chat(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
-  check(!messages.empty(), "chat template: no messages");
+// Consecutive tool messages share one user turn of <tool_response> blocks (both templates).
+void append_tool_message(std::string& out, const std::vector<ChatMessage>& messages, size_t i) {
+  if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+  out += "\n<tool_response>\n" + messages[i].content + "\n</tool_response>";
+  if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+}
+
+std::string render_chat_qwen3(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
   std::string out;
   const bool first_is_system = messages[0].role == "system";
   if (!options.tools.empty()) {
     out += "<|im_start|>system\n";
     if (first_is_system) out += messages[0].content + "\n\n";
-    out += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-    for (const std::string& tool : options.tools) out += "\n" + tool;
-    out += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
-           "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
-           "<args-json-object>}\n</tool_call><|im_end|>\n";
+    append_tools_block(out, options.tools);
   } else if (first_is_system) {
     out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
   }
@@ -187,9 +193,7 @@ std::string render_chat(const std::vector<ChatMessage>& messages, const ChatOpti
       }
       out += "<|im_end|>\n";
     } else if (m.role == "tool") {
-      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
-      out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
-      if (last || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+      append_tool_message(out, messages, i);
     }
     // The first system message was written above; other roles render nothing, as in the template.
   }
@@ -197,6 +201,114 @@ std::string render_chat(const std::vector<ChatMessage>& messages, const ChatOpti
     out += "<|im_start|>assistant\n";
     if (options.enable_thinking && !*options.enable_thinking) out += "<think>\n\n</think>\n\n";
   }
+  return out;
+}
+
+// Qwen2.5-Instruct / Qwen2.5-Coder-Instruct (tests/fixtures/chat_template/qwen2_5_chat_template.jinja).
+std::string render_chat_qwen2_5(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
+  static const std::string kDefaultSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+  std::string out;
+  const bool first_is_system = messages[0].role == "system";
+  const std::string& system = first_is_system ? messages[0].content : kDefaultSystem;
+  if (!options.tools.empty()) {
+    out += "<|im_start|>system\n" + system + "\n\n";
+    append_tools_block(out, options.tools);
+  } else {
+    out += "<|im_start|>system\n" + system + "<|im_end|>\n";
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user" || (m.role == "system" && i != 0) || (m.role == "assistant" && m.tool_calls.empty())) {
+      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    } else if (m.role == "assistant") {
+      out += "<|im_start|>" + m.role;
+      if (!m.content.empty()) out += "\n" + m.content;
+      for (const ChatToolCall& call : m.tool_calls) {
+        // `arguments | tojson`: an object was already dumped; a string gets quoted and escaped.
+        out += "\n<tool_call>\n{\"name\": \"" + call.name + "\", \"arguments\": ";
+        if (call.arguments_is_string) {
+          dump_string(out, call.arguments);
+        } else {
+          out += call.arguments;
+        }
+        out += "}\n</tool_call>";
+      }
+      out += "<|im_end|>\n";
+    } else if (m.role == "tool") {
+      append_tool_message(out, messages, i);
+    }
+    // The first system message was written above; other roles render nothing, as in the template.
+  }
+  if (options.add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+std::string read_file_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path.string(), ": cannot open");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace
+
+std::string render_chat(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
+  check(!messages.empty(), "chat template: no messages");
+  switch (options.chat_template) {
+    case ChatTemplate::qwen3: return render_chat_qwen3(messages, options);
+    case ChatTemplate::qwen2_5: return render_chat_qwen2_5(messages, options);
+  }
+  fail("chat template: unknown template id ", static_cast<int>(options.chat_template));
+}
+
+ChatTemplate chat_template_from_name(const std::string& name) {
+  if (name == "qwen3") return ChatTemplate::qwen3;
+  if (name == "qwen2.5") return ChatTemplate::qwen2_5;
+  fail("chat template '", name, "' is unknown (known: qwen3, qwen2.5)");
+}
+
+const char* chat_template_name(ChatTemplate t) { return t == ChatTemplate::qwen2_5 ? "qwen2.5" : "qwen3"; }
+
+std::optional<ChatTemplate> detect_chat_template(const std::string& jinja) {
+  auto has = [&](std::string_view s) { return jinja.find(s) != std::string::npos; };
+  if (has("reasoning_content") || has("enable_thinking")) return ChatTemplate::qwen3;
+  if (has("You are Qwen, created by Alibaba Cloud. You are a helpful assistant.") && has("<tool_response>"))
+    return ChatTemplate::qwen2_5;
+  return std::nullopt;
+}
+
+std::optional<ChatTemplate> detect_chat_template_for_tokenizer(const std::string& tokenizer_path) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::is_directory(tokenizer_path) ? fs::path(tokenizer_path) : fs::path(tokenizer_path).parent_path();
+  if (dir.empty()) dir = ".";
+  // Newer transformers save the template on its own next to tokenizer_config.json.
+  if (fs::is_regular_file(dir / "chat_template.jinja")) return detect_chat_template(read_file_text(dir / "chat_template.jinja"));
+  fs::path config_path = dir / "tokenizer_config.json";
+  if (!fs::is_regular_file(config_path)) return std::nullopt;
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_file_text(config_path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(config_path.string(), ": not valid JSON: ", e.what());
+  }
+  if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null()) return std::nullopt;
+  const auto& t = config["chat_template"];
+  if (t.is_string()) return detect_chat_template(t.get<std::string>());
+  if (t.is_array()) {
+    for (size_t k = 0; k < t.size(); ++k) {
+      if (!t[k].is_object() || !t[k].contains("name") || !t[k].contains("template") || !t[k]["template"].is_string())
+        fail(config_path.string(), ": chat_template[", k, "] is not {\"name\", \"template\"}");
+      if (t[k]["name"] == "default") return detect_chat_template(t[k]["template"].get<std::string>());
+    }
+    return std::nullopt;
+  }
+  fail(config_path.string(), ": chat_template is neither a string nor a list of named templates");
+}
+
+std::string chat_json_dumps(const nlohmann::ordered_json& value) {
+  std::string out;
+  dump(out, value);
   return out;
 }
 
@@ -223,6 +335,7 @@ ChatMessage chat_message_from_json(const nlohmann::ordered_json& j, size_t index
       c.name = f["name"].get<std::string>();
       if (f.contains("arguments")) {
         const auto& a = f["arguments"];
+        c.arguments_is_string = a.is_string();
         c.arguments = a.is_string() ? a.get<std::string>() : chat_json_dumps(a);
       } else {
         fail("chat messages[", index, "].tool_calls[", t, "] has no 'arguments'");
@@ -238,7 +351,10 @@ void chat_request_from_json(const nlohmann::ordered_json& request, std::vector<C
   if (!request.is_object() || !request.contains("messages") || !request["messages"].is_array())
     fail("chat request: needs a 'messages' array");
   messages->clear();
+  // Everything but the template choice comes from the request; the caller picks the template.
+  ChatTemplate chat_template = options->chat_template;
   *options = ChatOptions();
+  options->chat_template = chat_template;
   size_t i = 0;
   for (const auto& m : request["messages"]) messages->push_back(chat_message_from_json(m, i++));
   if (request.contains("tools") && !request["tools"].is_null()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -231,7 +232,9 @@ std::unique_ptr<Tokenizer> load_tokenizer_from_string(std::string_view json_text
   return tok;
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& given_path) {
+  // A Hugging Face model folder holds tokenizer.json next to tokenizer_config.json.
+  std::string path = std::filesystem::is_directory(given_path) ? (std::filesystem::path(given_path) / "tokenizer.json").string() : given_path;
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open tokenizer file");
   std::ostringstream buffer;

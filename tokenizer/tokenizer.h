@@ -65,7 +65,7 @@ struct Tokenizer {
   int32_t token_id(std::string_view text) const;
 };
 
-// Loads tokenizer.json; rejects component types other than those above with an error that
+// Loads tokenizer.json (or PATH/tokenizer.json when PATH is a folder); rejects component types other than those above with an error that
 // names the component and its type.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 std::unique_ptr<Tokenizer> load_tokenizer_from_string(std::string_view json_text, const std::string& source);

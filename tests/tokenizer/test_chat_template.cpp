@@ -1,6 +1,10 @@
-// The C++ chat template against the 200 renders of the Jinja template (golden file), plus the
-// pieces it is built from.
+// The C++ chat templates against the renders of the Jinja templates (golden files: 200 Qwen3,
+// 107 Qwen2.5), template detection, plus the pieces they are built from.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "tests/tokenizer/tokenizer_test_util.h"
 #include "runtime/error.h"
@@ -25,6 +29,94 @@ TEST(ChatTemplate, ReproducesEveryGoldenRender) {
     if (got != want && ++failures <= 3) ADD_FAILURE() << "case " << i << "\n--- got\n" << got << "\n--- want\n" << want;
   }
   EXPECT_EQ(failures, 0u) << "of " << rows.size();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+TEST(ChatTemplate, ReproducesEveryQwen25GoldenRender) {
+  // Made by tools/make_qwen25_chat_fixtures.py with jinja2 from the published Qwen2.5 template.
+  auto rows = read_jsonl(fixture_path("chat_template/qwen25_chat_golden.jsonl"));
+  ASSERT_EQ(rows.size(), 107u);
+  size_t failures = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::vector<ChatMessage> messages;
+    ChatOptions options;
+    options.chat_template = ChatTemplate::qwen2_5;
+    chat_request_from_json(rows[i], &messages, &options);
+    ASSERT_EQ(options.chat_template, ChatTemplate::qwen2_5);
+    std::string got = render_chat(messages, options);
+    std::string want = rows[i]["rendered"].get<std::string>();
+    if (got != want && ++failures <= 3) ADD_FAILURE() << "case " << i << "\n--- got\n" << got << "\n--- want\n" << want;
+  }
+  EXPECT_EQ(failures, 0u) << "of " << rows.size();
+}
+
+TEST(ChatTemplate, Qwen25DefaultSystemAndQuotedStringArguments) {
+  // Written out from qwen2_5_chat_template.jinja: no system message -> the default one; a
+  // JSON-string argument goes through tojson and is quoted; empty content puts the first
+  // <tool_call> right after the role line; reasoning is not separated out.
+  std::vector<ChatMessage> messages = {{"user", "q", {}, {}},
+                                       {"assistant", "", {}, {{"execute_sql", "{\"sql\": \"SELECT 1\"}", true}}},
+                                       {"tool", "1", {}, {}},
+                                       {"assistant", "<think>\nr\n</think>\n\na", std::string("ignored"), {}}};
+  ChatOptions options;
+  options.chat_template = ChatTemplate::qwen2_5;
+  options.add_generation_prompt = true;
+  options.enable_thinking = false;
+  EXPECT_EQ(render_chat(messages, options),
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nq<|im_end|>\n"
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"execute_sql\", \"arguments\": \"{\\\"sql\\\": \\\"SELECT 1\\\"}\"}\n</tool_call><|im_end|>\n"
+            "<|im_start|>user\n<tool_response>\n1\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n<think>\nr\n</think>\n\na<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  // The same string argument under Qwen3 is written verbatim.
+  options.chat_template = ChatTemplate::qwen3;
+  EXPECT_NE(render_chat(messages, options).find("\"arguments\": {\"sql\": \"SELECT 1\"}}"), std::string::npos);
+}
+
+TEST(ChatTemplate, DetectsTheTemplateFromItsJinjaText) {
+  EXPECT_EQ(detect_chat_template(read_text(fixture_path("chat_template/qwen2_5_chat_template.jinja"))), ChatTemplate::qwen2_5);
+  auto config = nlohmann::json::parse(read_text(fixture_path("tokenizer/qwen3_tokenizer_config.json")));
+  EXPECT_EQ(detect_chat_template(config["chat_template"].get<std::string>()), ChatTemplate::qwen3);
+  EXPECT_EQ(detect_chat_template("{% for m in messages %}{{ m.content }}{% endfor %}"), std::nullopt);
+  EXPECT_EQ(chat_template_from_name("qwen2.5"), ChatTemplate::qwen2_5);
+  EXPECT_EQ(chat_template_from_name("qwen3"), ChatTemplate::qwen3);
+  EXPECT_THROW(chat_template_from_name("llama3"), Error);
+}
+
+TEST(ChatTemplate, DetectsTheTemplateOfATokenizerFolder) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(testing::scratch_dir()) / "chat_template_detect";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  EXPECT_EQ(detect_chat_template_for_tokenizer(dir.string()), std::nullopt);  // no config at all
+  nlohmann::json config = {{"tokenizer_class", "Qwen2Tokenizer"},
+                           {"chat_template", read_text(fixture_path("chat_template/qwen2_5_chat_template.jinja"))}};
+  std::ofstream(dir / "tokenizer_config.json") << config.dump(2);
+  EXPECT_EQ(detect_chat_template_for_tokenizer(dir.string()), ChatTemplate::qwen2_5);
+  // Given the tokenizer.json path, the folder it sits in is used.
+  EXPECT_EQ(detect_chat_template_for_tokenizer((dir / "tokenizer.json").string()), ChatTemplate::qwen2_5);
+  // The list form of chat_template: the "default" entry counts.
+  config["chat_template"] = nlohmann::json::array(
+      {{{"name", "tool_use"}, {"template", "x"}},
+       {{"name", "default"},
+        {"template", nlohmann::json::parse(read_text(fixture_path("tokenizer/qwen3_tokenizer_config.json")))["chat_template"]}}});
+  std::ofstream(dir / "tokenizer_config.json") << config.dump();
+  EXPECT_EQ(detect_chat_template_for_tokenizer(dir.string()), ChatTemplate::qwen3);
+  // chat_template.jinja, when present, wins over tokenizer_config.json.
+  std::ofstream(dir / "chat_template.jinja") << read_text(fixture_path("chat_template/qwen2_5_chat_template.jinja"));
+  EXPECT_EQ(detect_chat_template_for_tokenizer(dir.string()), ChatTemplate::qwen2_5);
+  fs::remove(dir / "chat_template.jinja");
+  std::ofstream(dir / "tokenizer_config.json") << "{\"chat_template\": ";
+  EXPECT_THROW(detect_chat_template_for_tokenizer(dir.string()), Error);
+  fs::remove_all(dir);
 }
 
 TEST(ChatTemplate, JsonDumpsMatchesPython) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "runtime/error.h"
@@ -80,7 +81,7 @@ std::string run(const std::string& command) {
 }
 
 TEST(Cli, EncodesDecodesAndRenders) {
-  std::string dir = ::testing::TempDir();
+  std::string dir = testing::scratch_dir();
   std::string in = dir + "/tokenize_in.jsonl";
   std::ofstream(in) << "{\"text\": \"SELECT 1;<|im_end|>\"}\n";
   std::string tok = fixture_path("tokenizer/qwen3_tokenizer.json");
@@ -95,8 +96,34 @@ TEST(Cli, EncodesDecodesAndRenders) {
   EXPECT_EQ(nlohmann::json::parse(out)["rendered"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
 }
 
+TEST(Cli, ChatTemplateByOptionOrDetectedFromTheTokenizerFolder) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(testing::scratch_dir()) / "tokenize_qwen25";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string in = (dir / "chat.jsonl").string();
+  std::ofstream(in) << R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true})" << "\n";
+  const std::string qwen25 =
+      "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+      "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
+  std::string out = run(std::string(SQLRL_BINARY) + " tokenize --chat --template qwen2.5 --input " + in);
+  EXPECT_EQ(nlohmann::json::parse(out)["rendered"], qwen25);
+  // A Qwen2.5 model folder: tokenizer_config.json carries the published template.
+  std::ifstream jinja(fixture_path("chat_template/qwen2_5_chat_template.jinja"));
+  std::string text((std::istreambuf_iterator<char>(jinja)), std::istreambuf_iterator<char>());
+  std::ofstream(dir / "tokenizer_config.json") << nlohmann::json({{"chat_template", text}}).dump();
+  out = run(std::string(SQLRL_BINARY) + " tokenize --chat --tokenizer " + dir.string() + " --input " + in);
+  EXPECT_EQ(nlohmann::json::parse(out)["rendered"], qwen25);
+  // The option wins over detection.
+  out = run(std::string(SQLRL_BINARY) + " tokenize --chat --template qwen3 --tokenizer " + dir.string() + " --input " + in);
+  EXPECT_EQ(nlohmann::json::parse(out)["rendered"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  out = run(std::string(SQLRL_BINARY) + " tokenize --chat --template llama --input " + in + " 2>&1; echo rc=$?");
+  EXPECT_EQ(out.find("rc=0"), std::string::npos) << out;
+  fs::remove_all(dir);
+}
+
 TEST(Cli, TrainsATokenizerThatLoads) {
-  std::string dir = ::testing::TempDir();
+  std::string dir = testing::scratch_dir();
   std::string corpus = dir + "/tokenize_corpus.txt", out = dir + "/tokenize_trained.json";
   std::ofstream(corpus) << "SELECT name FROM singer WHERE age > 20; SELECT name FROM singer;\n";
   std::string log = run(std::string(SQLRL_BINARY) + " tokenize train --corpus " + corpus + " --vocab-size 300 --out " + out + " 2>&1");
@@ -106,7 +133,7 @@ TEST(Cli, TrainsATokenizerThatLoads) {
 }
 
 TEST(Cli, BadInputExitsWithAnError) {
-  std::string dir = ::testing::TempDir();
+  std::string dir = testing::scratch_dir();
   std::string in = dir + "/tokenize_bad.jsonl";
   std::ofstream(in) << "{\"text\": 5}\n";
   std::string out = run(std::string(SQLRL_BINARY) + " tokenize --tokenizer " + fixture_path("tokenizer/qwen3_tokenizer.json") +
