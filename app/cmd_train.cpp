@@ -9,7 +9,7 @@
 namespace sqlrl {
 
 void add_train_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("train", "Train a model with multi-turn GRPO (default: tiny embedded model on the synthetic benchmark)");
+  CLI::App* cmd = app.add_subcommand("train", "Train a model with multi-turn GRPO (not built yet: fails with a message)");
   cmd->allow_extras();
   cmd->callback([] { fail("llm_sqlrl train: not built yet: see issue list (multi-turn rollout + GRPO trainer)"); });
 }
