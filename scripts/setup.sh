@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   libsqlite3-dev sqlite3
   libcli11-dev nlohmann-json3-dev libutf8proc-dev
   libopenblas-dev libopenblas0-pthread

@@ -1,0 +1,65 @@
+// What one multi-turn rollout of the agent produced, shared by the protocols (which parse and
+// format), the rollout engine (which fills it), the rewards (which score it), the GRPO trainer
+// (which learns from it) and the run folder (which logs it).
+//
+// Token layout: tokens = prompt, then for each turn the assistant's sampled tokens followed by
+// the injected observation tokens. policy_mask is 1 exactly on sampled tokens (the only ones
+// trained on) and 0 on prompt, observation and any other injected text.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sqlrl::rl {
+
+enum class ActionKind : uint8_t {
+  ExecSql,         // run `sql` and observe (skyrl/sqltrail <sql>, mtir tool call, mtsql exec_sql)
+  MemoryRetrieve,  // mtsql memory_retrieve: look up the dialogue history
+  Answer,          // final answer: `sql` is the submitted query; ends the trajectory
+  Invalid,         // malformed turn (unclosed tag, two actions, bad tool JSON, no action)
+};
+const char* action_kind_name(ActionKind kind);
+
+struct Action {
+  ActionKind kind = ActionKind::Invalid;
+  std::string sql;      // ExecSql / Answer: the query; MemoryRetrieve: the code argument
+  std::string tool;     // tool name as written (mtir / mtsql), "" for tag protocols
+  std::string verdict;  // mtsql E-/M-VERIFY verdict as written ("pass" / "no_pass"), else ""
+  std::string error;    // Invalid: what was wrong, for logs
+};
+
+// One assistant turn and the environment's answer to it.
+struct TurnRecord {
+  std::string assistant_text;  // decoded sampled text of this turn (stop string included)
+  Action action;
+  std::string observation;     // decoded injected text after the turn ("" when none)
+  bool executed = false;       // the SQL reached the database
+  bool sql_error = false;      // ... and failed (syntax, timeout, limit)
+  int64_t rows = 0;            // rows returned when it succeeded
+  double sql_seconds = 0;
+};
+
+struct Trajectory {
+  int64_t example_index = 0;  // into the batch's example list
+  int64_t sample_index = 0;   // 0..G-1 within its group
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> policy_mask;       // [tokens.size()]
+  std::vector<float> sampler_logprobs;    // [tokens.size()]: log-prob under the sampling distribution, 0 where mask 0
+  int64_t prompt_length = 0;              // tokens[0, prompt_length) are the prompt
+  std::vector<TurnRecord> turns;
+  bool answered = false;                  // ended with an Answer action
+  std::string final_sql;                  // the answer's SQL ("" when not answered)
+  bool truncated = false;                 // hit the token cap (or context length) mid-turn
+  bool out_of_turns = false;              // hit the turn budget without answering
+  int64_t invalid_actions = 0;
+  double decode_seconds = 0, sql_seconds = 0;
+
+  // Filled by the reward panel.
+  double reward = 0;
+  std::vector<std::pair<std::string, double>> reward_terms;  // name -> weighted value, in panel order
+
+  int64_t generated_tokens() const;  // count of policy_mask == 1
+};
+
+}  // namespace sqlrl::rl
