@@ -1,0 +1,65 @@
+// The multi-turn rollout engine: for a batch of prompts x G samples, prefill each prompt once
+// and share its KV blocks across its G samples, decode all live samples together, pause a
+// sample whose turn hit a stop string, run its action (SQL on the pool's worker threads while
+// the others keep decoding), prefill the injected observation into its cache and resume it,
+// until the answer, the turn budget or the token cap. Deterministic given the seed: sample s of
+// prompt p draws with Philox stream (first_sample_id + p * G + s), whatever else is in flight.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/sampling.h"
+#include "model/model.h"
+#include "rl/protocol.h"
+#include "rl/trajectory.h"
+#include "sql/datasets.h"
+#include "sql/pool.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sqlrl::rl {
+
+struct RolloutOptions {
+  int64_t group_size = 5;              // G samples per prompt
+  SamplingParams sampling;             // temperature / top-k / top-p / seed
+  uint64_t first_sample_id = 0;        // Philox stream base (the trainer advances it per step)
+  int max_turns = 0;                   // 0 = the protocol's budget
+  int64_t max_turn_tokens = 1024;      // sampled tokens per assistant turn
+  int64_t max_total_tokens = 4096;     // whole trajectory (prompt + turns + observations); over = truncated
+  int64_t max_batch_sequences = 64;    // live samples decoded together
+  int64_t kv_block_size = 16;
+  sql::Limits sql_limits;
+  ChatTemplate chat_template = ChatTemplate::qwen3;
+  bool enable_thinking = true;         // Qwen3 template flag (false renders the empty think block)
+  bool single_turn = false;            // eval: no execution; the first SQL written is the answer
+};
+
+struct RolloutRequest {
+  const sql::Example* example = nullptr;
+  std::vector<int32_t> prompt_tokens;  // from build_prompt_tokens
+};
+
+struct RolloutStats {
+  int64_t sampled_tokens = 0, injected_tokens = 0, prompt_tokens = 0;
+  int64_t sql_calls = 0, sql_errors = 0;
+  double decode_seconds = 0, prefill_seconds = 0, sql_seconds = 0, wall_seconds = 0;
+};
+
+// Reads (and caches) each database's schema through the pool.
+struct SchemaCache {
+  std::vector<std::pair<std::string, sql::DatabaseSchema>> entries;  // db_path -> schema
+  const sql::DatabaseSchema& get(sql::Pool& pool, const std::string& db_path);
+};
+
+// encode(render_chat(protocol.first_prompt(example, schema), add_generation_prompt)).
+std::vector<int32_t> build_prompt_tokens(const Protocol& protocol, const Tokenizer& tokenizer,
+                                         const sql::Example& example, const sql::DatabaseSchema& schema,
+                                         const RolloutOptions& options);
+
+// Trajectories in (request, sample) order: requests.size() * group_size of them.
+std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokenizer, const Protocol& protocol,
+                                sql::Pool& pool, const std::vector<RolloutRequest>& requests,
+                                const RolloutOptions& options, RolloutStats* stats = nullptr);
+
+}  // namespace sqlrl::rl
