@@ -14,5 +14,6 @@ void add_inspect_command(CLI::App& app);
 void add_eval_sql_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 
 }  // namespace sqlrl

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   sqlrl::add_eval_sql_command(app);
   sqlrl::add_data_command(app);
   sqlrl::add_generate_command(app);
+  sqlrl::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
