@@ -30,6 +30,12 @@ struct StepOutcome {
   const sql::Result* result = nullptr;  // ExecSql: the pool's result (error/timeout inside); else null
   std::string db_path;
   int turns_left = 0;                   // assistant turns still allowed after this one
+  // The turn ended on a sampled end-of-turn token (<|im_end|> / EOS) rather than a stop string:
+  // the chat-markup protocols then do not write <|im_end|> again when they open the next turn.
+  bool turn_ended_with_eos = false;
+  // mtsql memory_retrieve: results of example.history[i].gold_sql, in order, when the engine ran
+  // them (the memory text then carries MTSQL-R1's "SQL Results" line per turn); null = omitted.
+  const std::vector<sql::Result>* history_results = nullptr;
 };
 
 struct Protocol {
@@ -47,7 +53,18 @@ struct Protocol {
   // Text injected after a turn that did not end the episode: the observation (or the paper's
   // rethink line for an invalid turn), wrapped in the paper's chat markup.
   virtual std::string inject(const Action& action, const StepOutcome& outcome, const sql::Example& example) const = 0;
+  // Whether the engine runs action.sql on the database before inject(): ExecSql always; mtsql's
+  // memory_retrieve too (its verifier text shows "The execution results of the proposed SQL").
+  virtual bool executes(const Action& action) const { return action.kind == ActionKind::ExecSql; }
 };
+
+// MTSQL-R1's verdicts written in one assistant turn (outside <think>), as written ("pass",
+// "no_pass", ...; the last one when repeated), "" when absent: for the E-/M-VERIFY rewards.
+struct VerifyVerdicts {
+  std::string exec;    // <exec_verify>...</exec_verify>
+  std::string memory;  // <memory_verify>...</memory_verify>
+};
+VerifyVerdicts mtsql_verdicts(std::string_view turn_text);
 
 // "skyrl", "sqltrail", "mtir", "mtsql"; anything else is an error listing the names.
 std::unique_ptr<Protocol> make_protocol(const std::string& name);
