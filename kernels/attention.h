@@ -10,7 +10,10 @@
 //    each query token names its sequence's block table and its own position, and attends to
 //    cache positions 0..position of that sequence.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+
+#include "runtime/stream.h"
 
 namespace sqlrl {
 
@@ -37,5 +40,38 @@ struct PagedQueries {
 // out [num_queries, H, D] from q [num_queries, H, D] and the cache of one layer.
 void paged_attention_cpu(float* out, const float* q, const float* k_cache, const float* v_cache,
                          const PagedQueries& queries, AttentionShape shape);
+
+// --- CUDA (kernels/cuda/attention*.cu; without CUDA these fail with the reason) ---------------
+// Every pointer is device memory; bf16 tensors are passed as their raw bits (uint16_t). Index
+// arrays (cu_seqlens, block tables, positions) are device arrays; the host passes the bounds it
+// needs to size the grid (max_seqlen, max_context), which must hold for every entry.
+// head_dim must be 64 or 128. The launchers allocate nothing: workspace comes from the caller.
+
+// out [T, H, D] bf16, lse [T, H] fp32 (natural log, as attention_forward_cpu).
+void attention_forward_cuda(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                            const int32_t* cu_seqlens, int64_t num_seqs, int64_t max_seqlen, AttentionShape shape,
+                            const CudaStream& stream = CudaStream{});
+
+// Bytes of workspace attention_backward_cuda needs for `total_tokens` packed tokens.
+size_t attention_backward_workspace_bytes(int64_t total_tokens, AttentionShape shape);
+// Overwrites dq [T, H, D], dk and dv [T, KVH, D] (bf16) of every token inside a sequence.
+// Deterministic: no atomics, dk/dv of a kv head summed over its q heads in a fixed order.
+void attention_backward_cuda(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16_t* out,
+                             const float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                             const int32_t* cu_seqlens, int64_t num_seqs, int64_t total_tokens, int64_t max_seqlen,
+                             AttentionShape shape, void* workspace, size_t workspace_bytes,
+                             const CudaStream& stream = CudaStream{});
+
+// Decode: one query token per entry of `queries` (its pointers are device arrays); contexts are
+// cut into pieces of split_tokens keys handled by separate blocks and merged by a second pass.
+// max_context must be >= positions[i] + 1 for every query.
+constexpr int64_t kPagedSplitTokens = 512;
+size_t paged_attention_workspace_bytes(int64_t num_queries, AttentionShape shape, int64_t max_context,
+                                       int64_t split_tokens = kPagedSplitTokens);
+// out [num_queries, H, D] bf16 from q [num_queries, H, D] bf16 and bf16 caches.
+void paged_attention_cuda(uint16_t* out, const uint16_t* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                          const PagedQueries& queries, AttentionShape shape, int64_t max_context, void* workspace,
+                          size_t workspace_bytes, int64_t split_tokens = kPagedSplitTokens,
+                          const CudaStream& stream = CudaStream{});
 
 }  // namespace sqlrl

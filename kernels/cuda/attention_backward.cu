@@ -1,0 +1,286 @@
+// Flash attention backward on CUDA: P is recomputed tile by tile from the saved lse, nothing of
+// size T x T is stored, and every sum runs in a fixed order (bitwise deterministic, no atomics).
+//
+// Three launches:
+//  1. delta[t, h] = sum_d dout * out (fp32, one warp per row) into the caller's workspace.
+//  2. dk/dv: one block of 4 warps per (64-key tile, kv head, sequence); each warp owns 16 keys
+//     and keeps their dk, dv (16 x D fp32) in registers for the whole launch. The block walks
+//     the q heads of its group and, per head, the 32-query tiles at or after its keys (causal),
+//     computing the transposed products so that no reduction crosses warps:
+//        S^T = K Q^T, P^T = exp2(S^T scale log2e - lse log2e), dP^T = V dO^T,
+//        dS^T = P^T (dP^T - delta), dV += P^T dO, dK += dS^T Q.
+//     Shared memory: K, V [64 x (D+8)], Q, dO [32 x (D+8)] bf16 + lse/delta of 32 rows:
+//     52,480 bytes for D = 128.
+//  3. dq: one block of 4 warps per (64-query tile, q head, sequence), each warp 16 query rows,
+//     walking the key tiles up to its causal end: S = Q K^T, dP = dO V^T, dS as above,
+//     dQ += dS K (fp32 registers). Shared memory: Q, dO, K, V [64 x (D+8)]: 69,632 bytes (D 128).
+// Computing dq in its own pass re-does S and dP (7 tile products instead of FlashAttention-2's
+// 5) but removes its fp32 atomics on dq, whose summation order varies from run to run.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/attention_tile.cuh"
+#include "runtime/cuda/check.h"
+
+namespace sqlrl {
+
+void check_cuda_attention_shape(const char* op, AttentionShape shape, int64_t num_seqs, int64_t max_seqlen);
+
+namespace attn {
+
+constexpr int kBwdThreads = 128;
+constexpr int kKvBc = 64, kKvBr = 32;  // dk/dv kernel: keys per block, queries per inner tile
+constexpr int kQBr = 64, kQBc = 64;    // dq kernel: queries per block, keys per inner tile
+
+template <int D>
+__global__ void attention_delta_kernel(float* __restrict__ delta, const uint16_t* __restrict__ dout,
+                                       const uint16_t* __restrict__ out, int64_t rows) {
+  int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(dout + row * D);
+  const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(out + row * D);
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = lane; i < D / 2; i += 32) {
+    float2 x = __bfloat1622float2(a[i]), y = __bfloat1622float2(b[i]);
+    sum += x.x * y.x + x.y * y.y;
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (lane == 0) delta[row] = sum;
+}
+
+template <int D>
+constexpr int dkdv_smem_bytes() {
+  return (2 * kKvBc + 2 * kKvBr) * (D + kPad) * 2 + 2 * kKvBr * 4;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
+    uint16_t* __restrict__ dk, uint16_t* __restrict__ dv, const uint16_t* __restrict__ q,
+    const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, const int32_t* __restrict__ cu_seqlens, int H,
+    int KVH, float scale, float scale_log2) {
+  constexpr int LD = D + kPad;
+  extern __shared__ __align__(16) uint16_t smem[];
+  uint16_t* sK = smem;
+  uint16_t* sV = sK + kKvBc * LD;
+  uint16_t* sQ = sV + kKvBc * LD;
+  uint16_t* sdO = sQ + kKvBr * LD;
+  float* sLse = reinterpret_cast<float*>(sdO + kKvBr * LD);
+  float* sDelta = sLse + kKvBr;
+
+  const int k_tile = gridDim.x - 1 - blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
+  const int start = cu_seqlens[seq], len = cu_seqlens[seq + 1] - start;
+  const int k0 = k_tile * kKvBc;
+  if (k0 >= len) return;
+  const int group = H / KVH;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int64_t q_stride = static_cast<int64_t>(H) * D, kv_stride = static_cast<int64_t>(KVH) * D;
+  const int64_t kv_off = (static_cast<int64_t>(start + k0) * KVH + kvh) * D;
+  load_tile<kKvBc, D, kBwdThreads>(sK, k + kv_off, kv_stride, min(kKvBc, len - k0));
+  load_tile<kKvBc, D, kBwdThreads>(sV, v + kv_off, kv_stride, min(kKvBc, len - k0));
+  cp_async_commit();
+
+  float dk_acc[D / 8][4], dv_acc[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk_acc[n][e] = dv_acc[n][e] = 0.0f;
+  const int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+
+  for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+    // Queries before k0 see none of these keys; k0 is a multiple of kKvBr.
+    for (int qs = k0; qs < len; qs += kKvBr) {
+      __syncthreads();  // every warp is done with the previous Q, dO, lse, delta
+      const int64_t q_off = (static_cast<int64_t>(start + qs) * H + h) * D;
+      load_tile<kKvBr, D, kBwdThreads>(sQ, q + q_off, q_stride, min(kKvBr, len - qs));
+      load_tile<kKvBr, D, kBwdThreads>(sdO, dout + q_off, q_stride, min(kKvBr, len - qs));
+      cp_async_commit();
+      if (threadIdx.x < kKvBr) {
+        int i = qs + threadIdx.x;
+        int64_t r = static_cast<int64_t>(start + i) * H + h;
+        sLse[threadIdx.x] = i < len ? lse[r] * kLog2e : 0.0f;
+        sDelta[threadIdx.x] = i < len ? delta[r] : 0.0f;
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+
+      float st[kKvBr / 8][4], dpt[kKvBr / 8][4];
+#pragma unroll
+      for (int n = 0; n < kKvBr / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.0f;
+      mma_a_smem_b_nk<LD, kKvBr, D / 16>(st, sK, warp * 16, sQ, lane);
+      mma_a_smem_b_nk<LD, kKvBr, D / 16>(dpt, sV, warp * 16, sdO, lane);
+#pragma unroll
+      for (int n = 0; n < kKvBr / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int qi = n * 8 + 2 * t + (e & 1), query = qs + qi;
+          bool valid = query >= key[e >> 1] && query < len;
+          float p = valid ? exp2f(st[n][e] * scale_log2 - sLse[qi]) : 0.0f;
+          st[n][e] = p;
+          dpt[n][e] = p * (dpt[n][e] - sDelta[qi]);
+        }
+      mma_a_regs_b_kn<LD, D, kKvBr>(dv_acc, st, sdO, lane);
+      mma_a_regs_b_kn<LD, D, kKvBr>(dk_acc, dpt, sQ, lane);
+    }
+  }
+
+  // Each warp read only its own 16 rows of sK and sV: after a warp barrier it may reuse them.
+  __syncwarp();
+  acc_to_tile<LD, D>(sK, warp * 16, dk_acc, scale, scale, lane);
+  acc_to_tile<LD, D>(sV, warp * 16, dv_acc, 1.0f, 1.0f, lane);
+  __syncwarp();
+  const int rows = min(16, len - (k0 + warp * 16));
+  if (rows > 0) {
+    int64_t off = kv_off + warp * 16 * kv_stride;
+    store_rows_warp<D>(dk + off, kv_stride, sK + warp * 16 * LD, rows, lane);
+    store_rows_warp<D>(dv + off, kv_stride, sV + warp * 16 * LD, rows, lane);
+  }
+}
+
+template <int D>
+constexpr int dq_smem_bytes() {
+  return (2 * kQBr + 2 * kQBc) * (D + kPad) * 2;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
+    uint16_t* __restrict__ dq, const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
+    const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout, const float* __restrict__ lse,
+    const float* __restrict__ delta, const int32_t* __restrict__ cu_seqlens, int H, int KVH, float scale,
+    float scale_log2) {
+  constexpr int LD = D + kPad;
+  extern __shared__ __align__(16) uint16_t smem[];
+  uint16_t* sQ = smem;
+  uint16_t* sdO = sQ + kQBr * LD;
+  uint16_t* sK = sdO + kQBr * LD;
+  uint16_t* sV = sK + kQBc * LD;
+
+  const int q_tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, seq = blockIdx.z;
+  const int start = cu_seqlens[seq], len = cu_seqlens[seq + 1] - start;
+  const int q0 = q_tile * kQBr;
+  if (q0 >= len) return;
+  const int kvh = h / (H / KVH);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int64_t q_stride = static_cast<int64_t>(H) * D, kv_stride = static_cast<int64_t>(KVH) * D;
+  const int64_t q_off = (static_cast<int64_t>(start + q0) * H + h) * D;
+  const uint16_t* gk = k + (static_cast<int64_t>(start) * KVH + kvh) * D;
+  const uint16_t* gv = v + (static_cast<int64_t>(start) * KVH + kvh) * D;
+  const int q_rows = min(kQBr, len - q0);
+  const int num_kv_tiles = (min(len, q0 + kQBr) + kQBc - 1) / kQBc;
+  load_tile<kQBr, D, kBwdThreads>(sQ, q + q_off, q_stride, q_rows);
+  load_tile<kQBr, D, kBwdThreads>(sdO, dout + q_off, q_stride, q_rows);
+  load_tile<kQBc, D, kBwdThreads>(sK, gk, kv_stride, min(kQBc, len));
+  load_tile<kQBc, D, kBwdThreads>(sV, gv, kv_stride, min(kQBc, len));
+  cp_async_commit();
+
+  const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  float lse2[2], dlt[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int64_t i = static_cast<int64_t>(start + row[r]) * H + h;
+    lse2[r] = row[r] < len ? lse[i] * kLog2e : 0.0f;
+    dlt[r] = row[r] < len ? delta[i] : 0.0f;
+  }
+  float dq_acc[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) dq_acc[n][0] = dq_acc[n][1] = dq_acc[n][2] = dq_acc[n][3] = 0.0f;
+
+  for (int j = 0; j < num_kv_tiles; ++j) {
+    const int k0 = j * kQBc;
+    cp_async_wait<0>();
+    __syncthreads();
+    float s[kQBc / 8][4], dp[kQBc / 8][4];
+#pragma unroll
+    for (int n = 0; n < kQBc / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
+    mma_a_smem_b_nk<LD, kQBc, D / 16>(s, sQ, warp * 16, sK, lane);
+    mma_a_smem_b_nk<LD, kQBc, D / 16>(dp, sdO, warp * 16, sV, lane);
+#pragma unroll
+    for (int n = 0; n < kQBc / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int col = k0 + n * 8 + 2 * t + (e & 1);
+        float p = col <= row[e >> 1] ? exp2f(s[n][e] * scale_log2 - lse2[e >> 1]) : 0.0f;
+        dp[n][e] = p * (dp[n][e] - dlt[e >> 1]);
+      }
+    mma_a_regs_b_kn<LD, D, kQBc>(dq_acc, dp, sK, lane);
+    __syncthreads();  // every warp is done with K_j and V_j
+    if (j + 1 < num_kv_tiles) {
+      int next = k0 + kQBc;
+      load_tile<kQBc, D, kBwdThreads>(sK, gk + next * kv_stride, kv_stride, min(kQBc, len - next));
+      load_tile<kQBc, D, kBwdThreads>(sV, gv + next * kv_stride, kv_stride, min(kQBc, len - next));
+      cp_async_commit();
+    }
+  }
+
+  __syncwarp();
+  acc_to_tile<LD, D>(sQ, warp * 16, dq_acc, scale, scale, lane);
+  __syncwarp();
+  const int rows = min(16, len - (q0 + warp * 16));
+  if (rows > 0) store_rows_warp<D>(dq + q_off + warp * 16 * q_stride, q_stride, sQ + warp * 16 * LD, rows, lane);
+}
+
+template <int D>
+void launch_backward(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16_t* out,
+                     const float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                     const int32_t* cu_seqlens, int64_t num_seqs, int64_t total_tokens, int64_t max_seqlen,
+                     AttentionShape shape, float* delta, cudaStream_t stream) {
+  const int H = static_cast<int>(shape.heads), KVH = static_cast<int>(shape.kv_heads);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D)), scale_log2 = scale * kLog2e;
+  int64_t rows = total_tokens * H;
+  attention_delta_kernel<D><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(delta, dout, out, rows);
+  CUDA_CHECK_LAUNCH();
+
+  auto dkdv = attention_backward_dkdv_kernel<D>;
+  CUDA_CHECK(allow_smem(dkdv, dkdv_smem_bytes<D>()));
+  dim3 grid_kv(static_cast<unsigned>((max_seqlen + kKvBc - 1) / kKvBc), static_cast<unsigned>(KVH),
+               static_cast<unsigned>(num_seqs));
+  dkdv<<<grid_kv, kBwdThreads, dkdv_smem_bytes<D>(), stream>>>(dk, dv, q, k, v, dout, lse, delta, cu_seqlens, H, KVH,
+                                                               scale, scale_log2);
+  CUDA_CHECK_LAUNCH();
+
+  auto dqk = attention_backward_dq_kernel<D>;
+  CUDA_CHECK(allow_smem(dqk, dq_smem_bytes<D>()));
+  dim3 grid_q(static_cast<unsigned>((max_seqlen + kQBr - 1) / kQBr), static_cast<unsigned>(H),
+              static_cast<unsigned>(num_seqs));
+  dqk<<<grid_q, kBwdThreads, dq_smem_bytes<D>(), stream>>>(dq, q, k, v, dout, lse, delta, cu_seqlens, H, KVH, scale,
+                                                           scale_log2);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace attn
+
+size_t attention_backward_workspace_bytes(int64_t total_tokens, AttentionShape shape) {
+  return static_cast<size_t>(total_tokens * shape.heads) * sizeof(float);  // delta [T, H]
+}
+
+void attention_backward_cuda(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16_t* out,
+                             const float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                             const int32_t* cu_seqlens, int64_t num_seqs, int64_t total_tokens, int64_t max_seqlen,
+                             AttentionShape shape, void* workspace, size_t workspace_bytes,
+                             const CudaStream& stream) {
+  check_cuda_attention_shape("attention_backward_cuda", shape, num_seqs, max_seqlen);
+  size_t need = attention_backward_workspace_bytes(total_tokens, shape);
+  check(workspace_bytes >= need && (need == 0 || workspace != nullptr), "attention_backward_cuda: workspace of ",
+        workspace_bytes, " bytes, need ", need, " (total_tokens ", total_tokens, " x heads ", shape.heads, " x 4)");
+  if (num_seqs == 0 || max_seqlen == 0 || total_tokens == 0) return;
+  CUDA_CHECK(cudaSetDevice(stream.device));
+  auto s = static_cast<cudaStream_t>(stream.handle);
+  float* delta = static_cast<float*>(workspace);
+  if (shape.head_dim == 64)
+    attn::launch_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, num_seqs, total_tokens, max_seqlen,
+                              shape, delta, s);
+  else
+    attn::launch_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, num_seqs, total_tokens, max_seqlen,
+                               shape, delta, s);
+}
+
+}  // namespace sqlrl

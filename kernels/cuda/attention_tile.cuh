@@ -1,0 +1,177 @@
+// Building blocks shared by the flash-attention kernels: bf16 tiles in shared memory, moved
+// there with cp.async and read into tensor-core fragments with ldmatrix, multiplied with
+// mma.sync m16n8k16 (bf16 in, fp32 accumulate; sm_80 and later).
+//
+// Fragment layouts of m16n8k16 (PTX ISA, "Matrix fragments for mma.m16n8k16"), with
+// g = lane / 4 and t = lane % 4:
+//   A 16x16: a0 = (row g, cols 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
+//   B 16x8:  b0 = (k 2t..2t+1, col g), b1 = (k 2t+8.., col g)
+//   C 16x8:  c0,c1 = (row g, cols 2t, 2t+1), c2,c3 = (row g+8, cols 2t, 2t+1)
+// A C fragment pair (two n-tiles of 8 columns) is therefore exactly an A fragment of a 16-wide
+// k-chunk once packed to bf16 (a_from_c): P = softmax(S) feeds P·V without leaving registers.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace sqlrl::attn {
+
+// Each tile row is padded by 8 bf16 (16 bytes): a row is then 4 banks further on than the one
+// above, so the 8 row addresses of one ldmatrix phase cover all 32 banks once.
+constexpr int kPad = 8;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, bypassing L1; zero-filled (nothing read) when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Rows [0, ROWS) of a tile of D columns from global rows g + r * stride; rows >= valid_rows
+// become zeros (keys past a sequence's end must be finite: P = 0 times garbage could be NaN).
+template <int ROWS, int D, int THREADS>
+__device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* g, int64_t stride, int valid_rows) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  for (int c = threadIdx.x; c < ROWS * kChunks; c += THREADS) {
+    int r = c / kChunks, col = (c % kChunks) * 8;
+    bool valid = r < valid_rows;
+    cp_async16(tile + r * (D + kPad) + col, valid ? g + r * stride + col : g, valid);
+  }
+}
+
+// Stores rows [0, rows) of a tile (already bf16 in shared memory) to global, 16 bytes a thread.
+// Called by one warp for its own rows.
+template <int D>
+__device__ __forceinline__ void store_rows_warp(uint16_t* g, int64_t stride, const uint16_t* tile, int rows,
+                                                int lane) {
+  constexpr int kChunks = D / 8;
+  for (int c = lane; c < rows * kChunks; c += 32) {
+    int r = c / kChunks, col = (c % kChunks) * 8;
+    *reinterpret_cast<uint4*>(g + r * stride + col) = *reinterpret_cast<const uint4*>(tile + r * (D + kPad) + col);
+  }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+// c += a * b for one 16x8 output tile.
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Low half = lo (the lower column index), as the fragments expect.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// A fragment of rows r0..r0+15, cols k0..k0+15 of a row-major tile with leading dim LD.
+// ldmatrix matrices 0..3 = (rows +0, cols +0), (+8, +0), (+0, +8), (+8, +8) = a0..a3; lanes
+// 8i..8i+7 give the row addresses of matrix i.
+template <int LD>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* tile, int r0, int k0, int lane) {
+  int r = r0 + (lane & 7) + ((lane >> 3) & 1) * 8;
+  int c = k0 + (lane >> 4) * 8;
+  ldmatrix_x4(a, tile + r * LD + c);
+}
+
+// B fragments of two n-tiles (n0..n0+7 -> b[0], b[1]; n0+8..n0+15 -> b[2], b[3]) over k0..k0+15,
+// from a tile stored [n][k] (keys in S = Q K^T): matrices (n +0, k +0), (+0, +8), (+8, +0), (+8, +8).
+template <int LD>
+__device__ __forceinline__ void load_b_nk(uint32_t (&b)[4], const uint16_t* tile, int n0, int k0, int lane) {
+  int r = n0 + (lane & 7) + (lane >> 4) * 8;
+  int c = k0 + ((lane >> 3) & 1) * 8;
+  ldmatrix_x4(b, tile + r * LD + c);
+}
+
+// The same two n-tiles from a tile stored [k][n] (values in O = P V): the transposing ldmatrix
+// hands thread (g, t) elements (k 2t, 2t+1; n g) of each 8x8 matrix, i.e. b0/b1 directly.
+// Matrices (k +0, n +0), (k +8, n +0), (k +0, n +8), (k +8, n +8).
+template <int LD>
+__device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], const uint16_t* tile, int k0, int n0, int lane) {
+  int r = k0 + (lane & 7) + ((lane >> 3) & 1) * 8;
+  int c = n0 + (lane >> 4) * 8;
+  ldmatrix_x4_trans(b, tile + r * LD + c);
+}
+
+// acc[16 x N] += A(16 x 16*KC chunks read from `a_tile` rows r0..) * B where B is stored [n][k]
+// in b_tile: S = Q K^T style products over the full head dim (KC = D / 16).
+template <int LD, int N, int KC>
+__device__ __forceinline__ void mma_a_smem_b_nk(float (&acc)[N / 8][4], const uint16_t* a_tile, int r0,
+                                                const uint16_t* b_tile, int lane) {
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc) {
+    uint32_t a[4];
+    load_a<LD>(a, a_tile, r0, kc * 16, lane);
+#pragma unroll
+    for (int n2 = 0; n2 < N / 16; ++n2) {
+      uint32_t b[4];
+      load_b_nk<LD>(b, b_tile, n2 * 16, kc * 16, lane);
+      mma_16816(acc[2 * n2], a, b[0], b[1]);
+      mma_16816(acc[2 * n2 + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// acc[16 x N] += P(16 x K, held as C fragments p[K / 8][4]) * B where B is stored [k][n] in
+// b_tile (P V, P^T dO, dS K ...).
+template <int LD, int N, int K>
+__device__ __forceinline__ void mma_a_regs_b_kn(float (&acc)[N / 8][4], const float (&p)[K / 8][4],
+                                                const uint16_t* b_tile, int lane) {
+#pragma unroll
+  for (int kc = 0; kc < K / 16; ++kc) {
+    uint32_t a[4] = {pack_bf16(p[2 * kc][0], p[2 * kc][1]), pack_bf16(p[2 * kc][2], p[2 * kc][3]),
+                     pack_bf16(p[2 * kc + 1][0], p[2 * kc + 1][1]), pack_bf16(p[2 * kc + 1][2], p[2 * kc + 1][3])};
+#pragma unroll
+    for (int n2 = 0; n2 < N / 16; ++n2) {
+      uint32_t b[4];
+      load_b_kn<LD>(b, b_tile, kc * 16, n2 * 16, lane);
+      mma_16816(acc[2 * n2], a, b[0], b[1]);
+      mma_16816(acc[2 * n2 + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Writes a warp's 16 x N fp32 accumulator as bf16 into rows r0.. of a tile, rows g scaled by
+// scale_lo and rows g + 8 by scale_hi (1 / l of each row in the forward).
+template <int LD, int N>
+__device__ __forceinline__ void acc_to_tile(uint16_t* tile, int r0, const float (&acc)[N / 8][4], float scale_lo,
+                                            float scale_hi, int lane) {
+  int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int n = 0; n < N / 8; ++n) {
+    int col = n * 8 + 2 * t;
+    *reinterpret_cast<uint32_t*>(tile + (r0 + g) * LD + col) = pack_bf16(acc[n][0] * scale_lo, acc[n][1] * scale_lo);
+    *reinterpret_cast<uint32_t*>(tile + (r0 + g + 8) * LD + col) = pack_bf16(acc[n][2] * scale_hi, acc[n][3] * scale_hi);
+  }
+}
+
+// Shared-memory limit above 48 KB must be granted per kernel before its first launch.
+template <typename Kernel>
+inline cudaError_t allow_smem(Kernel kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+}  // namespace sqlrl::attn

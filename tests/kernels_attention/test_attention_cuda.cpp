@@ -1,0 +1,247 @@
+// CUDA flash attention (forward, backward) and paged decode attention against the CPU kernels.
+// Inputs are fresh random normals each run (the seed is printed on failure), rounded to bf16
+// once and fed to both paths, so the comparison measures only the CUDA path's own roundings.
+// Outputs are filled with NaN before each call: an element left unwritten fails.
+//
+// Tolerances. The CUDA forward rounds P to bf16 before P V (relative error 2^-9 per weight)
+// and rounds its output to bf16 (2^-9); the backward also rounds dS to bf16 before dK and dQ.
+// Each is a relative perturbation of 2^-9 ~ 2e-3 per term, so the relative L2 error of a tensor
+// sits near 2e-3..4e-3; we allow 1e-2 (METHOD.md's upper end for bf16 operands). The check
+// runs per sequence, so a wrong short sequence cannot hide inside a long one, with an absolute
+// floor of 2^-8 x the tensor's RMS per element: some exact gradients are ~0 (dq of a sequence's
+// first token, dk of a length-1 sequence: dS = dout . (v - bf16(v))) and a relative error of
+// rounding noise is meaningless there. Paged decode keeps P in fp32, only its output is
+// rounded (2^-9 relative, RMS ~1.2e-3), so it gets 5e-3.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "kernels/attention.h"
+#include "runtime/tensor.h"
+#include "tests/test_util.h"
+
+namespace sqlrl {
+namespace {
+
+struct Rng {
+  uint64_t seed;
+  std::mt19937_64 gen;
+  Rng() : seed(std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}()), gen(seed) {}
+  // bf16-rounded normals: exactly representable in the bf16 tensors the GPU reads.
+  std::vector<float> normal(size_t n, float stddev) {
+    std::normal_distribution<float> dist(0.0f, stddev);
+    std::vector<float> x(n);
+    for (float& v : x) v = bf16_bits_to_f32(f32_to_bf16_bits(dist(gen)));
+    return x;
+  }
+};
+
+Tensor to_gpu_bf16(const std::vector<float>& x, Shape shape) { return from_floats(x, shape, DType::BF16, cuda_device(0)); }
+
+Tensor poisoned(Shape shape, DType dtype) {
+  Tensor t = empty(shape, dtype, cuda_device(0));
+  fill(t, NAN);
+  return t;
+}
+
+// Checks rows [begin, end) x row_len of got against ref: every element finite and
+// ||got - ref|| <= rel * ||ref|| + 2^-8 * rms * sqrt(n).
+void expect_close(const std::vector<float>& got, const std::vector<float>& ref, int64_t row_len,
+                  const std::vector<int32_t>& cu, double rel, const char* what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  double total = 0;
+  for (float r : ref) total += static_cast<double>(r) * r;
+  double rms = std::sqrt(total / std::max<size_t>(1, ref.size()));
+  for (size_t s = 0; s + 1 < cu.size(); ++s) {
+    size_t b = static_cast<size_t>(cu[s] * row_len), e = static_cast<size_t>(cu[s + 1] * row_len);
+    double err = 0, norm = 0;
+    for (size_t i = b; i < e; ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << what << ": element " << i << " (sequence " << s << ") is " << got[i];
+      double d = static_cast<double>(got[i]) - ref[i];
+      err += d * d;
+      norm += static_cast<double>(ref[i]) * ref[i];
+    }
+    double budget = rel * std::sqrt(norm) + 0x1p-8 * rms * std::sqrt(static_cast<double>(e - b));
+    EXPECT_LE(std::sqrt(err), budget) << what << ": sequence " << s << " of length " << cu[s + 1] - cu[s]
+                                      << ", relative L2 error " << std::sqrt(err / std::max(norm, 1e-30));
+  }
+}
+
+std::vector<int32_t> prefix(const std::vector<int32_t>& lens) {
+  std::vector<int32_t> cu(lens.size() + 1, 0);
+  for (size_t i = 0; i < lens.size(); ++i) cu[i + 1] = cu[i] + lens[i];
+  return cu;
+}
+
+struct Problem {
+  std::vector<int32_t> lens;
+  int64_t heads, kv_heads, head_dim;
+};
+
+std::string describe(const Problem& p, uint64_t seed) {
+  std::string lens;
+  for (int32_t l : p.lens) lens += std::to_string(l) + " ";
+  return "lens [ " + lens + "] heads " + std::to_string(p.heads) + " kv_heads " + std::to_string(p.kv_heads) +
+         " head_dim " + std::to_string(p.head_dim) + " seed " + std::to_string(seed);
+}
+
+void run_forward_backward(const Problem& p, bool backward) {
+  Rng rng;
+  SCOPED_TRACE(describe(p, rng.seed));
+  std::vector<int32_t> cu = prefix(p.lens);
+  const int64_t T = cu.back(), H = p.heads, KVH = p.kv_heads, D = p.head_dim;
+  const int64_t S = static_cast<int64_t>(p.lens.size());
+  const int64_t max_len = *std::max_element(p.lens.begin(), p.lens.end());
+  AttentionShape shape{H, KVH, D};
+  std::vector<float> q = rng.normal(T * H * D, 1.0f), k = rng.normal(T * KVH * D, 1.5f),
+                     v = rng.normal(T * KVH * D, 1.0f);
+  Tensor gq = to_gpu_bf16(q, {T, H, D}), gk = to_gpu_bf16(k, {T, KVH, D}), gv = to_gpu_bf16(v, {T, KVH, D});
+  Tensor gcu = from_ints(cu, {S + 1}, cuda_device(0));
+  Tensor gout = poisoned({T, H, D}, DType::BF16), glse = poisoned({T, H}, DType::F32);
+  attention_forward_cuda(gout.data_as<uint16_t>(), glse.data_as<float>(), gq.data_as<uint16_t>(),
+                         gk.data_as<uint16_t>(), gv.data_as<uint16_t>(), gcu.data_as<int32_t>(), S, max_len, shape);
+  std::vector<float> out = to_floats(gout), lse = to_floats(glse);
+
+  std::vector<float> ref_out(q.size()), ref_lse(static_cast<size_t>(T * H));
+  attention_forward_cpu(ref_out.data(), ref_lse.data(), q.data(), k.data(), v.data(), cu.data(), S, shape);
+  expect_close(out, ref_out, H * D, cu, 1e-2, "out");
+  // lse comes from fp32 sums of exact bf16 products on both sides: differences ~1e-6.
+  for (size_t i = 0; i < lse.size(); ++i)
+    ASSERT_NEAR(lse[i], ref_lse[i], 1e-3) << "lse row " << i / H << " head " << i % H;
+  if (!backward) return;
+
+  std::vector<float> dout = rng.normal(T * H * D, 1.0f);
+  Tensor gdout = to_gpu_bf16(dout, {T, H, D});
+  Tensor gdq = poisoned({T, H, D}, DType::BF16), gdk = poisoned({T, KVH, D}, DType::BF16),
+         gdv = poisoned({T, KVH, D}, DType::BF16);
+  size_t ws_bytes = attention_backward_workspace_bytes(T, shape);
+  Tensor ws = empty({static_cast<int64_t>(ws_bytes / 4) + 1}, DType::F32, cuda_device(0));
+  auto run = [&] {
+    attention_backward_cuda(gdq.data_as<uint16_t>(), gdk.data_as<uint16_t>(), gdv.data_as<uint16_t>(),
+                            gdout.data_as<uint16_t>(), gout.data_as<uint16_t>(), glse.data_as<float>(),
+                            gq.data_as<uint16_t>(), gk.data_as<uint16_t>(), gv.data_as<uint16_t>(),
+                            gcu.data_as<int32_t>(), S, T, max_len, shape, ws.data(), ws_bytes);
+  };
+  run();
+  std::vector<float> dq = to_floats(gdq), dk = to_floats(gdk), dv = to_floats(gdv);
+  // The CPU backward sees the GPU's own out (bf16) and lse, so delta = rowsum(dout * out) agrees.
+  std::vector<float> ref_dq(q.size()), ref_dk(k.size()), ref_dv(v.size());
+  attention_backward_cpu(ref_dq.data(), ref_dk.data(), ref_dv.data(), dout.data(), out.data(), lse.data(), q.data(),
+                         k.data(), v.data(), cu.data(), S, shape);
+  expect_close(dq, ref_dq, H * D, cu, 1e-2, "dq");
+  expect_close(dk, ref_dk, KVH * D, cu, 1e-2, "dk");
+  expect_close(dv, ref_dv, KVH * D, cu, 1e-2, "dv");
+
+  // Deterministic: a second run gives the same bits.
+  fill(gdq, NAN);
+  fill(gdk, NAN);
+  run();
+  std::vector<float> dq2 = to_floats(gdq), dk2 = to_floats(gdk);
+  EXPECT_EQ(0, std::memcmp(dq.data(), dq2.data(), dq.size() * 4)) << "dq differs between two runs";
+  EXPECT_EQ(0, std::memcmp(dk.data(), dk2.data(), dk.size() * 4)) << "dk differs between two runs";
+}
+
+TEST(AttentionCuda, ForwardOddLengthsGqaAndHeadDims) {
+  SQLRL_REQUIRE_CUDA();
+  for (int64_t D : {64, 128})
+    for (int64_t ratio : {1, 2, 4})
+      for (int32_t len : {1, 17, 1000}) run_forward_backward({{len}, 4, 4 / ratio, D}, false);
+}
+
+TEST(AttentionCuda, ForwardVarlenWithEmptyAndLengthOneSequences) {
+  SQLRL_REQUIRE_CUDA();
+  for (int64_t D : {64, 128})
+    for (int64_t ratio : {1, 2, 4}) run_forward_backward({{0, 1, 17, 0, 130, 1, 64, 200, 0}, 8, 8 / ratio, D}, false);
+}
+
+TEST(AttentionCuda, BackwardOddLengthsGqaAndHeadDims) {
+  SQLRL_REQUIRE_CUDA();
+  for (int64_t D : {64, 128})
+    for (int64_t ratio : {1, 2, 4})
+      for (int32_t len : {1, 17, 300}) run_forward_backward({{len}, 4, 4 / ratio, D}, true);
+  run_forward_backward({{1000}, 4, 1, 128}, true);
+}
+
+TEST(AttentionCuda, BackwardVarlenWithEmptyAndLengthOneSequences) {
+  SQLRL_REQUIRE_CUDA();
+  for (int64_t D : {64, 128})
+    for (int64_t ratio : {1, 2, 4}) run_forward_backward({{0, 1, 17, 0, 130, 1, 64, 200, 0}, 8, 8 / ratio, D}, true);
+}
+
+TEST(AttentionCuda, RejectsUnsupportedHeadDim) {
+  SQLRL_REQUIRE_CUDA();
+  EXPECT_THROW(attention_forward_cuda(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, {4, 4, 96}),
+               std::exception);
+}
+
+// Paged decode: contexts around the block size (16) and split sizes, caches scattered over a
+// shuffled block pool, and a batch that mixes short and long contexts.
+void run_paged(const std::vector<int32_t>& contexts, int64_t H, int64_t KVH, int64_t D, int64_t split_tokens) {
+  Rng rng;
+  std::string ctx;
+  for (int32_t c : contexts) ctx += std::to_string(c) + " ";
+  SCOPED_TRACE("contexts [ " + ctx + "] heads " + std::to_string(H) + " kv_heads " + std::to_string(KVH) +
+               " head_dim " + std::to_string(D) + " split " + std::to_string(split_tokens) + " seed " +
+               std::to_string(rng.seed));
+  const int64_t N = static_cast<int64_t>(contexts.size()), bs = 16;
+  const int64_t max_context = *std::max_element(contexts.begin(), contexts.end());
+  const int64_t max_blocks = (max_context + bs - 1) / bs + 1;  // one spare column, never read
+  int64_t used = 0;
+  for (int32_t c : contexts) used += (c + bs - 1) / bs;
+  const int64_t num_blocks = used + 3;
+  std::vector<int32_t> pool(static_cast<size_t>(num_blocks));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng.gen);
+  std::vector<int32_t> table(static_cast<size_t>(N * max_blocks), -1), positions(static_cast<size_t>(N));
+  size_t next = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    positions[i] = contexts[i] - 1;
+    for (int64_t b = 0; b < (contexts[i] + bs - 1) / bs; ++b) table[i * max_blocks + b] = pool[next++];
+  }
+  std::vector<float> q = rng.normal(N * H * D, 1.0f), kc = rng.normal(num_blocks * bs * KVH * D, 1.5f),
+                     vc = rng.normal(num_blocks * bs * KVH * D, 1.0f);
+  AttentionShape shape{H, KVH, D};
+  PagedQueries host{N, table.data(), max_blocks, positions.data(), bs};
+  std::vector<float> ref(q.size());
+  paged_attention_cpu(ref.data(), q.data(), kc.data(), vc.data(), host, shape);
+
+  Tensor gq = to_gpu_bf16(q, {N, H, D}), gk = to_gpu_bf16(kc, {num_blocks * bs, KVH, D}),
+         gv = to_gpu_bf16(vc, {num_blocks * bs, KVH, D});
+  Tensor gtable = from_ints(table, {N, max_blocks}, cuda_device(0)), gpos = from_ints(positions, {N}, cuda_device(0));
+  Tensor gout = poisoned({N, H, D}, DType::BF16);
+  size_t ws_bytes = paged_attention_workspace_bytes(N, shape, max_context, split_tokens);
+  Tensor ws = empty({static_cast<int64_t>(ws_bytes / 4) + 1}, DType::F32, cuda_device(0));
+  fill(ws, NAN);  // a split the reduce reads but nothing wrote would show
+  PagedQueries dev{N, gtable.data_as<int32_t>(), max_blocks, gpos.data_as<int32_t>(), bs};
+  paged_attention_cuda(gout.data_as<uint16_t>(), gq.data_as<uint16_t>(), gk.data_as<uint16_t>(),
+                       gv.data_as<uint16_t>(), dev, shape, max_context, ws.data(), ws_bytes, split_tokens);
+  std::vector<int32_t> cu(static_cast<size_t>(N + 1));
+  std::iota(cu.begin(), cu.end(), 0);  // one "sequence" per query: checked query by query
+  expect_close(to_floats(gout), ref, H * D, cu, 5e-3, "paged out");
+}
+
+TEST(AttentionCuda, PagedDecodeAcrossBlocksAndSplits) {
+  SQLRL_REQUIRE_CUDA();
+  const std::vector<int32_t> contexts = {1, 16, 17, 63, 64, 65, 200, 1, 700};
+  for (int64_t D : {64, 128})
+    for (int64_t ratio : {1, 2, 4}) {
+      run_paged(contexts, 8, 8 / ratio, D, 64);              // many splits per context
+      run_paged(contexts, 8, 8 / ratio, D, 512);             // one or two splits
+      run_paged(contexts, 8, 8 / ratio, D, 1 << 20);         // never split: no workspace
+    }
+  run_paged({1300, 5, 2049}, 8, 2, 128, kPagedSplitTokens);  // the default split
+}
+
+TEST(AttentionCuda, PagedDecodeLargeAndUnevenGroups) {
+  SQLRL_REQUIRE_CUDA();
+  run_paged({1, 33, 300}, 16, 1, 128, 64);  // group 16: two chunks of 8 q heads per kv head
+  run_paged({1, 33, 300}, 12, 2, 64, 64);   // group 6: a partial chunk
+  run_paged({1, 33, 300}, 28, 4, 128, 64);  // group 7 (Qwen2.5-7B's 28 / 4)
+}
+
+}  // namespace
+}  // namespace sqlrl
