@@ -1,0 +1,203 @@
+#include "rl/grpo.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "runtime/error.h"
+
+namespace sqlrl::rl {
+
+namespace {
+
+bool has_valid_action(const Trajectory& t) {
+  for (const TurnRecord& turn : t.turns)
+    if (turn.action.kind != ActionKind::Invalid) return true;
+  return false;
+}
+
+}  // namespace
+
+GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const GrpoConfig& config) {
+  GrpoSelection sel;
+  const int64_t n = static_cast<int64_t>(batch.size());
+  sel.advantages.assign(batch.size(), 0.0f);
+  // Groups by example_index, in order of first appearance.
+  std::vector<std::vector<int64_t>> groups;
+  std::map<int64_t, size_t> group_of;
+  for (int64_t i = 0; i < n; ++i) {
+    auto [it, fresh] = group_of.emplace(batch[i].example_index, groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(i);
+  }
+  sel.counts.groups = static_cast<int64_t>(groups.size());
+  std::vector<bool> keep(batch.size(), true);
+  const GrpoFilterConfig& f = config.filter;
+  for (int64_t i = 0; i < n; ++i) {
+    const Trajectory& t = batch[i];
+    if (f.drop_truncated && t.truncated) ++sel.counts.truncated, keep[i] = false;
+    else if (f.drop_malformed && t.invalid_actions > 0) ++sel.counts.malformed, keep[i] = false;
+    else if (f.drop_no_valid_action && !has_valid_action(t)) ++sel.counts.no_valid_action, keep[i] = false;
+  }
+  std::vector<float> rewards, adv;
+  for (const std::vector<int64_t>& g : groups) {
+    rewards.clear();
+    for (int64_t i : g) rewards.push_back(static_cast<float>(batch[i].reward));
+    adv.resize(rewards.size());
+    group_advantage_cpu(adv.data(), rewards.data(), 1, static_cast<int64_t>(g.size()), config.advantage);
+    for (size_t k = 0; k < g.size(); ++k) sel.advantages[g[k]] = adv[k];
+    bool flat = std::all_of(rewards.begin(), rewards.end(), [&](float r) { return r == rewards[0]; });
+    if (f.drop_zero_variance && flat) {
+      ++sel.counts.zero_variance_groups;
+      for (int64_t i : g)
+        if (keep[i]) ++sel.counts.zero_variance_trajectories, keep[i] = false;
+    }
+    bool any = false;
+    for (int64_t i : g) any = any || keep[i];
+    sel.counts.kept_groups += any;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    if (keep[i]) sel.kept.push_back(i);
+  sel.counts.kept = static_cast<int64_t>(sel.kept.size());
+  return sel;
+}
+
+std::vector<MicroBatch> pack_micro_batches(const std::vector<Trajectory>& batch, const std::vector<int64_t>& indices,
+                                           const std::vector<float>& advantages, int64_t max_tokens) {
+  std::vector<MicroBatch> out;
+  std::vector<std::vector<int32_t>> inputs;
+  int64_t used = 0;
+  auto flush = [&] {
+    if (inputs.empty()) return;
+    out.back().batch = pack_sequences(inputs);
+    inputs.clear();
+    used = 0;
+  };
+  for (int64_t i : indices) {
+    const Trajectory& t = batch[i];
+    const int64_t n = static_cast<int64_t>(t.tokens.size());
+    check(t.policy_mask.size() == t.tokens.size(), "grpo: trajectory ", i, " has ", t.policy_mask.size(),
+          " mask entries for ", n, " tokens");
+    check(t.sampler_logprobs.empty() || t.sampler_logprobs.size() == t.tokens.size(), "grpo: trajectory ", i, " has ",
+          t.sampler_logprobs.size(), " sampler log-probs for ", n, " tokens");
+    if (n < 2) continue;  // nothing is predicted
+    check(n - 1 <= max_tokens, "grpo: trajectory ", i, " needs ", n - 1, " positions, above the micro-batch budget of ",
+          max_tokens, " tokens (raise it or lower the rollout token cap)");
+    if (inputs.empty() || used + n - 1 > max_tokens) {
+      flush();
+      out.emplace_back();
+    }
+    MicroBatch& mb = out.back();
+    mb.trajectories.push_back(i);
+    inputs.emplace_back(t.tokens.begin(), t.tokens.end() - 1);
+    for (int64_t p = 0; p + 1 < n; ++p) {
+      mb.targets.push_back(t.tokens[p + 1]);
+      mb.mask.push_back(t.policy_mask[p + 1] ? 1 : 0);
+      mb.advantages.push_back(advantages[i]);
+      mb.sampler_logprobs.push_back(t.sampler_logprobs.empty() ? 0.0f : t.sampler_logprobs[p + 1]);
+    }
+    used += n - 1;
+  }
+  flush();
+  return out;
+}
+
+namespace {
+
+double loss_denominator(const std::vector<MicroBatch>& micro, LossAgg agg) {
+  double tokens = 0, seqs = 0;
+  for (const MicroBatch& mb : micro)
+    for (int64_t s = 0; s < mb.batch.num_seqs(); ++s) {
+      int64_t n = 0;
+      for (int32_t t = mb.batch.cu_seqlens[s]; t < mb.batch.cu_seqlens[s + 1]; ++t) n += mb.mask[t];
+      tokens += static_cast<double>(n), seqs += n > 0;
+    }
+  return agg == LossAgg::TokenMean ? tokens : seqs;
+}
+
+}  // namespace
+
+GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, OptimizerState& optimizer, TrainState& state,
+                        const std::vector<Trajectory>& batch, const GrpoConfig& config) {
+  auto start = std::chrono::steady_clock::now();
+  check(config.kl_coef <= 0 || reference != nullptr, "grpo: kl_coef ", config.kl_coef, " needs a reference model");
+  check(config.ppo_epochs >= 1 && config.mini_batches >= 1, "grpo: ppo_epochs ", config.ppo_epochs,
+        " and mini_batches ", config.mini_batches, " must be at least 1");
+  check(policy.grads.size() == policy.params.size(), "grpo: policy gradients are not allocated (alloc_grads)");
+  check(optimizer.m.size() == policy.params.size() && optimizer.v.size() == policy.params.size(),
+        "grpo: optimizer state has ", optimizer.m.size(), " moments for ", policy.params.size(), " parameters");
+  GrpoStepStats stats;
+  for (const Trajectory& t : batch) stats.reward_mean += t.reward / static_cast<double>(batch.size());
+  GrpoSelection sel = select_trajectories(batch, config);
+  stats.filtered = sel.counts;
+  stats.lr = lr_at(config.schedule, optimizer.train_step);
+  ++optimizer.train_step;
+
+  // Mini-batches: contiguous, near-equal slices of the kept trajectories.
+  const int64_t kept = static_cast<int64_t>(sel.kept.size());
+  const int64_t M = std::min<int64_t>(config.mini_batches, kept);
+  std::vector<std::vector<MicroBatch>> minis;
+  for (int64_t b = 0; b < M; ++b) {
+    std::vector<int64_t> slice(sel.kept.begin() + b * kept / M, sel.kept.begin() + (b + 1) * kept / M);
+    minis.push_back(pack_micro_batches(batch, slice, sel.advantages, state.options.max_tokens));
+  }
+  // Old (and reference) log-probs with the weights as they are before any update.
+  for (std::vector<MicroBatch>& mini : minis)
+    for (MicroBatch& mb : mini) {
+      const size_t T = mb.targets.size();
+      stats.positions += static_cast<int64_t>(T), ++stats.micro_batches;
+      for (uint8_t m : mb.mask) stats.tokens += m;
+      if (config.use_sampler_logprobs) {
+        mb.old_logprobs = mb.sampler_logprobs;
+      } else {
+        mb.old_logprobs.resize(T);
+        forward_logprobs(policy, state, mb.batch, mb.targets, mb.old_logprobs.data());
+      }
+      if (config.kl_coef > 0) {
+        mb.ref_logprobs.resize(T);
+        forward_logprobs(*reference, state, mb.batch, mb.targets, mb.ref_logprobs.data());
+      }
+    }
+
+  GrpoLossStats totals;
+  std::vector<float> logp, dlogp;
+  const int64_t n = policy.num_params;
+  for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
+    for (const std::vector<MicroBatch>& mini : minis) {
+      GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef, config.agg, loss_denominator(mini, config.agg)};
+      if (lc.denominator <= 0) continue;  // nothing to learn from in this slice
+      zero_grads(policy);
+      double mini_loss = 0;
+      for (const MicroBatch& mb : mini) {
+        const size_t T = mb.targets.size();
+        logp.resize(T), dlogp.resize(T);
+        forward_logprobs(policy, state, mb.batch, mb.targets, logp.data());
+        GrpoLossStats s = grpo_loss_cpu(dlogp.data(), logp.data(), mb.old_logprobs.data(),
+                                        config.kl_coef > 0 ? mb.ref_logprobs.data() : nullptr, mb.advantages.data(),
+                                        mb.mask.data(), mb.batch.cu_seqlens.data(), mb.batch.num_seqs(), lc);
+        backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data());
+        mini_loss += s.loss;
+        totals.add(s);
+      }
+      double sq = grad_sq_sum_cpu(policy.grads.data(), n);
+      double norm = std::sqrt(sq);
+      ++optimizer.adam_step;
+      adamw_cpu(policy.params.data(), optimizer.m.data(), optimizer.v.data(), policy.grads.data(), n, config.adamw,
+                optimizer.adam_step, stats.lr, clip_coefficient(sq, config.max_grad_norm));
+      stats.loss += mini_loss, stats.grad_norm += norm, stats.grad_norm_max = std::max(stats.grad_norm_max, norm);
+      ++stats.updates;
+    }
+  }
+  if (stats.updates > 0) stats.loss /= static_cast<double>(stats.updates), stats.grad_norm /= static_cast<double>(stats.updates);
+  if (totals.tokens > 0) {
+    stats.clip_fraction = totals.clipped / totals.tokens;
+    stats.approx_kl = totals.approx_kl / totals.tokens;
+    stats.ratio_mean = totals.ratio / totals.tokens;
+    stats.ref_kl = totals.ref_kl / totals.tokens;
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace sqlrl::rl

@@ -1,0 +1,37 @@
+// AdamW state for the model's single parameter buffer, the learning-rate schedule, and their
+// save/load for exact resume (a safetensors file: tensors "m" and "v", f32 [num_params], the
+// counters as metadata). The update itself is kernels/adamw.h.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/adamw.h"
+
+namespace sqlrl::rl {
+
+struct OptimizerState {
+  std::vector<float> m, v;  // [num_params], zero at the start
+  int64_t adam_step = 0;    // AdamW updates so far (bias correction uses adam_step + 1 next)
+  int64_t train_step = 0;   // trainer steps (rollout batches) so far: the schedule's clock
+};
+
+OptimizerState make_optimizer_state(int64_t num_params);
+void save_optimizer(const OptimizerState& state, const std::string& path);
+// Fails naming the file when a tensor is missing or its size is not num_params.
+OptimizerState load_optimizer(const std::string& path, int64_t num_params);
+
+enum class LrDecay : uint8_t { Constant, Cosine };
+
+// Linear warmup from 0 over warmup_steps, then constant or cosine down to min_lr_ratio * lr at
+// total_steps (the formulas of verl's / transformers' get_*_schedule_with_warmup).
+struct LrSchedule {
+  float lr = 1e-6f;
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 0;  // cosine only
+  LrDecay decay = LrDecay::Constant;
+  float min_lr_ratio = 0.0f;
+};
+float lr_at(const LrSchedule& schedule, int64_t step);  // step counts from 0
+
+}  // namespace sqlrl::rl

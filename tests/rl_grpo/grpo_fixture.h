@@ -1,0 +1,59 @@
+// Hand-made trajectories and a tiny random Qwen3 for the trainer tests.
+#pragma once
+#include <vector>
+
+#include "model/model.h"
+#include "rl/trajectory.h"
+#include "runtime/random.h"
+#include "runtime/tensor.h"
+
+namespace sqlrl::testing {
+
+inline QwenConfig tiny_config() {
+  QwenConfig c;
+  c.vocab_size = 24;
+  c.hidden_size = 16;
+  c.intermediate_size = 32;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.num_key_value_heads = 1;
+  c.head_dim = 8;
+  c.rope_theta = 100.0;
+  return c;
+}
+
+// Norm scales 1, everything else N(0, stddev), as transformers initialises a fresh model.
+inline QwenModel random_model(const QwenConfig& config, uint64_t seed, float stddev = 0.02f) {
+  QwenModel model = make_model(config);
+  uint64_t stream = 0;
+  for (const ParamView& view : model.table) {
+    float* p = model.params.data() + view.offset;
+    int64_t n = view.spec.numel();
+    if (view.spec.name.find("norm") != std::string::npos)
+      std::fill(p, p + n, 1.0f);
+    else
+      fill_normal(wrap(p, {n}, DType::F32, cpu_device(), nullptr), seed, stream++, 0.0f, stddev);
+  }
+  return model;
+}
+
+// prompt, then sampled tokens (mask 1), then optionally an observation (mask 0) and more
+// sampled tokens; one valid Answer turn so that the default filter keeps it.
+inline rl::Trajectory make_trajectory(int64_t example, int64_t sample, std::vector<int32_t> prompt,
+                                      std::vector<std::vector<int32_t>> segments, double reward) {
+  rl::Trajectory t;
+  t.example_index = example, t.sample_index = sample, t.reward = reward;
+  t.tokens = prompt;
+  t.policy_mask.assign(prompt.size(), 0);
+  t.prompt_length = static_cast<int64_t>(prompt.size());
+  for (size_t s = 0; s < segments.size(); ++s)
+    for (int32_t tok : segments[s]) t.tokens.push_back(tok), t.policy_mask.push_back(s % 2 == 0 ? 1 : 0);
+  t.sampler_logprobs.assign(t.tokens.size(), 0.0f);
+  rl::TurnRecord turn;
+  turn.action.kind = rl::ActionKind::Answer;
+  t.turns.push_back(turn);
+  t.answered = true;
+  return t;
+}
+
+}  // namespace sqlrl::testing
