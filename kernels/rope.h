@@ -5,7 +5,10 @@
 // The angle is computed in f32 the way transformers does (inv_freq in f32, position * inv_freq
 // in f32), so both agree on the rounding of large positions.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+
+#include "runtime/stream.h"
 
 namespace sqlrl {
 
@@ -14,5 +17,15 @@ void rope_forward_cpu(float* x, const int32_t* positions, int64_t tokens, int64_
 // The transpose (inverse) rotation, in place on the gradient dx [tokens, heads, head_dim].
 void rope_backward_cpu(float* dx, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
                        float theta);
+
+// CUDA (kernels/cuda/rope.cu), in place on bf16 x (uint16_t bits) with f32 math; device
+// positions [tokens]. Token t's heads start at x + t * token_stride (token_stride = heads *
+// head_dim when contiguous; larger for the q or k part of a fused qkv buffer). head_dim even and
+// <= 256. inv_freq is computed on the host with the CPU path's expression and passed by value,
+// so both use the same f32 angles; cos/sin are the device's accurate sincosf.
+void rope_forward_cuda(uint16_t* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
+                       int64_t token_stride, float theta, const CudaStream& stream);
+void rope_backward_cuda(uint16_t* dx, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
+                        int64_t token_stride, float theta, const CudaStream& stream);
 
 }  // namespace sqlrl
