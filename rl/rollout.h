@@ -33,6 +33,16 @@ struct RolloutOptions {
   ChatTemplate chat_template = ChatTemplate::qwen3;
   bool enable_thinking = true;         // Qwen3 template flag (false renders the empty think block)
   bool single_turn = false;            // eval: no execution; the first SQL written is the answer
+  // Reproducible schedule: a sample's SQL result is taken (waiting for it if need be) exactly
+  // sql_wait_steps decode steps after it was submitted, so the batches, and with them every
+  // rounding in the forward, repeat from run to run. false: results are taken as soon as they
+  // are ready (more overlap; tokens still agree up to rounding, floats need not be bitwise).
+  bool reproducible = true;
+  int64_t sql_wait_steps = 1;
+  // KV blocks in the cache; 0 = enough for min(max_batch_sequences, all samples) live samples at
+  // the full length (rounded up to whole groups). Groups are admitted only while every live
+  // sample could still reach the cap, so the cache never runs out mid-rollout.
+  int64_t kv_cache_blocks = 0;
 };
 
 struct RolloutRequest {
@@ -44,9 +54,12 @@ struct RolloutStats {
   int64_t sampled_tokens = 0, injected_tokens = 0, prompt_tokens = 0;
   int64_t sql_calls = 0, sql_errors = 0;
   double decode_seconds = 0, prefill_seconds = 0, sql_seconds = 0, wall_seconds = 0;
+  int64_t decode_steps = 0;                // forward_cached calls after the prompt prefills
+  int64_t kv_blocks = 0, kv_blocks_peak = 0;  // cache size and most blocks in use at once
 };
 
-// Reads (and caches) each database's schema through the pool.
+// Reads (and caches) each database's schema through the pool. The reference get() returns stays
+// valid until a later get() reads a database not seen before (the vector may grow).
 struct SchemaCache {
   std::vector<std::pair<std::string, sql::DatabaseSchema>> entries;  // db_path -> schema
   const sql::DatabaseSchema& get(sql::Pool& pool, const std::string& db_path);
@@ -58,6 +71,12 @@ std::vector<int32_t> build_prompt_tokens(const Protocol& protocol, const Tokeniz
                                          const RolloutOptions& options);
 
 // Trajectories in (request, sample) order: requests.size() * group_size of them.
+// A turn ends at a stop string, the tokenizer's <|im_end|> / <|endoftext|> token or
+// max_turn_tokens; the whole trajectory is capped at min(max_total_tokens, the model's context).
+// An observation that would leave no room for one more sampled token is not injected (the
+// trajectory is truncated). Sampled ids are limited to the tokenizer's ids when the model's
+// vocabulary is padded beyond them. Per-trajectory decode_seconds is the wall time of the
+// batched steps the sample took part in.
 std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokenizer, const Protocol& protocol,
                                 sql::Pool& pool, const std::vector<RolloutRequest>& requests,
                                 const RolloutOptions& options, RolloutStats* stats = nullptr);
