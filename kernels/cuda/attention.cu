@@ -1,15 +1,17 @@
 // Flash attention forward on CUDA (FlashAttention-2 schedule, mma.sync tensor cores, sm_80+).
 //
-// Tiling: one block of 4 warps per (64-query tile, q head, sequence); the heavy tiles (late in a
-// causal sequence) are launched first. Q [64 x D], K and V [64 x D] bf16 tiles live in shared
-// memory, rows padded by 16 bytes (conflict-free ldmatrix): (64 + 2 * 64) * (D + 8) * 2 bytes =
-// 52,224 bytes for D = 128, 27,648 for D = 64. Each warp owns 16 query rows and walks the key
-// tiles 0 .. its causal end: S = Q K^T (16 x 64, fp32 in registers), mask, online softmax in
-// fp32 in the exp2 domain (running max m and sum l per row, O rescaled when m moves), then
-// O += P V with P re-packed from the S accumulators as bf16 A fragments (never stored). K_{j+1}
-// is fetched with cp.async while P V of tile j runs, V_{j+1} while S of tile j+1 runs. The
+// Tiling: one block of 4 warps per (128-query tile, q head, sequence); the heavy tiles (late in
+// a causal sequence) are launched first. Q [128 x D], K and V [64 x D] bf16 tiles live in shared
+// memory, rows padded by 16 bytes (conflict-free ldmatrix): (128 + 2 * 64) * (D + 8) * 2 bytes =
+// 69,632 bytes for D = 128, 36,864 for D = 64. Each warp owns 32 query rows (two 16-row MMA
+// tiles, so each K/V fragment read from shared memory feeds two MMAs) and walks the key tiles
+// 0 .. its causal end: S = Q K^T (32 x 64, fp32 in registers), mask, online softmax in fp32 in
+// the exp2 domain (running max m and sum l per row, O rescaled when m moves), then O += P V
+// with P re-packed from the S accumulators as bf16 A fragments (never stored). K_{j+1} is
+// fetched with cp.async while P V of tile j runs, V_{j+1} while S of tile j+1 runs. The
 // epilogue divides by l, stages the warp's rows in shared memory (over its Q rows) and writes
-// 16-byte rows; lse = (m + log2 l) ln 2 per row.
+// 16-byte rows; lse = (m + log2 l) ln 2 per row. ptxas (nvcc 13.0): 253 registers, no spills
+// on sm_90a for D = 128 (8 bytes spilled on sm_80); 2 blocks (8 warps) per SM.
 //
 // Two numbers (METHOD.md), batch 4 x 16 heads x seq 4096, D 128, causal: 4 * 64 * 4096^2 / 2 *
 // 128 = 2.75e11 FLOP, at the H100's 989 TFLOP/s dense bf16 spec 0.28 ms; bytes q, k, v, out
@@ -26,7 +28,11 @@
 namespace sqlrl {
 namespace attn {
 
-constexpr int kFwdWarps = 4, kFwdThreads = kFwdWarps * 32, kFwdBr = 64, kFwdBc = 64;
+// Each warp covers kFwdMTiles tiles of 16 query rows: every K or V fragment read from shared
+// memory feeds kFwdMTiles MMAs (the 1-tile version, commit b4137d8, needs one 512-byte ldmatrix
+// per 2 MMAs, more shared-memory bandwidth than an SM has for its tensor-core rate).
+constexpr int kFwdWarps = 4, kFwdThreads = kFwdWarps * 32, kFwdMTiles = 2;
+constexpr int kFwdBr = kFwdWarps * 16 * kFwdMTiles, kFwdBc = 64;
 
 template <int D>
 constexpr int fwd_smem_bytes() {
@@ -41,7 +47,7 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
                                                                         const uint16_t* __restrict__ v,
                                                                         const int32_t* __restrict__ cu_seqlens, int H,
                                                                         int KVH, float scale_log2) {
-  constexpr int LD = D + kPad;
+  constexpr int LD = D + kPad, M = kFwdMTiles, WR = 16 * M;  // WR: query rows per warp
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* sQ = smem;
   uint16_t* sK = sQ + kFwdBr * LD;
@@ -67,59 +73,75 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
   load_tile<kFwdBc, D, kFwdThreads>(sV, gv, kv_stride, min(kFwdBc, len));
   cp_async_commit();
 
-  float o[D / 8][4];
+  float o[M][D / 8][4];
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, log2 domain
-  const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  for (int mt = 0; mt < M; ++mt)
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+  // Row state, index [mt][r]: row r = 0 is g, r = 1 is g + 8 of row tile mt; log2 domain.
+  float m[M][2], l[M][2];
+#pragma unroll
+  for (int mt = 0; mt < M; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+  const int row0 = q0 + warp * WR + g;  // row of element (mt, r): row0 + 16 mt + 8 r
+  // Tiles entirely above the diagonal for this warp's rows contribute nothing: skip their MMAs
+  // (the loads and barriers are shared by the block and still happen).
+  const int warp_last_row = q0 + warp * WR + WR - 1;
 
   for (int j = 0; j < num_kv_tiles; ++j) {
     const int k0 = j * kFwdBc;
+    const bool active = k0 <= warp_last_row;
     cp_async_wait<1>();  // Q and K_j have landed (V_j may still be in flight)
     __syncthreads();
-    float s[kFwdBc / 8][4];
+    float s[M][kFwdBc / 8][4];
 #pragma unroll
-    for (int n = 0; n < kFwdBc / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-    mma_a_smem_b_nk<LD, kFwdBc, D / 16>(s, sQ, warp * 16, sK, lane);
+    for (int mt = 0; mt < M; ++mt)
+#pragma unroll
+      for (int n = 0; n < kFwdBc / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+    if (active) {
+      mma_a_smem_b_nk<LD, M, kFwdBc, D / 16>(s, sQ, warp * WR, sK, lane);
 
-    // Scale, causal mask (keys past the end are masked too for every row that is written),
-    // then the online softmax update of rows g (r = 0) and g + 8 (r = 1).
-    float row_max[2] = {-INFINITY, -INFINITY};
+      // Scale, causal mask (keys past the end are masked too for every row that is written),
+      // then the online softmax update of each row.
 #pragma unroll
-    for (int n = 0; n < kFwdBc / 8; ++n)
+      for (int mt = 0; mt < M; ++mt) {
+        float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int col = k0 + n * 8 + 2 * t + (e & 1);
-        float x = col <= row[e >> 1] ? s[n][e] * scale_log2 : -INFINITY;
-        s[n][e] = x;
-        row_max[e >> 1] = fmaxf(row_max[e >> 1], x);
+        for (int n = 0; n < kFwdBc / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            int col = k0 + n * 8 + 2 * t + (e & 1);
+            float x = col <= row0 + 16 * mt + 8 * (e >> 1) ? s[mt][n][e] * scale_log2 : -INFINITY;
+            s[mt][n][e] = x;
+            row_max[e >> 1] = fmaxf(row_max[e >> 1], x);
+          }
+        float corr[2], m_use[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          // The 4 threads of a quad hold the 64 columns of one row between them.
+          row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
+          row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
+          float m_new = fmaxf(m[mt][r], row_max[r]);
+          m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing unmasked yet stays at 0
+          corr[r] = exp2f(m[mt][r] - m_use[r]);
+          m[mt][r] = m_new;
+          l[mt][r] *= corr[r];
+        }
+#pragma unroll
+        for (int n = 0; n < kFwdBc / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float p = exp2f(s[mt][n][e] - m_use[e >> 1]);
+            s[mt][n][e] = p;
+            l[mt][e >> 1] += p;  // per-thread partial; the quad's partials are summed at the end
+          }
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+          o[mt][n][0] *= corr[0];
+          o[mt][n][1] *= corr[0];
+          o[mt][n][2] *= corr[1];
+          o[mt][n][3] *= corr[1];
+        }
       }
-    float corr[2], m_use[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      // The 4 threads of a quad hold the 64 columns of one row between them.
-      row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
-      row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
-      float m_new = fmaxf(m[r], row_max[r]);
-      m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing unmasked yet stays at 0
-      corr[r] = exp2f(m[r] - m_use[r]);
-      m[r] = m_new;
-      l[r] *= corr[r];
-    }
-#pragma unroll
-    for (int n = 0; n < kFwdBc / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float p = exp2f(s[n][e] - m_use[e >> 1]);
-        s[n][e] = p;
-        l[e >> 1] += p;  // per-thread partial; the quad's partials are summed once at the end
-      }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= corr[0];
-      o[n][1] *= corr[0];
-      o[n][2] *= corr[1];
-      o[n][3] *= corr[1];
     }
 
     cp_async_wait<0>();  // V_j has landed
@@ -128,7 +150,7 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
       load_tile<kFwdBc, D, kFwdThreads>(sK, gk + (k0 + kFwdBc) * kv_stride, kv_stride, min(kFwdBc, len - k0 - kFwdBc));
       cp_async_commit();
     }
-    mma_a_regs_b_kn<LD, D, kFwdBc>(o, s, sV, lane);
+    if (active) mma_a_regs_b_kn<LD, M, D, kFwdBc>(o, s, sV, lane);
     __syncthreads();  // every warp is done reading V_j
     if (j + 1 < num_kv_tiles) {
       load_tile<kFwdBc, D, kFwdThreads>(sV, gv + (k0 + kFwdBc) * kv_stride, kv_stride, min(kFwdBc, len - k0 - kFwdBc));
@@ -136,22 +158,27 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
     }
   }
 
-  float inv[2];
+  // Each warp reads only its own rows of sQ, so it may overwrite them after a warp barrier.
+  __syncwarp();
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    inv[r] = 1.0f / l[r];
-    if (t == 0 && row[r] < len) lse[static_cast<int64_t>(start + row[r]) * H + h] = (m[r] + log2f(l[r])) * kLn2;
+  for (int mt = 0; mt < M; ++mt) {
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[mt][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      inv[r] = 1.0f / sum;
+      const int row = row0 + 16 * mt + 8 * r;
+      if (t == 0 && row < len) lse[static_cast<int64_t>(start + row) * H + h] = (m[mt][r] + log2f(sum)) * kLn2;
+    }
+    acc_to_tile<LD, D>(sQ, warp * WR + mt * 16, o[mt], inv[0], inv[1], lane);
   }
-  // Each warp reads only its own 16 rows of sQ, so it may overwrite them after a warp barrier.
   __syncwarp();
-  acc_to_tile<LD, D>(sQ, warp * 16, o, inv[0], inv[1], lane);
-  __syncwarp();
-  const int rows = min(16, len - (q0 + warp * 16));
+  const int rows = min(WR, len - (q0 + warp * WR));
   if (rows > 0)
-    store_rows_warp<D>(out + (static_cast<int64_t>(start + q0 + warp * 16) * H + h) * D, q_stride, sQ + warp * 16 * LD,
-                       rows, lane);
+    store_rows_warp<D>(out + (static_cast<int64_t>(start + q0 + warp * WR) * H + h) * D, q_stride,
+                       sQ + warp * WR * LD, rows, lane);
 }
 
 template <int D>

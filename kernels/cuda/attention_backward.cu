@@ -85,7 +85,10 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
   load_tile<kKvBc, D, kBwdThreads>(sV, v + kv_off, kv_stride, min(kKvBc, len - k0));
   cp_async_commit();
 
-  float dk_acc[D / 8][4], dv_acc[D / 8][4];
+  // One 16-row tile per warp ([1] for the multi-tile helpers), named through references.
+  float dk_tiles[1][D / 8][4], dv_tiles[1][D / 8][4];
+  auto& dk_acc = dk_tiles[0];
+  auto& dv_acc = dv_tiles[0];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n)
 #pragma unroll
@@ -109,13 +112,15 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
       cp_async_wait<0>();
       __syncthreads();
 
-      float st[kKvBr / 8][4], dpt[kKvBr / 8][4];
+      float st_tiles[1][kKvBr / 8][4], dpt_tiles[1][kKvBr / 8][4];
+      auto& st = st_tiles[0];
+      auto& dpt = dpt_tiles[0];
 #pragma unroll
       for (int n = 0; n < kKvBr / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.0f;
-      mma_a_smem_b_nk<LD, kKvBr, D / 16>(st, sK, warp * 16, sQ, lane);
-      mma_a_smem_b_nk<LD, kKvBr, D / 16>(dpt, sV, warp * 16, sdO, lane);
+      mma_a_smem_b_nk<LD, 1, kKvBr, D / 16>(st_tiles, sK, warp * 16, sQ, lane);
+      mma_a_smem_b_nk<LD, 1, kKvBr, D / 16>(dpt_tiles, sV, warp * 16, sdO, lane);
 #pragma unroll
       for (int n = 0; n < kKvBr / 8; ++n)
 #pragma unroll
@@ -126,8 +131,8 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
           st[n][e] = p;
           dpt[n][e] = p * (dpt[n][e] - sDelta[qi]);
         }
-      mma_a_regs_b_kn<LD, D, kKvBr>(dv_acc, st, sdO, lane);
-      mma_a_regs_b_kn<LD, D, kKvBr>(dk_acc, dpt, sQ, lane);
+      mma_a_regs_b_kn<LD, 1, D, kKvBr>(dv_tiles, st_tiles, sdO, lane);
+      mma_a_regs_b_kn<LD, 1, D, kKvBr>(dk_tiles, dpt_tiles, sQ, lane);
     }
   }
 
@@ -188,7 +193,8 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
     lse2[r] = row[r] < len ? lse[i] * kLog2e : 0.0f;
     dlt[r] = row[r] < len ? delta[i] : 0.0f;
   }
-  float dq_acc[D / 8][4];
+  float dq_tiles[1][D / 8][4];
+  auto& dq_acc = dq_tiles[0];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) dq_acc[n][0] = dq_acc[n][1] = dq_acc[n][2] = dq_acc[n][3] = 0.0f;
 
@@ -196,13 +202,15 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
     const int k0 = j * kQBc;
     cp_async_wait<0>();
     __syncthreads();
-    float s[kQBc / 8][4], dp[kQBc / 8][4];
+    float s_tiles[1][kQBc / 8][4], dp_tiles[1][kQBc / 8][4];
+    auto& s = s_tiles[0];
+    auto& dp = dp_tiles[0];
 #pragma unroll
     for (int n = 0; n < kQBc / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
-    mma_a_smem_b_nk<LD, kQBc, D / 16>(s, sQ, warp * 16, sK, lane);
-    mma_a_smem_b_nk<LD, kQBc, D / 16>(dp, sdO, warp * 16, sV, lane);
+    mma_a_smem_b_nk<LD, 1, kQBc, D / 16>(s_tiles, sQ, warp * 16, sK, lane);
+    mma_a_smem_b_nk<LD, 1, kQBc, D / 16>(dp_tiles, sdO, warp * 16, sV, lane);
 #pragma unroll
     for (int n = 0; n < kQBc / 8; ++n)
 #pragma unroll
@@ -211,7 +219,7 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
         float p = col <= row[e >> 1] ? exp2f(s[n][e] * scale_log2 - lse2[e >> 1]) : 0.0f;
         dp[n][e] = p * (dp[n][e] - dlt[e >> 1]);
       }
-    mma_a_regs_b_kn<LD, D, kQBc>(dq_acc, dp, sK, lane);
+    mma_a_regs_b_kn<LD, 1, D, kQBc>(dq_tiles, dp_tiles, sK, lane);
     __syncthreads();  // every warp is done with K_j and V_j
     if (j + 1 < num_kv_tiles) {
       int next = k0 + kQBc;

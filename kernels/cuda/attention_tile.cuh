@@ -116,40 +116,54 @@ __device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], const uint16_t* tile
   ldmatrix_x4_trans(b, tile + r * LD + c);
 }
 
-// acc[16 x N] += A(16 x 16*KC chunks read from `a_tile` rows r0..) * B where B is stored [n][k]
-// in b_tile: S = Q K^T style products over the full head dim (KC = D / 16).
-template <int LD, int N, int KC>
-__device__ __forceinline__ void mma_a_smem_b_nk(float (&acc)[N / 8][4], const uint16_t* a_tile, int r0,
+// acc[m][16 x N] += A(rows r0 + 16 m .., 16 * KC columns of a_tile) * B, B stored [n][k] in
+// b_tile: S = Q K^T style products over the full head dim (KC = D / 16). A warp covering M
+// row tiles reuses each B fragment M times (shared-memory reads per MMA fall as 1/M).
+template <int LD, int M, int N, int KC>
+__device__ __forceinline__ void mma_a_smem_b_nk(float (&acc)[M][N / 8][4], const uint16_t* a_tile, int r0,
                                                 const uint16_t* b_tile, int lane) {
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc) {
-    uint32_t a[4];
-    load_a<LD>(a, a_tile, r0, kc * 16, lane);
+    uint32_t a[M][4];
+#pragma unroll
+    for (int m = 0; m < M; ++m) load_a<LD>(a[m], a_tile, r0 + 16 * m, kc * 16, lane);
 #pragma unroll
     for (int n2 = 0; n2 < N / 16; ++n2) {
       uint32_t b[4];
       load_b_nk<LD>(b, b_tile, n2 * 16, kc * 16, lane);
-      mma_16816(acc[2 * n2], a, b[0], b[1]);
-      mma_16816(acc[2 * n2 + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        mma_16816(acc[m][2 * n2], a[m], b[0], b[1]);
+        mma_16816(acc[m][2 * n2 + 1], a[m], b[2], b[3]);
+      }
     }
   }
 }
 
-// acc[16 x N] += P(16 x K, held as C fragments p[K / 8][4]) * B where B is stored [k][n] in
+// acc[m][16 x N] += P[m](16 x K, held as C fragments p[m][K / 8][4]) * B, B stored [k][n] in
 // b_tile (P V, P^T dO, dS K ...).
-template <int LD, int N, int K>
-__device__ __forceinline__ void mma_a_regs_b_kn(float (&acc)[N / 8][4], const float (&p)[K / 8][4],
+template <int LD, int M, int N, int K>
+__device__ __forceinline__ void mma_a_regs_b_kn(float (&acc)[M][N / 8][4], const float (&p)[M][K / 8][4],
                                                 const uint16_t* b_tile, int lane) {
 #pragma unroll
   for (int kc = 0; kc < K / 16; ++kc) {
-    uint32_t a[4] = {pack_bf16(p[2 * kc][0], p[2 * kc][1]), pack_bf16(p[2 * kc][2], p[2 * kc][3]),
-                     pack_bf16(p[2 * kc + 1][0], p[2 * kc + 1][1]), pack_bf16(p[2 * kc + 1][2], p[2 * kc + 1][3])};
+    uint32_t a[M][4];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      a[m][0] = pack_bf16(p[m][2 * kc][0], p[m][2 * kc][1]);
+      a[m][1] = pack_bf16(p[m][2 * kc][2], p[m][2 * kc][3]);
+      a[m][2] = pack_bf16(p[m][2 * kc + 1][0], p[m][2 * kc + 1][1]);
+      a[m][3] = pack_bf16(p[m][2 * kc + 1][2], p[m][2 * kc + 1][3]);
+    }
 #pragma unroll
     for (int n2 = 0; n2 < N / 16; ++n2) {
       uint32_t b[4];
       load_b_kn<LD>(b, b_tile, kc * 16, n2 * 16, lane);
-      mma_16816(acc[2 * n2], a, b[0], b[1]);
-      mma_16816(acc[2 * n2 + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        mma_16816(acc[m][2 * n2], a[m], b[0], b[1]);
+        mma_16816(acc[m][2 * n2 + 1], a[m], b[2], b[3]);
+      }
     }
   }
 }
