@@ -52,7 +52,8 @@ std::string mtsql_schema(const sql::DatabaseSchema& schema) {
       lines.push_back("primary key (" + pk + ")");
     }
     for (const sql::ForeignKey& fk : t.foreign_keys) {
-      lines.push_back("foreign key (" + fk.column + ") references " + fk.ref_table + "(" + fk.ref_column + ")");
+      lines.push_back("foreign key (" + fk.column + ") references " + fk.ref_table +
+                      (fk.ref_column.empty() ? "" : "(" + fk.ref_column + ")"));
     }
     for (size_t i = 0; i < lines.size(); ++i) out += "    " + lines[i] + (i + 1 < lines.size() ? ",\n" : "\n");
     out += ")\n/*\n1 example rows from table " + t.name + ":\n";

@@ -86,7 +86,7 @@ struct SqlTrail final : Protocol {
   // the question x as the user message.
   std::vector<ChatMessage> first_prompt(const sql::Example& example, const sql::DatabaseSchema& schema) const override {
     std::string system = kSystemHead;
-    system += "SQLite\n\nDatabase Schema:\n" + sql::schema_sqltrail(schema) + "\n\nExternal Knowledge:\n" +
+    system += "SQLite\n\nDatabase Schema:\n" + trim(sql::schema_sqltrail(schema)) + "\n\nExternal Knowledge:\n" +
               example.evidence + "\n\nQuestion:\n" + example.question + "\n\n" + kSystemTail;
     return {ChatMessage{"system", std::move(system), std::nullopt, {}},
             ChatMessage{"user", example.question, std::nullopt, {}}};

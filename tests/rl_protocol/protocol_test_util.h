@@ -1,0 +1,41 @@
+// Hand-built inputs for the protocol tests: a one-table schema, examples, results.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "rl/protocol.h"
+
+namespace sqlrl::rl::testing {
+
+inline sql::DatabaseSchema farm_schema() {
+  sql::ColumnInfo id{"id", "INTEGER", true, true, {sql::Cell::of_integer(1)}, ""};
+  sql::ColumnInfo species{"species", "TEXT", false, false, {sql::Cell::of_text("pig"), sql::Cell::of_text("cow")}, ""};
+  sql::TableInfo animals{"animals", {id, species}, {}};
+  return sql::DatabaseSchema{{animals}};
+}
+
+inline sql::Example farm_example() {
+  sql::Example e;
+  e.id = "dev_0";
+  e.db_id = "farm";
+  e.db_path = "/db/farm/farm.sqlite";
+  e.question = "how many pigs are in the farm?";
+  e.evidence = "pig refers to species = 'pig'";
+  e.gold_sql = "SELECT COUNT(*) FROM animals WHERE species = 'pig'";
+  return e;
+}
+
+inline sql::Result result_of(std::vector<std::string> columns, std::vector<sql::Row> rows) {
+  sql::Result r;
+  r.columns = std::move(columns);
+  r.rows = std::move(rows);
+  return r;
+}
+
+inline sql::Result error_result(std::string message) {
+  sql::Result r;
+  r.error = std::move(message);
+  return r;
+}
+
+}  // namespace sqlrl::rl::testing
