@@ -72,20 +72,6 @@ std::string drop_blocks(std::string_view text, std::string_view open, std::strin
   return out;
 }
 
-std::string drop_end_markers(std::string_view text) {
-  std::string out = trim(text);
-  for (bool again = true; again;) {
-    again = false;
-    for (std::string_view marker : {std::string_view("<|im_end|>"), std::string_view("<|endoftext|>")}) {
-      if (out.size() >= marker.size() && out.compare(out.size() - marker.size(), marker.size(), marker) == 0) {
-        out = trim(std::string_view(out).substr(0, out.size() - marker.size()));
-        again = true;
-      }
-    }
-  }
-  return out;
-}
-
 namespace {
 size_t count_of(std::string_view text, std::string_view needle) {
   size_t n = 0;
@@ -208,6 +194,7 @@ std::string user_turn(std::string_view content, const StepOutcome& outcome) {
   out += "<|im_start|>user\n";
   out += content;
   out += "<|im_end|>\n<|im_start|>assistant\n";
+  if (outcome.empty_think_block) out += "<think>\n\n</think>\n\n";
   return out;
 }
 

@@ -33,6 +33,9 @@ struct StepOutcome {
   // The turn ended on a sampled end-of-turn token (<|im_end|> / EOS) rather than a stop string:
   // the chat-markup protocols then do not write <|im_end|> again when they open the next turn.
   bool turn_ended_with_eos = false;
+  // Qwen3 rendered with enable_thinking=false writes "<think>\n\n</think>\n\n" after each
+  // generation prompt; the protocols that open a new assistant turn then write it too.
+  bool empty_think_block = false;
   // mtsql memory_retrieve: results of example.history[i].gold_sql, in order, when the engine ran
   // them (the memory text then carries MTSQL-R1's "SQL Results" line per turn); null = omitted.
   const std::vector<sql::Result>* history_results = nullptr;

@@ -24,8 +24,6 @@ std::string trim(std::string_view text);  // ASCII whitespace at both ends
 // to a leading </close> with no opener (a template that put the opener in the prompt). An
 // unclosed opener is left as is (its text then counts).
 std::string drop_blocks(std::string_view text, std::string_view open, std::string_view close);
-// Trailing end-of-turn markers (<|im_end|>, <|endoftext|>) and whitespace removed.
-std::string drop_end_markers(std::string_view text);
 
 // Looks for exactly one <open>inner</close> in `text`.
 struct Block {
@@ -58,7 +56,7 @@ bool string_argument(const ToolCall& call, const char* key, std::string* value, 
 Action invalid(std::string error);
 
 // ChatML: close the assistant turn (unless it already ended on <|im_end|>), one user turn with
-// `content`, then open the next assistant turn.
+// `content`, then open the next assistant turn (with the empty think block when asked).
 std::string user_turn(std::string_view content, const StepOutcome& outcome);
 // Qwen's tool message as its templates render it: a user turn holding <tool_response>.
 std::string tool_response_turn(std::string_view content, const StepOutcome& outcome);

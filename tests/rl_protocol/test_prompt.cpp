@@ -138,5 +138,51 @@ TEST(FirstPrompt, MtsqlDialogueHistoryAsAppendixD) {
   EXPECT_EQ(m[1].content.find("Database schema:", m[1].content.find("## Turn 2 ##")), std::string::npos);
 }
 
+// Prompt + sampled turn + inject() is the chat the template writes for the same conversation
+// (assistant turn, then the observation as the paper's role, then the generation prompt): the
+// token stream the policy sees mid-episode is the one it would see re-rendered.
+TEST(InjectMarkup, MatchesTheTemplateOfTheWholeConversation) {
+  const sql::Example example = farm_example();
+  const sql::Result result = testing::result_of({"n"}, {{sql::Cell::of_integer(3)}});
+  struct Case {
+    const char* protocol;
+    std::string turn;
+    const char* observation_role;
+  };
+  const std::vector<Case> cases = {
+      {"mtir", "<tool_call>\n{\"name\": \"sql-execute_sql_query\", \"arguments\": {\"db_name\": \"farm\", \"sql\": \"SELECT 3\"}}\n</tool_call>", "tool"},
+      {"mtsql", "<tool_call>\n{\"name\": \"exec_sql\", \"arguments\": {\"code\": \"SELECT 3\"}}\n</tool_call>", "tool"},
+      {"sqltrail", "<reasoning>count</reasoning>\n<sql>SELECT 3</sql>", "user"}};
+  for (const Case& c : cases) {
+    auto p = make_protocol(c.protocol);
+    std::vector<ChatMessage> m = p->first_prompt(example, farm_schema());
+    Action a = p->parse(c.turn);
+    ASSERT_EQ(a.kind, ActionKind::ExecSql) << c.protocol << ": " << a.error;
+    StepOutcome o;
+    o.result = &result;
+    o.turns_left = 3;
+    const std::string injected = p->inject(a, o, example);
+    const std::string streamed = render(m, ChatTemplate::qwen3) + c.turn + injected;
+    // The observation message's content is what inject() put between the markers.
+    std::string content = injected.substr(std::string("<|im_end|>\n<|im_start|>user\n").size());
+    content = content.substr(0, content.size() - std::string("<|im_end|>\n<|im_start|>assistant\n").size());
+    if (std::string(c.observation_role) == "tool") {
+      ASSERT_EQ(content.rfind("<tool_response>\n", 0), 0u) << c.protocol;
+      content = content.substr(16, content.size() - 16 - 17);  // "<tool_response>\n" ... "\n</tool_response>"
+    }
+    m.push_back(ChatMessage{"assistant", c.turn, std::nullopt, {}});
+    m.push_back(ChatMessage{c.observation_role, content, std::nullopt, {}});
+    EXPECT_EQ(streamed, render(m, ChatTemplate::qwen3)) << c.protocol;
+  }
+  // enable_thinking=false: the next assistant turn opens with the empty think block, as the
+  // template's generation prompt does.
+  auto p = make_protocol("mtir");
+  StepOutcome o;
+  o.empty_think_block = true;
+  EXPECT_EQ(p->inject(p->parse("no action"), o, example),
+            "<|im_end|>\n<|im_start|>user\nMy action is not correct. Let me rethink.<|im_end|>\n<|im_start|>assistant\n"
+            "<think>\n\n</think>\n\n");
+}
+
 }  // namespace
 }  // namespace sqlrl::rl
