@@ -295,7 +295,12 @@ std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokeniz
   const int64_t per_sample = (cap + options.kv_block_size - 1) / options.kv_block_size;
   int64_t live_samples = std::min(options.max_batch_sequences, std::max<int64_t>(total, 1));
   live_samples = (live_samples + G - 1) / G * G;
-  int64_t blocks = options.kv_cache_blocks > 0 ? options.kv_cache_blocks : live_samples * per_sample;
+  int64_t blocks = options.kv_cache_blocks;
+  if (blocks <= 0) {
+    const QwenConfig& c = model.config;
+    int64_t block_bytes = 2 * c.num_hidden_layers * options.kv_block_size * c.kv_dim() * int64_t(sizeof(float));
+    blocks = std::min(live_samples * per_sample, std::max<int64_t>(options.kv_cache_max_bytes / block_bytes, G * per_sample));
+  }
   check(blocks >= G * per_sample, "rollout: kv_cache_blocks = ", blocks, " cannot hold one group of ", G,
         " samples of up to ", cap, " tokens (", G * per_sample, " blocks of ", options.kv_block_size, ")");
 

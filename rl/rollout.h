@@ -40,9 +40,11 @@ struct RolloutOptions {
   bool reproducible = true;
   int64_t sql_wait_steps = 1;
   // KV blocks in the cache; 0 = enough for min(max_batch_sequences, all samples) live samples at
-  // the full length (rounded up to whole groups). Groups are admitted only while every live
-  // sample could still reach the cap, so the cache never runs out mid-rollout.
+  // the full length (rounded up to whole groups), but at most kv_cache_max_bytes (then fewer
+  // samples are live at once; one group always fits). Groups are admitted only while every live sample could still
+  // reach the cap, so the cache never runs out mid-rollout.
   int64_t kv_cache_blocks = 0;
+  int64_t kv_cache_max_bytes = int64_t(4) << 30;
 };
 
 struct RolloutRequest {

@@ -7,6 +7,7 @@
 // and nearly constant (the layers' norms drop it, so they still see only the context); lm_head column 0 then adds boost * that value to a chosen token's logit at
 // every position, whatever the random rest of the model does.
 #pragma once
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,10 +45,11 @@ struct Boosts {
   float exec = 0, answer = 0, eos = 0;
 };
 
-inline QwenModel tiny_model(const Tokenizer& tok, Boosts boosts, uint32_t seed = 11) {
+// vocab_size 0 = the tokenizer's size (larger pads the vocabulary as the Qwen checkpoints do).
+inline QwenModel tiny_model(const Tokenizer& tok, Boosts boosts, int64_t vocab_size = 0, uint32_t seed = 11) {
   QwenConfig c;
   c.arch = QwenArch::Qwen3;
-  c.vocab_size = static_cast<int64_t>(tok.size());
+  c.vocab_size = vocab_size > 0 ? vocab_size : static_cast<int64_t>(tok.size());
   c.hidden_size = 32;
   c.intermediate_size = 48;
   c.num_hidden_layers = 2;
@@ -161,6 +163,40 @@ inline std::vector<RolloutRequest> make_requests(const Protocol& protocol, const
   for (const sql::Example& ex : examples)
     requests.push_back({&ex, build_prompt_tokens(protocol, tok, ex, schemas.get(pool, ex.db_path), options)});
   return requests;
+}
+
+// Boosts giving a mix of SQL turns, answers and <|im_end|> turns within a few dozen tokens.
+constexpr Boosts kMixed{0.3f, 0.2f, 0.15f};
+
+struct World {
+  const Tokenizer& tok = tiny_tokenizer();
+  QwenModel model;
+  TagProtocol protocol;
+  sql::Pool pool;
+  std::vector<sql::Example> examples = city_examples();
+  explicit World(Boosts b, int64_t vocab_size = 0) : model(tiny_model(tok, b, vocab_size)) {}
+  std::vector<RolloutRequest> requests(const RolloutOptions& o) {
+    return make_requests(protocol, tok, pool, examples, o);
+  }
+};
+
+inline RolloutOptions base_options() {
+  RolloutOptions o;
+  o.group_size = 4;
+  // No top-p: the nucleus cut makes a log-prob jump when rounding moves a token across it, which
+  // would blur the batched-vs-alone comparison (the cut itself is covered by kernels tests).
+  o.sampling = {0.9f, 0, 1.0f, 2024};
+  o.first_sample_id = 100;
+  o.max_turn_tokens = 40;
+  o.max_total_tokens = 1024;
+  return o;
+}
+
+inline std::string decode_masked(const Tokenizer& tok, const Trajectory& t, uint8_t mask) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < t.tokens.size(); ++i)
+    if (t.policy_mask[i] == mask) ids.push_back(t.tokens[i]);
+  return decode(tok, ids);
 }
 
 }  // namespace sqlrl::rl::testing

@@ -11,42 +11,10 @@
 namespace sqlrl::rl {
 namespace {
 
-using testing::Boosts;
-using testing::TagProtocol;
-
-// Boosts giving a mix of SQL turns, answers and <|im_end|> turns within a few dozen tokens.
-constexpr Boosts kMixed{0.3f, 0.2f, 0.15f};
-
-struct World {
-  const Tokenizer& tok = testing::tiny_tokenizer();
-  QwenModel model;
-  TagProtocol protocol;
-  sql::Pool pool;
-  std::vector<sql::Example> examples = testing::city_examples();
-  explicit World(Boosts b) : model(testing::tiny_model(tok, b)) {}
-  std::vector<RolloutRequest> requests(const RolloutOptions& o) {
-    return testing::make_requests(protocol, tok, pool, examples, o);
-  }
-};
-
-RolloutOptions base_options() {
-  RolloutOptions o;
-  o.group_size = 4;
-  // No top-p: the nucleus cut makes a log-prob jump when rounding moves a token across it, which
-  // would blur the batched-vs-alone comparison (the cut itself is covered by kernels tests).
-  o.sampling = {0.9f, 0, 1.0f, 2024};
-  o.first_sample_id = 100;
-  o.max_turn_tokens = 40;
-  o.max_total_tokens = 1024;
-  return o;
-}
-
-std::string decode_masked(const Tokenizer& tok, const Trajectory& t, uint8_t mask) {
-  std::vector<int32_t> ids;
-  for (size_t i = 0; i < t.tokens.size(); ++i)
-    if (t.policy_mask[i] == mask) ids.push_back(t.tokens[i]);
-  return decode(tok, ids);
-}
+using testing::base_options;
+using testing::decode_masked;
+using testing::kMixed;
+using testing::World;
 
 TEST(Rollout, PromptTokensAreTheRenderedChatAndSchemasAreCached) {
   World w(kMixed);
@@ -263,6 +231,28 @@ TEST(Rollout, SampledLogprobsEqualAFullForward) {
               (long long)compared, (long long)observed, worst);
   EXPECT_GT(observed, 0);
   EXPECT_LE(worst, 1e-4);
+}
+
+// Throughput figure for the report, not a check: ./test_rl_rollout --gtest_also_run_disabled_tests
+// --gtest_filter=*Throughput*. 4 prompts x G = 8, up to 64 tokens a turn.
+TEST(Rollout, DISABLED_Throughput) {
+  World w(testing::Boosts{0.2f, 0.1f, 0.1f});
+  RolloutOptions o = base_options();
+  o.group_size = 8;
+  o.max_turn_tokens = 64;
+  std::vector<sql::Example> examples = w.examples;
+  examples.push_back(w.examples[0]);
+  w.examples = examples;
+  auto requests = w.requests(o);
+  for (int rep = 0; rep < 3; ++rep) {
+    RolloutStats s;
+    auto out = rollout(w.model, w.tok, w.protocol, w.pool, requests, o, &s);
+    std::printf("%zu trajectories: %lld sampled + %lld injected tokens in %.3f s: %.0f sampled tokens/s, %.0f "
+                "(sampled + injected) tokens/s; %lld SQL calls; decode %.3f s, prefill %.3f s, %lld steps\n",
+                out.size(), (long long)s.sampled_tokens, (long long)s.injected_tokens, s.wall_seconds,
+                s.sampled_tokens / s.wall_seconds, (s.sampled_tokens + s.injected_tokens) / s.wall_seconds,
+                (long long)s.sql_calls, s.decode_seconds, s.prefill_seconds, (long long)s.decode_steps);
+  }
 }
 
 }  // namespace
