@@ -121,6 +121,14 @@ Action find_action(std::string_view text, const char* exec_open, const char* exe
   return a;
 }
 
+Action parse_sql_or_solution(std::string_view text) {
+  Action a = find_action(text, "<sql>", "</sql>", "<solution>", "</solution>");
+  if (a.kind == ActionKind::Invalid) return a;
+  a.sql = trim(a.sql);
+  if (a.sql.empty()) return invalid(a.kind == ActionKind::Answer ? "empty <solution>" : "empty <sql>");
+  return a;
+}
+
 std::string strip_sql_fence(std::string_view inner) {
   std::string s = trim(inner);
   if (s.rfind("```", 0) == 0) {

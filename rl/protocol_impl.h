@@ -40,6 +40,10 @@ Block find_block(std::string_view text, std::string_view open, std::string_view 
 Action find_action(std::string_view text, const char* exec_open, const char* exec_close, const char* answer_open,
                    const char* answer_close);
 
+// SkyRL-SQL's and SQL-Trail's turn, reasoning blocks already dropped: <sql> (ExecSql) or
+// <solution> (Answer) with trimmed, non-empty SQL.
+Action parse_sql_or_solution(std::string_view text);
+
 // `inner` with a Markdown ```sql ... ``` fence (closing fence optional) removed, then trimmed.
 std::string strip_sql_fence(std::string_view inner);
 

@@ -98,12 +98,7 @@ struct SkyRL final : Protocol {
   }
 
   Action parse(std::string_view turn_text) const override {
-    std::string text = drop_blocks(turn_text, "<think>", "</think>");
-    Action a = find_action(text, "<sql>", "</sql>", "<solution>", "</solution>");
-    if (a.kind == ActionKind::Invalid) return a;
-    a.sql = trim(a.sql);
-    if (a.sql.empty()) return invalid(a.kind == ActionKind::Answer ? "empty <solution>" : "empty <sql>");
-    return a;
+    return parse_sql_or_solution(drop_blocks(turn_text, "<think>", "</think>"));
   }
 
   // The env ends on <solution> (or the budget, which the engine counts); an invalid turn gets

@@ -93,12 +93,8 @@ struct SqlTrail final : Protocol {
   }
 
   Action parse(std::string_view turn_text) const override {
-    std::string text = drop_blocks(drop_blocks(turn_text, "<reasoning>", "</reasoning>"), "<think>", "</think>");
-    Action a = find_action(text, "<sql>", "</sql>", "<solution>", "</solution>");
-    if (a.kind == ActionKind::Invalid) return a;
-    a.sql = trim(a.sql);
-    if (a.sql.empty()) return invalid(a.kind == ActionKind::Answer ? "empty <solution>" : "empty <sql>");
-    return a;
+    // The format asks for <reasoning>, the prompt's own example uses <think>: both are reasoning.
+    return parse_sql_or_solution(drop_blocks(drop_blocks(turn_text, "<reasoning>", "</reasoning>"), "<think>", "</think>"));
   }
 
   bool done(const Action& action, int) const override { return action.kind == ActionKind::Answer; }
