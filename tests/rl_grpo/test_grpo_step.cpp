@@ -1,0 +1,183 @@
+// The trainer step end to end on a tiny random Qwen3: one update against a float64
+// re-implementation (loss, stats, gradient, AdamW with clipping) for both aggregations with k3
+// KL; exact resume through the optimizer file; and a learning signal.
+#include <cmath>
+#include <filesystem>
+#include <unistd.h>
+
+#include "model/train.h"
+#include "rl/grpo.h"
+#include "tests/kernels_grpo/grpo_ref.h"
+#include "tests/rl_grpo/grpo_fixture.h"
+#include "tests/test_util.h"
+
+namespace sqlrl::testing {
+namespace {
+
+using rl::Trajectory;
+
+TrainOptions train_options(int64_t max_tokens) {
+  TrainOptions o;
+  o.max_tokens = max_tokens;
+  o.logprob_chunk = 8;
+  return o;
+}
+
+// Log-probs of tokens[1..n) of each trajectory (index p predicts token p + 1).
+std::vector<std::vector<float>> trajectory_logprobs(const QwenModel& model, const std::vector<Trajectory>& batch) {
+  std::vector<std::vector<float>> out;
+  for (const Trajectory& t : batch) {
+    std::vector<int32_t> in(t.tokens.begin(), t.tokens.end() - 1), tg(t.tokens.begin() + 1, t.tokens.end());
+    PackedBatch pb = pack_sequences({in});
+    TrainState st = make_train_state(model.config, train_options(pb.num_tokens()));
+    std::vector<float> lp(tg.size());
+    forward_logprobs(model, st, pb, tg, lp.data());
+    out.push_back(lp);
+  }
+  return out;
+}
+
+std::vector<Trajectory> mixed_batch() {
+  std::vector<Trajectory> b;
+  b.push_back(make_trajectory(0, 0, {1, 2, 3}, {{4, 5, 6}, {7, 8}, {9, 10}}, 1.0));
+  b.push_back(make_trajectory(0, 1, {1, 2, 3}, {{11, 12}}, 0.0));
+  b.push_back(make_trajectory(0, 2, {1, 2, 3}, {{13, 14, 15, 16}, {17}, {18}}, 0.5));
+  b.push_back(make_trajectory(1, 0, {20, 21}, {{4, 4, 4}}, -1.0));
+  b.push_back(make_trajectory(1, 1, {20, 21}, {{5, 6, 7, 8, 9}}, 1.0));
+  b.push_back(make_trajectory(1, 2, {20, 21}, {{22}, {23, 19}, {2, 3}}, 0.0));
+  return b;
+}
+
+void check_one_update(LossAgg agg) {
+  QwenConfig cfg = tiny_config();
+  QwenModel policy = random_model(cfg, 11, 0.3f), reference = random_model(cfg, 12, 0.3f);
+  std::vector<Trajectory> batch = mixed_batch();
+  // Sampler log-probs off the policy's own by -0.4..+0.4 so that both clip sides are reached.
+  std::vector<std::vector<float>> lp = trajectory_logprobs(policy, batch), ref_lp = trajectory_logprobs(reference, batch);
+  for (size_t i = 0; i < batch.size(); ++i)
+    for (size_t p = 0; p < lp[i].size(); ++p)
+      batch[i].sampler_logprobs[p + 1] = batch[i].policy_mask[p + 1] ? lp[i][p] + 0.4f * std::sin(3.0f * (i * 7 + p)) : 0.0f;
+  rl::GrpoConfig gc;
+  gc.filter = rl::GrpoFilterConfig{false, false, false, false};
+  gc.clip_low = 0.2f, gc.clip_high = 0.28f, gc.kl_coef = 0.1f, gc.agg = agg;
+  gc.use_sampler_logprobs = true;
+  gc.schedule.lr = 1e-2f;
+  gc.max_grad_norm = 0.05f;
+  QwenModel before = policy;
+  alloc_grads(policy);
+  rl::OptimizerState opt = rl::make_optimizer_state(policy.num_params);
+  TrainState state = make_train_state(cfg, train_options(12));  // several micro-batches
+  rl::GrpoStepStats st = rl::grpo_step(policy, &reference, opt, state, batch, gc);
+  EXPECT_GE(st.micro_batches, 3);
+  EXPECT_EQ(st.updates, 1);
+
+  // Float64: all trajectories as one packed sequence list.
+  std::vector<double> logp;
+  std::vector<float> old, ref, adv;
+  std::vector<uint8_t> mask;
+  std::vector<int32_t> cu = {0};
+  std::map<int64_t, std::vector<double>> groups;
+  for (const Trajectory& t : batch) groups[t.example_index].push_back(t.reward);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const std::vector<double>& r = groups[batch[i].example_index];
+    double mean = (r[0] + r[1] + r[2]) / 3, var = 0;
+    for (double x : r) var += (x - mean) * (x - mean) / 2;
+    for (size_t p = 0; p < lp[i].size(); ++p) {
+      logp.push_back(lp[i][p]), old.push_back(batch[i].sampler_logprobs[p + 1]), ref.push_back(ref_lp[i][p]);
+      adv.push_back(static_cast<float>((batch[i].reward - mean) / (std::sqrt(var) + 1e-6)));
+      mask.push_back(batch[i].policy_mask[p + 1]);
+    }
+    cu.push_back(static_cast<int32_t>(logp.size()));
+  }
+  double tokens = 0;
+  for (uint8_t m : mask) tokens += m;
+  double denom = agg == LossAgg::TokenMean ? tokens : static_cast<double>(batch.size());
+  RefLoss want = ref_grpo_loss(logp, old, &ref, adv, mask, cu, 0.2, 0.28, 0.1, agg == LossAgg::TokenMean, denom);
+  EXPECT_GT(want.clipped, 0);
+  EXPECT_LT(want.clipped, want.tokens);
+  // The model's f32 log-probs differ by micro-batch packing only in summation order (~1e-6).
+  EXPECT_NEAR(st.loss, want.loss, 1e-5 * (1 + std::fabs(want.loss)));
+  EXPECT_NEAR(st.clip_fraction, want.clipped / want.tokens, 1e-12);
+  EXPECT_NEAR(st.approx_kl, want.approx_kl / want.tokens, 1e-5);
+  EXPECT_NEAR(st.ratio_mean, want.ratio / want.tokens, 1e-5);
+  EXPECT_NEAR(st.ref_kl, want.ref_kl / want.tokens, 1e-5);
+  EXPECT_EQ(st.tokens, static_cast<int64_t>(tokens));
+
+  // Gradient: the model's backward of the reference dlogp on the pre-update weights.
+  QwenModel check = before;
+  alloc_grads(check);
+  std::vector<std::vector<int32_t>> seqs;
+  std::vector<int32_t> targets;
+  for (const Trajectory& t : batch) {
+    seqs.emplace_back(t.tokens.begin(), t.tokens.end() - 1);
+    targets.insert(targets.end(), t.tokens.begin() + 1, t.tokens.end());
+  }
+  PackedBatch all = pack_sequences(seqs);
+  TrainState big = make_train_state(cfg, train_options(all.num_tokens()));
+  std::vector<float> scratch(targets.size()), dl(want.dlogp.begin(), want.dlogp.end());
+  forward_logprobs(check, big, all, targets, scratch.data());
+  backward_logprobs(check, big, all, targets, dl.data());
+  double gmax = 0, gdiff = 0, sq = 0;
+  for (size_t k = 0; k < check.grads.size(); ++k) {
+    gmax = std::max(gmax, std::fabs(double(check.grads[k])));
+    gdiff = std::max(gdiff, std::fabs(double(check.grads[k]) - policy.grads[k]));
+    sq += double(policy.grads[k]) * policy.grads[k];
+  }
+  EXPECT_GT(gmax, 0);
+  EXPECT_LE(gdiff, 1e-4 * gmax);  // f32 sums over differently packed tokens
+  EXPECT_NEAR(st.grad_norm, std::sqrt(sq), 1e-9 * std::sqrt(sq));
+  ASSERT_GT(st.grad_norm, 0.05) << "the case should exercise clipping";
+
+  // AdamW step 1 in float64 from the trainer's own gradient: clip, decay, bias correction.
+  RefAdam ra{std::vector<double>(before.params.begin(), before.params.end()),
+             std::vector<double>(before.params.size(), 0.0), std::vector<double>(before.params.size(), 0.0)};
+  double scale = std::min(1.0, 0.05 / (std::sqrt(sq) + 1e-6));
+  ref_adamw_step(ra, policy.grads, scale, 1e-2, 0.9, 0.999, 1e-8, 0.01, 1);
+  // Step-one updates are +-lr * g/(|g| + eps'): f32 rounding of a ~1e-2 step, ~1e-9 absolute.
+  EXPECT_LE(error_budget_ratio(policy.params, ra.p, 1e-7, 1e-6), 1.0);
+  EXPECT_EQ(opt.adam_step, 1);
+  EXPECT_EQ(opt.train_step, 1);
+}
+
+TEST(GrpoStep, OneUpdateMatchesFloat64TokenMean) { check_one_update(LossAgg::TokenMean); }
+TEST(GrpoStep, OneUpdateMatchesFloat64SeqMeanTokenMean) { check_one_update(LossAgg::SeqMeanTokenMean); }
+
+rl::GrpoConfig resume_config() {
+  rl::GrpoConfig gc;
+  gc.filter.drop_no_valid_action = true;
+  gc.ppo_epochs = 2, gc.mini_batches = 2;
+  gc.schedule = rl::LrSchedule{1e-2f, 1, 4, rl::LrDecay::Cosine, 0.1f};
+  gc.max_grad_norm = 0.5f;
+  return gc;
+}
+
+TEST(GrpoStep, ResumeThroughTheOptimizerFileIsBitExact) {
+  QwenConfig cfg = tiny_config();
+  std::vector<Trajectory> batch = mixed_batch();
+  rl::GrpoConfig gc = resume_config();
+  TrainState state = make_train_state(cfg, train_options(16));
+  QwenModel a = random_model(cfg, 5, 0.3f);
+  alloc_grads(a);
+  rl::OptimizerState oa = rl::make_optimizer_state(a.num_params);
+  for (int s = 0; s < 3; ++s) rl::grpo_step(a, nullptr, oa, state, batch, gc);
+  ASSERT_FALSE(a.params == random_model(cfg, 5, 0.3f).params) << "the steps should have moved the weights";
+
+  QwenModel b = random_model(cfg, 5, 0.3f);
+  alloc_grads(b);
+  rl::OptimizerState ob = rl::make_optimizer_state(b.num_params);
+  rl::grpo_step(b, nullptr, ob, state, batch, gc);
+  std::string path = (std::filesystem::temp_directory_path() / ("grpo_resume_" + std::to_string(getpid()) + ".safetensors")).string();
+  rl::save_optimizer(ob, path);
+  QwenModel c = make_model(cfg);  // a fresh process: weights as saved, optimizer from the file
+  c.params = b.params;
+  alloc_grads(c);
+  rl::OptimizerState oc = rl::load_optimizer(path, c.num_params);
+  std::filesystem::remove(path);
+  for (int s = 0; s < 2; ++s) rl::grpo_step(c, nullptr, oc, state, batch, gc);
+  EXPECT_EQ(oc.adam_step, 12);  // 3 steps x 2 epochs x 2 mini-batches
+  EXPECT_TRUE(c.params == a.params) << "resumed weights differ from the uninterrupted run";
+  EXPECT_TRUE(oc.m == oa.m && oc.v == oa.v);
+}
+
+}  // namespace
+}  // namespace sqlrl::testing
