@@ -6,12 +6,14 @@
 // Tolerances. The CUDA forward rounds P to bf16 before P V (relative error 2^-9 per weight)
 // and rounds its output to bf16 (2^-9); the backward also rounds dS to bf16 before dK and dQ.
 // Each is a relative perturbation of 2^-9 ~ 2e-3 per term, so the relative L2 error of a tensor
-// sits near 2e-3..4e-3; we allow 1e-2 (METHOD.md's upper end for bf16 operands). The check
-// runs per sequence, so a wrong short sequence cannot hide inside a long one, with an absolute
-// floor of 2^-8 x the tensor's RMS per element: some exact gradients are ~0 (dq of a sequence's
-// first token, dk of a length-1 sequence: dS = dout . (v - bf16(v))) and a relative error of
-// rounding noise is meaningless there. Paged decode keeps P in fp32, only its output is
-// rounded (2^-9 relative, RMS ~1.2e-3), so it gets 5e-3.
+// sits near 2e-3..4e-3 (a CPU emulation of these kernels measured 1.7e-3..3.2e-3); we allow
+// 1e-2 (METHOD.md's upper end for bf16 operands). The check runs per sequence, so a wrong
+// short sequence cannot hide inside a long one, with an absolute floor per element of
+// max(2^-8 x the tensor's RMS, 1e-4): some exact gradients are 0 (dq and dk of a length-1
+// sequence: dS = dout . v - dout . out with out = v), and what both sides compute there is fp32
+// cancellation noise (~2^-24 x D x |dout| |v| ~ 1e-6 after the 1/sqrt(D) scale), where a
+// relative error means nothing; 1e-4 is ~1e-3 of a typical gradient element. Paged decode
+// keeps P in fp32, only its output is rounded (2^-9 relative, RMS ~1.2e-3), so it gets 5e-3.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,7 +51,7 @@ Tensor poisoned(Shape shape, DType dtype) {
 }
 
 // Checks rows [begin, end) x row_len of got against ref: every element finite and
-// ||got - ref|| <= rel * ||ref|| + 2^-8 * rms * sqrt(n).
+// ||got - ref|| <= rel * ||ref|| + max(2^-8 * rms, 1e-4) * sqrt(n).
 void expect_close(const std::vector<float>& got, const std::vector<float>& ref, int64_t row_len,
                   const std::vector<int32_t>& cu, double rel, const char* what) {
   ASSERT_EQ(got.size(), ref.size()) << what;
@@ -65,7 +67,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& ref, 
       err += d * d;
       norm += static_cast<double>(ref[i]) * ref[i];
     }
-    double budget = rel * std::sqrt(norm) + 0x1p-8 * rms * std::sqrt(static_cast<double>(e - b));
+    double budget = rel * std::sqrt(norm) + std::max(0x1p-8 * rms, 1e-4) * std::sqrt(static_cast<double>(e - b));
     EXPECT_LE(std::sqrt(err), budget) << what << ": sequence " << s << " of length " << cu[s + 1] - cu[s]
                                       << ", relative L2 error " << std::sqrt(err / std::max(norm, 1e-30));
   }
