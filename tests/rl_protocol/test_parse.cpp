@@ -41,6 +41,9 @@ TEST(ParseTags, SkyrlSqlAndSolution) {
     a = parse(p, "<sql>SELECT 2</sql>\n");
     EXPECT_EQ(a.kind, ActionKind::ExecSql);
     EXPECT_EQ(a.sql, "SELECT 2");
+    a = parse(p, "<think>x</think><solution>SELECT 5</solution><|im_end|>");
+    EXPECT_EQ(a.kind, ActionKind::Answer);
+    EXPECT_EQ(a.sql, "SELECT 5");
   }
   // SQL-Trail's reasoning block, mentioning tags it does not mean.
   Action a = parse("sqltrail", "<reasoning>I could use <solution> now, or <sql> first.</reasoning>\n<sql>SELECT 3</sql>");
@@ -56,6 +59,8 @@ TEST(ParseTags, MalformedTurnsAreInvalid) {
   for (const char* p : {"skyrl", "sqltrail"}) {
     expect_invalid(p, "<think>x</think><sql>SELECT 1", "unclosed <sql>");
     expect_invalid(p, "<sql>SELECT 1</sql><sql>SELECT 2</sql>", "2 <sql> blocks");
+    expect_invalid(p, "<sql><sql>SELECT 1</sql></sql>", "2 <sql> blocks");
+    expect_invalid(p, "<sql>SELECT 1</sql></sql>", "2 </sql> for one <sql>");
     expect_invalid(p, "<sql>SELECT 1</sql>\n<solution>SELECT 1</solution>", "two actions");
     expect_invalid(p, "<solution>SELECT 1</solution><sql>SELECT 1</sql>", "two actions");
     expect_invalid(p, "SELECT 1</sql>", "</sql> without <sql>");
@@ -86,6 +91,11 @@ TEST(ParseMtir, ToolCallAndAnswer) {
   EXPECT_EQ(a.sql, "SELECT 1");
   a = parse("mtir", "<answer>SELECT 2</answer>");
   EXPECT_EQ(a.sql, "SELECT 2");
+  // Odd whitespace inside the call's JSON is still JSON.
+  a = parse("mtir", "<tool_call>  \n\t{ \"name\" :\"sql-execute_sql_query\",\n\"arguments\":{ \"db_name\":\"farm\" ,\r\n"
+                    " \"sql\":\"SELECT\\n1\" } }  </tool_call>");
+  ASSERT_EQ(a.kind, ActionKind::ExecSql) << a.error;
+  EXPECT_EQ(a.sql, "SELECT\n1");
 }
 
 TEST(ParseMtir, MalformedCalls) {
