@@ -188,9 +188,10 @@ Outcome final_outcome(const sql::Example& example, const Trajectory& traj, Rewar
   if (!o.answered) return o;
   std::shared_ptr<const sql::Result> gold = ctx.gold.get(example.db_path, exec_text(ctx, example.gold_sql));
   sql::Result pred = ctx.pool.execute(example.db_path, exec_text(ctx, o.pred), ctx.limits);
-  // Python's sqlite3 (every paper's evaluator) refuses a second statement outright, and a
-  // truncated result is not the query's answer: neither counts as executable.
-  o.executable = pred.ok() && pred.ignored_tail.empty() && !pred.truncated;
+  // Python's sqlite3 (the papers' evaluators) refuses a second statement outright: not
+  // executable (Spider mode's preprocessing has already kept only the first, as exec_eval does). A result cut at the row/byte cap ran fine but is not the answer (results_match
+  // never matches a truncated result).
+  o.executable = pred.ok() && pred.ignored_tail.empty();
   sql::CompareOptions options;
   options.mode = ctx.mode;
   options.order_matters = ctx.mode == sql::CompareMode::Spider && sql::gold_has_order_by(exec_text(ctx, example.gold_sql));

@@ -62,7 +62,7 @@ std::string exec_text(const RewardContext& ctx, std::string_view sql);
 struct Outcome {
   bool answered = false;
   std::string pred;         // the final SQL as submitted
-  bool executable = false;  // ran to completion: no error, timeout, truncation or 2nd statement
+  bool executable = false;  // ran: no error, no timeout, no second statement
   bool ex = false;          // executable and equal to the gold result
 };
 Outcome final_outcome(const sql::Example& example, const Trajectory& traj, RewardContext& ctx);

@@ -117,6 +117,29 @@ TEST(RewardSqlTrail, FormatNeedsReasoningThenSolutionInTheFinalTurn) {
   }
 }
 
+TEST(RewardSqlTrail, SyntaxMeansItRanOnce) {
+  sql::Pool pool;
+  sql::Limits limits;
+  limits.max_rows = 2;
+  RewardContext ctx(pool, limits);
+  RewardPanel p = make_reward_panel("sqltrail");
+  // Cut at the row cap: it ran (syntax 1) but a truncated result never matches (exec 0).
+  Trajectory big = answer_after(0, "SELECT name FROM employees");
+  score(p, example("SELECT name FROM employees"), big, ctx);
+  EXPECT_EQ(term(big, "syntax"), 1);
+  EXPECT_EQ(term(big, "exec"), 0);
+  // Python's sqlite3 refuses a second statement: not executable, even if the first is right
+  // (BIRD/SkyRL). Spider's exec_eval keeps only sqlparse's first statement, so there it counts.
+  Trajectory two = answer_after(0, "SELECT name FROM student; SELECT 1");
+  RewardContext bird(pool, limits, sql::CompareMode::BirdSet);
+  score(p, example("SELECT name FROM student"), two, bird);
+  EXPECT_EQ(term(two, "syntax"), 0);
+  EXPECT_EQ(term(two, "exec"), 0);
+  score(p, example("SELECT name FROM student"), two, ctx);
+  EXPECT_EQ(term(two, "syntax"), 1);
+  EXPECT_EQ(term(two, "exec"), 5);
+}
+
 // ---- MTSQL-R1 §3.3.2 ----
 const char* kGold = "SELECT name FROM employees WHERE salary > 50";
 
