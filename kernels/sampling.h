@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/stream.h"
+
 namespace sqlrl {
 
 struct SamplingParams {
@@ -29,5 +31,20 @@ struct SamplingScratch {
 
 SampledToken sample_token_cpu(const float* logits, int64_t vocab, const SamplingParams& params, uint64_t sequence_id,
                               uint64_t position, SamplingScratch& scratch);
+
+// CUDA (kernels/cuda/sampling.cu): one block per row of logits [rows, ld] f32 (the first `vocab`
+// columns are used), requests and out [rows] in device memory. No sort: the thresholds (the k-th
+// token, the top-p cut, the token the uniform draw lands on) are found by a histogram select,
+// first over 256 logit-value buckets and then over the bytes of a 64-bit key (logit order, ties by
+// lower id: the CPU path's candidate order), with probabilities summed in 2^-40 fixed point so the
+// sums are exact and order-free. The uniform is the CPU path's Philox draw, so the same token comes
+// out wherever the two paths' float exp agree to the bit near the draw. Requests must satisfy the
+// CPU path's checks (temperature >= 0, 0 < top_p <= 1, top_k >= 0); logits must be finite.
+struct SamplingRequest {
+  SamplingParams params;
+  uint64_t sequence_id = 0, position = 0;
+};
+void sample_tokens_cuda(SampledToken* out, const float* logits, int64_t rows, int64_t vocab, int64_t ld,
+                        const SamplingRequest* requests, const CudaStream& stream);
 
 }  // namespace sqlrl

@@ -1,6 +1,7 @@
 // Built without the CUDA toolkit: the CUDA launchers of the log-prob and sampling kernels exist
 // so that callers link, and fail plainly if called.
 #include "kernels/logprob.h"
+#include "kernels/sampling.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
@@ -15,6 +16,11 @@ void logprob_backward_cuda(uint16_t*, float*, const float*, const float*, const 
                            const int32_t*, const float*, const float*, const LogprobCudaShape&, void*, size_t,
                            const CudaStream&) {
   fail("logprob_backward_cuda: ", cuda_unavailable_reason());
+}
+
+void sample_tokens_cuda(SampledToken*, const float*, int64_t, int64_t, int64_t, const SamplingRequest*,
+                        const CudaStream&) {
+  fail("sample_tokens_cuda: ", cuda_unavailable_reason());
 }
 
 }  // namespace sqlrl
