@@ -19,23 +19,25 @@ fix=$root/tests/fixtures/spider_eval
 out=$(mktemp -d)
 items=$(grep -c . "$fix/gold.txt")
 
-now() { date +%s.%N; }
+# Wall time and CPU time (user + sys, from /usr/bin/time) of each run: on a shared machine the
+# wall time carries the other processes' load; CPU seconds per item do not.
+timed() { /usr/bin/time -f "%e %U %S" -o "$1" "${@:2}"; }
 for etype in match all; do
   args=(--gold "$fix/gold.txt" --pred "$fix/pred.txt" --db "$fix/data_db" --table "$fix/tables.json" --etype "$etype")
-  t0=$(now)
-  "$ours" eval-sql "${args[@]}" --threads 1 > "$out/ours_$etype.txt"
-  t1=$(now)
-  (cd "$(dirname "$official")" && "$python" -c '
+  timed "$out/ours_$etype.time" "$ours" eval-sql "${args[@]}" --threads 1 > "$out/ours_$etype.txt"
+  (cd "$(dirname "$official")" && timed "$out/theirs_$etype.time" "$python" -c '
 import runpy, sys
 import nltk.tokenize
 nltk.tokenize.sent_tokenize = lambda text, language="english": [text]
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")' "$official" "${args[@]}" > "$out/theirs_$etype.txt")
-  t2=$(now)
   same=$(cmp -s "$out/ours_$etype.txt" "$out/theirs_$etype.txt" && echo identical || echo DIFFERENT)
-  awk -v e="$etype" -v n="$items" -v a="$t0" -v b="$t1" -v c="$t2" -v s="$same" 'BEGIN {
-    ours = n / (b - a); theirs = n / (c - b);
-    printf "--etype %-5s ours %.3f s (%.0f items/s, 1 thread)  official %.3f s (%.0f items/s)  ratio %.1fx  printouts %s\n",
-           e, b - a, ours, c - b, theirs, ours / theirs, s }'
+  read -r ow ou os < "$out/ours_$etype.time"
+  read -r tw tu ts < "$out/theirs_$etype.time"
+  awk -v e="$etype" -v n="$items" -v ow="$ow" -v oc="$(echo "$ou + $os" | bc)" -v tw="$tw" -v tc="$(echo "$tu + $ts" | bc)" -v s="$same" 'BEGIN {
+    printf "--etype %-5s wall: ours %.2f s (%.0f items/s, 1 thread), official %.2f s (%.0f items/s), ratio %.1fx\n",
+           e, ow, n / ow, tw, n / tw, tw / ow
+    printf "              cpu:  ours %.2f s (%.0f items/s), official %.2f s (%.0f items/s), ratio %.1fx  printouts %s\n",
+           oc, n / oc, tc, n / tc, tc / oc, s }'
 done
 echo "printouts kept in $out"
