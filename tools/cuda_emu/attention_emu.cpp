@@ -1,0 +1,149 @@
+// Driver of tools/cuda_emu/run.sh: the emulated CUDA attention launchers against the CPU kernels
+// on small shapes (host memory plays device memory), with the tolerances of
+// tests/kernels_attention (per-sequence relative L2 <= 1e-2, paged 5e-3, absolute floor).
+// Outputs start as NaN: an element left unwritten fails. Fixed seed: reruns are comparable.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "kernels/attention.h"
+#include "runtime/dtype.h"
+using namespace sqlrl;
+static std::mt19937_64 gen(12345);
+static int failures = 0;
+std::vector<float> normal(size_t n, float sd) {
+  std::normal_distribution<float> d(0, sd);
+  std::vector<float> x(n);
+  for (auto& v : x) v = bf16_bits_to_f32(f32_to_bf16_bits(d(gen)));
+  return x;
+}
+std::vector<uint16_t> bits(const std::vector<float>& x) {
+  std::vector<uint16_t> b(x.size());
+  for (size_t i = 0; i < x.size(); ++i) b[i] = f32_to_bf16_bits(x[i]);
+  return b;
+}
+std::vector<float> floats(const std::vector<uint16_t>& b) {
+  std::vector<float> x(b.size());
+  for (size_t i = 0; i < b.size(); ++i) x[i] = bf16_bits_to_f32(b[i]);
+  return x;
+}
+void compare(const char* what, const std::vector<float>& got, const std::vector<float>& ref, int64_t row,
+             const std::vector<int32_t>& cu, double rel) {
+  double tot = 0;
+  for (float r : ref) tot += double(r) * r;
+  double rms = std::sqrt(tot / std::max<size_t>(1, ref.size()));
+  double worst = 0;
+  for (size_t s = 0; s + 1 < cu.size(); ++s) {
+    double e = 0, n = 0;
+    size_t b = cu[s] * row, en = cu[s + 1] * row;
+    for (size_t i = b; i < en; ++i) {
+      if (!std::isfinite(got[i])) {
+        printf("  %s: non-finite at %zu (seq %zu)\n", what, i, s);
+        failures++;
+        return;
+      }
+      double d = got[i] - ref[i];
+      e += d * d;
+      n += double(ref[i]) * ref[i];
+    }
+    double budget = rel * std::sqrt(n) + std::max(0x1p-8 * rms, 1e-4) * std::sqrt(double(en - b));
+    if (std::sqrt(e) > budget) {
+      printf("  %s: seq %zu len %d rel err %.3e FAIL\n", what, s, cu[s + 1] - cu[s], std::sqrt(e / std::max(n, 1e-30)));
+      failures++;
+    }
+    worst = std::max(worst, std::sqrt(e / std::max(n, 1e-30)));
+  }
+  printf("  %s: worst per-seq rel L2 %.2e\n", what, worst);
+}
+void flash(std::vector<int32_t> lens, int64_t H, int64_t KVH, int64_t D, bool bwd) {
+  printf("flash lens");
+  for (int l : lens) printf(" %d", l);
+  printf(" H %ld KVH %ld D %ld\n", H, KVH, D);
+  std::vector<int32_t> cu(lens.size() + 1, 0);
+  for (size_t i = 0; i < lens.size(); ++i) cu[i + 1] = cu[i] + lens[i];
+  int64_t T = cu.back(), S = lens.size(), maxl = *std::max_element(lens.begin(), lens.end());
+  AttentionShape sh{H, KVH, D};
+  auto q = normal(T * H * D, 1), k = normal(T * KVH * D, 1.5), v = normal(T * KVH * D, 1);
+  auto qb = bits(q), kb = bits(k), vb = bits(v);
+  std::vector<uint16_t> out(T * H * D, 0x7fc1);
+  std::vector<float> lse(T * H, NAN);
+  attention_forward_cuda(out.data(), lse.data(), qb.data(), kb.data(), vb.data(), cu.data(), S, maxl, sh);
+  std::vector<float> ro(q.size()), rl(T * H);
+  attention_forward_cpu(ro.data(), rl.data(), q.data(), k.data(), v.data(), cu.data(), S, sh);
+  auto of = floats(out);
+  compare("out", of, ro, H * D, cu, 1e-2);
+  double lw = 0;
+  for (size_t i = 0; i < lse.size(); ++i) lw = std::max(lw, std::isnan(lse[i]) ? 1e9 : std::fabs(lse[i] - rl[i]));
+  printf("  lse max abs diff %.2e%s\n", lw, lw > 1e-3 ? " FAIL" : "");
+  if (lw > 1e-3) failures++;
+  if (!bwd) return;
+  auto dout = normal(T * H * D, 1);
+  auto db = bits(dout);
+  std::vector<uint16_t> dq(T * H * D, 0x7fc1), dk(T * KVH * D, 0x7fc1), dv(T * KVH * D, 0x7fc1);
+  std::vector<float> ws(attention_backward_workspace_bytes(T, sh) / 4 + 1, NAN);
+  attention_backward_cuda(dq.data(), dk.data(), dv.data(), db.data(), out.data(), lse.data(), qb.data(), kb.data(),
+                          vb.data(), cu.data(), S, T, maxl, sh, ws.data(), ws.size() * 4);
+  std::vector<float> rq(q.size()), rk(k.size()), rv(v.size());
+  attention_backward_cpu(rq.data(), rk.data(), rv.data(), dout.data(), of.data(), lse.data(), q.data(), k.data(),
+                         v.data(), cu.data(), S, sh);
+  compare("dq", floats(dq), rq, H * D, cu, 1e-2);
+  compare("dk", floats(dk), rk, KVH * D, cu, 1e-2);
+  compare("dv", floats(dv), rv, KVH * D, cu, 1e-2);
+}
+void paged(std::vector<int32_t> ctx, int64_t H, int64_t KVH, int64_t D, int64_t split) {
+  printf("paged ctx");
+  for (int c : ctx) printf(" %d", c);
+  printf(" H %ld KVH %ld D %ld split %ld\n", H, KVH, D, split);
+  int64_t N = ctx.size(), bs = 16, maxc = *std::max_element(ctx.begin(), ctx.end()), mb = (maxc + bs - 1) / bs + 1,
+          used = 0;
+  for (int c : ctx) used += (c + bs - 1) / bs;
+  int64_t nb = used + 3;
+  std::vector<int32_t> pool(nb);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), gen);
+  std::vector<int32_t> table(N * mb, -1), pos(N);
+  size_t nx = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    pos[i] = ctx[i] - 1;
+    for (int64_t b = 0; b < (ctx[i] + bs - 1) / bs; ++b) table[i * mb + b] = pool[nx++];
+  }
+  auto q = normal(N * H * D, 1), kc = normal(nb * bs * KVH * D, 1.5), vc = normal(nb * bs * KVH * D, 1);
+  AttentionShape sh{H, KVH, D};
+  PagedQueries pq{N, table.data(), mb, pos.data(), bs};
+  std::vector<float> ref(q.size());
+  paged_attention_cpu(ref.data(), q.data(), kc.data(), vc.data(), pq, sh);
+  auto qb = bits(q), kb = bits(kc), vb = bits(vc);
+  std::vector<uint16_t> out(q.size(), 0x7fc1);
+  std::vector<float> ws(paged_attention_workspace_bytes(N, sh, maxc, split) / 4 + 1, NAN);
+  paged_attention_cuda(out.data(), qb.data(), kb.data(), vb.data(), pq, sh, maxc, ws.data(), ws.size() * 4, split);
+  std::vector<int32_t> cu(N + 1);
+  std::iota(cu.begin(), cu.end(), 0);
+  compare("paged", floats(out), ref, H * D, cu, 5e-3);
+}
+int main(int argc, char** argv) {
+  std::string what = argc > 1 ? argv[1] : "all";
+  if (what == "fwd" || what == "all") {
+    flash({1}, 2, 2, 64, false);
+    flash({17}, 4, 2, 128, false);
+    flash({200}, 4, 1, 64, false);
+    flash({0, 1, 17, 0, 130, 1, 64, 0}, 4, 2, 64, false);
+    flash({300}, 2, 2, 128, false);
+  }
+  if (what == "bwd" || what == "all") {
+    flash({1}, 2, 2, 64, true);
+    flash({17}, 2, 1, 64, true);
+    flash({150}, 4, 2, 64, true);
+    flash({0, 1, 17, 0, 70, 1}, 4, 1, 128, true);
+  }
+  if (what == "paged" || what == "all") {
+    paged({1, 16, 17, 65, 200}, 4, 2, 64, 64);
+    paged({1, 33, 300}, 4, 1, 128, 1 << 20);
+    paged({1, 33, 300}, 12, 2, 64, 64);
+    paged({40, 300}, 16, 1, 128, 128);
+  }
+  printf("%s (%d failures)\n", failures ? "FAILED" : "OK", failures);
+  return failures != 0;
+}
