@@ -18,7 +18,12 @@ void adamw_cpu(float* params, float* m, float* v, const float* grads, int64_t n,
   float bc1 = 1.0f - std::pow(config.beta1, static_cast<float>(step));
   float bc2_sqrt = std::sqrt(1.0f - std::pow(config.beta2, static_cast<float>(step)));
   default_thread_pool().parallel_for(static_cast<size_t>(n), 1 << 14, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) adamw_element(params[i], m[i], v[i], grads[i], lr, grad_scale, bc1, bc2_sqrt, config);
+    // Restrict-qualified locals let the compiler vectorise (the four buffers never overlap).
+    float* __restrict p = params;
+    float* __restrict mm = m;
+    float* __restrict vv = v;
+    const float* __restrict g = grads;
+    for (size_t i = begin; i < end; ++i) adamw_element(p[i], mm[i], vv[i], g[i], lr, grad_scale, bc1, bc2_sqrt, config);
   });
 }
 
