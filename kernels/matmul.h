@@ -11,6 +11,12 @@ namespace sqlrl {
 void matmul_forward_cpu(float* out, const float* inp, const float* weight, const float* bias, int64_t tokens,
                         int64_t in_features, int64_t out_features);
 
+// The same product for a few tokens (decode steps, T <= ~16): streams each weight row once,
+// where sgemm packs the whole weight on every call. Sums in another order than sgemm (results
+// differ from matmul_forward_cpu in the last bits); threads split the outputs.
+void matmul_forward_rows_cpu(float* out, const float* inp, const float* weight, const float* bias, int64_t tokens,
+                             int64_t in_features, int64_t out_features);
+
 // dinp[T, C] += dout @ weight; dweight[OC, C] += dout^T @ inp; dbias[OC] += column sums of dout.
 void matmul_backward_cpu(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                          const float* weight, int64_t tokens, int64_t in_features, int64_t out_features);

@@ -13,6 +13,21 @@
 
 namespace sqlrl {
 
+namespace {
+
+// Decode steps carry a few tokens: stream the weights once rather than pack them for sgemm.
+constexpr int64_t kRowsKernelTokens = 16;
+
+void linear(float* out, const float* inp, const float* weight, const float* bias, int64_t T, int64_t C, int64_t OC) {
+  if (T <= kRowsKernelTokens) {
+    matmul_forward_rows_cpu(out, inp, weight, bias, T, C, OC);
+  } else {
+    matmul_forward_cpu(out, inp, weight, bias, T, C, OC);
+  }
+}
+
+}  // namespace
+
 void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vector<CachedInput>& inputs,
                     std::vector<float>& logits, bool all_positions) {
   const QwenConfig& c = model.config;
@@ -52,9 +67,9 @@ void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vect
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     rmsnorm_forward_cpu(ln.data(), rstd.data(), x.data(), lw.attn_norm, T, C, eps);
-    matmul_forward_cpu(q.data(), ln.data(), lw.wq, lw.bq, T, C, qd);
-    matmul_forward_cpu(k.data(), ln.data(), lw.wk, lw.bk, T, C, kvd);
-    matmul_forward_cpu(v.data(), ln.data(), lw.wv, lw.bv, T, C, kvd);
+    linear(q.data(), ln.data(), lw.wq, lw.bq, T, C, qd);
+    linear(k.data(), ln.data(), lw.wk, lw.bk, T, C, kvd);
+    linear(v.data(), ln.data(), lw.wv, lw.bv, T, C, kvd);
     if (c.has_qk_norm()) {
       rmsnorm_forward_cpu(q.data(), rstd.data(), q.data(), lw.q_norm, T * H, D, eps);
       rmsnorm_forward_cpu(k.data(), rstd.data(), k.data(), lw.k_norm, T * KVH, D, eps);
@@ -69,13 +84,13 @@ void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vect
     }
     PagedQueries queries{T, tables.data(), max_blocks, positions.data(), cache.block_size};
     paged_attention_cpu(att.data(), q.data(), cache.k_block(l, 0), cache.v_block(l, 0), queries, {H, KVH, D});
-    matmul_forward_cpu(o.data(), att.data(), lw.wo, lw.bo, T, qd, C);
+    linear(o.data(), att.data(), lw.wo, lw.bo, T, qd, C);
     for (int64_t i = 0; i < T * C; ++i) x[i] += o[i];
     rmsnorm_forward_cpu(ln.data(), rstd.data(), x.data(), lw.mlp_norm, T, C, eps);
-    matmul_forward_cpu(gate.data(), ln.data(), lw.w_gate, nullptr, T, C, I);
-    matmul_forward_cpu(up.data(), ln.data(), lw.w_up, nullptr, T, C, I);
+    linear(gate.data(), ln.data(), lw.w_gate, nullptr, T, C, I);
+    linear(up.data(), ln.data(), lw.w_up, nullptr, T, C, I);
     swiglu_forward_cpu(gate.data(), gate.data(), up.data(), T * I);
-    matmul_forward_cpu(o.data(), gate.data(), lw.w_down, nullptr, T, I, C);
+    linear(o.data(), gate.data(), lw.w_down, nullptr, T, I, C);
     for (int64_t i = 0; i < T * C; ++i) x[i] += o[i];
   }
   for (const CachedInput& in : inputs) cache.sequence(in.sequence).length += static_cast<int64_t>(in.tokens.size());
@@ -91,7 +106,7 @@ void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vect
   for (int64_t r = 0; r < R; ++r) std::copy(x.begin() + rows[r] * C, x.begin() + (rows[r] + 1) * C, sel.begin() + r * C);
   rmsnorm_forward_cpu(sel.data(), rstd.data(), sel.data(), w.final_norm, R, C, eps);
   logits.resize(static_cast<size_t>(R * V));
-  matmul_forward_cpu(logits.data(), sel.data(), w.lm_head, nullptr, R, C, V);
+  linear(logits.data(), sel.data(), w.lm_head, nullptr, R, C, V);
 }
 
 std::vector<GeneratedSample> generate(const QwenModel& model, PagedKVCache& cache, const std::vector<int32_t>& prompt,

@@ -1,9 +1,20 @@
+// Varlen causal GQA attention (training) on the CPU; paged decode attention is in
+// attention_paged.cpp.
+//
+// Work is cut into tiles of kRows queries: scores for a tile are a small GEMM against the keys
+// gathered transposed (kt [D, ldk], ldk a multiple of kCols, zero padding), accumulated in
+// registers over d; the weighted sums (P V, dS K, dS^T Q, P^T dO) take one key row per step and
+// update kRows accumulator rows. Every sum runs in a fixed order on one thread (queries
+// ascending for dK/dV), so results are run-to-run bitwise identical whatever the thread count.
+// head_dim 64 and 128 (the Qwen sizes) are compiled with D known, so accumulators stay in
+// registers; any other head_dim <= kMaxD runs the same code with D read at run time.
 #include "kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/vec.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
@@ -11,38 +22,260 @@ namespace sqlrl {
 
 namespace {
 
-// The inner loops are written as axpy over contiguous memory (y += a * x), never as a dot
-// product: a float dot is a serial chain the compiler may not reorder, while an axpy
-// vectorises as written and keeps the summation order fixed (bitwise-deterministic results).
-inline void axpy(float* __restrict y, float a, const float* __restrict x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
+constexpr int64_t kRows = 4, kCols = 16, kMaxD = 256;
 
-inline float dot(const float* a, const float* b, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
+// V16 values live only inside the always-inlined tiles (see kernels/cpu/vec.h): -Wpsabi's
+// note about passing them by value without AVX-512 cannot apply. (Not popped: the templates
+// are instantiated at the end of the file.)
+#pragma GCC diagnostic ignored "-Wpsabi"
 
-// xt[d * n + j] = rows[j][d]: keys (or values) of one head, transposed so that the scores of
-// one query against keys 0..n-1 are D axpys over contiguous rows of xt.
-void gather_transposed(float* __restrict xt, const float* rows, int64_t row_stride, int64_t n, int64_t D) {
+using cpu::V16;
+using cpu::load16;
+using cpu::store16;
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// xt[d * ld + j] = rows[j][d] for j < n, zero for n <= j < ld.
+void gather_transposed(float* xt, const float* rows, int64_t row_stride, int64_t n, int64_t ld, int64_t D) {
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t j = n; j < ld; ++j) xt[d * ld + j] = 0.0f;
   for (int64_t j = 0; j < n; ++j) {
     const float* r = rows + j * row_stride;
-    for (int64_t d = 0; d < D; ++d) xt[d * n + j] = r[d];
+    for (int64_t d = 0; d < D; ++d) xt[d * ld + j] = r[d];
   }
 }
 
-// s[j] = scale * (q . key_j) for j < n, keys transposed in kt [D, stride].
-void scores(float* __restrict s, const float* q, const float* kt, int64_t stride, int64_t n, int64_t D, float scale) {
-  std::fill(s, s + n, 0.0f);
-  for (int64_t d = 0; d < D; ++d) axpy(s, q[d], kt + d * stride, n);
-  for (int64_t j = 0; j < n; ++j) s[j] *= scale;
+// s[r * ld + j] = scale * (a_r . column j of xt) for j < nk (a multiple of kCols).
+template <bool Fma, int64_t DT>
+[[gnu::always_inline]] inline void tile_scores(float* s, const float* const* a, const float* xt, int64_t ld,
+                                               int64_t nk, int64_t Drt, float scale) {
+  const int64_t D = DT ? DT : Drt;
+  for (int64_t j0 = 0; j0 < nk; j0 += kCols) {
+    V16 acc[kRows] = {};
+    for (int64_t d = 0; d < D; ++d) {
+      V16 x = load16(xt + d * ld + j0);
+#pragma GCC unroll 4
+      for (int64_t r = 0; r < kRows; ++r) acc[r] = cpu::madd16(a[r][d], x, acc[r]);
+    }
+    for (int64_t r = 0; r < kRows; ++r) store16(s + r * ld + j0, acc[r] * scale);
+  }
+}
+
+// out_r = sum_{j < n} w[r * ld + j] * rows[j] (row stride `stride`), overwriting out_r.
+template <bool Fma, int64_t DT>
+[[gnu::always_inline]] inline void tile_weighted(float* const* out, const float* w, int64_t ld, const float* rows,
+                                                 int64_t stride, int64_t n, int64_t Drt) {
+  if constexpr (DT != 0) {
+    constexpr int64_t kV = DT / 16;
+    V16 acc[kRows][kV] = {};
+    for (int64_t j = 0; j < n; ++j) {
+      const float* x = rows + j * stride;
+      V16 xv[kV];
+      for (int64_t c = 0; c < kV; ++c) xv[c] = load16(x + 16 * c);
+#pragma GCC unroll 4
+      for (int64_t r = 0; r < kRows; ++r) {
+        float c0 = w[r * ld + j];
+        for (int64_t c = 0; c < kV; ++c) acc[r][c] = cpu::madd16(c0, xv[c], acc[r][c]);
+      }
+    }
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < kV; ++c) store16(out[r] + 16 * c, acc[r][c]);
+  } else {
+    const int64_t D = Drt;
+    float acc[kRows][kMaxD];
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t d = 0; d < D; ++d) acc[r][d] = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      const float* x = rows + j * stride;
+      for (int64_t r = 0; r < kRows; ++r) {
+        float c = w[r * ld + j];
+        for (int64_t d = 0; d < D; ++d) acc[r][d] = cpu::madd<Fma>(c, x[d], acc[r][d]);
+      }
+    }
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t d = 0; d < D; ++d) out[r][d] = acc[r][d];
+  }
+}
+
+// acc[j] += sum_r w[r * ld + j] * a_r for j < n (rows of acc D apart), r ascending.
+template <bool Fma, int64_t DT>
+[[gnu::always_inline]] inline void tile_outer(float* acc, const float* w, int64_t ld, const float* const* a, int64_t n,
+                                              int64_t Drt) {
+  if constexpr (DT != 0) {
+    constexpr int64_t kV = DT / 16;
+    for (int64_t j = 0; j < n; ++j) {
+      float* y = acc + j * DT;
+      V16 yv[kV];
+      for (int64_t c = 0; c < kV; ++c) yv[c] = load16(y + 16 * c);
+#pragma GCC unroll 4
+      for (int64_t r = 0; r < kRows; ++r) {
+        float c0 = w[r * ld + j];
+        for (int64_t c = 0; c < kV; ++c) yv[c] = cpu::madd16(c0, load16(a[r] + 16 * c), yv[c]);
+      }
+      for (int64_t c = 0; c < kV; ++c) store16(y + 16 * c, yv[c]);
+    }
+  } else {
+    const int64_t D = Drt;
+    for (int64_t j = 0; j < n; ++j) {
+      float* y = acc + j * D;
+      for (int64_t r = 0; r < kRows; ++r) {
+        float c = w[r * ld + j];
+        for (int64_t d = 0; d < D; ++d) y[d] = cpu::madd<Fma>(c, a[r][d], y[d]);
+      }
+    }
+  }
+}
+
+struct SeqHead {
+  const float *q, *k, *v;         // first row of the sequence for this head / kv head
+  int64_t q_stride, kv_stride;    // floats between consecutive tokens
+  int64_t len, D;
+  float scale;
+};
+
+// Forward of one (sequence, head): out rows and lse (strides as q / lse layout).
+template <bool Fma, int64_t DT>
+[[gnu::always_inline]] inline void forward_body(const SeqHead& a, float* out, float* lse, int64_t lse_stride,
+                                                float* kt, float* p) {
+  const int64_t len = a.len, D = DT ? DT : a.D, ld = round_up(len, kCols);
+  gather_transposed(kt, a.k, a.kv_stride, len, ld, D);
+  for (int64_t i0 = 0; i0 < len; i0 += kRows) {
+    const int64_t rows = std::min(kRows, len - i0), n = i0 + rows;
+    const float* qr[kRows];
+    float* outr[kRows];
+    float tmp[kRows - 1][DT ? DT : kMaxD];
+    for (int64_t r = 0; r < kRows; ++r) {
+      qr[r] = a.q + std::min(i0 + r, len - 1) * a.q_stride;
+      outr[r] = r < rows ? out + (i0 + r) * a.q_stride : tmp[r - 1];
+    }
+    tile_scores<Fma, DT>(p, qr, kt, ld, round_up(n, kCols), D, a.scale);
+    for (int64_t r = 0; r < kRows; ++r) {
+      float* pr = p + r * ld;
+      const int64_t valid = std::min(i0 + r, len - 1) + 1;  // causal: keys 0..i
+      float m = pr[0];
+      for (int64_t j = 1; j < valid; ++j) m = pr[j] > m ? pr[j] : m;
+      float sum = 0.0f;
+      for (int64_t j = 0; j < valid; ++j) {
+        pr[j] = cpu::exp_nonpositive<Fma>(pr[j] - m);
+        sum += pr[j];
+      }
+      float inv = 1.0f / sum;
+      for (int64_t j = 0; j < valid; ++j) pr[j] *= inv;
+      for (int64_t j = valid; j < n; ++j) pr[j] = 0.0f;
+      if (r < rows) lse[(i0 + r) * lse_stride] = m + std::log(sum);
+    }
+    tile_weighted<Fma, DT>(outr, p, ld, a.v, a.kv_stride, n, D);
+  }
+}
+
+struct SeqHeadGrad {
+  const float *dout, *out, *lse;  // for this head; lse stride lse_stride
+  int64_t lse_stride;
+  float* dq;                      // for this head, stride q_stride
+};
+
+// Backward of one (sequence, head) of a kv group: writes dq, adds into dk_acc / dv_acc [len, D]
+// (zeroed by the caller before the group's first head). kt, vt: keys / values transposed.
+template <bool Fma, int64_t DT>
+[[gnu::always_inline]] inline void backward_body(const SeqHead& a, const SeqHeadGrad& g, const float* kt,
+                                                 const float* vt, float* dk_acc, float* dv_acc, float* p, float* dp) {
+  const int64_t len = a.len, D = DT ? DT : a.D, ld = round_up(len, kCols);
+  for (int64_t i0 = 0; i0 < len; i0 += kRows) {
+    const int64_t rows = std::min(kRows, len - i0), n = i0 + rows, nk = round_up(n, kCols);
+    const float *qr[kRows], *dor[kRows];
+    float* dqr[kRows];
+    float tmp[kRows - 1][DT ? DT : kMaxD];
+    float delta[kRows];
+    for (int64_t r = 0; r < kRows; ++r) {
+      int64_t i = std::min(i0 + r, len - 1);
+      qr[r] = a.q + i * a.q_stride;
+      dor[r] = g.dout + i * a.q_stride;
+      dqr[r] = r < rows ? g.dq + i * a.q_stride : tmp[r - 1];
+      const float* o = g.out + i * a.q_stride;
+      float sum = 0.0f;
+      for (int64_t d = 0; d < D; ++d) sum = cpu::madd<Fma>(dor[r][d], o[d], sum);
+      delta[r] = sum;
+    }
+    tile_scores<Fma, DT>(p, qr, kt, ld, nk, D, a.scale);
+    tile_scores<Fma, DT>(dp, dor, vt, ld, nk, D, 1.0f);
+    // P = exp(s - lse), dS = P (dP - delta) scale; rows past the tile's end and keys past the
+    // causal limit get 0, so they add nothing below.
+    for (int64_t r = 0; r < kRows; ++r) {
+      float* pr = p + r * ld;
+      float* dsr = dp + r * ld;
+      const int64_t valid = r < rows ? i0 + r + 1 : 0;
+      const float l = r < rows ? g.lse[(i0 + r) * g.lse_stride] : 0.0f;
+      for (int64_t j = 0; j < valid; ++j) {
+        pr[j] = cpu::exp_nonpositive<Fma>(pr[j] - l);
+        dsr[j] = pr[j] * (dsr[j] - delta[r]) * a.scale;
+      }
+      for (int64_t j = valid; j < n; ++j) pr[j] = dsr[j] = 0.0f;
+    }
+    tile_weighted<Fma, DT>(dqr, dp, ld, a.k, a.kv_stride, n, D);
+    tile_outer<Fma, DT>(dk_acc, dp, ld, qr, n, D);
+    tile_outer<Fma, DT>(dv_acc, p, ld, dor, n, D);
+  }
+}
+
+template <bool Fma>
+[[gnu::always_inline]] inline void forward_dispatch(const SeqHead& a, float* out, float* lse, int64_t lse_stride,
+                                                    float* kt, float* p) {
+  if (a.D == 64) {
+    forward_body<Fma, 64>(a, out, lse, lse_stride, kt, p);
+  } else if (a.D == 128) {
+    forward_body<Fma, 128>(a, out, lse, lse_stride, kt, p);
+  } else {
+    forward_body<Fma, 0>(a, out, lse, lse_stride, kt, p);
+  }
+}
+
+template <bool Fma>
+[[gnu::always_inline]] inline void backward_dispatch(const SeqHead& a, const SeqHeadGrad& g, const float* kt,
+                                                     const float* vt, float* dk_acc, float* dv_acc, float* p,
+                                                     float* dp) {
+  if (a.D == 64) {
+    backward_body<Fma, 64>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+  } else if (a.D == 128) {
+    backward_body<Fma, 128>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+  } else {
+    backward_body<Fma, 0>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+  }
+}
+
+using ForwardFn = void (*)(const SeqHead&, float*, float*, int64_t, float*, float*);
+using BackwardFn = void (*)(const SeqHead&, const SeqHeadGrad&, const float*, const float*, float*, float*, float*,
+                            float*);
+
+[[gnu::target("avx512f,avx512vl,avx2,fma")]] void forward_avx512(const SeqHead& a, float* out, float* lse,
+                                                                  int64_t lse_stride, float* kt, float* p) {
+  forward_dispatch<true>(a, out, lse, lse_stride, kt, p);
+}
+[[gnu::target("avx2,fma")]] void forward_avx2(const SeqHead& a, float* out, float* lse, int64_t lse_stride, float* kt,
+                                               float* p) {
+  forward_dispatch<true>(a, out, lse, lse_stride, kt, p);
+}
+void forward_base(const SeqHead& a, float* out, float* lse, int64_t lse_stride, float* kt, float* p) {
+  forward_dispatch<false>(a, out, lse, lse_stride, kt, p);
+}
+
+[[gnu::target("avx512f,avx512vl,avx2,fma")]] void backward_avx512(const SeqHead& a, const SeqHeadGrad& g,
+                                                                   const float* kt, const float* vt, float* dk_acc,
+                                                                   float* dv_acc, float* p, float* dp) {
+  backward_dispatch<true>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+}
+[[gnu::target("avx2,fma")]] void backward_avx2(const SeqHead& a, const SeqHeadGrad& g, const float* kt,
+                                                const float* vt, float* dk_acc, float* dv_acc, float* p, float* dp) {
+  backward_dispatch<true>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+}
+void backward_base(const SeqHead& a, const SeqHeadGrad& g, const float* kt, const float* vt, float* dk_acc,
+                   float* dv_acc, float* p, float* dp) {
+  backward_dispatch<false>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
 }
 
 void check_shape(const AttentionShape& s) {
   check(s.heads > 0 && s.kv_heads > 0 && s.head_dim > 0 && s.heads % s.kv_heads == 0, "attention: heads ", s.heads,
         " must be a positive multiple of kv_heads ", s.kv_heads, " (head_dim ", s.head_dim, ")");
+  check(s.head_dim <= kMaxD, "attention: head_dim ", s.head_dim, " exceeds the CPU kernels' limit of ", kMaxD);
 }
 
 void check_cu_seqlens(const int32_t* cu, int64_t num_seqs) {
@@ -62,28 +295,21 @@ void attention_forward_cpu(float* out, float* lse, const float* q, const float* 
   check_cu_seqlens(cu_seqlens, num_seqs);
   const int64_t H = shape.heads, KVH = shape.kv_heads, D = shape.head_dim, group = H / KVH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  ForwardFn run = cpu::cpu_isa() == cpu::Isa::Avx512 ? forward_avx512
+                  : cpu::cpu_isa() == cpu::Isa::Avx2 ? forward_avx2
+                                                     : forward_base;
   default_thread_pool().parallel_for(static_cast<size_t>(num_seqs * H), 1, [&](size_t begin, size_t end) {
-    std::vector<float> p, kt, acc(static_cast<size_t>(D));
+    std::vector<float> p, kt;
     for (size_t task = begin; task < end; ++task) {
       int64_t s = static_cast<int64_t>(task) / H, h = static_cast<int64_t>(task) % H, kvh = h / group;
       int64_t start = cu_seqlens[s], len = cu_seqlens[s + 1] - start;
-      p.resize(static_cast<size_t>(len));
-      kt.resize(static_cast<size_t>(len * D));
-      gather_transposed(kt.data(), k + (start * KVH + kvh) * D, KVH * D, len, D);
-      for (int64_t i = 0; i < len; ++i) {
-        scores(p.data(), q + ((start + i) * H + h) * D, kt.data(), len, i + 1, D, scale);
-        float m = *std::max_element(p.begin(), p.begin() + i + 1);
-        float sum = 0.0f;
-        for (int64_t j = 0; j <= i; ++j) {
-          p[j] = std::exp(p[j] - m);
-          sum += p[j];
-        }
-        float inv = 1.0f / sum;
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t j = 0; j <= i; ++j) axpy(acc.data(), p[j] * inv, v + ((start + j) * KVH + kvh) * D, D);
-        std::copy(acc.begin(), acc.end(), out + ((start + i) * H + h) * D);
-        lse[(start + i) * H + h] = m + std::log(sum);
-      }
+      if (len == 0) continue;
+      int64_t ld = round_up(len, kCols);
+      p.resize(static_cast<size_t>(kRows * ld));
+      kt.resize(static_cast<size_t>(D * ld));
+      SeqHead a{q + (start * H + h) * D, k + (start * KVH + kvh) * D, v + (start * KVH + kvh) * D, H * D, KVH * D,
+                len, D, scale};
+      run(a, out + (start * H + h) * D, lse + start * H + h, H, kt.data(), p.data());
     }
   });
 }
@@ -95,86 +321,35 @@ void attention_backward_cpu(float* dq, float* dk, float* dv, const float* dout, 
   check_cu_seqlens(cu_seqlens, num_seqs);
   const int64_t H = shape.heads, KVH = shape.kv_heads, D = shape.head_dim, group = H / KVH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  BackwardFn run = cpu::cpu_isa() == cpu::Isa::Avx512 ? backward_avx512
+                   : cpu::cpu_isa() == cpu::Isa::Avx2 ? backward_avx2
+                                                      : backward_base;
   default_thread_pool().parallel_for(static_cast<size_t>(num_seqs * KVH), 1, [&](size_t begin, size_t end) {
-    std::vector<float> p, dp, kt, vt, dk_acc, dv_acc, dq_acc(static_cast<size_t>(D));
+    std::vector<float> p, dp, kt, vt, dk_acc, dv_acc;
     for (size_t task = begin; task < end; ++task) {
       int64_t s = static_cast<int64_t>(task) / KVH, kvh = static_cast<int64_t>(task) % KVH;
       int64_t start = cu_seqlens[s], len = cu_seqlens[s + 1] - start;
-      p.resize(static_cast<size_t>(len));
-      dp.resize(static_cast<size_t>(len));
-      kt.resize(static_cast<size_t>(len * D));
-      vt.resize(static_cast<size_t>(len * D));
+      if (len == 0) continue;
+      int64_t ld = round_up(len, kCols);
+      p.resize(static_cast<size_t>(kRows * ld));
+      dp.resize(static_cast<size_t>(kRows * ld));
+      kt.resize(static_cast<size_t>(D * ld));
+      vt.resize(static_cast<size_t>(D * ld));
       dk_acc.assign(static_cast<size_t>(len * D), 0.0f);
       dv_acc.assign(static_cast<size_t>(len * D), 0.0f);
       const float* k0 = k + (start * KVH + kvh) * D;
       const float* v0 = v + (start * KVH + kvh) * D;
-      gather_transposed(kt.data(), k0, KVH * D, len, D);
-      gather_transposed(vt.data(), v0, KVH * D, len, D);
+      gather_transposed(kt.data(), k0, KVH * D, len, ld, D);
+      gather_transposed(vt.data(), v0, KVH * D, len, ld, D);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        for (int64_t i = 0; i < len; ++i) {
-          int64_t row = (start + i) * H + h, n = i + 1;
-          const float* qi = q + row * D;
-          const float* doi = dout + row * D;
-          // P_ij = exp(s_ij - lse_i); dS_ij = P_ij (dout_i . v_j - dout_i . out_i).
-          float delta = dot(doi, out + row * D, D);
-          scores(p.data(), qi, kt.data(), len, n, D, scale);
-          for (int64_t j = 0; j < n; ++j) p[j] = std::exp(p[j] - lse[row]);
-          scores(dp.data(), doi, vt.data(), len, n, D, 1.0f);
-          for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - delta) * scale;  // dS
-          std::fill(dq_acc.begin(), dq_acc.end(), 0.0f);
-          for (int64_t j = 0; j < n; ++j) {
-            axpy(dq_acc.data(), dp[j], k0 + j * KVH * D, D);
-            axpy(dk_acc.data() + j * D, dp[j], qi, D);
-            axpy(dv_acc.data() + j * D, p[j], doi, D);
-          }
-          std::copy(dq_acc.begin(), dq_acc.end(), dq + row * D);
-        }
+        int64_t row0 = start * H + h;
+        SeqHead a{q + row0 * D, k0, v0, H * D, KVH * D, len, D, scale};
+        SeqHeadGrad g{dout + row0 * D, out + row0 * D, lse + row0, H, dq + row0 * D};
+        run(a, g, kt.data(), vt.data(), dk_acc.data(), dv_acc.data(), p.data(), dp.data());
       }
       for (int64_t j = 0; j < len; ++j) {
         std::copy(dk_acc.begin() + j * D, dk_acc.begin() + (j + 1) * D, dk + ((start + j) * KVH + kvh) * D);
         std::copy(dv_acc.begin() + j * D, dv_acc.begin() + (j + 1) * D, dv + ((start + j) * KVH + kvh) * D);
-      }
-    }
-  });
-}
-
-// One task per (query, kv head): the query's keys and values are gathered from their blocks once
-// and serve every query head of the group.
-void paged_attention_cpu(float* out, const float* q, const float* k_cache, const float* v_cache,
-                         const PagedQueries& queries, AttentionShape shape) {
-  check_shape(shape);
-  const int64_t H = shape.heads, KVH = shape.kv_heads, D = shape.head_dim, group = H / KVH;
-  const int64_t bs = queries.block_size;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  for (int64_t i = 0; i < queries.num_queries; ++i)
-    check(queries.positions[i] >= 0 && queries.positions[i] / bs < queries.max_blocks, "paged attention: query ", i,
-          " at position ", queries.positions[i], " lies past its block table (", queries.max_blocks, " blocks of ", bs,
-          ")");
-  default_thread_pool().parallel_for(static_cast<size_t>(queries.num_queries * KVH), 1, [&](size_t begin, size_t end) {
-    std::vector<float> p, kt, acc(static_cast<size_t>(D));
-    for (size_t task = begin; task < end; ++task) {
-      int64_t i = static_cast<int64_t>(task) / KVH, kvh = static_cast<int64_t>(task) % KVH;
-      int64_t len = queries.positions[i] + 1;
-      const int32_t* table = queries.block_table + i * queries.max_blocks;
-      auto slot = [&](int64_t j) { return ((static_cast<int64_t>(table[j / bs]) * bs + j % bs) * KVH + kvh) * D; };
-      p.resize(static_cast<size_t>(len));
-      kt.resize(static_cast<size_t>(len * D));
-      for (int64_t j = 0; j < len; ++j) {
-        const float* kj = k_cache + slot(j);
-        for (int64_t d = 0; d < D; ++d) kt[d * len + j] = kj[d];
-      }
-      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        scores(p.data(), q + (i * H + h) * D, kt.data(), len, len, D, scale);
-        float m = *std::max_element(p.begin(), p.end());
-        float sum = 0.0f;
-        for (int64_t j = 0; j < len; ++j) {
-          p[j] = std::exp(p[j] - m);
-          sum += p[j];
-        }
-        float inv = 1.0f / sum;
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t j = 0; j < len; ++j) axpy(acc.data(), p[j] * inv, v_cache + slot(j), D);
-        std::copy(acc.begin(), acc.end(), out + (i * H + h) * D);
       }
     }
   });

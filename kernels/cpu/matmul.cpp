@@ -1,5 +1,8 @@
 #include "kernels/matmul.h"
 
+#include <algorithm>
+
+#include "kernels/cpu/vec.h"
 #include "runtime/gemm.h"
 #include "runtime/thread_pool.h"
 
@@ -26,7 +29,70 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool tr
   gemm_cpu(p);
 }
 
+// Few tokens (decode steps): sgemm would pack the whole weight matrix on every call — as many
+// bytes moved as the product itself reads — so stream each weight row once instead and dot it
+// with up to kRows token rows held in L1. Each output is one fixed-order sum on one thread:
+// the result does not depend on the thread count.
+constexpr int64_t kRows = 4, kLanes = 32;
+
+template <bool Fma>
+[[gnu::always_inline]] inline void small_tokens_body(float* out, const float* inp, const float* weight,
+                                                     const float* bias, int64_t T, int64_t C, int64_t OC, int64_t o0,
+                                                     int64_t o1) {
+  const int64_t body = C / kLanes * kLanes;
+  for (int64_t o = o0; o < o1; ++o) {
+    const float* w = weight + o * C;
+    for (int64_t t0 = 0; t0 < T; t0 += kRows) {
+      const float* x[kRows];
+      for (int64_t r = 0; r < kRows; ++r) x[r] = inp + std::min(t0 + r, T - 1) * C;
+      float acc[kRows][kLanes] = {};
+      for (int64_t c = 0; c < body; c += kLanes) {
+#pragma GCC unroll 4
+        for (int64_t r = 0; r < kRows; ++r)
+          for (int64_t l = 0; l < kLanes; ++l) acc[r][l] = cpu::madd<Fma>(x[r][c + l], w[c + l], acc[r][l]);
+      }
+      for (int64_t r = 0; r < kRows && t0 + r < T; ++r) {
+        for (int64_t width = kLanes / 2; width > 0; width /= 2)
+          for (int64_t l = 0; l < width; ++l) acc[r][l] += acc[r][l + width];
+        float sum = acc[r][0];
+        for (int64_t c = body; c < C; ++c) sum = cpu::madd<Fma>(x[r][c], w[c], sum);
+        out[(t0 + r) * OC + o] = bias ? sum + bias[o] : sum;
+      }
+    }
+  }
+}
+
+[[gnu::target("avx512f,avx512vl,avx2,fma")]] void small_tokens_avx512(float* out, const float* inp,
+                                                                       const float* weight, const float* bias,
+                                                                       int64_t T, int64_t C, int64_t OC, int64_t o0,
+                                                                       int64_t o1) {
+  small_tokens_body<true>(out, inp, weight, bias, T, C, OC, o0, o1);
+}
+
+[[gnu::target("avx2,fma")]] void small_tokens_avx2(float* out, const float* inp, const float* weight,
+                                                    const float* bias, int64_t T, int64_t C, int64_t OC, int64_t o0,
+                                                    int64_t o1) {
+  small_tokens_body<true>(out, inp, weight, bias, T, C, OC, o0, o1);
+}
+
+void small_tokens_base(float* out, const float* inp, const float* weight, const float* bias, int64_t T, int64_t C,
+                       int64_t OC, int64_t o0, int64_t o1) {
+  small_tokens_body<false>(out, inp, weight, bias, T, C, OC, o0, o1);
+}
+
 }  // namespace
+
+void matmul_forward_rows_cpu(float* out, const float* inp, const float* weight, const float* bias, int64_t T,
+                             int64_t C, int64_t OC) {
+  auto* run = cpu::cpu_isa() == cpu::Isa::Avx512 ? small_tokens_avx512
+              : cpu::cpu_isa() == cpu::Isa::Avx2 ? small_tokens_avx2
+                                                 : small_tokens_base;
+  // ~64 KFLOP per chunk at least, so a chunk outweighs waking a worker.
+  size_t min_chunk = static_cast<size_t>(std::max<int64_t>(1, 32768 / std::max<int64_t>(1, T * C)));
+  default_thread_pool().parallel_for(static_cast<size_t>(OC), min_chunk, [&](size_t begin, size_t end) {
+    run(out, inp, weight, bias, T, C, OC, static_cast<int64_t>(begin), static_cast<int64_t>(end));
+  });
+}
 
 void matmul_forward_cpu(float* out, const float* inp, const float* weight, const float* bias, int64_t tokens,
                         int64_t in_features, int64_t out_features) {
