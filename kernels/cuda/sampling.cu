@@ -140,7 +140,8 @@ __device__ uint64_t select_key(const Row& r, uint64_t lo, uint64_t need, bool ma
         bool candidate = key >= lo;
         if (candidate && level > 0) candidate = b == bucket && (level == 1 || (key >> (shift + 8)) == (prefix >> (shift + 8)));
         if (candidate) {
-          w = mass ? fixed_weight(tempered(l, r)) : 1;
+          // Bucket 0 lies >= 32 tempered units below the max: weight exactly 0, no exp needed.
+          w = !mass ? 1 : (b == 0 ? 0 : fixed_weight(tempered(l, r)));
           if (w > 0) digit = level == 0 ? b : static_cast<int>((key >> shift) & 255);
         }
       }
@@ -175,7 +176,7 @@ __device__ uint64_t select_key(const Row& r, uint64_t lo, uint64_t need, bool ma
       const uint64_t key = make_key(l, v);
       if (key < lo || value_bucket(l, r) != bucket) continue;
       if (level > 0 && (key >> shift) != (prefix >> shift)) continue;
-      if (mass && fixed_weight(tempered(l, r)) == 0) continue;
+      if (mass && (bucket == 0 || fixed_weight(tempered(l, r)) == 0)) continue;
       smallest = key < smallest ? key : smallest;
     }
     return block_reduce(smallest, Min{}, sh.red_u64);
@@ -224,7 +225,7 @@ __global__ __launch_bounds__(kThreads, 1) void sample_kernel(SampledToken* out, 
     unsigned long long sum = 0;
     for (int v = threadIdx.x; v < vocab; v += kThreads) {
       const float l = r.logits[v];
-      if (make_key(l, v) >= threshold) sum += fixed_weight(tempered(l, r));
+      if (make_key(l, v) >= threshold && value_bucket(l, r) > 0) sum += fixed_weight(tempered(l, r));
     }
     return block_reduce(sum, Add{}, sh.red_u64);
   };
@@ -236,12 +237,13 @@ __global__ __launch_bounds__(kThreads, 1) void sample_kernel(SampledToken* out, 
     if (need > total) need = total;
     lo = select_key(r, lo, need, true, sh);
   }
-  // The kept set's total, exactly (for the draw) and as the CPU path's double sum of float probs.
+  // The kept set's total, exactly (for the draw) and as the CPU path's double sum of float probs
+  // (bucket 0 left out: its members add < vocab * e^-32 ~ 2e-9 of the total).
   const unsigned long long total = kept_weight(lo);
   double kept_sum = 0.0;
   for (int v = threadIdx.x; v < vocab; v += kThreads) {
     const float l = r.logits[v];
-    if (make_key(l, v) >= lo) kept_sum += tempered(l, r);
+    if (make_key(l, v) >= lo && value_bucket(l, r) > 0) kept_sum += tempered(l, r);
   }
   kept_sum = block_reduce(kept_sum, Add{}, sh.red_f64);
 

@@ -1,0 +1,197 @@
+// CUDA RMSNorm / RoPE / SwiGLU / embedding bandwidth beside a device-to-device copy measured in the
+// same run; sampling rows/s over 151,936-wide rows; masked log-prob time and memory at Qwen3-4B's
+// shape (tokens 4096, vocab 151,936, hidden 2560). PyTorch baselines: bench/logprob_torch.py.
+// Bytes counted: each input read once, each output written once (the minimum a kernel must move).
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "bench/cuda_bench.h"
+#include "kernels/embedding.h"
+#include "kernels/logprob.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/sampling.h"
+#include "kernels/swiglu.h"
+#include "runtime/cuda/check.h"
+#include "runtime/random.h"
+
+using namespace sqlrl;
+
+namespace {
+
+const CudaStream kStream{nullptr, 0};
+
+Tensor random_bf16(int64_t n, uint64_t stream_id, float low = -1.0f, float high = 1.0f) {
+  Tensor f = empty({n}, DType::F32, cuda_device(0));
+  fill_uniform(f, 1234, stream_id, low, high);
+  return to_dtype(f, DType::BF16);
+}
+Tensor random_f32(int64_t n, uint64_t stream_id, float low = -1.0f, float high = 1.0f) {
+  Tensor f = empty({n}, DType::F32, cuda_device(0));
+  fill_uniform(f, 1234, stream_id, low, high);
+  return f;
+}
+uint16_t* bf(const Tensor& t) { return t.data_as<uint16_t>(); }
+float* f32(const Tensor& t) { return t.data_as<float>(); }
+Tensor bytes(size_t n) { return empty({static_cast<int64_t>(n > 0 ? n : 1)}, DType::U8, cuda_device(0)); }
+
+double gbps(double bytes, float ms) { return bytes / ms / 1e6; }
+
+}  // namespace
+
+int main() {
+  if (cuda_device_count() == 0) {
+    std::printf("bench_ops_cuda: skipped: %s\n", cuda_unavailable_reason().c_str());
+    return 0;
+  }
+  CudaDeviceInfo info = cuda_device_info(0);
+  std::printf("### Element-wise / normalisation kernels on %s\n\n", info.name.c_str());
+  bench::print_header();
+
+  // The ceiling: a 1 GiB device-to-device copy, bytes read + bytes written.
+  const size_t copy_bytes = size_t{1} << 30;
+  Tensor src = bytes(copy_bytes), dst = bytes(copy_bytes);
+  CUDA_CHECK(cudaMemset(src.data(), 1, copy_bytes));
+  float copy_ms = bench::median_ms([&] {
+    CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), copy_bytes, cudaMemcpyDeviceToDevice, nullptr));
+  });
+  const double copy = gbps(2.0 * copy_bytes, copy_ms);
+  bench::print_row("device-to-device copy 1 GiB", copy, "GB/s", "itself", copy);
+  src = Tensor{}, dst = Tensor{};
+
+  const int64_t tokens = 16384, hidden = 2560, heads = 32, head_dim = 128, inter = 9728;
+  {  // RMSNorm over the hidden size, and Qwen3's q_norm (rows = tokens * heads, dim = head_dim).
+    for (auto [rows_, dim_, name] : {std::tuple{tokens, hidden, "rmsnorm hidden 2560"},
+                                     std::tuple{tokens * heads, head_dim, "rmsnorm q_norm 128"}}) {
+      const int64_t rows = rows_, dim = dim_, n = rows * dim;  // plain locals: lambdas capture them
+      Tensor x = random_bf16(n, 1), w = random_bf16(dim, 2, 0.5f, 1.5f), out = random_bf16(n, 3);
+      Tensor dout = random_bf16(n, 4), dx = random_bf16(n, 5), rstd = random_f32(rows, 6), dw = random_f32(dim, 7);
+      size_t ws_bytes = rmsnorm_backward_workspace_bytes(rows, dim);
+      Tensor ws = bytes(ws_bytes);
+      float fwd = bench::median_ms([&] { rmsnorm_forward_cuda(bf(out), f32(rstd), bf(x), bf(w), rows, dim, 1e-6f, kStream); });
+      float bwd = bench::median_ms([&] {
+        rmsnorm_backward_cuda(bf(dx), f32(dw), bf(dout), bf(x), bf(w), f32(rstd), rows, dim, ws.data(), ws_bytes, kStream);
+      });
+      bench::print_row(std::string(name) + " fwd", gbps(2.0 * n * 2 + rows * 4.0, fwd), "GB/s", "copy", copy);
+      // Reads x, dout, dx; writes dx.
+      bench::print_row(std::string(name) + " bwd", gbps(4.0 * n * 2 + rows * 4.0, bwd), "GB/s", "copy", copy);
+    }
+  }
+  {  // RoPE in place on q [tokens, 32, 128].
+    const int64_t n = tokens * heads * head_dim;
+    Tensor q = random_bf16(n, 8);
+    std::vector<int32_t> pos(static_cast<size_t>(tokens));
+    for (int64_t t = 0; t < tokens; ++t) pos[t] = static_cast<int32_t>(t % 4096);
+    Tensor positions = from_ints(pos, {tokens}, cuda_device(0));
+    float fwd = bench::median_ms([&] {
+      rope_forward_cuda(bf(q), positions.data_as<int32_t>(), tokens, heads, head_dim, heads * head_dim, 1e6f, kStream);
+    });
+    bench::print_row("rope q 32x128 fwd (in place)", gbps(2.0 * n * 2, fwd), "GB/s", "copy", copy);
+  }
+  {  // SwiGLU on [tokens, 9728].
+    const int64_t n = tokens * inter;
+    Tensor g = random_bf16(n, 9, -4, 4), u = random_bf16(n, 10), out = random_bf16(n, 11), dout = random_bf16(n, 12);
+    Tensor dg = random_bf16(n, 13), du = random_bf16(n, 14);
+    float fwd = bench::median_ms([&] { swiglu_forward_cuda(bf(out), bf(g), bf(u), n, kStream); });
+    float bwd = bench::median_ms([&] { swiglu_backward_cuda(bf(dg), bf(du), bf(dout), bf(g), bf(u), n, kStream); });
+    bench::print_row("swiglu 9728 fwd", gbps(3.0 * n * 2, fwd), "GB/s", "copy", copy);
+    bench::print_row("swiglu 9728 bwd", gbps(5.0 * n * 2, bwd), "GB/s", "copy", copy);
+  }
+  {  // Embedding gather of 16384 tokens from [151936, 2560].
+    const int64_t vocab = 151936;
+    Tensor table = random_bf16(vocab * hidden, 15), out = random_bf16(tokens * hidden, 16);
+    std::vector<int32_t> ids(static_cast<size_t>(tokens));
+    for (int64_t t = 0; t < tokens; ++t) ids[t] = static_cast<int32_t>((t * 7919) % vocab);
+    Tensor gids = from_ints(ids, {tokens}, cuda_device(0));
+    float fwd = bench::median_ms([&] {
+      embedding_forward_cuda(bf(out), bf(table), gids.data_as<int32_t>(), tokens, vocab, hidden, kStream);
+    });
+    bench::print_row("embedding gather fwd", gbps(2.0 * tokens * hidden * 2, fwd), "GB/s", "copy", copy);
+    Tensor dtable = random_f32(vocab * hidden, 17), dout = random_bf16(tokens * hidden, 18);
+    size_t ws_bytes = embedding_backward_workspace_bytes(tokens, vocab);
+    Tensor ws = bytes(ws_bytes);
+    float bwd = bench::median_ms([&] {
+      embedding_backward_cuda(f32(dtable), bf(dout), gids.data_as<int32_t>(), tokens, vocab, hidden, ws.data(),
+                              ws_bytes, kStream);
+    });
+    // Reads dout (bf16) and the touched dtable rows, writes those rows (f32).
+    bench::print_row("embedding scatter-add bwd", gbps(tokens * hidden * (2.0 + 8.0), bwd), "GB/s", "copy", copy);
+  }
+
+  std::printf("\n### Sampling over 151,936-wide f32 rows on %s\n\n", info.name.c_str());
+  bench::print_header();
+  {
+    const int64_t vocab = 151936;
+    for (int64_t rows : {int64_t{64}, int64_t{256}}) {
+      Tensor logits = random_f32(rows * vocab, 19, -10.0f, 10.0f);
+      Tensor out = bytes(static_cast<size_t>(rows) * sizeof(SampledToken));
+      Tensor req = bytes(static_cast<size_t>(rows) * sizeof(SamplingRequest));
+      for (auto [params_, name] : {std::pair{SamplingParams{0.0f, 0, 1.0f, 1}, "greedy"},
+                                  std::pair{SamplingParams{1.0f, 0, 1.0f, 1}, "T=1"},
+                                  std::pair{SamplingParams{0.6f, 0, 0.95f, 1}, "T=0.6 top-p 0.95"},
+                                  std::pair{SamplingParams{1.0f, 50, 1.0f, 1}, "top-k 50"}}) {
+        const SamplingParams params = params_;
+        std::vector<SamplingRequest> host(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) host[r] = SamplingRequest{params, static_cast<uint64_t>(r), 17};
+        CUDA_CHECK(cudaMemcpy(req.data(), host.data(), host.size() * sizeof(SamplingRequest), cudaMemcpyHostToDevice));
+        float ms = bench::median_ms([&] {
+          sample_tokens_cuda(static_cast<SampledToken*>(out.data()), f32(logits), rows, vocab, vocab,
+                             static_cast<const SamplingRequest*>(req.data()), kStream);
+        });
+        // Baseline: reading the logits once at copy bandwidth (a lower bound on any sampler's time).
+        double floor_rows_per_s = copy * 1e9 / (vocab * 4.0);
+        bench::print_row("sample " + std::to_string(rows) + " rows " + name, rows / (ms * 1e-3), "rows/s",
+                         "one read at copy bw", floor_rows_per_s);
+      }
+    }
+  }
+
+  std::printf("\n### Masked log-prob, tokens 4096 x vocab 151,936 x hidden 2560 on %s\n\n", info.name.c_str());
+  bench::print_header();
+  {
+    const int64_t T = 4096, V = 151936, C = 2560;
+    Tensor hidden = random_bf16(T * C, 20), weight = random_bf16(V * C, 21, -0.05f, 0.05f);
+    std::vector<int32_t> tg(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) tg[t] = static_cast<int32_t>((t * 104729) % V);
+    Tensor targets = from_ints(tg, {T}, cuda_device(0));
+    Tensor logprobs = random_f32(T, 22), lse = random_f32(T, 23), entropy = random_f32(T, 24);
+    // Half the tokens carry gradient (prompt tokens are masked in RL batches).
+    std::vector<float> g(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) g[t] = t % 2 == 0 ? 0.0f : 1.0f / T;
+    Tensor dlogprobs = from_floats(g, {T}, DType::F32, cuda_device(0));
+    Tensor dhidden = random_bf16(T * C, 25), dweight = random_f32(V * C, 26);
+    const double flops_fwd = 2.0 * T * V * C;
+    for (auto [ct, cv] : {std::pair{int64_t{1024}, int64_t{32768}}, std::pair{int64_t{2048}, int64_t{16384}}}) {
+      const LogprobCudaShape shape{T, C, V, ct, cv};
+      size_t ws_bytes = logprob_cuda_workspace_bytes(shape);
+      Tensor ws = bytes(ws_bytes);
+      float fwd = bench::median_ms(
+          [&] {
+            logprob_forward_cuda(f32(logprobs), f32(lse), f32(entropy), bf(hidden), bf(weight),
+                                 targets.data_as<int32_t>(), shape, ws.data(), ws_bytes, kStream);
+          },
+          2, 10);
+      float bwd = bench::median_ms(
+          [&] {
+            logprob_backward_cuda(bf(dhidden), f32(dweight), f32(dlogprobs), nullptr, bf(hidden), bf(weight),
+                                  targets.data_as<int32_t>(), f32(lse), nullptr, shape, ws.data(), ws_bytes, kStream);
+          },
+          2, 10);
+      std::string tile = " (tiles " + std::to_string(ct) + "x" + std::to_string(cv) + ")";
+      bench::print_row("logprob fwd ms" + tile, fwd, "ms", "-", 0);
+      bench::print_row("logprob fwd TFLOP/s" + tile, flops_fwd / fwd / 1e9, "TFLOP/s", "-", 0);
+      // Backward over the 50% active tokens: 3 GEMMs of 2 T/2 V C flops.
+      bench::print_row("logprob bwd ms (50% masked)" + tile, bwd, "ms", "-", 0);
+      bench::print_row("logprob workspace MB" + tile, ws_bytes / 1e6, "MB", "[T x V] f32 logits", T * V * 4.0 / 1e6);
+      const double inputs = (T * C + V * C) * 2.0 + T * 4.0, outputs = 3.0 * T * 4;
+      bench::print_row("logprob fwd memory MB (inputs+outputs+workspace)" + tile, (inputs + outputs + ws_bytes) / 1e6,
+                       "MB", "PyTorch: see logprob_torch.py", 0);
+    }
+  }
+  return 0;
+}
