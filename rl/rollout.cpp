@@ -34,7 +34,9 @@ struct Sample {
   std::vector<int32_t> feed;
   std::optional<TokenStream> turn;  // the current assistant turn's decoded text and stop matcher
   int64_t turn_begin = 0;           // index in tokens of the turn's first sampled token
+  bool eos_ended = false;           // the last turn ended on <|im_end|> / <|endoftext|>
   std::future<sql::Result> sql;
+  std::vector<std::future<sql::Result>> history;  // memory_retrieve: the dialogue's gold SQL
   int64_t sql_due = 0;              // step at which a reproducible schedule takes the result
 };
 
@@ -95,6 +97,15 @@ void inject(Engine& e, Sample& s, Trajectory& t, const std::string& text) {
 
 int turns_left(const Engine& e, const Trajectory& t) { return e.max_turns - static_cast<int>(t.turns.size()); }
 
+StepOutcome outcome_of(const Engine& e, const Sample& s, const Trajectory& t) {
+  StepOutcome outcome;
+  outcome.db_path = example_of(e, s).db_path;
+  outcome.turns_left = turns_left(e, t);
+  outcome.turn_ended_with_eos = s.eos_ended;
+  outcome.empty_think_block = e.opt.chat_template == ChatTemplate::qwen3 && !e.opt.enable_thinking;
+  return outcome;
+}
+
 // The turn just ended with `action`: end the episode, run its SQL, or inject the protocol's text.
 void act(Engine& e, Sample& s, Trajectory& t) {
   const Action& a = t.turns.back().action;
@@ -116,21 +127,24 @@ void act(Engine& e, Sample& s, Trajectory& t) {
     return finish(e, s);
   }
   const sql::Example& ex = example_of(e, s);
-  if (a.kind == ActionKind::ExecSql) {
+  if (e.protocol.executes(a)) {
     s.sql = e.pool.submit(ex.db_path, a.sql, e.opt.sql_limits);
+    // The memory a retrieval shows carries the results of the dialogue's earlier gold queries.
+    if (a.kind == ActionKind::MemoryRetrieve)
+      for (const sql::Turn& h : ex.history) s.history.push_back(e.pool.submit(ex.db_path, h.gold_sql, e.opt.sql_limits));
     s.sql_due = e.step + std::max<int64_t>(e.opt.sql_wait_steps, 0);
     s.phase = Phase::WaitSql;
     ++e.stats.sql_calls;
     return;
   }
-  StepOutcome outcome;
-  outcome.db_path = ex.db_path;
-  outcome.turns_left = turns_left(e, t);
-  inject(e, s, t, e.protocol.inject(a, outcome, ex));
+  inject(e, s, t, e.protocol.inject(a, outcome_of(e, s, t), ex));
 }
 
 void take_sql_result(Engine& e, Sample& s, Trajectory& t) {
   sql::Result result = s.sql.get();
+  std::vector<sql::Result> history;
+  for (auto& f : s.history) history.push_back(f.get());
+  s.history.clear();
   TurnRecord& turn = t.turns.back();
   turn.executed = true;
   turn.sql_error = !result.ok();
@@ -139,12 +153,10 @@ void take_sql_result(Engine& e, Sample& s, Trajectory& t) {
   t.sql_seconds += turn.sql_seconds;
   e.stats.sql_seconds += turn.sql_seconds;
   e.stats.sql_errors += turn.sql_error ? 1 : 0;
-  const sql::Example& ex = example_of(e, s);
-  StepOutcome outcome;
+  StepOutcome outcome = outcome_of(e, s, t);
   outcome.result = &result;
-  outcome.db_path = ex.db_path;
-  outcome.turns_left = turns_left(e, t);
-  inject(e, s, t, e.protocol.inject(turn.action, outcome, ex));
+  if (turn.action.kind == ActionKind::MemoryRetrieve) outcome.history_results = &history;
+  inject(e, s, t, e.protocol.inject(turn.action, outcome, example_of(e, s)));
 }
 
 // Samples the next token of `s` from its logits row and advances its turn.
@@ -177,6 +189,7 @@ void sample_next(Engine& e, Sample& s, Trajectory& t, const float* logits) {
     return finish(e, s);
   }
   if (!s.turn->stopped) s.turn->finish();
+  s.eos_ended = is_eos;
   turn.action = e.protocol.parse(s.turn->text);
   t.turns.push_back(std::move(turn));
   act(e, s, t);

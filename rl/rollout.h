@@ -54,7 +54,7 @@ struct RolloutRequest {
 
 struct RolloutStats {
   int64_t sampled_tokens = 0, injected_tokens = 0, prompt_tokens = 0;
-  int64_t sql_calls = 0, sql_errors = 0;
+  int64_t sql_calls = 0, sql_errors = 0;  // turns whose SQL ran (a retrieval's history queries not counted)
   double decode_seconds = 0, prefill_seconds = 0, sql_seconds = 0, wall_seconds = 0;
   int64_t decode_steps = 0;                // forward_cached calls after the prompt prefills
   int64_t kv_blocks = 0, kv_blocks_peak = 0;  // cache size and most blocks in use at once

@@ -22,9 +22,11 @@
 
 namespace sqlrl::rl::testing {
 
-// Turn ends: "</tool_call>" (or "</sql>", several tokens) runs SQL, "<|box_end|>" answers.
+// Turn ends: "</tool_call>" (or "</sql>", several tokens) runs SQL, "<|box_end|>" answers,
+// "<|quad_end|>" retrieves the dialogue memory (runs its SQL and the history's gold SQL).
 constexpr const char* kExecStop = "</tool_call>";
 constexpr const char* kAnswerStop = "<|box_end|>";
+constexpr const char* kMemoryStop = "<|quad_end|>";
 
 inline const Tokenizer& tiny_tokenizer() {
   static std::unique_ptr<Tokenizer> tok = [] {
@@ -42,7 +44,7 @@ inline const Tokenizer& tiny_tokenizer() {
 }
 
 struct Boosts {
-  float exec = 0, answer = 0, eos = 0;
+  float exec = 0, answer = 0, eos = 0, memory = 0;
 };
 
 // vocab_size 0 = the tokenizer's size (larger pads the vocabulary as the Qwen checkpoints do).
@@ -82,6 +84,7 @@ inline QwenModel tiny_model(const Tokenizer& tok, Boosts boosts, int64_t vocab_s
   boost(kExecStop, boosts.exec);
   boost(kAnswerStop, boosts.answer);
   boost("<|im_end|>", boosts.eos);
+  boost(kMemoryStop, boosts.memory);
   return model;
 }
 
@@ -100,7 +103,7 @@ struct TagProtocol : Protocol {
   bool invalid_ends = false;
   const char* name() const override { return "test-tags"; }
   int max_turns() const override { return turns; }
-  std::vector<std::string> stop_strings() const override { return {kExecStop, kAnswerStop, "</sql>"}; }
+  std::vector<std::string> stop_strings() const override { return {kExecStop, kAnswerStop, kMemoryStop, "</sql>"}; }
   std::vector<ChatMessage> first_prompt(const sql::Example& example, const sql::DatabaseSchema& schema) const override {
     return {{"system", "You answer questions with SQL.", {}, {}},
             {"user", sql::schema_compact(schema) + "\nQuestion: " + example.question, {}, {}}};
@@ -113,8 +116,8 @@ struct TagProtocol : Protocol {
     if (ends_with(kAnswerStop)) {
       a.kind = ActionKind::Answer;
       a.sql = "SELECT count(*) FROM city";
-    } else if (ends_with(kExecStop) || ends_with("</sql>")) {
-      a.kind = ActionKind::ExecSql;
+    } else if (ends_with(kExecStop) || ends_with("</sql>") || ends_with(kMemoryStop)) {
+      a.kind = ends_with(kMemoryStop) ? ActionKind::MemoryRetrieve : ActionKind::ExecSql;
       a.sql = queries[text.size() % 3];
     } else {
       a.error = "no action";
@@ -124,10 +127,20 @@ struct TagProtocol : Protocol {
   bool done(const Action& action, int) const override {
     return action.kind == ActionKind::Answer || (invalid_ends && action.kind == ActionKind::Invalid);
   }
+  bool executes(const Action& action) const override {
+    return action.kind == ActionKind::ExecSql || action.kind == ActionKind::MemoryRetrieve;
+  }
+  // Written like the papers' chat markup: no second <|im_end|> after a turn the model closed.
   std::string inject(const Action& action, const StepOutcome& outcome, const sql::Example&) const override {
     std::string body;
-    if (action.kind == ActionKind::ExecSql) {
-      body = "<tool_response>\n";
+    if (action.kind == ActionKind::MemoryRetrieve) {
+      body = "memory:";
+      if (outcome.history_results)
+        for (const sql::Result& r : *outcome.history_results) body += " " + std::to_string(r.rows.size()) + " rows;";
+      body += "\n";
+    }
+    if (action.kind == ActionKind::ExecSql || action.kind == ActionKind::MemoryRetrieve) {
+      body += "<tool_response>\n";
       if (!outcome.result->ok()) body += "error: " + outcome.result->error + "\n";
       for (const sql::Row& row : outcome.result->rows) {
         for (const sql::Cell& cell : row)
@@ -138,8 +151,9 @@ struct TagProtocol : Protocol {
     } else {
       body = "Rethink: " + action.error;
     }
-    return "<|im_end|>\n<|im_start|>user\n" + body + "\nturns left: " + std::to_string(outcome.turns_left) +
-           "<|im_end|>\n<|im_start|>assistant\n";
+    return std::string(outcome.turn_ended_with_eos ? "\n" : "<|im_end|>\n") + "<|im_start|>user\n" + body +
+           "\nturns left: " + std::to_string(outcome.turns_left) + "<|im_end|>\n<|im_start|>assistant\n" +
+           (outcome.empty_think_block ? "<think>\n\n</think>\n\n" : "");
   }
 };
 

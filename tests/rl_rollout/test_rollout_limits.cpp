@@ -165,6 +165,37 @@ TEST(RolloutLimits, SqlWaitStepsChangeOnlyTheSchedule) {
   }
 }
 
+// What the protocol is told: a memory retrieval runs its SQL and the dialogue's gold SQL (the
+// results in order), a turn closed by <|im_end|> is flagged, and enable_thinking = false asks
+// for the empty think block after each new generation prompt.
+TEST(RolloutLimits, ProtocolSeesMemoryResultsAndHowTheTurnEnded) {
+  World w(Boosts{0.0f, 0.1f, 0.3f, 0.4f});
+  for (sql::Example& ex : w.examples)
+    ex.history = {{"all cities", "SELECT * FROM city"}, {"the first", "SELECT name FROM city WHERE id = 1"}};
+  RolloutOptions o = base_options();
+  o.enable_thinking = false;
+  auto out = rollout(w.model, w.tok, w.protocol, w.pool, w.requests(o), o);
+  int64_t memory = 0, after_eos = 0;
+  for (const Trajectory& t : out)
+    for (const TurnRecord& turn : t.turns) {
+      if (turn.observation.empty()) continue;
+      const std::string think = "<think>\n\n</think>\n\n";
+      EXPECT_EQ(turn.observation.substr(turn.observation.size() - think.size()), think);
+      const std::string& text = turn.assistant_text;
+      auto ends_with = [&](const std::string& end) { return text.size() >= end.size() && text.substr(text.size() - end.size()) == end; };
+      bool eos = ends_with("<|im_end|>") || ends_with("<|endoftext|>");
+      EXPECT_EQ(turn.observation.rfind(eos ? "\n<|im_start|>user\n" : "<|im_end|>\n<|im_start|>user\n", 0), 0u)
+          << turn.observation;
+      after_eos += eos;
+      if (turn.action.kind != ActionKind::MemoryRetrieve) continue;
+      ++memory;
+      EXPECT_TRUE(turn.executed);
+      EXPECT_NE(turn.observation.find("memory: 3 rows; 1 rows;"), std::string::npos) << turn.observation;
+    }
+  EXPECT_GT(memory, 0);
+  EXPECT_GT(after_eos, 0);
+}
+
 // A cache byte budget below the default size keeps fewer groups live, nothing else.
 TEST(RolloutLimits, CacheByteBudgetOnlyLimitsLiveSamples) {
   World w(kMixed);
