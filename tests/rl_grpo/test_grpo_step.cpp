@@ -139,6 +139,37 @@ void check_one_update(LossAgg agg) {
   EXPECT_EQ(opt.train_step, 1);
 }
 
+TEST(GrpoStep, RejectsKlWithoutReferenceAndMissingGradients) {
+  QwenConfig cfg = tiny_config();
+  QwenModel policy = random_model(cfg, 1);
+  rl::OptimizerState opt = rl::make_optimizer_state(policy.num_params);
+  TrainState state = make_train_state(cfg, train_options(16));
+  rl::GrpoConfig gc;
+  EXPECT_THROW(rl::grpo_step(policy, nullptr, opt, state, mixed_batch(), gc), Error);  // grads not allocated
+  alloc_grads(policy);
+  gc.kl_coef = 0.01f;
+  EXPECT_THROW(rl::grpo_step(policy, nullptr, opt, state, mixed_batch(), gc), Error);
+  EXPECT_EQ(opt.adam_step, 0);
+}
+
+TEST(GrpoStep, AllFilteredMakesNoUpdateButAdvancesTheSchedule) {
+  QwenConfig cfg = tiny_config();
+  QwenModel policy = random_model(cfg, 1);
+  alloc_grads(policy);
+  std::vector<float> initial = policy.params;
+  rl::OptimizerState opt = rl::make_optimizer_state(policy.num_params);
+  TrainState state = make_train_state(cfg, train_options(16));
+  std::vector<Trajectory> batch = mixed_batch();
+  for (Trajectory& t : batch) t.reward = 0.25;  // every group flat
+  rl::GrpoStepStats st = rl::grpo_step(policy, nullptr, opt, state, batch, rl::GrpoConfig{});
+  EXPECT_EQ(st.updates, 0);
+  EXPECT_EQ(st.filtered.zero_variance_groups, 2);
+  EXPECT_EQ(st.filtered.kept, 0);
+  EXPECT_EQ(opt.train_step, 1);
+  EXPECT_EQ(opt.adam_step, 0);
+  EXPECT_TRUE(policy.params == initial);
+}
+
 TEST(GrpoStep, OneUpdateMatchesFloat64TokenMean) { check_one_update(LossAgg::TokenMean); }
 TEST(GrpoStep, OneUpdateMatchesFloat64SeqMeanTokenMean) { check_one_update(LossAgg::SeqMeanTokenMean); }
 
