@@ -166,7 +166,7 @@ int main() {
     Tensor dlogprobs = from_floats(g, {T}, DType::F32, cuda_device(0));
     Tensor dhidden = random_bf16(T * C, 25), dweight = random_f32(V * C, 26);
     const double flops_fwd = 2.0 * T * V * C;
-    for (auto [ct, cv] : {std::pair{int64_t{1024}, int64_t{32768}}, std::pair{int64_t{2048}, int64_t{16384}}}) {
+    for (auto [ct, cv] : {std::pair{int64_t{1024}, int64_t{16384}}, std::pair{int64_t{2048}, int64_t{32768}}}) {
       const LogprobCudaShape shape{T, C, V, ct, cv};
       size_t ws_bytes = logprob_cuda_workspace_bytes(shape);
       Tensor ws = bytes(ws_bytes);

@@ -31,7 +31,7 @@ void logprob_backward_cpu(float* dhidden, float* dweight, const float* dlogprobs
 // by cuBLASLt (runtime/gemm.h) into the caller's workspace; the forward folds each tile into a
 // running (max, sum, entropy) state per token, so no [T x V] buffer exists.
 struct LogprobCudaShape {
-  int64_t tokens = 0, hidden = 0, vocab = 0, chunk_tokens = 1024, chunk_vocab = 32768;
+  int64_t tokens = 0, hidden = 0, vocab = 0, chunk_tokens = 1024, chunk_vocab = 16384;  // ~100 MB of tiles
 };
 // Device bytes for either direction (tiles, compacted rows, per-token state).
 size_t logprob_cuda_workspace_bytes(const LogprobCudaShape& shape);
