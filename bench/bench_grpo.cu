@@ -56,7 +56,7 @@ int main() {
       float ms = bench::median_ms([&] {
         grpo_loss_cuda(d.data_as<float>(), static_cast<GrpoLossStats*>(stats.data()), lp.data_as<float>(),
                        old.data_as<float>(), ref.data_as<float>(), adv.data_as<float>(), dmask.data_as<uint8_t>(),
-                       dcu.data_as<int32_t>(), S, T, cfg, ws.data(), nullptr);
+                       dcu.data_as<int32_t>(), S, T, cfg, ws.data(), CudaStream{});
       });
       row(std::string("grpo loss fwd+bwd ") + (agg == LossAgg::TokenMean ? "token-mean " : "seq-mean ") +
               std::to_string(T) + " tokens", 21.0 * T, ms);
@@ -68,12 +68,12 @@ int main() {
     fill_normal(p, 2, 1), fill_normal(g, 2, 2, 0.0f, 1e-3f);
     Tensor ws = empty({static_cast<int64_t>(grad_sq_sum_workspace_bytes())}, DType::U8, dev);
     Tensor sq = empty({8}, DType::U8, dev);
-    float norm_ms = bench::median_ms([&] { grad_sq_sum_cuda(static_cast<double*>(sq.data()), g.data_as<float>(), n, ws.data(), nullptr); });
+    float norm_ms = bench::median_ms([&] { grad_sq_sum_cuda(static_cast<double*>(sq.data()), g.data_as<float>(), n, ws.data(), CudaStream{}); });
     row("grad norm sum of squares " + std::to_string(n) + " params", 4.0 * n, norm_ms);
     int64_t step = 0;
     float ms = bench::median_ms([&] {
       adamw_cuda(p.data_as<float>(), m.data_as<float>(), v.data_as<float>(), g.data_as<float>(), bf.data_as<uint16_t>(),
-                 n, AdamWConfig{}, ++step, 1e-6f, static_cast<double*>(sq.data()), 1.0f, nullptr);
+                 n, AdamWConfig{}, ++step, 1e-6f, static_cast<double*>(sq.data()), 1.0f, CudaStream{});
     });
     row("adamw + bf16 copy " + std::to_string(n) + " params", 30.0 * n, ms);
   }
@@ -85,8 +85,8 @@ int main() {
     for (int64_t i = 0; i <= groups * G; ++i) off[i] = static_cast<int32_t>(i * len);
     Tensor doff = to_device(wrap(off.data(), {groups * G + 1}, DType::I32, cpu_device(), nullptr), dev);
     float ms = bench::median_ms([&] {
-      group_advantage_cuda(a.data_as<float>(), r.data_as<float>(), groups, G, AdvantageOptions{}, nullptr);
-      broadcast_spans_cuda(out.data_as<float>(), a.data_as<float>(), doff.data_as<int32_t>(), groups * G, T, nullptr);
+      group_advantage_cuda(a.data_as<float>(), r.data_as<float>(), groups, G, AdvantageOptions{}, CudaStream{});
+      broadcast_spans_cuda(out.data_as<float>(), a.data_as<float>(), doff.data_as<int32_t>(), groups * G, T, CudaStream{});
     });
     row("advantage + broadcast 4096x16 -> " + std::to_string(T) + " tokens", 4.0 * T, ms);
   }

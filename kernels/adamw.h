@@ -16,9 +16,7 @@
 #include <cstdint>
 
 #include "runtime/hd.h"
-
-struct CUstream_st;
-typedef CUstream_st* cudaStream_t;  // the CUDA runtime's own definition, without its headers
+#include "runtime/stream.h"
 
 namespace sqlrl {
 
@@ -52,9 +50,9 @@ double grad_sq_sum_cpu(const float* grads, int64_t n);
 // bf16 bits) receives the updated parameters rounded to nearest-even for the bf16 model copy.
 void adamw_cuda(float* params, float* m, float* v, const float* grads, uint16_t* bf16_out, int64_t n,
                 const AdamWConfig& config, int64_t step, float lr, const double* grad_sq_sum, float max_norm,
-                cudaStream_t stream);
+                const CudaStream& stream);
 // out: one device double; workspace: grad_sq_sum_workspace_bytes() device bytes.
 size_t grad_sq_sum_workspace_bytes();
-void grad_sq_sum_cuda(double* out, const float* grads, int64_t n, void* workspace, cudaStream_t stream);
+void grad_sq_sum_cuda(double* out, const float* grads, int64_t n, void* workspace, const CudaStream& stream);
 
 }  // namespace sqlrl

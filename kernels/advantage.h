@@ -10,9 +10,7 @@
 #include <cstdint>
 
 #include "runtime/hd.h"
-
-struct CUstream_st;
-typedef CUstream_st* cudaStream_t;  // the CUDA runtime's own definition, without its headers
+#include "runtime/stream.h"
 
 namespace sqlrl {
 
@@ -31,9 +29,9 @@ void broadcast_spans_cpu(float* token_values, const float* seq_values, const int
 // Device pointers; one warp per group (G is small: 4..16 in every recipe) and one thread per
 // token. Launch status is checked on the host (throws).
 void group_advantage_cuda(float* advantages, const float* rewards, int64_t groups, int64_t group_size,
-                          AdvantageOptions options, cudaStream_t stream);
+                          AdvantageOptions options, const CudaStream& stream);
 void broadcast_spans_cuda(float* token_values, const float* seq_values, const int32_t* offsets, int64_t num_seqs,
-                          int64_t num_tokens, cudaStream_t stream);
+                          int64_t num_tokens, const CudaStream& stream);
 
 // The per-group formula both backends apply after their float64 sums.
 SQLRL_HD float normalise_advantage(double r, double sum, double sum_sq_dev, int64_t n, AdvantageOptions o) {

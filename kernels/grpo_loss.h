@@ -23,9 +23,7 @@
 #include <cstdint>
 
 #include "runtime/hd.h"
-
-struct CUstream_st;
-typedef CUstream_st* cudaStream_t;  // the CUDA runtime's own definition, without its headers
+#include "runtime/stream.h"
 
 namespace sqlrl {
 
@@ -59,7 +57,7 @@ size_t grpo_loss_workspace_bytes(int64_t num_tokens, int64_t num_seqs);
 void grpo_loss_cuda(float* dlogp, GrpoLossStats* stats, const float* logp, const float* old_logp,
                     const float* ref_logp, const float* advantages, const uint8_t* mask, const int32_t* cu_seqlens,
                     int64_t num_seqs, int64_t num_tokens, const GrpoLossConfig& config, void* workspace,
-                    cudaStream_t stream);
+                    const CudaStream& stream);
 
 // One token's loss term (unweighted) and its derivative; shared by both backends.
 struct GrpoToken {

@@ -2,6 +2,7 @@
 // Grad norm: kBlocks fixed blocks grid-stride in float64 and reduce by a fixed tree into
 // partials; one block then sums the partials in a fixed order. No atomics: repeatable bits.
 #include "kernels/adamw.h"
+#include "kernels/cuda/ops_common.cuh"
 #include "runtime/cuda/check.h"
 #include "runtime/dtype.h"
 
@@ -54,25 +55,25 @@ __global__ void sq_sum_finish_kernel(double* out, const double* partials) {
 
 void adamw_cuda(float* params, float* m, float* v, const float* grads, uint16_t* bf16_out, int64_t n,
                 const AdamWConfig& config, int64_t step, float lr, const double* grad_sq_sum, float max_norm,
-                cudaStream_t stream) {
+                const CudaStream& stream) {
   check(step >= 1, "adamw: step counts from 1, got ", step);
   if (n == 0) return;
   // Bias corrections on the host with the same float pow as the CPU path.
   float bc1 = 1.0f - std::pow(config.beta1, static_cast<float>(step));
   float bc2_sqrt = std::sqrt(1.0f - std::pow(config.beta2, static_cast<float>(step)));
   int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65535);
-  adamw_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(params, m, v, grads, bf16_out, n, config, lr,
+  adamw_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, cuda_stream_of(stream)>>>(params, m, v, grads, bf16_out, n, config, lr,
                                                                        bc1, bc2_sqrt, grad_sq_sum, max_norm);
   CUDA_CHECK_LAUNCH();
 }
 
 size_t grad_sq_sum_workspace_bytes() { return kBlocks * sizeof(double); }
 
-void grad_sq_sum_cuda(double* out, const float* grads, int64_t n, void* workspace, cudaStream_t stream) {
+void grad_sq_sum_cuda(double* out, const float* grads, int64_t n, void* workspace, const CudaStream& stream) {
   double* partials = static_cast<double*>(workspace);
-  sq_sum_partial_kernel<<<kBlocks, kThreads, 0, stream>>>(partials, grads, n);
+  sq_sum_partial_kernel<<<kBlocks, kThreads, 0, cuda_stream_of(stream)>>>(partials, grads, n);
   CUDA_CHECK_LAUNCH();
-  sq_sum_finish_kernel<<<1, kThreads, 0, stream>>>(out, partials);
+  sq_sum_finish_kernel<<<1, kThreads, 0, cuda_stream_of(stream)>>>(out, partials);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -2,16 +2,12 @@
 // shuffles in a fixed tree (deterministic). Broadcast: one thread per token, its sequence found
 // by binary search over the span offsets.
 #include "kernels/advantage.h"
+#include "kernels/cuda/ops_common.cuh"
 #include "runtime/cuda/check.h"
 
 namespace sqlrl {
 
 namespace {
-
-__device__ double warp_sum(double x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 
 __global__ void group_advantage_kernel(float* adv, const float* rewards, int64_t groups, int64_t G,
                                        AdvantageOptions options) {
@@ -44,22 +40,22 @@ __global__ void broadcast_spans_kernel(float* out, const float* values, const in
 }  // namespace
 
 void group_advantage_cuda(float* advantages, const float* rewards, int64_t groups, int64_t group_size,
-                          AdvantageOptions options, cudaStream_t stream) {
+                          AdvantageOptions options, const CudaStream& stream) {
   check(groups >= 0 && group_size > 0, "advantage: groups ", groups, " x group_size ", group_size,
         " (group_size must be positive)");
   if (groups == 0) return;
   const int warps = 8;
   unsigned blocks = static_cast<unsigned>((groups + warps - 1) / warps);
-  group_advantage_kernel<<<blocks, warps * 32, 0, stream>>>(advantages, rewards, groups, group_size, options);
+  group_advantage_kernel<<<blocks, warps * 32, 0, cuda_stream_of(stream)>>>(advantages, rewards, groups, group_size, options);
   CUDA_CHECK_LAUNCH();
 }
 
 void broadcast_spans_cuda(float* token_values, const float* seq_values, const int32_t* offsets, int64_t num_seqs,
-                          int64_t num_tokens, cudaStream_t stream) {
+                          int64_t num_tokens, const CudaStream& stream) {
   check(num_seqs > 0 || num_tokens == 0, "advantage: ", num_tokens, " tokens but no sequences");
   if (num_tokens == 0) return;
   unsigned blocks = static_cast<unsigned>((num_tokens + 255) / 256);
-  broadcast_spans_kernel<<<blocks, 256, 0, stream>>>(token_values, seq_values, offsets, num_seqs, num_tokens);
+  broadcast_spans_kernel<<<blocks, 256, 0, cuda_stream_of(stream)>>>(token_values, seq_values, offsets, num_seqs, num_tokens);
   CUDA_CHECK_LAUNCH();
 }
 

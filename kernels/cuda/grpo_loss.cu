@@ -6,6 +6,7 @@
 // The CPU path tiles by 4096 and this one by 1024, so the two agree to float64 rounding of the
 // stats, not bitwise; each is bitwise repeatable on its own.
 #include "kernels/grpo_loss.h"
+#include "kernels/cuda/ops_common.cuh"
 #include "runtime/cuda/check.h"
 
 namespace sqlrl {
@@ -93,7 +94,7 @@ size_t grpo_loss_workspace_bytes(int64_t num_tokens, int64_t num_seqs) {
 void grpo_loss_cuda(float* dlogp, GrpoLossStats* stats, const float* logp, const float* old_logp,
                     const float* ref_logp, const float* advantages, const uint8_t* mask, const int32_t* cu_seqlens,
                     int64_t num_seqs, int64_t num_tokens, const GrpoLossConfig& config, void* workspace,
-                    cudaStream_t stream) {
+                    const CudaStream& stream) {
   check(config.denominator > 0, "grpo_loss: denominator must be positive (masked tokens or sequences of the "
         "mini-batch), got ", config.denominator);
   check(config.kl_coef <= 0 || ref_logp != nullptr, "grpo_loss: kl_coef ", config.kl_coef, " needs ref_logp");
@@ -102,15 +103,15 @@ void grpo_loss_cuda(float* dlogp, GrpoLossStats* stats, const float* logp, const
   double* partials = reinterpret_cast<double*>(static_cast<char*>(workspace) + counts_bytes(num_seqs));
   int64_t tiles = tiles_of(num_tokens);
   if (config.agg == LossAgg::SeqMeanTokenMean && num_seqs > 0) {
-    count_mask_kernel<<<static_cast<unsigned>(num_seqs), kThreads, 0, stream>>>(counts, mask, cu_seqlens);
+    count_mask_kernel<<<static_cast<unsigned>(num_seqs), kThreads, 0, cuda_stream_of(stream)>>>(counts, mask, cu_seqlens);
     CUDA_CHECK_LAUNCH();
   }
   if (tiles > 0) {
-    grpo_token_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(
+    grpo_token_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, cuda_stream_of(stream)>>>(
         dlogp, partials, logp, old_logp, ref_logp, advantages, mask, cu_seqlens, counts, num_seqs, num_tokens, config);
     CUDA_CHECK_LAUNCH();
   }
-  finish_stats_kernel<<<1, kThreads, 0, stream>>>(reinterpret_cast<double*>(stats), partials, tiles);
+  finish_stats_kernel<<<1, kThreads, 0, cuda_stream_of(stream)>>>(reinterpret_cast<double*>(stats), partials, tiles);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -50,7 +50,7 @@ TEST(GrpoKernelsCuda, AdvantageAndBroadcastMatchCpu) {
       std::vector<float> r = random_rewards(rng, groups, G), want(r.size());
       group_advantage_cpu(want.data(), r.data(), groups, G, AdvantageOptions{});
       Tensor dr = upload(r, DType::F32), da = poisoned(groups * G);
-      group_advantage_cuda(da.data_as<float>(), dr.data_as<float>(), groups, G, AdvantageOptions{}, nullptr);
+      group_advantage_cuda(da.data_as<float>(), dr.data_as<float>(), groups, G, AdvantageOptions{}, CudaStream{});
       std::vector<float> got = download<float>(da, r.size());
       // Same float64 sums in another order, then one rounding to f32: within 2 ulp.
       EXPECT_LE(error_budget_ratio(got, std::vector<double>(want.begin(), want.end()), 1e-7, 3e-7), 1.0);
@@ -60,7 +60,7 @@ TEST(GrpoKernelsCuda, AdvantageAndBroadcastMatchCpu) {
   std::vector<float> values = {1, 2, 3, 4, 5}, want(1018);
   broadcast_spans_cpu(want.data(), values.data(), offsets.data(), 5);
   Tensor doff = upload(offsets, DType::I32), dv = upload(values, DType::F32), dout = poisoned(1018);
-  broadcast_spans_cuda(dout.data_as<float>(), dv.data_as<float>(), doff.data_as<int32_t>(), 5, 1018, nullptr);
+  broadcast_spans_cuda(dout.data_as<float>(), dv.data_as<float>(), doff.data_as<int32_t>(), 5, 1018, CudaStream{});
   EXPECT_EQ(download<float>(dout, 1018), want);
 }
 
@@ -84,7 +84,7 @@ TEST(GrpoKernelsCuda, LossMatchesCpuAndRepeats) {
         Tensor d = poisoned(T), stats = poisoned_bytes(sizeof(GrpoLossStats));
         grpo_loss_cuda(d.data_as<float>(), static_cast<GrpoLossStats*>(stats.data()), lp.data_as<float>(),
                        old.data_as<float>(), ref.data_as<float>(), adv.data_as<float>(), mask.data_as<uint8_t>(),
-                       cu.data_as<int32_t>(), c.num_seqs(), T, cfg, ws_dev.data(), nullptr);
+                       cu.data_as<int32_t>(), c.num_seqs(), T, cfg, ws_dev.data(), CudaStream{});
         std::vector<float> got = download<float>(d, T);
         std::vector<uint8_t> sb = download<uint8_t>(stats, sizeof(GrpoLossStats));
         GrpoLossStats gs;
@@ -117,13 +117,13 @@ TEST(GrpoKernelsCuda, AdamWGradNormAndBf16CopyMatchCpu) {
     for (int64_t step = 1; step <= 3; ++step) {
       for (auto& x : g) x = normal(rng);
       Tensor dg = upload(g, DType::F32), sq = poisoned_bytes(sizeof(double));
-      grad_sq_sum_cuda(static_cast<double*>(sq.data()), dg.data_as<float>(), n, ws.data(), nullptr);
+      grad_sq_sum_cuda(static_cast<double*>(sq.data()), dg.data_as<float>(), n, ws.data(), CudaStream{});
       double got_sq = download<double>(sq, 1)[0], want_sq = grad_sq_sum_cpu(g.data(), n);
       EXPECT_NEAR(got_sq, want_sq, 1e-12 * want_sq);  // float64 sums in two orders
       Tensor bf = empty({n}, DType::BF16, cuda_device(0));
       fill(bf, NAN);
       adamw_cuda(dp.data_as<float>(), dm.data_as<float>(), dv.data_as<float>(), dg.data_as<float>(),
-                 bf.data_as<uint16_t>(), n, cfg, step, 1e-2f, static_cast<double*>(sq.data()), 0.5f, nullptr);
+                 bf.data_as<uint16_t>(), n, cfg, step, 1e-2f, static_cast<double*>(sq.data()), 0.5f, CudaStream{});
       adamw_cpu(p.data(), m.data(), v.data(), g.data(), n, cfg, step, 1e-2f, clip_coefficient(want_sq, 0.5f));
       std::vector<float> got = download<float>(dp, n);
       EXPECT_LE(error_budget_ratio(got, std::vector<double>(p.begin(), p.end()), 1e-6, 1e-6), 1.0);
