@@ -174,11 +174,20 @@ std::vector<LoadedParam> load_qwen_weights(const Checkpoint& checkpoint, const Q
     fail(checkpoint.path, ": does not match the ", arch_name(config.arch), " config (", report.missing.size(),
          " missing, ", report.unexpected.size(), " unexpected, ", report.mismatched.size(), " mis-shaped):\n", report.str());
   }
+  // One load_tensors per file, so each file is read front to back with the reads ahead of the
+  // conversion, whatever order the parameter table has.
   std::vector<LoadedParam> params;
   params.reserve(specs.size());
-  for (const ParamSpec& spec : specs) {
-    const SafetensorsFile& file = checkpoint.file_of(spec.hf_name);
-    params.push_back({spec, load_tensor(file, *file.find(spec.hf_name), dtype, device)});
+  std::vector<std::vector<size_t>> by_file(checkpoint.files.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    params.push_back({specs[i], Tensor()});
+    by_file[checkpoint.tensors.at(specs[i].hf_name).file].push_back(i);
+  }
+  for (size_t f = 0; f < by_file.size(); ++f) {
+    std::vector<const TensorEntry*> entries;
+    for (size_t i : by_file[f]) entries.push_back(checkpoint.files[f].find(specs[i].hf_name));
+    std::vector<Tensor> loaded = load_tensors(checkpoint.files[f], entries, dtype, device);
+    for (size_t k = 0; k < loaded.size(); ++k) params[by_file[f][k]].tensor = std::move(loaded[k]);
   }
   return params;
 }

@@ -88,6 +88,16 @@ Tensor tensor_view(const SafetensorsFile& file, const TensorEntry& entry);
 // CPU: one pass over the mapping on the thread pool. CUDA: the raw bytes are uploaded and
 // converted on the device (F64 is narrowed on the host first).
 Tensor load_tensor(const SafetensorsFile& file, const TensorEntry& entry, DType dtype, Device device);
+// The same for several tensors of one file (returned in the order given): they are converted in
+// file order while a helper thread keeps the disk reading ahead of the conversion, so a cold
+// load runs at about the disk's speed.
+std::vector<Tensor> load_tensors(const SafetensorsFile& file, const std::vector<const TensorEntry*>& entries,
+                                 DType dtype, Device device);
+// The same into tensors that already exist (contiguous CPU tensors of each entry's shape, any
+// dtype the entry converts to), e.g. to reload a checkpoint into a live parameter table without
+// allocating it again.
+void load_tensors_into(const SafetensorsFile& file, const std::vector<const TensorEntry*>& entries,
+                       const std::vector<Tensor>& destinations);
 
 // --- writing ------------------------------------------------------------------------------------
 

@@ -112,6 +112,59 @@ TEST(Safetensors, LoadConvertsFloatsOnTheWay) {
   EXPECT_THROW(load_tensor(f, *f.find("i16"), DType::I32, cpu_device()), Error);
 }
 
+// Over ReadAhead::kStep (8 MiB) of tensors, so the read-ahead thread runs; requested out of file
+// order and with a gap (a tensor skipped), which load_tensors must walk in file order and hand
+// back in the caller's order.
+TEST(Safetensors, LoadTensorsKeepsTheCallersOrderOverLargeFiles) {
+  TempDir dir;
+  std::vector<std::vector<uint16_t>> blobs;
+  std::vector<TensorRecord> records;
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> specs = {
+      {"a", {1024, 2048}}, {"b", {1024, 2048}}, {"c", {7, 3}}, {"d", {512, 2048}}};
+  blobs.reserve(specs.size());
+  for (size_t t = 0; t < specs.size(); ++t) {
+    size_t n = static_cast<size_t>(specs[t].second[0] * specs[t].second[1]);
+    blobs.emplace_back(n);
+    for (size_t i = 0; i < n; ++i) blobs[t][i] = f32_to_bf16_bits(static_cast<float>((i * 7 + t * 131) % 4093) - 2000.0f);
+    records.push_back({specs[t].first, StDType::BF16, specs[t].second, blobs[t].data()});
+  }
+  std::string path = dir.file("big.safetensors");
+  write_safetensors(path, records, {{{"format", "pt"}}, {}, false});
+  SafetensorsFile f = open_safetensors(path);
+  const std::vector<std::string> wanted = {"d", "c", "a"};  // "b" skipped
+  std::vector<const TensorEntry*> entries;
+  for (const std::string& name : wanted) entries.push_back(f.find(name));
+  std::vector<Tensor> widened = load_tensors(f, entries, DType::F32, cpu_device());
+  std::vector<Tensor> same = load_tensors(f, entries, DType::BF16, cpu_device());
+  ASSERT_EQ(widened.size(), wanted.size());
+  ASSERT_EQ(same.size(), wanted.size());
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    size_t t = static_cast<size_t>(std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.first == wanted[k]; }) - specs.begin());
+    EXPECT_EQ(widened[k].shape, Shape(specs[t].second)) << wanted[k];
+    ASSERT_EQ(static_cast<size_t>(widened[k].numel()), blobs[t].size()) << wanted[k];
+    const float* got = widened[k].data_as<float>();
+    size_t wrong = 0;
+    for (size_t i = 0; i < blobs[t].size(); ++i) wrong += got[i] != bf16_bits_to_f32(blobs[t][i]);  // widening is exact
+    EXPECT_EQ(wrong, 0u) << wanted[k];
+    ASSERT_EQ(same[k].nbytes(), blobs[t].size() * 2) << wanted[k];
+    EXPECT_EQ(std::memcmp(same[k].data(), blobs[t].data(), same[k].nbytes()), 0) << wanted[k];
+  }
+  EXPECT_THROW(load_tensors(f, {f.find("a")}, DType::I32, cpu_device()), Error);
+
+  // Into existing tensors: the same values, written in place.
+  std::vector<Tensor> into = {empty(Shape({512, 2048}), DType::F32), empty(Shape({7, 3}), DType::BF16),
+                              empty(Shape({1024, 2048}), DType::F32)};
+  const void* where = into[2].data();
+  load_tensors_into(f, entries, into);
+  EXPECT_EQ(into[2].data(), where);
+  for (size_t k : {size_t{0}, size_t{2}})
+    EXPECT_EQ(std::memcmp(into[k].data(), widened[k].data(), into[k].nbytes()), 0) << wanted[k];
+  EXPECT_EQ(std::memcmp(into[1].data(), same[1].data(), into[1].nbytes()), 0);
+  into[0] = empty(Shape({2048, 512}), DType::F32);  // same element count, other shape
+  EXPECT_THROW(load_tensors_into(f, entries, into), Error);
+  EXPECT_THROW(load_tensors_into(f, entries, {into[1]}), Error);
+}
+
 TEST(Safetensors, LoadOnCudaMatchesCpu) {
   SQLRL_REQUIRE_CUDA();
   SafetensorsFile f = open_safetensors(fixture_path("weights/st_all_dtypes.safetensors"));
