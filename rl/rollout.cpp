@@ -37,7 +37,7 @@ struct Sample {
   bool eos_ended = false;           // the last turn ended on <|im_end|> / <|endoftext|>
   std::future<sql::Result> sql;
   std::vector<std::future<sql::Result>> history;  // memory_retrieve: the dialogue's gold SQL
-  int64_t sql_due = 0;              // step at which a reproducible schedule takes the result
+  int64_t sql_due = 0;                            // step at which a reproducible schedule takes the result
 };
 
 struct Engine {
@@ -53,9 +53,9 @@ struct Engine {
   std::vector<Sample> samples{};
   std::vector<std::string> stops{};
   std::vector<int32_t> eos{};
-  int64_t cap = 0;        // tokens per trajectory
+  int64_t cap = 0;  // tokens per trajectory
   int max_turns = 0;
-  int64_t live = 0;       // admitted, not done
+  int64_t live = 0;  // admitted, not done
   int64_t step = 0;
   SamplingScratch scratch{};
   std::vector<float> row{};  // logits row with padded ids masked
@@ -127,11 +127,12 @@ void act(Engine& e, Sample& s, Trajectory& t) {
     return finish(e, s);
   }
   const sql::Example& ex = example_of(e, s);
-  if (e.protocol.executes(a)) {
+  if (e.protocol.executes(a) && !e.opt.single_turn) {
     s.sql = e.pool.submit(ex.db_path, a.sql, e.opt.sql_limits);
     // The memory a retrieval shows carries the results of the dialogue's earlier gold queries.
     if (a.kind == ActionKind::MemoryRetrieve)
-      for (const sql::Turn& h : ex.history) s.history.push_back(e.pool.submit(ex.db_path, h.gold_sql, e.opt.sql_limits));
+      for (const sql::Turn& h : ex.history)
+        s.history.push_back(e.pool.submit(ex.db_path, h.gold_sql, e.opt.sql_limits));
     s.sql_due = e.step + std::max<int64_t>(e.opt.sql_wait_steps, 0);
     s.phase = Phase::WaitSql;
     ++e.stats.sql_calls;
@@ -142,14 +143,17 @@ void act(Engine& e, Sample& s, Trajectory& t) {
 
 void take_sql_result(Engine& e, Sample& s, Trajectory& t) {
   sql::Result result = s.sql.get();
-  std::vector<sql::Result> history;
-  for (auto& f : s.history) history.push_back(f.get());
-  s.history.clear();
   TurnRecord& turn = t.turns.back();
   turn.executed = true;
   turn.sql_error = !result.ok();
   turn.rows = static_cast<int64_t>(result.rows.size());
   turn.sql_seconds = result.elapsed_ms / 1000.0;
+  std::vector<sql::Result> history;
+  for (auto& f : s.history) {
+    history.push_back(f.get());
+    turn.sql_seconds += history.back().elapsed_ms / 1000.0;
+  }
+  s.history.clear();
   t.sql_seconds += turn.sql_seconds;
   e.stats.sql_seconds += turn.sql_seconds;
   e.stats.sql_errors += turn.sql_error ? 1 : 0;
@@ -241,8 +245,8 @@ void collect_sql(Engine& e) {
   for (size_t k = 0; k < e.samples.size(); ++k) {
     Sample& s = e.samples[k];
     if (s.phase != Phase::WaitSql) continue;
-    bool take = e.opt.reproducible ? s.sql_due <= e.step
-                                   : s.sql.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    bool take =
+        e.opt.reproducible ? s.sql_due <= e.step : s.sql.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
     if (take) take_sql_result(e, s, e.out[k]);
   }
 }
@@ -271,7 +275,8 @@ void decode_step(Engine& e, const std::vector<size_t>& batch) {
   forward_cached(e.model, e.cache, inputs, logits);
   e.stats.kv_blocks_peak = std::max(e.stats.kv_blocks_peak, e.cache.num_blocks - kv_free_block_count(e.cache));
   for (size_t i = 0; i < batch.size(); ++i)
-    sample_next(e, e.samples[batch[i]], e.out[batch[i]], logits.data() + static_cast<int64_t>(i) * e.model.config.vocab_size);
+    sample_next(e, e.samples[batch[i]], e.out[batch[i]],
+                logits.data() + static_cast<int64_t>(i) * e.model.config.vocab_size);
   double dt = seconds_since(t0);
   e.stats.decode_seconds += dt;
   ++e.stats.decode_steps;
@@ -301,6 +306,7 @@ std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokeniz
   RolloutStats local;
   RolloutStats& stats = stats_out ? *stats_out : local;
   stats = RolloutStats{};
+  if (requests.empty()) return {};
 
   const int64_t total = static_cast<int64_t>(requests.size()) * G;
   const int64_t cap = std::min(options.max_total_tokens, model.config.max_position_embeddings);
@@ -312,7 +318,8 @@ std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokeniz
   if (blocks <= 0) {
     const QwenConfig& c = model.config;
     int64_t block_bytes = 2 * c.num_hidden_layers * options.kv_block_size * c.kv_dim() * int64_t(sizeof(float));
-    blocks = std::min(live_samples * per_sample, std::max<int64_t>(options.kv_cache_max_bytes / block_bytes, G * per_sample));
+    blocks = std::min(live_samples * per_sample,
+                      std::max<int64_t>(options.kv_cache_max_bytes / block_bytes, G * per_sample));
   }
   check(blocks >= G * per_sample, "rollout: kv_cache_blocks = ", blocks, " cannot hold one group of ", G,
         " samples of up to ", cap, " tokens (", G * per_sample, " blocks of ", options.kv_block_size, ")");

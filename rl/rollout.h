@@ -32,7 +32,8 @@ struct RolloutOptions {
   sql::Limits sql_limits;
   ChatTemplate chat_template = ChatTemplate::qwen3;
   bool enable_thinking = true;         // Qwen3 template flag (false renders the empty think block)
-  bool single_turn = false;            // eval: no execution; the first SQL written is the answer
+  bool single_turn = false;            // eval: nothing runs on the database; the first SQL written
+                                       // (exec or answer) is the answer
   // Reproducible schedule: a sample's SQL result is taken (waiting for it if need be) exactly
   // sql_wait_steps decode steps after it was submitted, so the batches, and with them every
   // rounding in the forward, repeat from run to run. false: results are taken as soon as they

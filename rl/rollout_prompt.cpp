@@ -1,5 +1,4 @@
 #include "rl/rollout.h"
-
 #include "tokenizer/tokenizer.h"
 
 namespace sqlrl::rl {

@@ -4,8 +4,9 @@
 //
 // How the rates are set: hidden dimension 0 of the residual stream is a constant c (every
 // embedding row has c there and no layer writes to it), so after the final RMSNorm it is large
-// and nearly constant (the layers' norms drop it, so they still see only the context); lm_head column 0 then adds boost * that value to a chosen token's logit at
-// every position, whatever the random rest of the model does.
+// and nearly constant (the layers' norms drop it, so they still see only the context); lm_head
+// column 0 then adds boost * that value to a chosen token's logit at every position, whatever
+// the random rest of the model does.
 #pragma once
 #include <memory>
 #include <random>
@@ -32,10 +33,11 @@ inline const Tokenizer& tiny_tokenizer() {
   static std::unique_ptr<Tokenizer> tok = [] {
     std::string corpus;
     for (int i = 0; i < 20; ++i)
-      corpus += "SELECT name, population FROM city WHERE population > 1000 ORDER BY id;\n"
-                "You answer questions with SQL. Question: how many cities are there?\n"
-                "city(id INTEGER PK, name TEXT, population INTEGER)\n"
-                "<|im_start|>user\nRethink: no action<|im_end|>\n<tool_response>\nerror: no such column\n";
+      corpus +=
+          "SELECT name, population FROM city WHERE population > 1000 ORDER BY id;\n"
+          "You answer questions with SQL. Question: how many cities are there?\n"
+          "city(id INTEGER PK, name TEXT, population INTEGER)\n"
+          "<|im_start|>user\nRethink: no action<|im_end|>\n<tool_response>\nerror: no such column\n";
     BpeTrainOptions options;
     options.vocab_size = 400;
     return load_tokenizer_from_string(train_bpe(corpus, options).tokenizer_json, "tiny-bpe");
@@ -71,8 +73,8 @@ inline QwenModel tiny_model(const Tokenizer& tok, Boosts boosts, int64_t vocab_s
   const int64_t C = c.hidden_size;
   for (int64_t t = 0; t < c.vocab_size; ++t) w.embed[t * C] = 20.0f;
   for (const LayerWeights& lw : w.layers) {
-    lw.attn_norm[0] = lw.mlp_norm[0] = 0.0f;                     // the layers do not read it...
-    std::fill(lw.wo, lw.wo + c.q_dim(), 0.0f);                   // ...nor write it: row 0 of o_proj [C, q_dim]
+    lw.attn_norm[0] = lw.mlp_norm[0] = 0.0f;                      // the layers do not read it...
+    std::fill(lw.wo, lw.wo + c.q_dim(), 0.0f);                    // ...nor write it: row 0 of o_proj [C, q_dim]
     std::fill(lw.w_down, lw.w_down + c.intermediate_size, 0.0f);  // and of down_proj [C, I]
   }
   for (int64_t t = 0; t < c.vocab_size; ++t) w.lm_head[t * C] = 0.0f;
@@ -112,7 +114,9 @@ struct TagProtocol : Protocol {
     static const char* queries[] = {"SELECT name, population FROM city ORDER BY id", "SELECT nope FROM city",
                                     "SELECT count(*) FROM city WHERE population > 1000"};
     Action a;
-    auto ends_with = [&](std::string_view s) { return text.size() >= s.size() && text.substr(text.size() - s.size()) == s; };
+    auto ends_with = [&](std::string_view s) {
+      return text.size() >= s.size() && text.substr(text.size() - s.size()) == s;
+    };
     if (ends_with(kAnswerStop)) {
       a.kind = ActionKind::Answer;
       a.sql = "SELECT count(*) FROM city";
@@ -139,7 +143,7 @@ struct TagProtocol : Protocol {
         for (const sql::Result& r : *outcome.history_results) body += " " + std::to_string(r.rows.size()) + " rows;";
       body += "\n";
     }
-    if (action.kind == ActionKind::ExecSql || action.kind == ActionKind::MemoryRetrieve) {
+    if (outcome.result) {
       body += "<tool_response>\n";
       if (!outcome.result->ok()) body += "error: " + outcome.result->error + "\n";
       for (const sql::Row& row : outcome.result->rows) {
@@ -148,7 +152,7 @@ struct TagProtocol : Protocol {
         body += "\n";
       }
       body += "</tool_response>";
-    } else {
+    } else if (action.kind == ActionKind::Invalid) {
       body = "Rethink: " + action.error;
     }
     return std::string(outcome.turn_ended_with_eos ? "\n" : "<|im_end|>\n") + "<|im_start|>user\n" + body +

@@ -111,11 +111,12 @@ TEST(Rollout, MasksCoverExactlyPromptAndObservations) {
   EXPECT_EQ(w.pool.stats().executions - executions_before, static_cast<size_t>(executed));
   EXPECT_LE(stats.kv_blocks_peak, stats.kv_blocks);
   EXPECT_GT(stats.kv_blocks_peak, 0);
-  std::printf("%zu trajectories: %lld sampled, %lld injected tokens, %lld SQL calls (%lld errors), %lld answered, "
-              "%lld with >= 3 turns; %.1f sampled tokens/s (wall %.3f s, decode %.3f s, %lld steps)\n",
-              out.size(), (long long)sampled, (long long)injected, (long long)executed, (long long)errors,
-              (long long)answered, (long long)multi, sampled / stats.wall_seconds, stats.wall_seconds,
-              stats.decode_seconds, (long long)stats.decode_steps);
+  std::printf(
+      "%zu trajectories: %lld sampled, %lld injected tokens, %lld SQL calls (%lld errors), %lld answered, "
+      "%lld with >= 3 turns; %.1f sampled tokens/s (wall %.3f s, decode %.3f s, %lld steps)\n",
+      out.size(), (long long)sampled, (long long)injected, (long long)executed, (long long)errors, (long long)answered,
+      (long long)multi, sampled / stats.wall_seconds, stats.wall_seconds, stats.decode_seconds,
+      (long long)stats.decode_steps);
   EXPECT_GT(ok_rows, 0);
   EXPECT_GT(errors, 0);
   EXPECT_GT(answered, 0);
@@ -224,7 +225,7 @@ TEST(Rollout, SampledLogprobsEqualAFullForward) {
       double diff = std::fabs(lp[batch.cu_seqlens[s] + i - 1] - t.sampler_logprobs[i]);
       worst = std::max(worst, diff);
       ++compared;
-      observed += i > static_cast<size_t>(t.prompt_length) && !t.policy_mask[i - 1] && i - 1 >= static_cast<size_t>(t.prompt_length);
+      observed += i - 1 >= static_cast<size_t>(t.prompt_length) && !t.policy_mask[i - 1];  // after an observation
     }
   }
   std::printf("%lld sampled tokens (%lld right after an observation): worst |cached - full| log-prob %.3g\n",
@@ -247,11 +248,12 @@ TEST(Rollout, DISABLED_Throughput) {
   for (int rep = 0; rep < 3; ++rep) {
     RolloutStats s;
     auto out = rollout(w.model, w.tok, w.protocol, w.pool, requests, o, &s);
-    std::printf("%zu trajectories: %lld sampled + %lld injected tokens in %.3f s: %.0f sampled tokens/s, %.0f "
-                "(sampled + injected) tokens/s; %lld SQL calls; decode %.3f s, prefill %.3f s, %lld steps\n",
-                out.size(), (long long)s.sampled_tokens, (long long)s.injected_tokens, s.wall_seconds,
-                s.sampled_tokens / s.wall_seconds, (s.sampled_tokens + s.injected_tokens) / s.wall_seconds,
-                (long long)s.sql_calls, s.decode_seconds, s.prefill_seconds, (long long)s.decode_steps);
+    std::printf(
+        "%zu trajectories: %lld sampled + %lld injected tokens in %.3f s: %.0f sampled tokens/s, %.0f "
+        "(sampled + injected) tokens/s; %lld SQL calls; decode %.3f s, prefill %.3f s, %lld steps\n",
+        out.size(), (long long)s.sampled_tokens, (long long)s.injected_tokens, s.wall_seconds,
+        s.sampled_tokens / s.wall_seconds, (s.sampled_tokens + s.injected_tokens) / s.wall_seconds,
+        (long long)s.sql_calls, s.decode_seconds, s.prefill_seconds, (long long)s.decode_steps);
   }
 }
 

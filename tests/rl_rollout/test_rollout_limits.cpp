@@ -128,9 +128,10 @@ TEST(RolloutLimits, MaxTurnTokensEndsATurn) {
   EXPECT_GT(full_turns, 0);
 }
 
-// Eval mode: the first SQL-bearing turn is the answer; nothing reaches the database.
+// Eval mode: the first SQL-bearing turn is the answer; nothing reaches the database, not even
+// a memory retrieval (its observation is written without results).
 TEST(RolloutLimits, SingleTurnAnswersWithTheFirstSqlWithoutRunningIt) {
-  World w(kMixed);
+  World w(Boosts{kMixed.exec, kMixed.answer, kMixed.eos, 0.3f});
   RolloutOptions o = base_options();
   o.single_turn = true;
   auto requests = w.requests(o);  // reads the schema through the pool
@@ -139,9 +140,13 @@ TEST(RolloutLimits, SingleTurnAnswersWithTheFirstSqlWithoutRunningIt) {
   auto out = rollout(w.model, w.tok, w.protocol, w.pool, requests, o, &stats);
   EXPECT_EQ(stats.sql_calls, 0);
   EXPECT_EQ(w.pool.stats().executions, before);
-  int64_t from_exec = 0;
+  int64_t from_exec = 0, memory = 0;
   for (const Trajectory& t : out) {
-    for (size_t i = 0; i + 1 < t.turns.size(); ++i) EXPECT_EQ(t.turns[i].action.kind, ActionKind::Invalid);
+    for (size_t i = 0; i + 1 < t.turns.size(); ++i) {
+      ActionKind kind = t.turns[i].action.kind;
+      EXPECT_TRUE(kind == ActionKind::Invalid || kind == ActionKind::MemoryRetrieve) << action_kind_name(kind);
+      memory += kind == ActionKind::MemoryRetrieve;
+    }
     for (const TurnRecord& turn : t.turns) EXPECT_FALSE(turn.executed);
     if (!t.answered) continue;
     ActionKind last = t.turns.back().action.kind;
@@ -150,6 +155,7 @@ TEST(RolloutLimits, SingleTurnAnswersWithTheFirstSqlWithoutRunningIt) {
     from_exec += last == ActionKind::ExecSql;
   }
   EXPECT_GT(from_exec, 0);
+  EXPECT_GT(memory, 0);
 }
 
 // Taking SQL results later or at once (or as soon as ready) changes only the schedule.
@@ -182,7 +188,9 @@ TEST(RolloutLimits, ProtocolSeesMemoryResultsAndHowTheTurnEnded) {
       const std::string think = "<think>\n\n</think>\n\n";
       EXPECT_EQ(turn.observation.substr(turn.observation.size() - think.size()), think);
       const std::string& text = turn.assistant_text;
-      auto ends_with = [&](const std::string& end) { return text.size() >= end.size() && text.substr(text.size() - end.size()) == end; };
+      auto ends_with = [&](const std::string& end) {
+        return text.size() >= end.size() && text.substr(text.size() - end.size()) == end;
+      };
       bool eos = ends_with("<|im_end|>") || ends_with("<|endoftext|>");
       EXPECT_EQ(turn.observation.rfind(eos ? "\n<|im_start|>user\n" : "<|im_end|>\n<|im_start|>user\n", 0), 0u)
           << turn.observation;
@@ -245,10 +253,12 @@ TEST(RolloutLimits, BadInputsAreErrorsNamingTheNumbers) {
   requests = w.requests(o);
   RolloutOptions tight = o;
   tight.kv_cache_blocks = 10;
-  expect_error([&] { rollout(w.model, w.tok, w.protocol, w.pool, requests, tight); }, "kv_cache_blocks = 10 cannot hold one group of 4");
+  expect_error([&] { rollout(w.model, w.tok, w.protocol, w.pool, requests, tight); },
+               "kv_cache_blocks = 10 cannot hold one group of 4");
   RolloutOptions empty = o;
   empty.group_size = 0;
-  expect_error([&] { rollout(w.model, w.tok, w.protocol, w.pool, requests, empty); }, "group_size must be positive, got 0");
+  expect_error([&] { rollout(w.model, w.tok, w.protocol, w.pool, requests, empty); },
+               "group_size must be positive, got 0");
   requests[1].prompt_tokens.push_back(static_cast<int32_t>(w.model.config.vocab_size));
   expect_error([&] { rollout(w.model, w.tok, w.protocol, w.pool, requests, o); }, "request 1 has token id");
 }
