@@ -44,6 +44,10 @@ void check_rmsnorm(NormCase c, uint64_t seed) {
   expect_close(to_floats(gout), out_ref, 1e-5, kBf16Rtol, "rmsnorm out");
   // rstd: f32 on both sides, sums of dim squares in different orders: ~dim * 2^-24 relative at worst.
   expect_close(to_floats(grstd), rstd_ref, 0.0, 1e-5, "rmsnorm rstd");
+  // rstd is optional (inference): the output must not change without it.
+  Tensor gout2 = poisoned(static_cast<int64_t>(n), DType::BF16);
+  rmsnorm_forward_cuda(bf16_ptr(gout2), nullptr, bf16_ptr(gx), bf16_ptr(gw), c.rows, c.dim, eps, default_stream());
+  EXPECT_EQ(to_floats(gout2), to_floats(gout)) << "forward without rstd differs";
 
   // The backward uses the CPU's rstd so that the two paths differ only in the backward itself.
   Tensor grstd_ref = gpu(rstd_ref, DType::F32);

@@ -160,6 +160,26 @@ TEST(CudaSampling, FullQwenWidthRows) {
   compare_with_cpu(logits, rows, vocab, requests);
 }
 
+TEST(CudaSampling, TokensDoNotDependOnBatchComposition) {
+  SQLRL_REQUIRE_CUDA();
+  Rng rng(fresh_seed());
+  const int64_t vocab = 2000, rows = 32;
+  std::vector<float> logits = rng.uniform(static_cast<size_t>(rows * vocab), -5.0f, 5.0f);
+  std::vector<SamplingRequest> requests(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    requests[r] = SamplingRequest{SamplingParams{0.8f, r % 2 == 0 ? 40 : 0, 0.9f, 11}, static_cast<uint64_t>(r), 5};
+  std::vector<SampledToken> together = run_gpu(logits, rows, vocab, requests);
+  // The same requests in reverse order, and row 7 alone: each request gets the same token.
+  std::vector<float> reversed_logits;
+  std::vector<SamplingRequest> reversed(requests.rbegin(), requests.rend());
+  for (int64_t r = rows - 1; r >= 0; --r)
+    reversed_logits.insert(reversed_logits.end(), logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);
+  std::vector<SampledToken> apart = run_gpu(reversed_logits, rows, vocab, reversed);
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(together[r].token, apart[rows - 1 - r].token) << "row " << r;
+  std::vector<float> row7(logits.begin() + 7 * vocab, logits.begin() + 8 * vocab);
+  EXPECT_EQ(run_gpu(row7, 1, vocab, {requests[7]})[0].token, together[7].token);
+}
+
 TEST(CudaSampling, TruncatedDistributionPassesChiSquare) {
   SQLRL_REQUIRE_CUDA();
   Rng rng(fresh_seed());
@@ -186,7 +206,10 @@ TEST(CudaSampling, TruncatedDistributionPassesChiSquare) {
   for (int64_t i = 0; i < draws; ++i) requests[i] = SamplingRequest{params, 3, static_cast<uint64_t>(i)};
   std::vector<SampledToken> got = run_gpu(logits, draws, vocab, requests);
   std::vector<int64_t> counts(static_cast<size_t>(vocab), 0);
-  for (const SampledToken& t : got) ++counts[t.token];
+  for (const SampledToken& t : got) {
+    ASSERT_TRUE(t.token >= 0 && t.token < vocab) << "token " << t.token;
+    ++counts[t.token];
+  }
   double chi2 = 0;
   for (size_t i = 0; i < keep; ++i) {
     double expected = draws * w[i] / kept;
