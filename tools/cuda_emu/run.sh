@@ -5,7 +5,8 @@
 #  * each CUDA thread is a std::thread; __syncthreads and the warp collectives (ldmatrix, mma,
 #    shuffles) are barriers (shim/cuda_runtime.h); ldmatrix and mma.m16n8k16 follow the PTX
 #    ISA's fragment layouts as ptx/ptx.cuh writes them down, which only a GPU can confirm;
-#  * cp.async copies synchronously, so a missing cp.async wait cannot show here;
+#  * a cp.async copy lands only at the issuing thread's covering cp.async.wait_group, so a
+#    read before its wait shows; a missing __syncthreads after the wait shows only by chance;
 #  * shared memory starts as NaN bits in every block, so reading a tile row nothing wrote shows.
 # The .cu files are copied with two rewrites (sed): `extern __shared__` arrays become one
 # static buffer and `kernel<<<grid, threads, smem, stream>>>(args)` becomes emu_launch(...).

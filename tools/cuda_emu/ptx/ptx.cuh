@@ -3,16 +3,35 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 namespace sqlrl::attn {
-inline void cp_async16(void* dst, const void* src, bool valid) {
-  if (valid)
-    std::memcpy(dst, src, 16);
-  else
-    std::memset(dst, 0, 16);
+// cp.async is deferred: a copy lands only when a cp.async.wait_group that covers its group
+// runs in the issuing thread, so reading a tile before waiting for it shows stale or NaN data.
+struct PendingCopy {
+  void* dst;
+  const void* src;
+  bool valid;
+};
+inline thread_local std::vector<PendingCopy> open_group;
+inline thread_local std::vector<std::vector<PendingCopy>> committed_groups;
+inline void cp_async16(void* dst, const void* src, bool valid) { open_group.push_back({dst, src, valid}); }
+inline void cp_async_commit() {
+  committed_groups.push_back(std::move(open_group));
+  open_group.clear();
 }
-inline void cp_async_commit() {}
 template <int N>
-inline void cp_async_wait() {}
+inline void cp_async_wait() {
+  while (committed_groups.size() > static_cast<size_t>(N)) {
+    for (const PendingCopy& c : committed_groups.front()) {
+      if (c.valid)
+        std::memcpy(c.dst, c.src, 16);
+      else
+        std::memset(c.dst, 0, 16);
+    }
+    committed_groups.erase(committed_groups.begin());
+  }
+}
 inline void ldmatrix_impl(uint32_t (&r)[4], const uint16_t* p, bool trans) {
   auto& w = emu::warp();
   int lane = emu::lane(), g = lane / 4, t = lane % 4;
