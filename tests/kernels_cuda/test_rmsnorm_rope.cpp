@@ -42,8 +42,9 @@ void check_rmsnorm(NormCase c, uint64_t seed) {
   rmsnorm_forward_cuda(bf16_ptr(gout), f32_ptr(grstd), bf16_ptr(gx), bf16_ptr(gw), c.rows, c.dim, eps,
                        default_stream());
   expect_close(to_floats(gout), out_ref, 1e-5, kBf16Rtol, "rmsnorm out");
-  // rstd: f32 on both sides, sums of dim squares in different orders: ~dim * 2^-24 relative at worst.
-  expect_close(to_floats(grstd), rstd_ref, 0.0, 1e-5, "rmsnorm rstd");
+  // rstd: f32 on both sides; the CPU's sequential sum of up to 8192 squares drifts by about
+  // sqrt(dim) 2^-24 ~ 5e-6 relative (the GPU's tree far less), halved by the square root.
+  expect_close(to_floats(grstd), rstd_ref, 0.0, 2e-5, "rmsnorm rstd");
   // rstd is optional (inference): the output must not change without it.
   Tensor gout2 = poisoned(static_cast<int64_t>(n), DType::BF16);
   rmsnorm_forward_cuda(bf16_ptr(gout2), nullptr, bf16_ptr(gx), bf16_ptr(gw), c.rows, c.dim, eps, default_stream());
