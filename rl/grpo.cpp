@@ -125,12 +125,19 @@ GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, Optimizer
   check(config.ppo_epochs >= 1 && config.mini_batches >= 1, "grpo: ppo_epochs ", config.ppo_epochs,
         " and mini_batches ", config.mini_batches, " must be at least 1");
   check(policy.grads.size() == policy.params.size(), "grpo: policy gradients are not allocated (alloc_grads)");
+  check(reference == nullptr || reference->num_params == policy.num_params, "grpo: the reference model has ",
+        reference ? reference->num_params : 0, " parameters, the policy ", policy.num_params,
+        " (the same architecture is required: they share the activation plan)");
   check(optimizer.m.size() == policy.params.size() && optimizer.v.size() == policy.params.size(),
         "grpo: optimizer state has ", optimizer.m.size(), " moments for ", policy.params.size(), " parameters");
   GrpoStepStats stats;
   for (const Trajectory& t : batch) stats.reward_mean += t.reward / static_cast<double>(batch.size());
   GrpoSelection sel = select_trajectories(batch, config);
   stats.filtered = sel.counts;
+  if (config.use_sampler_logprobs)
+    for (int64_t i : sel.kept)
+      check(!batch[i].sampler_logprobs.empty(), "grpo: use_sampler_logprobs is set but trajectory ", i,
+            " has no sampler log-probs");
   stats.lr = lr_at(config.schedule, optimizer.train_step);
   ++optimizer.train_step;
 

@@ -139,7 +139,7 @@ void check_one_update(LossAgg agg) {
   EXPECT_EQ(opt.train_step, 1);
 }
 
-TEST(GrpoStep, RejectsKlWithoutReferenceAndMissingGradients) {
+TEST(GrpoStep, RejectsMissingGradientsReferenceOrSamplerLogprobs) {
   QwenConfig cfg = tiny_config();
   QwenModel policy = random_model(cfg, 1);
   rl::OptimizerState opt = rl::make_optimizer_state(policy.num_params);
@@ -149,6 +149,11 @@ TEST(GrpoStep, RejectsKlWithoutReferenceAndMissingGradients) {
   alloc_grads(policy);
   gc.kl_coef = 0.01f;
   EXPECT_THROW(rl::grpo_step(policy, nullptr, opt, state, mixed_batch(), gc), Error);
+  gc.kl_coef = 0.0f;
+  gc.use_sampler_logprobs = true;
+  std::vector<Trajectory> batch = mixed_batch();
+  batch[2].sampler_logprobs.clear();
+  EXPECT_THROW(rl::grpo_step(policy, nullptr, opt, state, batch, gc), Error);
   EXPECT_EQ(opt.adam_step, 0);
 }
 
