@@ -64,7 +64,8 @@ void attention_backward_cuda(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uin
 
 // Decode: one query token per entry of `queries` (its pointers are device arrays); contexts are
 // cut into pieces of split_tokens keys handled by separate blocks and merged by a second pass.
-// max_context must be >= positions[i] + 1 for every query.
+// max_context must be >= positions[i] + 1 for every query (device data the launcher cannot
+// check; a query whose context needs more splits than max_context allows gets NaN outputs).
 constexpr int64_t kPagedSplitTokens = 512;
 size_t paged_attention_workspace_bytes(int64_t num_queries, AttentionShape shape, int64_t max_context,
                                        int64_t split_tokens = kPagedSplitTokens);

@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(kPagedThreads) paged_attention_kernel(
   using Cfg = PagedCfg<D>;
   __shared__ float s_m[Cfg::kSlots][kMaxHeads], s_l[Cfg::kSlots][kMaxHeads];
   __shared__ float s_acc[Cfg::kSlots][kMaxHeads][D];
+  __shared__ __align__(16) float s_q[kMaxHeads][D];  // q of the block's heads, times scale log2(e)
 
   const int split = blockIdx.x, query = blockIdx.z;
   const int group = H / KVH, chunks = (group + kMaxHeads - 1) / kMaxHeads;
@@ -62,6 +63,13 @@ __global__ void __launch_bounds__(kPagedThreads) paged_attention_kernel(
   const int heads = min(kMaxHeads, kvh * group + group - h0);
   const int context = positions[query] + 1;
   const int num_splits = (context + split_tokens - 1) / split_tokens;
+  if (num_splits > static_cast<int>(gridDim.x)) {
+    // positions[query] + 1 exceeds the max_context the grid was sized for: NaN, not a result
+    // silently cut short.
+    for (int idx = threadIdx.x; split == 0 && idx < heads * D; idx += kPagedThreads)
+      out[(static_cast<int64_t>(query) * H + h0 + idx / D) * D + idx % D] = 0x7fc0;
+    return;
+  }
   if (split >= num_splits) return;
   const int t_begin = split * split_tokens, t_end = min(context, t_begin + split_tokens);
 
@@ -70,17 +78,12 @@ __global__ void __launch_bounds__(kPagedThreads) paged_attention_kernel(
   const int slot = warp * Cfg::kTokensPerWarp + slot_in_warp;
   const int col = sub * 8;
 
-  float qv[kMaxHeads][8];
-#pragma unroll
-  for (int hh = 0; hh < kMaxHeads; ++hh) {
-    if (hh < heads) {
-      uint4 raw = *reinterpret_cast<const uint4*>(q + (static_cast<int64_t>(query) * H + h0 + hh) * D + col);
-      bf16x8_to_float(raw, qv[hh]);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) qv[hh][i] = 0.0f;
-    }
-  }
+  // q lives in shared memory, not registers: 8 heads x 8 columns would take 64 registers per
+  // thread and cost resident blocks; each lane reads its 8 columns once per head per step.
+  for (int idx = threadIdx.x; idx < heads * D; idx += kPagedThreads)
+    s_q[idx / D][idx % D] =
+        bf16_bits_to_f32(q[(static_cast<int64_t>(query) * H + h0 + idx / D) * D + idx % D]) * scale_log2;
+  __syncthreads();
   float m[kMaxHeads], l[kMaxHeads], acc[kMaxHeads][8];
 #pragma unroll
   for (int hh = 0; hh < kMaxHeads; ++hh) {
@@ -110,7 +113,9 @@ __global__ void __launch_bounds__(kPagedThreads) paged_attention_kernel(
 #pragma unroll
     for (int hh = 0; hh < kMaxHeads; ++hh) {
       if (hh >= heads) continue;
-      float s[kUnroll];
+      float s[kUnroll], qv[8];
+      *reinterpret_cast<float4*>(qv) = *reinterpret_cast<const float4*>(&s_q[hh][col]);
+      *reinterpret_cast<float4*>(qv + 4) = *reinterpret_cast<const float4*>(&s_q[hh][col + 4]);
       float step_max = -INFINITY;
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -118,12 +123,12 @@ __global__ void __launch_bounds__(kPagedThreads) paged_attention_kernel(
         bf16x8_to_float(kraw[u], kx);
         float dot = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) dot += qv[hh][i] * kx[i];
+        for (int i = 0; i < 8; ++i) dot += qv[i] * kx[i];
         // The lanes of one token are consecutive and aligned: xor offsets below kLanesPerToken
         // stay inside the token.
 #pragma unroll
         for (int off = Cfg::kLanesPerToken / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-        s[u] = valid[u] ? dot * scale_log2 : -INFINITY;
+        s[u] = valid[u] ? dot : -INFINITY;
         step_max = fmaxf(step_max, s[u]);
       }
       float m_new = fmaxf(m[hh], step_max);
@@ -188,7 +193,7 @@ __global__ void paged_attention_reduce_kernel(uint16_t* __restrict__ out, const 
   const int h = blockIdx.x, query = blockIdx.y;
   const int context = positions[query] + 1;
   const int num_splits = (context + split_tokens - 1) / split_tokens;
-  if (num_splits <= 1) return;  // written by the first kernel
+  if (num_splits <= 1 || num_splits > max_splits) return;  // written by the first kernel
   const int64_t row = static_cast<int64_t>(query) * H + h;
   const float* lse2 = part_lse + row * max_splits;
   float big = -INFINITY;

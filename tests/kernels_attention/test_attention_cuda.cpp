@@ -245,5 +245,32 @@ TEST(AttentionCuda, PagedDecodeLargeAndUnevenGroups) {
   run_paged({1, 33, 300}, 28, 4, 128, 64);  // group 7 (Qwen2.5-7B's 28 / 4)
 }
 
+// A position past the max_context the grid was sized for cannot be checked on the host (the
+// positions live on the device); the kernel marks that query's output NaN instead of returning
+// attention over a truncated context. The other query is unaffected.
+TEST(AttentionCuda, PagedDecodePastMaxContextGivesNaN) {
+  SQLRL_REQUIRE_CUDA();
+  const int64_t N = 2, H = 4, KVH = 2, D = 64, bs = 16, max_blocks = 8, split = 16, max_context = 40;
+  std::vector<int32_t> table(static_cast<size_t>(N * max_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::vector<int32_t> positions = {99, 20};  // 100 keys need 7 splits of 16; the grid has 3
+  Rng rng;
+  Tensor gq = to_gpu_bf16(rng.normal(N * H * D, 1.0f), {N, H, D});
+  Tensor gk = to_gpu_bf16(rng.normal(N * max_blocks * bs * KVH * D, 1.0f), {N * max_blocks * bs, KVH, D});
+  Tensor gv = to_gpu_bf16(rng.normal(N * max_blocks * bs * KVH * D, 1.0f), {N * max_blocks * bs, KVH, D});
+  Tensor gtable = from_ints(table, {N, max_blocks}, cuda_device(0)), gpos = from_ints(positions, {N}, cuda_device(0));
+  Tensor gout = empty({N, H, D}, DType::BF16, cuda_device(0));
+  fill(gout, 0.0f);
+  AttentionShape shape{H, KVH, D};
+  size_t ws_bytes = paged_attention_workspace_bytes(N, shape, max_context, split);
+  Tensor ws = empty({static_cast<int64_t>(ws_bytes / 4) + 1}, DType::F32, cuda_device(0));
+  PagedQueries dev{N, gtable.data_as<int32_t>(), max_blocks, gpos.data_as<int32_t>(), bs};
+  paged_attention_cuda(gout.data_as<uint16_t>(), gq.data_as<uint16_t>(), gk.data_as<uint16_t>(),
+                       gv.data_as<uint16_t>(), dev, shape, max_context, ws.data(), ws_bytes, split);
+  std::vector<float> out = to_floats(gout);
+  for (int64_t i = 0; i < H * D; ++i) ASSERT_TRUE(std::isnan(out[i])) << "query 0 element " << i;
+  for (int64_t i = H * D; i < 2 * H * D; ++i) ASSERT_TRUE(std::isfinite(out[i])) << "query 1 element " << i;
+}
+
 }  // namespace
 }  // namespace sqlrl

@@ -123,6 +123,25 @@ void paged(std::vector<int32_t> ctx, int64_t H, int64_t KVH, int64_t D, int64_t 
   std::iota(cu.begin(), cu.end(), 0);
   compare("paged", floats(out), ref, H * D, cu, 5e-3);
 }
+// Query 0 needs 7 splits of 16 but max_context 40 sizes the grid for 3: its output must be NaN.
+void paged_past_max_context() {
+  printf("paged past max_context\n");
+  const int64_t N = 2, H = 4, KVH = 2, D = 64, bs = 16, mb = 8, split = 16, max_context = 40;
+  std::vector<int32_t> table(N * mb), pos = {99, 20};
+  std::iota(table.begin(), table.end(), 0);
+  auto qb = bits(normal(N * H * D, 1)), kb = bits(normal(N * mb * bs * KVH * D, 1)), vb = bits(normal(N * mb * bs * KVH * D, 1));
+  AttentionShape sh{H, KVH, D};
+  PagedQueries pq{N, table.data(), mb, pos.data(), bs};
+  std::vector<uint16_t> out(N * H * D, 0);
+  std::vector<float> ws(paged_attention_workspace_bytes(N, sh, max_context, split) / 4 + 1, NAN);
+  paged_attention_cuda(out.data(), qb.data(), kb.data(), vb.data(), pq, sh, max_context, ws.data(), ws.size() * 4, split);
+  auto of = floats(out);
+  int bad = 0;
+  for (int64_t i = 0; i < N * H * D; ++i) bad += (i < H * D) != std::isnan(of[i]);
+  printf("  %s\n", bad ? "FAIL" : "query 0 NaN, query 1 finite");
+  failures += bad != 0;
+}
+
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "all";
   if (what == "fwd" || what == "all") {
@@ -143,6 +162,7 @@ int main(int argc, char** argv) {
     paged({1, 33, 300}, 4, 1, 128, 1 << 20);
     paged({1, 33, 300}, 12, 2, 64, 64);
     paged({40, 300}, 16, 1, 128, 128);
+    paged_past_max_context();
   }
   printf("%s (%d failures)\n", failures ? "FAILED" : "OK", failures);
   return failures != 0;

@@ -16,7 +16,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -35,6 +35,7 @@ inline cudaError_t cudaGetLastError() { return 0; }
 struct uint4 { uint32_t x, y, z, w; };
 inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return {a, b, c, d}; }
 struct float2 { float x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
 using std::max;
 using std::min;
 
