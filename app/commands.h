@@ -15,5 +15,6 @@ void add_eval_sql_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_sft_command(CLI::App& app);
 
 }  // namespace sqlrl

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   sqlrl::add_data_command(app);
   sqlrl::add_generate_command(app);
   sqlrl::add_plan_command(app);
+  sqlrl::add_sft_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

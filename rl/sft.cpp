@@ -1,0 +1,270 @@
+#include "rl/sft.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/error.h"
+
+namespace sqlrl::rl {
+namespace fs = std::filesystem;
+
+int64_t clip_sequences(std::vector<SftSequence>& data, int64_t micro_batch_tokens) {
+  check(micro_batch_tokens >= 1, "sft: micro_batch_tokens must be at least 1, got ", micro_batch_tokens);
+  int64_t cut = 0;
+  const size_t keep = static_cast<size_t>(micro_batch_tokens) + 1;
+  for (SftSequence& s : data) {
+    if (s.tokens.size() <= keep) continue;
+    s.tokens.resize(keep);
+    s.mask.resize(keep);
+    ++cut;
+  }
+  return cut;
+}
+
+namespace {
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  if (!shuffle) return order;
+  uint64_t state = seed * 0x2545F4914F6CDD1Dull + static_cast<uint64_t>(epoch);
+  for (int64_t i = n - 1; i > 0; --i) {
+    // Multiply-shift keeps the draw unbiased enough for shuffling and identical everywhere.
+    uint64_t j = static_cast<uint64_t>((static_cast<unsigned __int128>(splitmix64(state)) * static_cast<uint64_t>(i + 1)) >> 64);
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+std::vector<MicroBatch> pack_sft(const std::vector<SftSequence>& data, const std::vector<int64_t>& order,
+                                 int64_t max_tokens) {
+  // pack_micro_batches reads tokens and policy_mask of a Trajectory; SFT has no advantages.
+  std::vector<Trajectory> trajs(data.size());
+  for (int64_t i : order) {
+    check(i >= 0 && i < static_cast<int64_t>(data.size()), "sft: order names sequence ", i, " of ", data.size());
+    check(data[i].tokens.size() == data[i].mask.size(), "sft: ", data[i].source, ": ", data[i].tokens.size(),
+          " tokens but ", data[i].mask.size(), " mask entries");
+    trajs[i].tokens = data[i].tokens;
+    trajs[i].policy_mask = data[i].mask;
+  }
+  std::vector<float> zero(data.size(), 0.0f);
+  return pack_micro_batches(trajs, order, zero, max_tokens);
+}
+
+SftUpdateStats sft_update(QwenModel& model, OptimizerState& optimizer, TrainState& state,
+                          const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config) {
+  check(model.grads.size() == model.params.size(), "sft: gradients are not allocated (alloc_grads)");
+  check(optimizer.m.size() == model.params.size(), "sft: optimizer state has ", optimizer.m.size(), " moments for ",
+        model.params.size(), " parameters");
+  SftUpdateStats st;
+  st.lr = lr_at(schedule, optimizer.train_step);
+  ++optimizer.train_step;
+  for (const MicroBatch* mb : micro) {
+    for (uint8_t m : mb->mask) st.tokens += m;
+    st.positions += static_cast<int64_t>(mb->targets.size());
+  }
+  if (st.tokens == 0) return st;
+  const float scale = -1.0f / static_cast<float>(st.tokens);
+  zero_grads(model);
+  std::vector<float> logp, dlogp;
+  double nll = 0;
+  for (const MicroBatch* mb : micro) {
+    const size_t T = mb->targets.size();
+    logp.resize(T), dlogp.resize(T);
+    forward_logprobs(model, state, mb->batch, mb->targets, logp.data());
+    for (size_t t = 0; t < T; ++t) {
+      dlogp[t] = mb->mask[t] ? scale : 0.0f;
+      if (mb->mask[t]) nll -= logp[t];
+    }
+    backward_logprobs(model, state, mb->batch, mb->targets, dlogp.data());
+  }
+  st.loss = nll / static_cast<double>(st.tokens);
+  double sq = grad_sq_sum_cpu(model.grads.data(), model.num_params);
+  st.grad_norm = std::sqrt(sq);
+  ++optimizer.adam_step;
+  adamw_cpu(model.params.data(), optimizer.m.data(), optimizer.v.data(), model.grads.data(), model.num_params,
+            config.adamw, optimizer.adam_step, st.lr, clip_coefficient(sq, config.max_grad_norm));
+  return st;
+}
+
+double sft_eval_loss(const QwenModel& model, TrainState& state, const std::vector<SftSequence>& data,
+                     int64_t max_tokens) {
+  std::vector<int64_t> order = epoch_order(static_cast<int64_t>(data.size()), 0, 0, false);
+  double nll = 0;
+  int64_t tokens = 0;
+  std::vector<float> logp;
+  for (const MicroBatch& mb : pack_sft(data, order, max_tokens)) {
+    logp.resize(mb.targets.size());
+    forward_logprobs(model, state, mb.batch, mb.targets, logp.data());
+    for (size_t t = 0; t < logp.size(); ++t)
+      if (mb.mask[t]) nll -= logp[t], ++tokens;
+  }
+  return tokens > 0 ? nll / static_cast<double>(tokens) : 0.0;
+}
+
+namespace {
+
+void write_text_atomic(const fs::path& path, const std::string& text) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    check(out.good(), tmp.string(), ": cannot write");
+    out << text;
+    check(out.good(), tmp.string(), ": write failed");
+  }
+  fs::rename(tmp, path);
+}
+
+void append_line(const fs::path& path, const std::string& line) {
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  check(out.good(), path.string(), ": cannot append");
+  out << line << "\n";
+  check(out.good(), path.string(), ": write failed");
+}
+
+}  // namespace
+
+std::string save_sft_checkpoint(const std::string& out_dir, int64_t step, const QwenModel& model,
+                                const OptimizerState& optimizer, const std::string& tokenizer_path,
+                                const nlohmann::ordered_json& state) {
+  const std::string name = "step-" + std::to_string(step);
+  const fs::path final_dir = fs::path(out_dir) / "checkpoints" / name;
+  const fs::path tmp = fs::path(out_dir) / "checkpoints" / ("." + name + ".tmp");
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  save_model(model, tmp.string());
+  save_optimizer(optimizer, (tmp / "optimizer.safetensors").string());
+  if (!tokenizer_path.empty()) {
+    fs::path src = tokenizer_path;
+    fs::path folder = fs::is_directory(src) ? src : src.parent_path();
+    if (fs::is_directory(src)) src /= "tokenizer.json";
+    check(fs::is_regular_file(src), src.string(), ": tokenizer file not found");
+    fs::copy_file(src, tmp / "tokenizer.json", fs::copy_options::overwrite_existing);
+    // The chat template lives there: keep it so the checkpoint renders prompts the same way.
+    if (fs::is_regular_file(folder / "tokenizer_config.json"))
+      fs::copy_file(folder / "tokenizer_config.json", tmp / "tokenizer_config.json", fs::copy_options::overwrite_existing);
+  }
+  write_text_atomic(tmp / "trainer_state.json", state.dump(2) + "\n");
+  // Replace an older checkpoint of the same name only once the new one is complete.
+  if (fs::exists(final_dir)) {
+    const fs::path old = fs::path(out_dir) / "checkpoints" / ("." + name + ".old");
+    fs::remove_all(old);
+    fs::rename(final_dir, old);
+    fs::rename(tmp, final_dir);
+    fs::remove_all(old);
+  } else {
+    fs::rename(tmp, final_dir);
+  }
+  return final_dir.string();
+}
+
+SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<SftSequence> data,
+                    const SftConfig& config, const SftRunOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  check(config.epochs >= 1 || config.max_steps > 0, "sft: needs epochs >= 1 or max_steps > 0");
+  check(config.grad_accum >= 1, "sft: grad_accum must be at least 1, got ", config.grad_accum);
+  check(!data.empty(), "sft: no training sequence (every line had no trained token?)");
+  if (model.grads.size() != model.params.size()) alloc_grads(model);
+  if (optimizer.m.size() != model.params.size()) optimizer = make_optimizer_state(model.num_params);
+  SftRunStats run;
+  run.clipped_sequences = clip_sequences(data, config.micro_batch_tokens);
+
+  // Plan every epoch's micro-batches first: the cosine needs the total number of updates.
+  int64_t epochs = std::max<int64_t>(config.epochs, 1);
+  std::vector<std::vector<MicroBatch>> plan;
+  int64_t total = 0;
+  for (int64_t e = 0; e < epochs; ++e) {
+    plan.push_back(pack_sft(data, epoch_order(static_cast<int64_t>(data.size()), config.seed, e, config.shuffle),
+                            config.micro_batch_tokens));
+    total += (static_cast<int64_t>(plan.back().size()) + config.grad_accum - 1) / config.grad_accum;
+  }
+  if (config.max_steps > 0) total = config.max_steps;
+  LrSchedule schedule;
+  schedule.lr = config.lr;
+  schedule.decay = config.decay;
+  schedule.min_lr_ratio = config.min_lr_ratio;
+  schedule.total_steps = optimizer.train_step + total;
+  schedule.warmup_steps = static_cast<int64_t>(std::floor(config.warmup_ratio * static_cast<float>(total)));
+  if (schedule.decay == LrDecay::Cosine && schedule.total_steps <= schedule.warmup_steps)
+    schedule.total_steps = schedule.warmup_steps + 1;
+
+  TrainOptions topt;
+  topt.max_tokens = config.micro_batch_tokens;
+  TrainState state = make_train_state(model.config, topt);
+  const fs::path out = options.out_dir;
+  if (!options.out_dir.empty()) fs::create_directories(out);
+  auto trainer_state = [&](int64_t epoch) {
+    nlohmann::ordered_json s;
+    s["format"] = "sqlrl-sft";
+    s["train_step"] = optimizer.train_step;
+    s["adam_step"] = optimizer.adam_step;
+    s["epoch"] = epoch;
+    s["updates"] = run.updates;
+    s["lr"] = config.lr;
+    s["total_steps"] = schedule.total_steps;
+    s["seed"] = config.seed;
+    s["sequences"] = data.size();
+    return s;
+  };
+  int64_t saved_step = -1;
+  auto save = [&](int64_t epoch) {
+    if (options.out_dir.empty() || saved_step == optimizer.train_step) return;
+    saved_step = optimizer.train_step;
+    run.checkpoints.push_back(save_sft_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
+                                                  options.tokenizer_path, trainer_state(epoch)));
+    if (options.log) options.log("saved " + run.checkpoints.back());
+  };
+
+  int64_t epoch = 0;
+  for (; epoch < epochs && run.updates < total; ++epoch) {
+    const std::vector<MicroBatch>& micro = plan[epoch];
+    for (size_t m = 0; m < micro.size() && run.updates < total; m += config.grad_accum) {
+      std::vector<const MicroBatch*> group;
+      for (size_t k = m; k < std::min(micro.size(), m + config.grad_accum); ++k) group.push_back(&micro[k]);
+      auto t0 = std::chrono::steady_clock::now();
+      SftUpdateStats st = sft_update(model, optimizer, state, group, schedule, config);
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (run.updates == 0) run.first_loss = st.loss;
+      run.last_loss = st.loss;
+      ++run.updates;
+      run.trained_tokens += st.tokens;
+      nlohmann::ordered_json line;
+      line["step"] = optimizer.train_step;
+      line["epoch"] = epoch;
+      line["loss"] = st.loss;
+      line["tokens"] = st.tokens;
+      line["positions"] = st.positions;
+      line["lr"] = st.lr;
+      line["grad_norm"] = st.grad_norm;
+      line["tokens_per_s"] = seconds > 0 ? static_cast<double>(st.tokens) / seconds : 0.0;
+      line["seconds"] = seconds;
+      if (!options.out_dir.empty()) append_line(out / "metrics.jsonl", line.dump());
+      if (options.log) options.log(line.dump());
+      if (config.save_every > 0 && run.updates % config.save_every == 0)
+        save(epoch);
+    }
+    // Epochs restart the packing loop; max_steps beyond the planned epochs cycles the plan.
+    if (config.max_steps > 0 && epoch + 1 == epochs && run.updates < total) {
+      plan.push_back(pack_sft(data, epoch_order(static_cast<int64_t>(data.size()), config.seed, epoch + 1, config.shuffle),
+                              config.micro_batch_tokens));
+      ++epochs;
+    }
+  }
+  run.epochs_done = epoch;
+  save(epoch);
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return run;
+}
+
+}  // namespace sqlrl::rl

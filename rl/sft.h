@@ -1,0 +1,103 @@
+// Supervised fine-tuning on masked sequences (rl/sft_data.h) with the GRPO trainer's pieces:
+// next-token packing under a token budget (rl/grpo.h pack_micro_batches), AdamW and the
+// warmup + cosine schedule (rl/optimizer.h), the fused masked log-prob forward/backward
+// (model/train.h).
+//
+// Loss of one optimizer update: -sum(mask * log p) / (masked tokens of the update), the update
+// being grad_accum consecutive micro-batches (token-mean over the update, as LlamaFactory /
+// transformers average the masked cross-entropy). Each epoch visits the sequences in a seeded
+// shuffled order (Fisher-Yates over splitmix64: the same bytes on every platform), packs them
+// greedily, and every update advances the LR schedule by one.
+//
+// Output folder (the GRPO trainer's run-folder layout):
+//   OUT/metrics.jsonl           one line per update: step, epoch, loss, tokens, positions, lr,
+//                               grad_norm, tokens_per_s (trained tokens), seconds
+//   OUT/checkpoints/step-N/     config.json + model.safetensors (HF layout, save_model),
+//                               tokenizer.json (+ tokenizer_config.json when beside it),
+//                               optimizer.safetensors, trainer_state.json; written as
+//                               OUT/checkpoints/.step-N.tmp then renamed (atomic). Every save_every
+//                               updates and always after the last one (the highest N is final).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/train.h"
+#include "rl/grpo.h"
+#include "rl/optimizer.h"
+#include "rl/sft_data.h"
+
+namespace sqlrl::rl {
+
+struct SftConfig {
+  int64_t epochs = 1;
+  int64_t max_steps = 0;              // > 0: stop after this many updates (also sizes the cosine)
+  int64_t micro_batch_tokens = 2048;  // packed positions per micro-batch (TrainState max_tokens)
+  int64_t grad_accum = 1;             // micro-batches per optimizer update
+  // MTSQL-R1 appendix B (LlamaFactory): lr 5e-6, cosine; LlamaFactory's default warmup 0 and
+  // weight decay 0.
+  float lr = 5e-6f;
+  float warmup_ratio = 0.0f;          // of the total updates
+  float min_lr_ratio = 0.0f;
+  LrDecay decay = LrDecay::Cosine;
+  AdamWConfig adamw{0.9f, 0.999f, 1e-8f, 0.0f};
+  float max_grad_norm = 1.0f;         // <= 0: no clipping
+  uint64_t seed = 1;                  // shuffle order
+  bool shuffle = true;
+  int64_t save_every = 0;             // updates between checkpoints; 0 = only OUT/final
+};
+
+// Sequences longer than micro_batch_tokens + 1 tokens are cut to that length (their tail is
+// lost, like LlamaFactory's cutoff_len); returns how many were cut.
+int64_t clip_sequences(std::vector<SftSequence>& data, int64_t micro_batch_tokens);
+
+// The visiting order of one epoch: 0..n-1, shuffled by (seed, epoch) when asked.
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);
+
+// Packs data[order[i]] in order into micro-batches (next-token targets, mask = the target's
+// mask): rl/grpo.h's packing, so a sequence never spans two micro-batches.
+std::vector<MicroBatch> pack_sft(const std::vector<SftSequence>& data, const std::vector<int64_t>& order,
+                                 int64_t max_tokens);
+
+struct SftUpdateStats {
+  double loss = 0;        // mean NLL per trained token
+  double grad_norm = 0;   // before clipping
+  int64_t tokens = 0;     // trained tokens
+  int64_t positions = 0;  // packed positions
+  float lr = 0;
+};
+
+// One AdamW update over `micro` (their masked tokens form the denominator); the schedule's
+// clock is optimizer.train_step. An update with no trained token changes nothing but the clock.
+SftUpdateStats sft_update(QwenModel& model, OptimizerState& optimizer, TrainState& state,
+                          const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config);
+
+// Mean NLL per trained token of `data` under `model` (no update); 0 trained tokens -> 0.
+double sft_eval_loss(const QwenModel& model, TrainState& state, const std::vector<SftSequence>& data,
+                     int64_t max_tokens);
+
+struct SftRunOptions {
+  std::string out_dir;         // "" = write nothing (tests)
+  std::string tokenizer_path;  // tokenizer.json (or its folder) copied into checkpoints; "" = none
+  std::function<void(const std::string&)> log;  // one line per update and per checkpoint; may be empty
+};
+
+struct SftRunStats {
+  int64_t updates = 0, epochs_done = 0, clipped_sequences = 0;
+  int64_t trained_tokens = 0;
+  double first_loss = 0, last_loss = 0, seconds = 0;
+  std::vector<std::string> checkpoints;
+};
+
+// Trains `model` (grads allocated here when missing) on `data` for config.epochs (or
+// max_steps); `optimizer` continues from its counters (resume).
+SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<SftSequence> data,
+                    const SftConfig& config, const SftRunOptions& options);
+
+// OUT/checkpoints/step-<step>/ as above; `state` is trainer_state.json's content. Returns the folder.
+std::string save_sft_checkpoint(const std::string& out_dir, int64_t step, const QwenModel& model,
+                                const OptimizerState& optimizer, const std::string& tokenizer_path,
+                                const nlohmann::ordered_json& state);
+
+}  // namespace sqlrl::rl
