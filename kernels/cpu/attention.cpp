@@ -156,7 +156,7 @@ template <bool Fma, int64_t DT>
       for (int64_t j = 1; j < valid; ++j) m = pr[j] > m ? pr[j] : m;
       float sum = 0.0f;
       for (int64_t j = 0; j < valid; ++j) {
-        pr[j] = cpu::exp_nonpositive<Fma>(pr[j] - m);
+        pr[j] = cpu::exp_fast<Fma>(pr[j] - m);
         sum += pr[j];
       }
       float inv = 1.0f / sum;
@@ -206,7 +206,7 @@ template <bool Fma, int64_t DT>
       const int64_t valid = r < rows ? i0 + r + 1 : 0;
       const float l = r < rows ? g.lse[(i0 + r) * g.lse_stride] : 0.0f;
       for (int64_t j = 0; j < valid; ++j) {
-        pr[j] = cpu::exp_nonpositive<Fma>(pr[j] - l);
+        pr[j] = cpu::exp_fast<Fma>(pr[j] - l);
         dsr[j] = pr[j] * (dsr[j] - delta[r]) * a.scale;
       }
       for (int64_t j = valid; j < n; ++j) pr[j] = dsr[j] = 0.0f;

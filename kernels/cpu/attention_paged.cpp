@@ -36,7 +36,7 @@ template <bool Fma>
     }
     float m = pg[0];
     for (int64_t j = 1; j < len; ++j) m = pg[j] > m ? pg[j] : m;
-    for (int64_t j = 0; j < len; ++j) pg[j] = cpu::exp_nonpositive<Fma>(pg[j] - m);
+    for (int64_t j = 0; j < len; ++j) pg[j] = cpu::exp_fast<Fma>(pg[j] - m);
     float total = 0.0f;
     for (int64_t j = 0; j < len; ++j) total += pg[j];
     float inv = 1.0f / total;

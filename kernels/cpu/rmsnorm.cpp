@@ -1,6 +1,7 @@
 #include "kernels/rmsnorm.h"
 
 #include <cmath>
+#include <vector>
 
 #include "runtime/thread_pool.h"
 
@@ -38,13 +39,18 @@ void rmsnorm_backward_cpu(float* dx, float* dweight, const float* dout, const fl
     }
   });
   if (!dweight) return;
-  // Columns in parallel, rows in order: deterministic whatever the thread count.
+  // Columns in parallel, rows in order: deterministic whatever the thread count. Rows outer,
+  // the chunk's columns inner, so memory is read once, row by row (a column-at-a-time walk
+  // re-reads every row's cache lines per column); each column's sum keeps its row order.
   default_thread_pool().parallel_for(static_cast<size_t>(dim), 16, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      float sum = 0.0f;
-      for (int64_t r = 0; r < rows; ++r) sum += dout[r * dim + static_cast<int64_t>(i)] * x[r * dim + static_cast<int64_t>(i)] * rstd[r];
-      dweight[i] += sum;
+    std::vector<float> sum(end - begin, 0.0f);
+    const int64_t b = static_cast<int64_t>(begin), n = static_cast<int64_t>(end - begin);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* dy = dout + r * dim + b;
+      const float* xr = x + r * dim + b;
+      for (int64_t i = 0; i < n; ++i) sum[i] += dy[i] * xr[i] * rstd[r];
     }
+    for (int64_t i = 0; i < n; ++i) dweight[b + i] += sum[i];
   });
 }
 

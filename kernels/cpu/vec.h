@@ -56,15 +56,15 @@ typedef float V16 __attribute__((vector_size(64)));
 }
 #pragma GCC diagnostic pop
 
-// exp(x) for x <= 0 (softmax arguments after subtracting the max), branch-free so that it
-// vectorises: x = n ln2 + r (Cody-Waite, ln2 in two parts so r is exact to ~1e-10), |r| <= ln2/2,
-// exp(r) by its degree-7 Taylor polynomial (truncation (ln2/2)^8/8! = 5e-9). Measured against
-// double exp over [-87, 0]: a few ulp (see tests). Below -87 it returns 0 (exp(-87) = 1.6e-38:
-// no softmax weight next to the max's 1 can notice). n = rint by the 1.5 * 2^23 trick, exact
-// under round-to-nearest.
+// exp(x), branch-free so that it vectorises (softmax weights, sigmoids): x = n ln2 + r
+// (Cody-Waite, ln2 in two parts so r is exact to ~1e-10), |r| <= ln2/2, exp(r) by its degree-7
+// Taylor polynomial (truncation (ln2/2)^8/8! = 5e-9). Measured against double exp over
+// [-87, 88]: max relative error 1.0e-7 (about 1 ulp). Below -87 it returns 0 (exp(-87) =
+// 1.6e-38: no weight next to a softmax max's 1 can notice); above 88 it returns exp(88) =
+// 1.65e38. n = rint by the 1.5 * 2^23 trick, exact under round-to-nearest.
 template <bool Fma>
-[[gnu::always_inline]] inline float exp_nonpositive(float x) {
-  float xc = x < -87.0f ? -87.0f : x;
+[[gnu::always_inline]] inline float exp_fast(float x) {
+  float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);  // 2^n stays a normal float
   float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = madd<Fma>(n, -0.693145752f, xc);  // ln2 high part: 17 bits, so n * hi is exact
   r = madd<Fma>(n, -1.42860677e-6f, r);       // ln2 - hi
