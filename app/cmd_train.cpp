@@ -1,17 +1,66 @@
-// `llm_sqlrl train`: the GRPO trainer. Its engine (rollout, rewards, GRPO) is issue 10; until it
-// lands the command says so and fails, rather than pretending to train.
+// `llm_sqlrl train`: multi-turn GRPO (rl/train.h). Every TrainConfig key is a flag (--group-size
+// 5) and a recipe key (configs/*.toml: `group-size = 5`); flags override the recipe. An unknown
+// key in a recipe is an error naming it.
+//   llm_sqlrl train [--config configs/skyrl.toml] [--weights DIR] [--out runs/x] [--max-steps N] ...
+//   llm_sqlrl train --resume runs/x [--max-steps N]    (the run's config.toml, then the flags given)
 #include <cstdio>
-#include <string>
+#include <filesystem>
+#include <memory>
 
 #include "app/commands.h"
+#include "rl/train.h"
 #include "runtime/error.h"
 
 namespace sqlrl {
+namespace {
+
+struct TrainArgs {
+  rl::TrainConfig config;
+  std::vector<CLI::Option*> options;  // one per config field, in table order
+};
+
+void run_train(TrainArgs& args) {
+  rl::TrainConfig config = args.config;
+  if (!config.resume.empty()) {
+    // The run's own config, with only the keys this invocation set on top.
+    std::string saved = (std::filesystem::path(config.resume) / "config.toml").string();
+    check(std::filesystem::exists(saved), "resume: ", config.resume, " is not a run folder (no config.toml in it)");
+    rl::TrainConfig merged = rl::read_config_toml(saved);
+    for (size_t i = 0; i < args.options.size(); ++i)
+      if (args.options[i]->count() > 0) rl::copy_config_field(config, merged, i);
+    merged.resume = config.resume;
+    config = merged;
+  }
+  rl::TrainEnv env = rl::make_train_env(config);
+  std::printf("train: %s\n", env.description.c_str());
+  std::printf("train: run folder %s, steps %lld\n", env.config.out.c_str(), static_cast<long long>(env.config.max_steps));
+  std::fflush(stdout);
+  rl::TrainSummary s = rl::run_training(env);
+  int64_t steps = s.last_step - s.first_step;
+  std::printf("train: %lld steps (%lld -> %lld) in %.1f s (%.3f steps/s); checkpoints in %s/checkpoints\n",
+              static_cast<long long>(steps), static_cast<long long>(s.first_step), static_cast<long long>(s.last_step),
+              s.seconds, s.seconds > 0 ? static_cast<double>(steps) / s.seconds : 0.0, env.config.out.c_str());
+}
+
+}  // namespace
 
 void add_train_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("train", "Train a model with multi-turn GRPO (not built yet: fails with a message)");
-  cmd->allow_extras();
-  cmd->callback([] { fail("llm_sqlrl train: not built yet: see issue list (multi-turn rollout + GRPO trainer)"); });
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a text-to-SQL agent with multi-turn GRPO (CPU)");
+  cmd->set_config("--config", "", "recipe file (TOML, e.g. configs/skyrl.toml); flags override its keys");
+  cmd->allow_config_extras(false);
+  for (rl::ConfigField& f : rl::config_fields(args->config)) {
+    std::string flag = std::string("--") + f.key;
+    CLI::Option* opt = std::visit(
+        [&](auto* p) -> CLI::Option* {
+          using T = std::remove_pointer_t<decltype(p)>;
+          if constexpr (std::is_same_v<T, bool>) return cmd->add_flag(flag, *p, f.help);
+          else return cmd->add_option(flag, *p, f.help);
+        },
+        f.value);
+    args->options.push_back(opt);
+  }
+  cmd->callback([args] { run_train(*args); });
 }
 
 }  // namespace sqlrl

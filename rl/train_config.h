@@ -1,0 +1,103 @@
+// Every knob of `llm_sqlrl train`, as one flat struct. The same table of fields drives the CLI
+// flags (--group-size 5), the recipe files (configs/*.toml, `group-size = 5`) and the resolved
+// config.toml written into the run folder, so a key means the same thing everywhere.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace sqlrl::rl {
+
+struct TrainConfig {
+  // ---- run
+  std::string out = "runs/train";  // run folder
+  std::string resume;              // run folder to continue from its latest checkpoint
+  std::string device = "cpu";      // cpu | cuda
+  int64_t max_steps = 100;         // trainer steps (rollout batches) to reach
+  uint64_t seed = 1;               // data shuffle, sampling (Philox) and the embedded model's init
+  int64_t save_every = 50;         // checkpoint every N steps (the last step always); 0 = last only
+  int64_t log_trajectories = 2;    // trajectories per step written to trajectories.jsonl
+
+  // ---- model and tokenizer
+  std::string weights;        // HF file or folder; "" = the embedded tiny model
+  std::string tokenizer;      // tokenizer.json or folder; "" = the weights folder's, else the embedded one
+  std::string chat_template;  // qwen3 | qwen2.5; "" = detected from the tokenizer folder, else qwen3
+  bool enable_thinking = true;
+
+  // ---- the embedded default (used only without --weights)
+  int64_t tiny_vocab = 1024;  // BPE vocabulary trained on the synthetic benchmark (added tokens included)
+  int64_t tiny_hidden = 64;
+  int64_t tiny_layers = 2;
+  int64_t tiny_heads = 4;
+  int64_t tiny_kv_heads = 2;
+  int64_t tiny_head_dim = 16;
+  int64_t tiny_intermediate = 128;
+  double tiny_init_std = 0.02;  // N(0, std) weights, norms 1 (transformers' initialiser)
+
+  // ---- data
+  std::string dataset;            // FORMAT:PATH (spider|bird|sparc|cosql|synsql); "" = built-in synthetic benchmark
+  std::string split = "train";
+  uint64_t synth_seed = 1;        // the built-in benchmark's generator seed
+  std::string compare;            // spider | bird (set equality); "" = bird for BIRD data and skyrl, else spider
+
+  // ---- protocol and reward
+  std::string protocol = "skyrl";  // skyrl | sqltrail | mtir | mtsql
+  std::string reward;              // panel; "" = the protocol's own
+  std::vector<std::string> reward_weights;  // "term=w" overrides of the panel's weights
+
+  // ---- rollout
+  int64_t batch_size = 4;  // prompts per step
+  int64_t group_size = 5;  // G samples per prompt
+  double temperature = 1.0, top_p = 1.0;
+  int64_t top_k = 0;
+  int64_t max_turns = 0;  // 0 = the protocol's budget
+  int64_t max_turn_tokens = 1024;
+  int64_t max_total_tokens = 4096;
+  int64_t max_batch_sequences = 64;
+  int64_t sql_timeout_ms = 5000;
+  int64_t sql_max_rows = 10000;
+
+  // ---- GRPO
+  double lr = 1e-6;
+  std::string lr_schedule = "constant";  // constant | cosine
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 0;  // cosine horizon; 0 = max-steps
+  double min_lr_ratio = 0;
+  double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8, weight_decay = 0.01;
+  double clip_low = 0.2, clip_high = 0.2;
+  double kl_coef = 0;
+  std::string loss_agg = "token-mean";  // token-mean | seq-mean-token-mean
+  bool sampler_logprobs = false;        // old log-probs from the sampler instead of a training forward
+  int64_t ppo_epochs = 1;
+  int64_t mini_batches = 1;
+  double max_grad_norm = 1.0;
+  bool adv_std = true;  // divide the group advantage by the std
+  double adv_eps = 1e-6;
+  bool filter_truncated = true, filter_malformed = true, filter_no_valid_action = true, filter_zero_variance = true;
+  int64_t micro_batch_tokens = 8192;
+};
+
+using ConfigValue = std::variant<int64_t*, uint64_t*, double*, bool*, std::string*, std::vector<std::string>*>;
+
+struct ConfigField {
+  const char* key;   // flag without the dashes, and the config-file key
+  const char* help;
+  ConfigValue value;  // points into the TrainConfig the table was made for
+};
+
+// The table, in config.toml order, pointing into `config`.
+std::vector<ConfigField> config_fields(TrainConfig& config);
+
+// Checks enumerations and ranges; a bad value is a one-line error naming the key.
+void validate_config(const TrainConfig& config);
+
+// The resolved config as a CLI11-readable TOML file (one `key = value` line per field).
+std::string config_to_toml(const TrainConfig& config);
+// Reads a file written by config_to_toml (or any flat `key = value` file of these keys); an
+// unknown key is an error naming it and the file.
+TrainConfig read_config_toml(const std::string& path);
+// Copies one field (by its table index) from `from` into `to`.
+void copy_config_field(const TrainConfig& from, TrainConfig& to, size_t index);
+
+}  // namespace sqlrl::rl
