@@ -7,7 +7,9 @@
 //         vocab 8192, tied — 27.8M parameters, GEMM-bound.
 // The peer is bench/model_peer.py (transformers Qwen3ForCausalLM, float32 eager, same shapes).
 // Threads: the default pool (SQLRL_THREADS, the core count by default) and OpenBLAS's own
-// (OPENBLAS_NUM_THREADS, the core count by default).
+// (OPENBLAS_NUM_THREADS, the core count by default). The CPU column is the whole process's CPU
+// time (every thread), which on a loaded machine is steadier than the wall time; pinned to one
+// core (taskset -c 0) it is the work done.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -150,6 +152,7 @@ BENCHMARK(BM_TrainStep)
     ->Args({0, 16, 256})
     ->Args({1, 16, 256})
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 BENCHMARK(BM_Decode)
@@ -157,6 +160,7 @@ BENCHMARK(BM_Decode)
     ->Args({0, 8, 128, 128})
     ->Args({1, 8, 128, 128})
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 }  // namespace
