@@ -44,7 +44,8 @@ void paged_attention_cpu(float* out, const float* q, const float* k_cache, const
 // --- CUDA (kernels/cuda/attention*.cu; without CUDA these fail with the reason) ---------------
 // Every pointer is device memory; bf16 tensors are passed as their raw bits (uint16_t). Index
 // arrays (cu_seqlens, block tables, positions) are device arrays; the host passes the bounds it
-// needs to size the grid (max_seqlen, max_context), which must hold for every entry.
+// needs to size the grid (max_seqlen, max_context), which must hold for every entry; rows of a
+// sequence longer than max_seqlen are set to NaN (the rows before them are still right).
 // head_dim must be 64 or 128. The launchers allocate nothing: workspace comes from the caller.
 
 // out [T, H, D] bf16, lse [T, H] fp32 (natural log, as attention_forward_cpu).

@@ -57,6 +57,11 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
   const int start = cu_seqlens[seq], len = cu_seqlens[seq + 1] - start;
   const int q0 = q_tile * kFwdBr;
   if (q0 >= len) return;
+  if (q_tile == 0 && len > static_cast<int>(gridDim.x) * kFwdBr) {  // longer than max_seqlen
+    const int covered = gridDim.x * kFwdBr;
+    nan_rows<D>(out + (static_cast<int64_t>(start) * H + h) * D, static_cast<int64_t>(H) * D, covered, len);
+    for (int i = covered + threadIdx.x; i < len; i += kFwdThreads) lse[static_cast<int64_t>(start + i) * H + h] = NAN;
+  }
   const int kvh = h / (H / KVH);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int64_t q_stride = static_cast<int64_t>(H) * D, kv_stride = static_cast<int64_t>(KVH) * D;

@@ -84,6 +84,11 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
   const int start = cu_seqlens[seq], len = cu_seqlens[seq + 1] - start;
   const int k0 = k_tile * kKvBc;
   if (k0 >= len) return;
+  if (k_tile == 0 && len > static_cast<int>(gridDim.x) * kKvBc) {  // longer than max_seqlen
+    const int64_t kv_base = (static_cast<int64_t>(start) * KVH + kvh) * D;
+    nan_rows<D>(dk + kv_base, static_cast<int64_t>(KVH) * D, gridDim.x * kKvBc, len);
+    nan_rows<D>(dv + kv_base, static_cast<int64_t>(KVH) * D, gridDim.x * kKvBc, len);
+  }
   const int group = H / KVH;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int64_t q_stride = static_cast<int64_t>(H) * D, kv_stride = static_cast<int64_t>(KVH) * D;
@@ -196,6 +201,8 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
   const int start = cu_seqlens[seq], len = cu_seqlens[seq + 1] - start;
   const int q0 = q_tile * kQBr;
   if (q0 >= len) return;
+  if (q_tile == 0 && len > static_cast<int>(gridDim.x) * kQBr)  // longer than max_seqlen
+    nan_rows<D>(dq + (static_cast<int64_t>(start) * H + h) * D, static_cast<int64_t>(H) * D, gridDim.x * kQBr, len);
   const int kvh = h / (H / KVH);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int64_t q_stride = static_cast<int64_t>(H) * D, kv_stride = static_cast<int64_t>(KVH) * D;

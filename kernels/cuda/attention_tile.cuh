@@ -141,6 +141,15 @@ __device__ __forceinline__ void acc_to_tile(uint16_t* tile, int r0, const float 
   }
 }
 
+// Rows [from, to) of a [rows, stride] bf16 tensor (D columns each) become NaN. For sequences
+// longer than the max_seqlen the grid was sized for: the rows no block covers are marked
+// instead of left unwritten (the launcher cannot see device-side cu_seqlens).
+template <int D>
+__device__ __forceinline__ void nan_rows(uint16_t* base, int64_t stride, int from, int to) {
+  for (int64_t i = threadIdx.x; i < static_cast<int64_t>(to - from) * D; i += blockDim.x)
+    base[(from + i / D) * stride + i % D] = 0x7fc0;
+}
+
 // Shared-memory limit above 48 KB must be granted per kernel before its first launch.
 template <typename Kernel>
 inline cudaError_t allow_smem(Kernel kernel, int bytes) {

@@ -174,6 +174,59 @@ TEST(AttentionCuda, BackwardVarlenWithEmptyAndLengthOneSequences) {
     for (int64_t ratio : {1, 2, 4}) run_forward_backward({{0, 1, 17, 0, 130, 1, 64, 200, 0}, 8, 8 / ratio, D}, true);
 }
 
+// max_seqlen sizes the grid and cannot be checked against device-side cu_seqlens. With 100
+// for a 300-token sequence, the forward's one 128-row tile and the backward's two 64-row tiles
+// cover rows 0..127, which must still be right (causal: a row never sees later rows; the
+// backward's covered keys still collect every query); rows 128..299 must come back NaN.
+TEST(AttentionCuda, PastMaxSeqlenRowsAreNaNAndTheRestIsRight) {
+  SQLRL_REQUIRE_CUDA();
+  const int64_t T = 300, H = 2, KVH = 1, D = 64, max_seqlen = 100, covered = 128;
+  AttentionShape shape{H, KVH, D};
+  Rng rng;
+  SCOPED_TRACE("seed " + std::to_string(rng.seed));
+  std::vector<float> q = rng.normal(T * H * D, 1.0f), k = rng.normal(T * KVH * D, 1.5f),
+                     v = rng.normal(T * KVH * D, 1.0f), dout = rng.normal(T * H * D, 1.0f);
+  std::vector<int32_t> cu = {0, static_cast<int32_t>(T)}, cu_covered = {0, static_cast<int32_t>(covered)};
+  Tensor gq = to_gpu_bf16(q, {T, H, D}), gk = to_gpu_bf16(k, {T, KVH, D}), gv = to_gpu_bf16(v, {T, KVH, D});
+  Tensor gdout = to_gpu_bf16(dout, {T, H, D}), gcu = from_ints(cu, {2}, cuda_device(0));
+  auto forward = [&](const Tensor& out, const Tensor& lse, int64_t max_len) {
+    attention_forward_cuda(out.data_as<uint16_t>(), lse.data_as<float>(), gq.data_as<uint16_t>(),
+                           gk.data_as<uint16_t>(), gv.data_as<uint16_t>(), gcu.data_as<int32_t>(), 1, max_len, shape);
+  };
+  auto head = [](const std::vector<float>& x, int64_t n) { return std::vector<float>(x.begin(), x.begin() + n); };
+
+  Tensor gout = poisoned({T, H, D}, DType::BF16), glse = poisoned({T, H}, DType::F32);
+  forward(gout, glse, max_seqlen);
+  std::vector<float> out = to_floats(gout), lse = to_floats(glse);
+  for (int64_t i = covered * H * D; i < T * H * D; ++i) ASSERT_TRUE(std::isnan(out[i])) << "out " << i;
+  for (int64_t i = covered * H; i < T * H; ++i) ASSERT_TRUE(std::isnan(lse[i])) << "lse " << i;
+  std::vector<float> ref_out(static_cast<size_t>(covered * H * D)), ref_lse(static_cast<size_t>(covered * H));
+  attention_forward_cpu(ref_out.data(), ref_lse.data(), q.data(), k.data(), v.data(), cu_covered.data(), 1, shape);
+  expect_close(head(out, covered * H * D), ref_out, H * D, cu_covered, 1e-2, "covered out");
+
+  // The backward gets a complete forward (its own max_seqlen is what is under test).
+  forward(gout, glse, T);
+  out = to_floats(gout);
+  lse = to_floats(glse);
+  Tensor gdq = poisoned({T, H, D}, DType::BF16), gdk = poisoned({T, KVH, D}, DType::BF16),
+         gdv = poisoned({T, KVH, D}, DType::BF16);
+  size_t ws_bytes = attention_backward_workspace_bytes(T, shape);
+  Tensor ws = empty({static_cast<int64_t>(ws_bytes / 4) + 1}, DType::F32, cuda_device(0));
+  attention_backward_cuda(gdq.data_as<uint16_t>(), gdk.data_as<uint16_t>(), gdv.data_as<uint16_t>(),
+                          gdout.data_as<uint16_t>(), gout.data_as<uint16_t>(), glse.data_as<float>(),
+                          gq.data_as<uint16_t>(), gk.data_as<uint16_t>(), gv.data_as<uint16_t>(),
+                          gcu.data_as<int32_t>(), 1, T, max_seqlen, shape, ws.data(), ws_bytes);
+  std::vector<float> dq = to_floats(gdq), dk = to_floats(gdk), dv = to_floats(gdv);
+  for (int64_t i = covered * H * D; i < T * H * D; ++i) ASSERT_TRUE(std::isnan(dq[i])) << "dq " << i;
+  for (int64_t i = covered * KVH * D; i < T * KVH * D; ++i) ASSERT_TRUE(std::isnan(dk[i]) && std::isnan(dv[i])) << i;
+  std::vector<float> ref_dq(q.size()), ref_dk(k.size()), ref_dv(v.size());
+  attention_backward_cpu(ref_dq.data(), ref_dk.data(), ref_dv.data(), dout.data(), out.data(), lse.data(), q.data(),
+                         k.data(), v.data(), cu.data(), 1, shape);
+  expect_close(head(dq, covered * H * D), head(ref_dq, covered * H * D), H * D, cu_covered, 1e-2, "covered dq");
+  expect_close(head(dk, covered * KVH * D), head(ref_dk, covered * KVH * D), KVH * D, cu_covered, 1e-2, "covered dk");
+  expect_close(head(dv, covered * KVH * D), head(ref_dv, covered * KVH * D), KVH * D, cu_covered, 1e-2, "covered dv");
+}
+
 TEST(AttentionCuda, RejectsUnsupportedHeadDim) {
   SQLRL_REQUIRE_CUDA();
   EXPECT_THROW(attention_forward_cuda(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, {4, 4, 96}),
