@@ -1,0 +1,241 @@
+// Driver of tools/cuda_emu_ops/run.sh: the emulated CUDA launchers of RMSNorm, RoPE, SwiGLU,
+// embedding, sampling and masked log-prob against the CPU kernels on small shapes (host memory
+// plays device memory), with the tolerances of tests/kernels_cuda. Outputs start as NaN.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "kernels/embedding.h"
+#include "kernels/logprob.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/sampling.h"
+#include "kernels/swiglu.h"
+#include "runtime/dtype.h"
+#include "runtime/gemm.h"
+using namespace sqlrl;
+
+static std::mt19937_64 gen(777);
+static int failures = 0;
+static const CudaStream kStream{};
+
+std::vector<float> uniform(size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> x(n);
+  for (auto& v : x) v = bf16_bits_to_f32(f32_to_bf16_bits(d(gen)));
+  return x;
+}
+std::vector<uint16_t> bits(const std::vector<float>& x) {
+  std::vector<uint16_t> b(x.size());
+  for (size_t i = 0; i < x.size(); ++i) b[i] = f32_to_bf16_bits(x[i]);
+  return b;
+}
+std::vector<float> floats(const std::vector<uint16_t>& b) {
+  std::vector<float> x(b.size());
+  for (size_t i = 0; i < b.size(); ++i) x[i] = bf16_bits_to_f32(b[i]);
+  return x;
+}
+void expect(const char* what, const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double r = std::isnan(got[i]) ? INFINITY : std::fabs(got[i] - want[i]) / (atol + rtol * std::fabs(want[i]));
+    worst = std::max(worst, r);
+  }
+  bool ok = worst <= 1.0 && got.size() == want.size();
+  failures += !ok;
+  std::printf("%-44s %s (worst %.3g of budget)\n", what, ok ? "ok  " : "FAIL", worst);
+}
+
+// runtime/gemm's CUDA entry, emulated: bf16 A/B, f32 C, f32 accumulation.
+namespace sqlrl {
+void gemm_cuda(const GemmProblem& p, int, const CudaStream&) {
+  auto a = static_cast<const uint16_t*>(p.a);
+  auto b = static_cast<const uint16_t*>(p.b);
+  auto c = static_cast<float*>(p.c);
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t j = 0; j < p.n; ++j) {
+      float s = 0;
+      for (int64_t k = 0; k < p.k; ++k)
+        s += bf16_bits_to_f32(p.trans_a ? a[k * p.lda + i] : a[i * p.lda + k]) *
+             bf16_bits_to_f32(p.trans_b ? b[j * p.ldb + k] : b[k * p.ldb + j]);
+      float& out = c[i * p.ldc + j];
+      out = p.alpha * s + (p.beta != 0 ? p.beta * out : 0.0f);
+    }
+}
+}  // namespace sqlrl
+
+void rmsnorm(int64_t rows, int64_t dim) {
+  auto x = uniform(rows * dim, -2, 2), w = uniform(dim, 0.5f, 1.5f), dout = uniform(rows * dim, -1, 1),
+       dx0 = uniform(rows * dim, -0.5f, 0.5f), dw0 = uniform(dim, -1, 1);
+  std::vector<float> out(rows * dim), rstd(rows), dx = dx0, dw = dw0;
+  rmsnorm_forward_cpu(out.data(), rstd.data(), x.data(), w.data(), rows, dim, 1e-6f);
+  rmsnorm_backward_cpu(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), rows, dim);
+  auto xb = bits(x), wb = bits(w), db = bits(dout), dxb = bits(dx0);
+  std::vector<uint16_t> ob(rows * dim, 0x7fc0);
+  std::vector<float> rs(rows, NAN), dwg = dw0;
+  rmsnorm_forward_cuda(ob.data(), rs.data(), xb.data(), wb.data(), rows, dim, 1e-6f, kStream);
+  std::vector<char> ws(rmsnorm_backward_workspace_bytes(rows, dim) + 16);
+  void* wsp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 15) / 16 * 16);
+  rmsnorm_backward_cuda(dxb.data(), dwg.data(), db.data(), xb.data(), wb.data(), rstd.data(), rows, dim, wsp,
+                        ws.size() - 16, kStream);
+  char name[64];
+  std::snprintf(name, sizeof name, "rmsnorm %lldx%lld out", (long long)rows, (long long)dim);
+  expect(name, floats(ob), out, 1e-5, 1.0 / 256);
+  expect("  rstd", rs, rstd, 0, 2e-5);
+  expect("  dx", floats(dxb), dx, 1e-5, 1.0 / 256);
+  expect("  dweight", dwg, dw, 1e-4, 1e-4);
+}
+
+void rope(int64_t tokens, int64_t heads, int64_t dim, int64_t extra) {
+  int64_t stride = heads * dim + extra;
+  auto buf = uniform(tokens * stride, -2, 2);
+  std::vector<int32_t> pos(tokens);
+  for (auto& p : pos) p = static_cast<int32_t>(gen() % 40000);
+  for (int dir = 0; dir < 2; ++dir) {
+    std::vector<float> packed(tokens * heads * dim), want = buf;
+    for (int64_t t = 0; t < tokens; ++t) std::copy_n(buf.begin() + t * stride, heads * dim, packed.begin() + t * heads * dim);
+    if (dir == 0) rope_forward_cpu(packed.data(), pos.data(), tokens, heads, dim, 1e6f);
+    else rope_backward_cpu(packed.data(), pos.data(), tokens, heads, dim, 1e6f);
+    for (int64_t t = 0; t < tokens; ++t) std::copy_n(packed.begin() + t * heads * dim, heads * dim, want.begin() + t * stride);
+    auto xb = bits(buf);
+    if (dir == 0) rope_forward_cuda(xb.data(), pos.data(), tokens, heads, dim, stride, 1e6f, kStream);
+    else rope_backward_cuda(xb.data(), pos.data(), tokens, heads, dim, stride, 1e6f, kStream);
+    char name[64];
+    std::snprintf(name, sizeof name, "rope %s %lldx%lldx%lld+%lld", dir ? "bwd" : "fwd", (long long)tokens,
+                  (long long)heads, (long long)dim, (long long)extra);
+    expect(name, floats(xb), want, 1e-5, 1.0 / 256);
+  }
+}
+
+void swiglu(int64_t n, int64_t off) {
+  auto g = uniform(n + off, -8, 8), u = uniform(n + off, -2, 2), d = uniform(n + off, -1, 1);
+  std::vector<float> o(n), dg(n), du(n);
+  swiglu_forward_cpu(o.data(), g.data() + off, u.data() + off, n);
+  swiglu_backward_cpu(dg.data(), du.data(), d.data() + off, g.data() + off, u.data() + off, n);
+  auto gb = bits(g), ub = bits(u), db = bits(d);
+  std::vector<uint16_t> ob(n + off, 0x7fc0), dgb(n + off, 0x7fc0), dub(n + off, 0x7fc0);
+  swiglu_forward_cuda(ob.data() + off, gb.data() + off, ub.data() + off, n, kStream);
+  swiglu_backward_cuda(dgb.data() + off, dub.data() + off, db.data() + off, gb.data() + off, ub.data() + off, n, kStream);
+  auto tail = [&](const std::vector<uint16_t>& v) { auto f = floats(v); return std::vector<float>(f.begin() + off, f.end()); };
+  char name[64];
+  std::snprintf(name, sizeof name, "swiglu n %lld offset %lld", (long long)n, (long long)off);
+  expect(name, tail(ob), o, 1e-6, 1.0 / 256);
+  expect("  dgate", tail(dgb), dg, 1e-6, 1.0 / 256);
+  expect("  dup", tail(dub), du, 1e-6, 1.0 / 256);
+}
+
+void embedding(int64_t T, int64_t V, int64_t C) {
+  auto table = uniform(V * C, -1, 1), dout = uniform(T * C, -1, 1), dt0 = uniform(V * C, -1, 1);
+  std::vector<int32_t> tok(T);
+  for (auto& t : tok) t = static_cast<int32_t>(gen() % V);
+  std::vector<float> out(T * C), dt = dt0;
+  embedding_forward_cpu(out.data(), table.data(), tok.data(), T, V, C);
+  embedding_backward_cpu(dt.data(), dout.data(), tok.data(), T, V, C);
+  auto tb = bits(table), db = bits(dout);
+  std::vector<uint16_t> ob(T * C, 0x7fc0);
+  std::vector<float> dtg = dt0;
+  embedding_forward_cuda(ob.data(), tb.data(), tok.data(), T, V, C, kStream);
+  std::vector<char> ws(embedding_backward_workspace_bytes(T, V) + 16);
+  void* wsp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 15) / 16 * 16);
+  embedding_backward_cuda(dtg.data(), db.data(), tok.data(), T, V, C, wsp, ws.size() - 16, kStream);
+  char name[64];
+  std::snprintf(name, sizeof name, "embedding %lld tokens V %lld C %lld", (long long)T, (long long)V, (long long)C);
+  expect(name, floats(ob), out, 0, 0 + 1e-30);
+  expect("  backward", dtg, dt, 1e-5, 1e-5);
+}
+
+void logprob(int64_t T, int64_t C, int64_t V, int64_t ct, int64_t cv) {
+  auto h = uniform(T * C, -1, 1), w = uniform(V * C, -0.5f, 0.5f);
+  std::vector<int32_t> tg(T);
+  for (auto& t : tg) t = static_cast<int32_t>(gen() % V);
+  tg[0] = static_cast<int32_t>(V - 1);
+  std::vector<float> g(T);
+  for (int64_t t = 0; t < T; ++t) g[t] = t % 3 == 1 ? 0.0f : uniform(1, -1, 1)[0];
+  std::vector<float> lp(T), lse(T), scratch(std::min<int64_t>(T, 8) * V), dh(T * C, 0), dw(V * C, 0);
+  LogprobShape cs{T, C, V, 8};
+  logprob_forward_cpu(lp.data(), lse.data(), h.data(), w.data(), tg.data(), cs, scratch.data());
+  logprob_backward_cpu(dh.data(), dw.data(), g.data(), h.data(), w.data(), tg.data(), lse.data(), cs, scratch.data());
+  std::vector<float> H(T);
+  for (int64_t t = 0; t < T; ++t) {
+    double m = -INFINITY, s = 0, e = 0;
+    std::vector<double> z(V);
+    for (int64_t v = 0; v < V; ++v) {
+      double acc = 0;
+      for (int64_t c = 0; c < C; ++c) acc += double(h[t * C + c]) * w[v * C + c];
+      z[v] = acc, m = std::max(m, acc);
+    }
+    for (double x : z) s += std::exp(x - m);
+    for (double x : z) e -= std::exp(x - m - std::log(s)) * (x - m - std::log(s));
+    H[t] = static_cast<float>(e);
+  }
+  auto hb = bits(h), wb = bits(w);
+  LogprobCudaShape shape{T, C, V, ct, cv};
+  std::vector<char> ws(logprob_cuda_workspace_bytes(shape) + 256);
+  void* wsp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 255) / 256 * 256);
+  std::vector<float> lpg(T, NAN), lseg(T, NAN), Hg(T, NAN), dwg(V * C, 0);
+  std::vector<uint16_t> dhg(T * C, 0);
+  logprob_forward_cuda(lpg.data(), lseg.data(), Hg.data(), hb.data(), wb.data(), tg.data(), shape, wsp, ws.size() - 256,
+                       kStream);
+  logprob_backward_cuda(dhg.data(), dwg.data(), g.data(), nullptr, hb.data(), wb.data(), tg.data(), lseg.data(), nullptr,
+                        shape, wsp, ws.size() - 256, kStream);
+  char name[80];
+  std::snprintf(name, sizeof name, "logprob T %lld C %lld V %lld tiles %lldx%lld", (long long)T, (long long)C,
+                (long long)V, (long long)ct, (long long)cv);
+  expect(name, lpg, lp, 1e-4, 1e-5);
+  expect("  lse", lseg, lse, 1e-4, 1e-5);
+  expect("  entropy", Hg, H, 1e-4, 1e-5);
+  expect("  dhidden", floats(dhg), dh, 2e-3, 1.0 / 128);
+  expect("  dweight", dwg, dw, 2e-3, 1.0 / 128);
+}
+
+void sampling(int64_t rows, int64_t V) {
+  std::vector<SamplingParams> settings = {{0.0f, 0, 1.0f, 1}, {1.0f, 0, 1.0f, 2}, {0.6f, 0, 0.95f, 3},
+                                          {0.7f, 20, 1.0f, 4}, {1.3f, 50, 0.9f, 5}, {0.9f, 7, 1.0f, 6}};
+  std::vector<float> logits = uniform(rows * V, -8, 8);
+  std::vector<SamplingRequest> req(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    req[r].params = settings[r % settings.size()];
+    req[r].params.seed += gen();
+    req[r].sequence_id = r;
+    req[r].position = gen() % 1000;
+    if (r % 4 == 3)
+      for (int64_t v = 0; v < V; ++v) logits[r * V + v] = float(gen() % 9) * 0.5f;  // ties
+  }
+  std::vector<SampledToken> got(rows, SampledToken{-1, NAN, NAN});
+  sample_tokens_cuda(got.data(), logits.data(), rows, V, V, req.data(), kStream);
+  SamplingScratch sc;
+  int bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    SampledToken want = sample_token_cpu(logits.data() + r * V, V, req[r].params, req[r].sequence_id, req[r].position, sc);
+    if (got[r].token != want.token || std::fabs(got[r].logprob - want.logprob) > 1e-5 ||
+        std::fabs(got[r].logprob_t1 - want.logprob_t1) > 1e-5) {
+      ++bad;
+      std::printf("  row %lld: gpu %d %g %g cpu %d %g %g\n", (long long)r, got[r].token, got[r].logprob,
+                  got[r].logprob_t1, want.token, want.logprob, want.logprob_t1);
+    }
+  }
+  failures += bad > 0;
+  std::printf("sampling %lld rows V %lld                      %s (%d rows differ)\n", (long long)rows, (long long)V,
+              bad ? "FAIL" : "ok  ", bad);
+}
+
+int main(int argc, char** argv) {
+  std::string what = argc > 1 ? argv[1] : "all";
+  if (what == "all" || what == "norm") {
+    for (auto [r, d] : {std::pair{1, 64}, {17, 128}, {5, 2560}, {3, 8192}, {17, 100}, {9, 3001}, {40, 17}})
+      rmsnorm(r, d);
+  }
+  if (what == "all" || what == "rope") {
+    rope(1, 2, 64, 0), rope(17, 3, 128, 0), rope(9, 4, 128, 256), rope(17, 1, 6, 0), rope(5, 2, 10, 3);
+  }
+  if (what == "all" || what == "swiglu") {
+    for (int64_t n : {1, 17, 1000, 8197}) swiglu(n, 0), swiglu(n, 3);
+  }
+  if (what == "all" || what == "embedding") embedding(1, 50, 64), embedding(17, 50, 17), embedding(300, 20, 64);
+  if (what == "all" || what == "logprob") logprob(37, 64, 203, 16, 64), logprob(1, 16, 50, 4, 128), logprob(9, 24, 77, 4, 30);
+  if (what == "all" || what == "sampling") sampling(24, 300), sampling(4, 5003);
+  std::printf("%s\n", failures ? "FAILED" : "all passed");
+  return failures ? 1 : 0;
+}
