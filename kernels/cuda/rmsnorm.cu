@@ -151,19 +151,21 @@ __global__ __launch_bounds__(kThreads) void rmsnorm_backward_kernel(uint16_t* dx
   }
 }
 
-// out[c] += sum_p partial[p, c], p in a fixed order: 8 strided slices, then the slices in order.
+// out[c] += sum_p partial[p, c], p in a fixed order: 8 strided slices (one warp each, lanes over
+// 32 columns), then the slices in order.
 __global__ void column_sum_kernel(float* out, const float* partial, int64_t parts, int dim) {
   __shared__ float slices[8][33];
-  const int col = blockIdx.x * 32 + threadIdx.x;
+  const int lane = threadIdx.x % 32, slice = threadIdx.x / 32;
+  const int col = blockIdx.x * 32 + lane;
   float sum = 0.0f;
   if (col < dim)
-    for (int64_t p = threadIdx.y; p < parts; p += 8) sum += partial[p * dim + col];
-  slices[threadIdx.y][threadIdx.x] = sum;
+    for (int64_t p = slice; p < parts; p += 8) sum += partial[p * dim + col];
+  slices[slice][lane] = sum;
   __syncthreads();
-  if (threadIdx.y == 0 && col < dim) {
+  if (slice == 0 && col < dim) {
     float total = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) total += slices[i][threadIdx.x];
+    for (int i = 0; i < 8; ++i) total += slices[i][lane];
     out[col] += total;
   }
 }
@@ -258,7 +260,7 @@ void rmsnorm_backward_cuda(uint16_t* dx, float* dweight, const uint16_t* dout, c
         dx, partial, dout, x, weight, rstd, rows, static_cast<int>(dim));
     CUDA_CHECK_LAUNCH();
     if (dweight) {
-      column_sum_kernel<<<static_cast<unsigned>((dim + 31) / 32), dim3(32, 8), 0, cuda_stream_of(stream)>>>(
+      column_sum_kernel<<<static_cast<unsigned>((dim + 31) / 32), 256, 0, cuda_stream_of(stream)>>>(
           dweight, partial, parts, static_cast<int>(dim));
       CUDA_CHECK_LAUNCH();
     }

@@ -1,7 +1,7 @@
 // The attention emulator's shim (tools/cuda_emu/shim: a std::thread per CUDA thread, barriers
 // for warp collectives) plus what the RMSNorm/RoPE/SwiGLU/embedding/sampling/log-prob kernels
 // use: 8-byte shuffles, shfl_up/shfl, ballot, match_any, shared-memory atomics (std::atomic_ref),
-// bit casts, explicit roundings, 2-D blocks, stream copies.
+// bit casts, explicit roundings, stream copies.
 #pragma once
 #include <atomic>
 #include <bit>
@@ -70,26 +70,3 @@ inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyK
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }
 
-// 2-D blocks (x fastest), for the kernels launched with dim3 threads.
-template <class Kernel, class... Args>
-void emu_launch(Kernel kernel, dim3 grid, dim3 block, int, cudaStream_t, Args... args) {
-  const int threads = static_cast<int>(block.x * block.y);
-  gridDim = grid;
-  blockDim = block;
-  for (unsigned x = 0; x < grid.x; ++x) {
-    emu::block_bar = std::make_unique<std::barrier<>>(threads);
-    emu::warps = std::vector<emu::Warp>(static_cast<size_t>((threads + 31) / 32));
-    for (auto& w : emu::warps) w.bar = std::make_unique<std::barrier<>>(32);
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([=] {
-        threadIdx = dim3(static_cast<unsigned>(t) % block.x, static_cast<unsigned>(t) / block.x);
-        blockIdx = dim3(x);
-        emu::warp_id = t / 32;
-        kernel(args...);
-        emu::warps[t / 32].bar->arrive_and_drop();
-        emu::block_bar->arrive_and_drop();
-      });
-    for (auto& th : pool) th.join();
-  }
-}
