@@ -1,0 +1,119 @@
+// Gold demonstrations for the synthetic benchmark: replayed turn by turn on a fresh pool, every
+// observation must be the protocol's formatting of the real result, every final SQL EX-correct,
+// and every trap question must execute at least twice (probe + fix) and show the stored value.
+#include <gtest/gtest.h>
+
+#include "rl/sft_demos.h"
+#include "sql/compare.h"
+#include "sql/schema.h"
+#include "tests/rl_sft/sft_fixture.h"
+
+namespace sqlrl::rl {
+namespace {
+
+sql::Dataset train_split() {
+  sql::LoadOptions o;
+  o.dir = testing::small_bench();
+  o.split = "train";
+  return sql::load_dataset(o);
+}
+
+TEST(SynthDemos, ReplayOnTheDatabaseInEveryProtocol) {
+  const sql::Dataset ds = train_split();
+  ASSERT_GT(ds.examples.size(), 20u);
+  for (const std::string& name : protocol_names()) {
+    SCOPED_TRACE(name);
+    auto p = make_protocol(name);
+    sql::Pool pool;
+    SynthDemoStats st;
+    std::vector<Demo> demos = synth_demos(*p, pool, ds, SynthDemoOptions{}, &st);
+    std::printf("%s: %lld demos of %lld questions, %lld with traps, skipped %lld/%lld/%lld (budget/probe/EX)\n",
+                name.c_str(), static_cast<long long>(st.written), static_cast<long long>(st.questions),
+                static_cast<long long>(st.trap_demos), static_cast<long long>(st.skipped_budget),
+                static_cast<long long>(st.skipped_probe), static_cast<long long>(st.skipped_not_ex));
+    EXPECT_EQ(static_cast<int64_t>(demos.size()), st.written);
+    EXPECT_EQ(st.written + st.skipped_budget + st.skipped_probe + st.skipped_not_ex, st.questions);
+    EXPECT_GT(st.trap_demos, 0);
+    EXPECT_GE(st.written, st.questions * 9 / 10);
+
+    sql::Pool fresh;  // replay on a pool of our own
+    for (const Demo& d : demos) {
+      const sql::Example& ex = ds.examples[d.example];
+      SCOPED_TRACE(ex.id);
+      ChatOptions chat;
+      chat.add_generation_prompt = true;
+      ASSERT_GE(d.segments.size(), 4u);
+      EXPECT_FALSE(d.segments[0].train);
+      EXPECT_EQ(d.segments[0].text, render_chat(p->first_prompt(ex, sql::read_schema(fresh, ex.db_path)), chat));
+      int turn = 0, execs = 0;
+      std::string final_sql, observations;
+      for (size_t i = 1; i < d.segments.size(); i += 2) {
+        ASSERT_TRUE(d.segments[i].train) << "segment " << i;
+        ASSERT_LT(i + 1, d.segments.size());
+        ++turn;
+        Action a = p->parse(d.segments[i].text);
+        ASSERT_NE(a.kind, ActionKind::Invalid) << a.error;
+        if (a.kind == ActionKind::Answer) {
+          EXPECT_EQ(i + 2, d.segments.size()) << "the answer is the last turn";
+          EXPECT_TRUE(d.segments[i + 1].train);
+          EXPECT_EQ(d.segments[i + 1].text, "<|im_end|>");
+          final_sql = a.sql;
+          break;
+        }
+        ASSERT_FALSE(d.segments[i + 1].train);
+        sql::Result r = fresh.execute(ex.db_path, a.sql);
+        std::vector<sql::Result> history;
+        for (const sql::Turn& h : ex.history) history.push_back(fresh.execute(ex.db_path, h.gold_sql));
+        StepOutcome o;
+        o.result = &r;
+        o.db_path = ex.db_path;
+        o.turns_left = p->max_turns() - turn;
+        if (a.kind == ActionKind::MemoryRetrieve) o.history_results = &history;
+        EXPECT_EQ(d.segments[i + 1].text, p->inject(a, o, ex)) << "turn " << turn;
+        execs += a.kind == ActionKind::ExecSql;
+        observations += d.segments[i + 1].text;
+      }
+      EXPECT_LE(turn, p->max_turns());
+      EXPECT_EQ(execs, d.exec_turns);
+      ASSERT_FALSE(final_sql.empty());
+      sql::Result pred = fresh.execute(ex.db_path, final_sql), gold = fresh.execute(ex.db_path, ex.gold_sql);
+      sql::CompareOptions co;
+      co.order_matters = sql::gold_has_order_by(ex.gold_sql);
+      EXPECT_TRUE(sql::results_match(pred, gold, co)) << final_sql;
+      const std::vector<DemoTrap> traps = record_traps(ds.records[ex.record_index]);
+      if (traps.empty()) {
+        EXPECT_EQ(execs, 1);
+        continue;
+      }
+      EXPECT_GE(execs, 2);
+      for (const DemoTrap& t : traps) {
+        if (t.kind != "surface_form") continue;
+        std::string shown = t.stored_value;
+        while (!shown.empty() && shown.back() == ' ') shown.pop_back();
+        EXPECT_NE(observations.find(shown), std::string::npos) << "stored value '" << t.stored_value << "' never shown";
+      }
+    }
+  }
+}
+
+TEST(SynthDemos, JsonlLinesLoadAsMaskedSequences) {
+  const sql::Dataset ds = train_split();
+  auto p = make_protocol("mtir");
+  sql::Pool pool;
+  std::vector<Demo> demos = synth_demos(*p, pool, ds, SynthDemoOptions{});
+  ASSERT_FALSE(demos.empty());
+  const Demo& d = demos.front();
+  nlohmann::ordered_json line = nlohmann::ordered_json::parse(demo_jsonl(d, ds.examples[d.example], *p));
+  EXPECT_EQ(line["protocol"], "mtir");
+  SftSequence seq = sft_sequence_from_json(line, testing::sft_tokenizer(), ChatOptions{}, "demo");
+  std::string trained_text;
+  for (const SftSegment& s : d.segments)
+    if (s.train) trained_text += s.text;
+  std::vector<int32_t> trained;
+  for (size_t i = 0; i < seq.tokens.size(); ++i)
+    if (seq.mask[i]) trained.push_back(seq.tokens[i]);
+  EXPECT_EQ(decode(testing::sft_tokenizer(), trained), trained_text);
+}
+
+}  // namespace
+}  // namespace sqlrl::rl
