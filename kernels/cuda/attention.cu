@@ -79,10 +79,7 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
   cp_async_commit();
 
   float o[M][D / 8][4];
-#pragma unroll
-  for (int mt = 0; mt < M; ++mt)
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+  zero(o);
   // Row state, index [mt][r]: row r = 0 is g, r = 1 is g + 8 of row tile mt; log2 domain.
   float m[M][2], l[M][2];
 #pragma unroll
@@ -98,10 +95,7 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
     cp_async_wait<1>();  // Q and K_j have landed (V_j may still be in flight)
     __syncthreads();
     float s[M][kFwdBc / 8][4];
-#pragma unroll
-    for (int mt = 0; mt < M; ++mt)
-#pragma unroll
-      for (int n = 0; n < kFwdBc / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+    zero(s);
     if (active) {
       mma_a_smem_b_nk<LD, M, kFwdBc, D / 16>(s, sQ, warp * WR, sK, lane);
 

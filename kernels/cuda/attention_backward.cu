@@ -114,14 +114,10 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
   cp_async_commit();
   fetch(0, 0);
 
-  // One 16-row tile per warp ([1] for the multi-tile helpers), named through references.
+  // One 16-row tile per warp ([1] for the multi-tile helpers).
   float dk_tiles[1][D / 8][4], dv_tiles[1][D / 8][4];
-  auto& dk_acc = dk_tiles[0];
-  auto& dv_acc = dv_tiles[0];
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dk_acc[n][e] = dv_acc[n][e] = 0.0f;
+  zero(dk_tiles);
+  zero(dv_tiles);
   const int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
 
   for (int item = 0; item < items; ++item) {
@@ -143,10 +139,8 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
     float st_tiles[1][kKvBr / 8][4], dpt_tiles[1][kKvBr / 8][4];
     auto& st = st_tiles[0];
     auto& dpt = dpt_tiles[0];
-#pragma unroll
-    for (int n = 0; n < kKvBr / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.0f;
+    zero(st_tiles);
+    zero(dpt_tiles);
     mma_a_smem_b_nk<LD, 1, kKvBr, D / 16>(st_tiles, sK, warp * 16, sQ, lane);
     mma_a_smem_b_nk<LD, 1, kKvBr, D / 16>(dpt_tiles, sV, warp * 16, sdO, lane);
 #pragma unroll
@@ -166,8 +160,8 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
 
   // Each warp read only its own 16 rows of sK and sV: after a warp barrier it may reuse them.
   __syncwarp();
-  acc_to_tile<LD, D>(sK, warp * 16, dk_acc, scale, scale, lane);
-  acc_to_tile<LD, D>(sV, warp * 16, dv_acc, 1.0f, 1.0f, lane);
+  acc_to_tile<LD, D>(sK, warp * 16, dk_tiles[0], scale, scale, lane);
+  acc_to_tile<LD, D>(sV, warp * 16, dv_tiles[0], 1.0f, 1.0f, lane);
   __syncwarp();
   const int rows = min(16, len - (k0 + warp * 16));
   if (rows > 0) {
@@ -226,9 +220,7 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
     dlt[r] = row[r] < len ? delta[i] : 0.0f;
   }
   float dq_tiles[1][D / 8][4];
-  auto& dq_acc = dq_tiles[0];
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) dq_acc[n][0] = dq_acc[n][1] = dq_acc[n][2] = dq_acc[n][3] = 0.0f;
+  zero(dq_tiles);
 
   for (int j = 0; j < num_kv_tiles; ++j) {
     const int k0 = j * kQBc, next = k0 + kQBc;
@@ -243,10 +235,8 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
     float s_tiles[1][kQBc / 8][4], dp_tiles[1][kQBc / 8][4];
     auto& s = s_tiles[0];
     auto& dp = dp_tiles[0];
-#pragma unroll
-    for (int n = 0; n < kQBc / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
+    zero(s_tiles);
+    zero(dp_tiles);
     mma_a_smem_b_nk<LD, 1, kQBc, D / 16>(s_tiles, sQ, warp * 16, sK, lane);
     mma_a_smem_b_nk<LD, 1, kQBc, D / 16>(dp_tiles, sdO, warp * 16, sV, lane);
     __syncthreads();  // every warp is done with V_j
@@ -266,7 +256,7 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
   }
 
   __syncwarp();
-  acc_to_tile<LD, D>(sQ, warp * 16, dq_acc, scale, scale, lane);
+  acc_to_tile<LD, D>(sQ, warp * 16, dq_tiles[0], scale, scale, lane);
   __syncwarp();
   const int rows = min(16, len - (q0 + warp * 16));
   if (rows > 0) store_rows_warp<D>(dq + q_off + warp * 16 * q_stride, q_stride, sQ + warp * 16 * LD, rows, lane);

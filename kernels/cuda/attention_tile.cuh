@@ -75,6 +75,14 @@ __device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], const uint16_t* tile
   ldmatrix_x4_trans(b, tile + r * LD + c);
 }
 
+template <int M, int N>
+__device__ __forceinline__ void zero(float (&acc)[M][N][4]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int n = 0; n < N; ++n) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+}
+
 // acc[m][16 x N] += A(rows r0 + 16 m .., 16 * KC columns of a_tile) * B, B stored [n][k] in
 // b_tile: S = Q K^T style products over the full head dim (KC = D / 16). A warp covering M
 // row tiles reuses each B fragment M times (shared-memory reads per MMA fall as 1/M).
