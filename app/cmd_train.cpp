@@ -16,21 +16,28 @@ namespace {
 
 struct TrainArgs {
   rl::TrainConfig config;
+  std::string recipe;                 // --config FILE
   std::vector<CLI::Option*> options;  // one per config field, in table order
 };
 
 void run_train(TrainArgs& args) {
-  rl::TrainConfig config = args.config;
-  if (!config.resume.empty()) {
-    // The run's own config, with only the keys this invocation set on top.
-    std::string saved = (std::filesystem::path(config.resume) / "config.toml").string();
-    check(std::filesystem::exists(saved), "resume: ", config.resume, " is not a run folder (no config.toml in it)");
-    rl::TrainConfig merged = rl::read_config_toml(saved);
-    for (size_t i = 0; i < args.options.size(); ++i)
-      if (args.options[i]->count() > 0) rl::copy_config_field(config, merged, i);
-    merged.resume = config.resume;
-    config = merged;
+  // Layers, later ones winning: the defaults (or the resumed run's own config.toml), the
+  // recipe's keys, then the flags given on the command line.
+  rl::TrainConfig config;
+  const rl::TrainConfig& cli = args.config;
+  if (!cli.resume.empty()) {
+    std::string saved = (std::filesystem::path(cli.resume) / "config.toml").string();
+    check(std::filesystem::exists(saved), "resume: ", cli.resume, " is not a run folder (no config.toml in it)");
+    config = rl::read_config_toml(saved);
   }
+  if (!args.recipe.empty()) {
+    check(std::filesystem::is_regular_file(args.recipe), "config: no such file: ", args.recipe);
+    std::vector<size_t> present;
+    rl::TrainConfig file = rl::read_config_toml(args.recipe, &present);
+    for (size_t i : present) rl::copy_config_field(file, config, i);
+  }
+  for (size_t i = 0; i < args.options.size(); ++i)
+    if (args.options[i]->count() > 0) rl::copy_config_field(cli, config, i);
   rl::TrainEnv env = rl::make_train_env(config);
   std::printf("train: %s\n", env.description.c_str());
   std::printf("train: run folder %s, steps %lld\n", env.config.out.c_str(), static_cast<long long>(env.config.max_steps));
@@ -47,8 +54,7 @@ void run_train(TrainArgs& args) {
 void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "Train a text-to-SQL agent with multi-turn GRPO (CPU)");
-  cmd->set_config("--config", "", "recipe file (TOML, e.g. configs/skyrl.toml); flags override its keys");
-  cmd->allow_config_extras(false);
+  cmd->add_option("--config", args->recipe, "recipe file (TOML, e.g. configs/skyrl.toml); flags override its keys");
   for (rl::ConfigField& f : rl::config_fields(args->config)) {
     std::string flag = std::string("--") + f.key;
     CLI::Option* opt = std::visit(

@@ -39,6 +39,7 @@ std::vector<ConfigField> config_fields(TrainConfig& c) {
       {"protocol", "skyrl | sqltrail | mtir | mtsql", &c.protocol},
       {"reward", "reward panel (default: the protocol's)", &c.reward},
       {"reward-weight", "panel weight override TERM=W (repeatable)", &c.reward_weights},
+      {"reward-turn-budget", "SQL-Trail turn reward's T (0 = max-turns if set, else 10)", &c.reward_turn_budget},
       {"batch-size", "prompts per step", &c.batch_size},
       {"group-size", "samples per prompt (G)", &c.group_size},
       {"temperature", "sampling temperature", &c.temperature},
@@ -151,6 +152,7 @@ void validate_config(const TrainConfig& c) {
   check(c.temperature >= 0, "config: temperature must be >= 0, got ", c.temperature);
   check(c.top_p > 0 && c.top_p <= 1, "config: top-p must be in (0, 1], got ", c.top_p);
   check(c.top_k >= 0, "config: top-k must be >= 0, got ", c.top_k);
+  check(c.reward_turn_budget >= 0, "config: reward-turn-budget must be >= 0, got ", c.reward_turn_budget);
   check(c.max_turns >= 0, "config: max-turns must be >= 0, got ", c.max_turns);
   check(c.max_turn_tokens > 0, "config: max-turn-tokens must be positive, got ", c.max_turn_tokens);
   check(c.max_total_tokens > 0, "config: max-total-tokens must be positive, got ", c.max_total_tokens);
@@ -197,7 +199,7 @@ std::string config_to_toml(const TrainConfig& config) {
   return out;
 }
 
-TrainConfig read_config_toml(const std::string& path) {
+TrainConfig read_config_toml(const std::string& path, std::vector<size_t>* present) {
   std::ifstream in(path, std::ios::binary);
   check(in.good(), path, ": cannot read the config file");
   TrainConfig config;
@@ -217,6 +219,7 @@ TrainConfig read_config_toml(const std::string& path) {
     for (const ConfigField& f : fields)
       if (key == f.key) field = &f;
     check(field != nullptr, where, ": unknown config key '", key, "'");
+    if (present) present->push_back(static_cast<size_t>(field - fields.data()));
     where += str_cat(" (", key, ")");
     std::visit(
         [&](auto* p) {

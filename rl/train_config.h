@@ -1,4 +1,6 @@
-// Every knob of `llm_sqlrl train`, as one flat struct. The same table of fields drives the CLI
+// Every knob of `llm_sqlrl train`, as one flat struct. The defaults are the embedded CPU default
+// (configs/tiny.toml lists the same values): a tiny model, short turns, a large learning rate.
+// The same table of fields drives the CLI
 // flags (--group-size 5), the recipe files (configs/*.toml, `group-size = 5`) and the resolved
 // config.toml written into the run folder, so a key means the same thing everywhere.
 #pragma once
@@ -14,9 +16,9 @@ struct TrainConfig {
   std::string out = "runs/train";  // run folder
   std::string resume;              // run folder to continue from its latest checkpoint
   std::string device = "cpu";      // cpu | cuda
-  int64_t max_steps = 100;         // trainer steps (rollout batches) to reach
+  int64_t max_steps = 20;         // trainer steps (rollout batches) to reach
   uint64_t seed = 1;               // data shuffle, sampling (Philox) and the embedded model's init
-  int64_t save_every = 50;         // checkpoint every N steps (the last step always); 0 = last only
+  int64_t save_every = 10;         // checkpoint every N steps (the last step always); 0 = last only
   int64_t log_trajectories = 2;    // trajectories per step written to trajectories.jsonl
 
   // ---- model and tokenizer
@@ -45,21 +47,22 @@ struct TrainConfig {
   std::string protocol = "skyrl";  // skyrl | sqltrail | mtir | mtsql
   std::string reward;              // panel; "" = the protocol's own
   std::vector<std::string> reward_weights;  // "term=w" overrides of the panel's weights
+  int64_t reward_turn_budget = 0;  // SQL-Trail's T in the turn reward; 0 = max-turns if set, else 10 (A.4)
 
   // ---- rollout
-  int64_t batch_size = 4;  // prompts per step
-  int64_t group_size = 5;  // G samples per prompt
+  int64_t batch_size = 2;  // prompts per step
+  int64_t group_size = 4;  // G samples per prompt
   double temperature = 1.0, top_p = 1.0;
   int64_t top_k = 0;
   int64_t max_turns = 0;  // 0 = the protocol's budget
-  int64_t max_turn_tokens = 1024;
-  int64_t max_total_tokens = 4096;
+  int64_t max_turn_tokens = 48;
+  int64_t max_total_tokens = 2048;
   int64_t max_batch_sequences = 64;
   int64_t sql_timeout_ms = 5000;
   int64_t sql_max_rows = 10000;
 
   // ---- GRPO
-  double lr = 1e-6;
+  double lr = 1e-3;
   std::string lr_schedule = "constant";  // constant | cosine
   int64_t warmup_steps = 0;
   int64_t total_steps = 0;  // cosine horizon; 0 = max-steps
@@ -94,9 +97,12 @@ void validate_config(const TrainConfig& config);
 
 // The resolved config as a CLI11-readable TOML file (one `key = value` line per field).
 std::string config_to_toml(const TrainConfig& config);
-// Reads a file written by config_to_toml (or any flat `key = value` file of these keys); an
-// unknown key is an error naming it and the file.
-TrainConfig read_config_toml(const std::string& path);
+// Reads a recipe or a file written by config_to_toml: flat `key = value` lines in CLI11's TOML
+// format (strings quoted, arrays ["a", "b"], # comments, an optional [train] header); keys not
+// in the file keep their defaults, and `present` (when given) receives the table indices the
+// file set. An unknown key is a one-line error naming it, the file and the line. (CLI11 2.1
+// reads config files for the top-level app only, so the subcommand's recipes are read here.)
+TrainConfig read_config_toml(const std::string& path, std::vector<size_t>* present = nullptr);
 // Copies one field (by its table index) from `from` into `to`.
 void copy_config_field(const TrainConfig& from, TrainConfig& to, size_t index);
 

@@ -166,7 +166,8 @@ TrainEnv make_train_env(const TrainConfig& config) {
   if (c.kl_coef > 0) env.reference = std::make_unique<QwenModel>(env.model);
 
   env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, mode);
-  env.reward_context->turn_budget = c.max_turns > 0 ? static_cast<int>(c.max_turns) : env.protocol->max_turns();
+  if (c.reward_turn_budget > 0) env.reward_context->turn_budget = static_cast<int>(c.reward_turn_budget);
+  else if (c.max_turns > 0) env.reward_context->turn_budget = static_cast<int>(c.max_turns);
   env.score = panel_scorer(env.panel, *env.reward_context);
   env.description = str_cat("model ", c.weights.empty() ? "embedded tiny Qwen3" : c.weights, " (",
                             env.model.num_params, " parameters, vocab ", env.model.config.vocab_size, "), tokenizer ",
