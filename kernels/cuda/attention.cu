@@ -10,7 +10,7 @@
 // with P re-packed from the S accumulators as bf16 A fragments (never stored). K_{j+1} is
 // fetched with cp.async while P V of tile j runs, V_{j+1} while S of tile j+1 runs. The
 // epilogue divides by l, stages the warp's rows in shared memory (over its Q rows) and writes
-// 16-byte rows; lse = (m + log2 l) ln 2 per row. ptxas (nvcc 13.0): 253 registers, no spills
+// 16-byte rows; lse = (m + log2 l) ln 2 per row. ptxas (nvcc 13.0): 254 registers, no spills
 // on sm_90a for D = 128 (8 bytes spilled on sm_80); 2 blocks (8 warps) per SM.
 //
 // Two numbers (METHOD.md), batch 4 x 16 heads x seq 4096, D 128, causal: 4 * 64 * 4096^2 / 2 *

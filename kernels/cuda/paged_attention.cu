@@ -14,6 +14,8 @@
 //    (its normalised output, its log2-sum-exp) to the workspace and a second kernel merges them.
 // Two numbers, 64 sequences x 4096 context, 8 kv heads, D 128: 64 * 4096 * 8 * 128 * 2 * 2 = 1.07 GB
 // of K and V, 0.32 ms at 3.35 TB/s; 64 * 4096 * 32 * 128 * 4 = 4.3 GFLOP is nothing beside it.
+// ptxas (nvcc 13.0, sm_90a): 157 registers, no spills, 37,376 bytes static shared memory
+// (D 128; q of 8 heads, the slots' partial states): 3 blocks per SM.
 #include <cuda_runtime.h>
 
 #include <cmath>
