@@ -42,8 +42,8 @@ struct RolloutOptions {
   int64_t sql_wait_steps = 1;
   // KV blocks in the cache; 0 = enough for min(max_batch_sequences, all samples) live samples at
   // the full length (rounded up to whole groups), but at most kv_cache_max_bytes (then fewer
-  // samples are live at once; one group always fits). Groups are admitted only while every live sample could still
-  // reach the cap, so the cache never runs out mid-rollout.
+  // samples are live at once; one group always fits). Groups are admitted only while every live
+  // sample could still reach the cap, so the cache never runs out mid-rollout.
   int64_t kv_cache_blocks = 0;
   int64_t kv_cache_max_bytes = int64_t(4) << 30;
 };
@@ -54,7 +54,7 @@ struct RolloutRequest {
 };
 
 struct RolloutStats {
-  int64_t sampled_tokens = 0, injected_tokens = 0, prompt_tokens = 0;
+  int64_t sampled_tokens = 0, injected_tokens = 0, prompt_tokens = 0;  // prompts counted once per request
   int64_t sql_calls = 0, sql_errors = 0;  // turns whose SQL ran (a retrieval's history queries not counted)
   double decode_seconds = 0, prefill_seconds = 0, sql_seconds = 0, wall_seconds = 0;
   int64_t decode_steps = 0;                // forward_cached calls after the prompt prefills

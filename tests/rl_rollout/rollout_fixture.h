@@ -203,11 +203,22 @@ inline RolloutOptions base_options() {
   o.group_size = 4;
   // No top-p: the nucleus cut makes a log-prob jump when rounding moves a token across it, which
   // would blur the batched-vs-alone comparison (the cut itself is covered by kernels tests).
-  o.sampling = {0.9f, 0, 1.0f, 2024};
+  o.sampling = {0.9f, 0, 1.0f, 2024};  // the tests' path-coverage counts hold for seeds 1-40 too
   o.first_sample_id = 100;
   o.max_turn_tokens = 40;
   o.max_total_tokens = 1024;
   return o;
+}
+
+// The sampled tokens of each turn (the runs of policy_mask == 1).
+inline std::vector<std::vector<int32_t>> sampled_runs(const Trajectory& t) {
+  std::vector<std::vector<int32_t>> runs;
+  for (size_t i = static_cast<size_t>(t.prompt_length); i < t.tokens.size(); ++i) {
+    if (!t.policy_mask[i]) continue;
+    if (i == static_cast<size_t>(t.prompt_length) || !t.policy_mask[i - 1]) runs.emplace_back();
+    runs.back().push_back(t.tokens[i]);
+  }
+  return runs;
 }
 
 inline std::string decode_masked(const Tokenizer& tok, const Trajectory& t, uint8_t mask) {

@@ -11,6 +11,7 @@ namespace {
 using testing::base_options;
 using testing::Boosts;
 using testing::kMixed;
+using testing::sampled_runs;
 using testing::World;
 
 int64_t longest_prompt(const std::vector<RolloutRequest>& requests) {
@@ -19,40 +20,42 @@ int64_t longest_prompt(const std::vector<RolloutRequest>& requests) {
   return n;
 }
 
-// Lengths of the runs of sampled tokens (one per turn).
-std::vector<int64_t> sampled_runs(const Trajectory& t) {
-  std::vector<int64_t> runs;
-  for (size_t i = static_cast<size_t>(t.prompt_length); i < t.tokens.size(); ++i) {
-    if (!t.policy_mask[i]) continue;
-    if (i == static_cast<size_t>(t.prompt_length) || !t.policy_mask[i - 1]) runs.push_back(0);
-    ++runs.back();
+struct CapCounts {
+  int64_t truncated = 0, mid_turn = 0;
+};
+
+CapCounts check_capped(const std::vector<Trajectory>& out, int64_t cap) {
+  CapCounts n;
+  for (const Trajectory& t : out) {
+    EXPECT_LE(static_cast<int64_t>(t.tokens.size()), cap);
+    EXPECT_EQ(int(t.answered) + int(t.out_of_turns) + int(t.truncated), 1);
+    if (!t.truncated) continue;
+    ++n.truncated;
+    EXPECT_FALSE(t.turns.empty());
+    if (t.turns.empty()) continue;
+    EXPECT_EQ(t.turns.back().observation, "") << "nothing is injected after the last turn";
+    EXPECT_EQ(t.policy_mask.back(), 1);
+    if (t.turns.back().action.error.rfind("truncated at ", 0) == 0) {
+      ++n.mid_turn;
+      EXPECT_EQ(static_cast<int64_t>(t.tokens.size()), cap);
+    }
   }
-  return runs;
+  return n;
 }
 
 TEST(RolloutLimits, TokenCapAndModelContextTruncate) {
   World w(kMixed);
   RolloutOptions o = base_options();
+  o.group_size = 8;
   auto requests = w.requests(o);
   const int64_t cap = longest_prompt(requests) + 24;
   o.max_total_tokens = cap;
   auto out = rollout(w.model, w.tok, w.protocol, w.pool, requests, o);
-  int64_t truncated = 0, mid_turn = 0;
-  for (const Trajectory& t : out) {
-    EXPECT_LE(static_cast<int64_t>(t.tokens.size()), cap);
-    EXPECT_EQ(int(t.answered) + int(t.out_of_turns) + int(t.truncated), 1);
-    if (!t.truncated) continue;
-    ++truncated;
-    ASSERT_FALSE(t.turns.empty());
-    EXPECT_EQ(t.turns.back().observation, "") << "nothing is injected after the last turn";
-    EXPECT_EQ(t.policy_mask.back(), 1);
-    if (t.turns.back().action.error.rfind("truncated at ", 0) == 0) {
-      ++mid_turn;
-      EXPECT_EQ(static_cast<int64_t>(t.tokens.size()), cap);
-    }
-  }
-  EXPECT_GT(truncated, 0);
-  EXPECT_GT(mid_turn, 0);
+  EXPECT_GT(check_capped(out, cap).truncated, 0) << "observations that do not fit";
+  // With no action token favoured, turns run into the cap (max_turn_tokens 40 > 24).
+  World plain(Boosts{});
+  auto cut = rollout(plain.model, plain.tok, plain.protocol, plain.pool, requests, o);
+  EXPECT_GT(check_capped(cut, cap).mid_turn, 0);
   // The model's context caps the same way, whichever is smaller.
   QwenModel short_context = w.model;
   short_context.config.max_position_embeddings = cap;
@@ -102,10 +105,10 @@ TEST(RolloutLimits, ProtocolMayEndOnAnInvalidTurn) {
   for (const Trajectory& t : out) {
     if (t.answered || t.truncated || t.out_of_turns) continue;
     ++ended_by_protocol;
-    ASSERT_EQ(t.turns.size(), 1u);
-    EXPECT_EQ(t.turns[0].action.kind, ActionKind::Invalid);
-    EXPECT_EQ(t.invalid_actions, 1);
-    EXPECT_EQ(t.turns[0].observation, "");
+    ASSERT_FALSE(t.turns.empty());
+    EXPECT_EQ(t.turns.back().action.kind, ActionKind::Invalid);
+    EXPECT_EQ(t.invalid_actions, 1) << "the first invalid turn ends it";
+    EXPECT_EQ(t.turns.back().observation, "");
   }
   EXPECT_GT(ended_by_protocol, 0);
 }
@@ -120,9 +123,9 @@ TEST(RolloutLimits, MaxTurnTokensEndsATurn) {
   for (const Trajectory& t : out) {
     auto runs = sampled_runs(t);
     EXPECT_EQ(runs.size(), t.turns.size());
-    for (int64_t n : runs) {
-      EXPECT_LE(n, 5);
-      full_turns += n == 5;
+    for (const auto& run : runs) {
+      EXPECT_LE(run.size(), 5u);
+      full_turns += run.size() == 5;
     }
   }
   EXPECT_GT(full_turns, 0);
