@@ -74,10 +74,11 @@ void run_sft_command(SftArgs& a) {
   rl::OptimizerState opt = rl::make_optimizer_state(model.num_params);
   rl::SftRunOptions ro{a.out, a.tokenizer, log_line};
   rl::SftRunStats st = rl::run_sft(model, opt, std::move(data), a.config, ro);
-  std::printf("sft: %lld updates over %lld epochs, loss %.4f -> %.4f, %lld trained tokens, %lld sequences cut, %.1f s; "
-              "weights in %s\n",
+  std::printf("sft: %lld updates over %lld epochs, loss %.4f -> %.4f, %lld trained tokens, %lld sequences cut "
+              "(%lld dropped: no target left), %.1f s; weights in %s\n",
               static_cast<long long>(st.updates), static_cast<long long>(st.epochs_done), st.first_loss, st.last_loss,
-              static_cast<long long>(st.trained_tokens), static_cast<long long>(st.clipped_sequences), st.seconds,
+              static_cast<long long>(st.trained_tokens), static_cast<long long>(st.clipped.cut),
+              static_cast<long long>(st.clipped.dropped), st.seconds,
               st.checkpoints.empty() ? "(none)" : st.checkpoints.back().c_str());
 }
 

@@ -11,17 +11,26 @@
 namespace sqlrl::rl {
 namespace fs = std::filesystem;
 
-int64_t clip_sequences(std::vector<SftSequence>& data, int64_t micro_batch_tokens) {
+ClipStats clip_sequences(std::vector<SftSequence>& data, int64_t micro_batch_tokens) {
   check(micro_batch_tokens >= 1, "sft: micro_batch_tokens must be at least 1, got ", micro_batch_tokens);
-  int64_t cut = 0;
+  ClipStats st;
   const size_t keep = static_cast<size_t>(micro_batch_tokens) + 1;
+  std::vector<SftSequence> out;
   for (SftSequence& s : data) {
-    if (s.tokens.size() <= keep) continue;
-    s.tokens.resize(keep);
-    s.mask.resize(keep);
-    ++cut;
+    if (s.tokens.size() > keep) {
+      s.tokens.resize(keep);
+      s.mask.resize(keep);
+      ++st.cut;
+      // Position 0 is never a target.
+      if (std::count(s.mask.begin() + 1, s.mask.end(), uint8_t{1}) == 0) {
+        ++st.dropped;
+        continue;
+      }
+    }
+    out.push_back(std::move(s));
   }
-  return cut;
+  data = std::move(out);
+  return st;
 }
 
 namespace {
@@ -178,7 +187,10 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   if (model.grads.size() != model.params.size()) alloc_grads(model);
   if (optimizer.m.size() != model.params.size()) optimizer = make_optimizer_state(model.num_params);
   SftRunStats run;
-  run.clipped_sequences = clip_sequences(data, config.micro_batch_tokens);
+  const size_t given = data.size();
+  run.clipped = clip_sequences(data, config.micro_batch_tokens);
+  check(!data.empty(), "sft: all ", given, " sequences lose every trained token when cut to the micro-batch budget of ",
+        config.micro_batch_tokens, " tokens (raise --micro-batch-tokens)");
 
   // Plan every epoch's micro-batches first: the cosine needs the total number of updates.
   int64_t epochs = std::max<int64_t>(config.epochs, 1);

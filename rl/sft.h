@@ -49,8 +49,11 @@ struct SftConfig {
 };
 
 // Sequences longer than micro_batch_tokens + 1 tokens are cut to that length (their tail is
-// lost, like LlamaFactory's cutoff_len); returns how many were cut.
-int64_t clip_sequences(std::vector<SftSequence>& data, int64_t micro_batch_tokens);
+// lost, like LlamaFactory's cutoff_len); a cut sequence left with no trained target is dropped.
+struct ClipStats {
+  int64_t cut = 0, dropped = 0;
+};
+ClipStats clip_sequences(std::vector<SftSequence>& data, int64_t micro_batch_tokens);
 
 // The visiting order of one epoch: 0..n-1, shuffled by (seed, epoch) when asked.
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);
@@ -84,7 +87,8 @@ struct SftRunOptions {
 };
 
 struct SftRunStats {
-  int64_t updates = 0, epochs_done = 0, clipped_sequences = 0;
+  int64_t updates = 0, epochs_done = 0;
+  ClipStats clipped;
   int64_t trained_tokens = 0;
   double first_loss = 0, last_loss = 0, seconds = 0;
   std::vector<std::string> checkpoints;

@@ -51,7 +51,7 @@ inline QwenModel sft_model(int64_t vocab, uint64_t seed = 7, float stddev = 0.05
   c.head_dim = 8;
   c.tie_word_embeddings = true;
   c.rope_theta = 10000.0;
-  c.max_position_embeddings = 2048;
+  c.max_position_embeddings = 8192;
   QwenModel model = make_model(c);
   uint64_t stream = 0;
   for (const ParamView& view : model.table) {

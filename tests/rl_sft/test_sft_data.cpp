@@ -196,9 +196,20 @@ TEST(SftPacking, GreedyUnderTheBudgetWithNextTokenTargets) {
   }
   // A sequence over the budget is cut to budget + 1 tokens, then fits alone.
   std::vector<SftSequence> longer = {seq_of(40, 1), seq_of(4, 100)};
-  EXPECT_EQ(clip_sequences(longer, 16), 1);
+  ClipStats cs = clip_sequences(longer, 16);
+  EXPECT_EQ(cs.cut, 1);
+  EXPECT_EQ(cs.dropped, 0);
   EXPECT_EQ(longer[0].tokens.size(), 17u);
   EXPECT_EQ(pack_sft(longer, {0, 1}, 16).size(), 2u);
+  // Cut inside its masked prompt, a sequence has nothing left to learn: dropped.
+  SftSequence prompt_heavy = seq_of(30, 1);
+  std::fill(prompt_heavy.mask.begin(), prompt_heavy.mask.begin() + 25, 0);
+  std::vector<SftSequence> heavy = {prompt_heavy, seq_of(4, 100)};
+  cs = clip_sequences(heavy, 16);
+  EXPECT_EQ(cs.cut, 1);
+  EXPECT_EQ(cs.dropped, 1);
+  ASSERT_EQ(heavy.size(), 1u);
+  EXPECT_EQ(heavy[0].tokens[0], 100);
 }
 
 TEST(SftPacking, EpochOrderIsASeededPermutation) {
