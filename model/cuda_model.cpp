@@ -1,0 +1,150 @@
+// CudaModel buffers (upload, download, gradients, AdamW) and the linear layer on cuBLASLt.
+// Compiled in every build: without CUDA the allocator and the launchers fail with the reason.
+#include <cmath>
+
+#include "kernels/adamw.h"
+#include "model/cuda_layers.h"
+#include "model/cuda_ops.h"
+#include "runtime/error.h"
+#include "runtime/gemm.h"
+
+namespace sqlrl {
+
+CudaModel upload_model(const QwenModel& model, int device, const CudaStream& stream) {
+  check(static_cast<int64_t>(model.params.size()) == model.num_params, "upload_model: the host model holds ",
+        model.params.size(), " floats for ", model.num_params, " parameters");
+  CudaModel m;
+  m.shape.config = model.config;
+  m.shape.table = model.table;
+  m.shape.num_params = model.num_params;
+  m.device = device;
+  m.stream = stream;
+  Device d = cuda_device(device);
+  m.master = empty({model.num_params}, DType::F32, d);
+  m.weights = empty({model.num_params}, DType::BF16, d);
+  m.grads = empty({model.num_params}, DType::F32, d);
+  model_copy(m.master.data(), model.params.data(), m.master.nbytes(), CopyKind::HostToDevice, stream);
+  f32_to_bf16_cuda(m.weights.data_as<uint16_t>(), m.master.data_as<float>(), model.num_params, stream);
+  zero_grads(m);
+  return m;
+}
+
+void download_model(const CudaModel& model, QwenModel& out) {
+  check(out.num_params == model.num_params() && out.table.size() == model.shape.table.size(),
+        "download_model: the host model has ", out.num_params, " parameters in ", out.table.size(),
+        " tensors, the device model ", model.num_params(), " in ", model.shape.table.size());
+  out.params.resize(static_cast<size_t>(out.num_params));
+  model_copy(out.params.data(), model.master.data(), model.master.nbytes(), CopyKind::DeviceToHost, model.stream);
+}
+
+std::vector<float> download_grads(const CudaModel& model) {
+  std::vector<float> g(static_cast<size_t>(model.num_params()));
+  model_copy(g.data(), model.grads.data(), model.grads.nbytes(), CopyKind::DeviceToHost, model.stream);
+  return g;
+}
+
+void zero_grads(CudaModel& model) { model_zero(model.grads.data(), model.grads.nbytes(), model.stream); }
+
+CudaWeights bf16_weights(const CudaModel& model) {
+  const float* master = model.master.data_as<float>();
+  const uint16_t* bf16 = model.weights.data_as<uint16_t>();
+  ModelWeights f = QwenModel::bind_weights(model.shape, const_cast<float*>(master));
+  auto at = [&](const float* p) -> const uint16_t* { return p ? bf16 + (p - master) : nullptr; };
+  CudaWeights w;
+  w.embed = at(f.embed);
+  w.final_norm = at(f.final_norm);
+  w.lm_head = at(f.lm_head);
+  for (const LayerWeights& l : f.layers)
+    w.layers.push_back({at(l.attn_norm), at(l.wq), at(l.bq), at(l.wk), at(l.bk), at(l.wv), at(l.bv), at(l.wo),
+                        at(l.bo), at(l.q_norm), at(l.k_norm), at(l.mlp_norm), at(l.w_gate), at(l.w_up),
+                        at(l.w_down)});
+  return w;
+}
+
+ModelWeights grad_views(CudaModel& model) { return QwenModel::bind_weights(model.shape, model.grads.data_as<float>()); }
+
+namespace {
+
+GemmProblem row_major(int64_t m, int64_t n, int64_t k, const void* a, bool trans_a, const void* b, bool trans_b,
+                      void* c, DType c_type, float beta) {
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = a;
+  p.b = b;
+  p.c = c;
+  p.trans_a = trans_a;
+  p.trans_b = trans_b;
+  p.lda = trans_a ? m : k;
+  p.ldb = trans_b ? k : n;
+  p.ldc = n;
+  p.beta = beta;
+  p.ab_type = DType::BF16;
+  p.c_type = c_type;
+  return p;
+}
+
+}  // namespace
+
+void linear_forward_cuda(uint16_t* out, const uint16_t* inp, const uint16_t* weight, const uint16_t* bias, int64_t T,
+                         int64_t C, int64_t OC, bool accumulate, const CudaModel& model) {
+  // With both (Qwen3 attention_bias on o_proj) the bias is added to the residual first: one
+  // extra bf16 rounding of residual + bias.
+  if (bias) broadcast_rows_cuda(out, bias, T, OC, accumulate, model.stream);
+  float beta = (accumulate || bias) ? 1.0f : 0.0f;
+  gemm_cuda(row_major(T, OC, C, inp, false, weight, true, out, DType::BF16, beta), model.device, model.stream);
+}
+
+void linear_backward_cuda(void* dinp, bool dinp_f32, bool dinp_accumulate, float* dweight, float* dbias, const uint16_t* dout,
+                          const uint16_t* inp, const uint16_t* weight, int64_t T, int64_t C, int64_t OC,
+                          const CudaModel& model) {
+  if (dinp)
+    gemm_cuda(row_major(T, C, OC, dout, false, weight, false, dinp, dinp_f32 ? DType::F32 : DType::BF16,
+                        dinp_accumulate ? 1.0f : 0.0f),
+              model.device, model.stream);
+  if (dweight)
+    gemm_cuda(row_major(OC, C, T, dout, true, inp, false, dweight, DType::F32, 1.0f), model.device, model.stream);
+  if (dbias) column_sum_add_cuda(dbias, dout, T, OC, model.stream);
+}
+
+void logits_cuda(float* out, const uint16_t* inp, const uint16_t* weight, int64_t R, int64_t C, int64_t OC,
+                 const CudaModel& model) {
+  gemm_cuda(row_major(R, OC, C, inp, false, weight, true, out, DType::F32, 0.0f), model.device, model.stream);
+}
+
+CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config) {
+  CudaAdamW opt;
+  opt.config = config;
+  Device d = cuda_device(model.device);
+  opt.m = empty({model.num_params()}, DType::F32, d);
+  opt.v = empty({model.num_params()}, DType::F32, d);
+  opt.sq_sum = empty({1}, DType::I64, d);  // 8 bytes for the f64 sum
+  opt.workspace = empty({static_cast<int64_t>(grad_sq_sum_workspace_bytes()) + 1}, DType::U8, d);
+  model_zero(opt.m.data(), opt.m.nbytes(), model.stream);
+  model_zero(opt.v.data(), opt.v.nbytes(), model.stream);
+  return opt;
+}
+
+void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm) {
+  ++opt.step;
+  const double* sq = nullptr;
+  if (max_norm > 0.0f) {
+    grad_sq_sum_cuda(static_cast<double*>(opt.sq_sum.data()), model.grads.data_as<float>(), model.num_params(),
+                     opt.workspace.data(), model.stream);
+    sq = static_cast<const double*>(opt.sq_sum.data());
+  }
+  adamw_cuda(model.master.data_as<float>(), opt.m.data_as<float>(), opt.v.data_as<float>(), model.grads.data_as<float>(),
+             model.weights.data_as<uint16_t>(), model.num_params(), opt.config, opt.step, lr, sq, max_norm,
+             model.stream);
+}
+
+double grad_norm_cuda(CudaModel& model, CudaAdamW& opt) {
+  grad_sq_sum_cuda(static_cast<double*>(opt.sq_sum.data()), model.grads.data_as<float>(), model.num_params(),
+                   opt.workspace.data(), model.stream);
+  double sum = 0;
+  model_copy(&sum, opt.sq_sum.data(), sizeof(sum), CopyKind::DeviceToHost, model.stream);
+  return std::sqrt(sum);
+}
+
+}  // namespace sqlrl

@@ -1,0 +1,121 @@
+// The Qwen model on one CUDA device, mirroring the CPU model (model/model.h, train.h, infer.h)
+// layer for layer: bf16 weights for every forward and backward GEMM, fp32 master weights for the
+// optimizer, fp32 gradients, each ONE contiguous buffer with the CPU model's table of views (the
+// layout model/memory_plan.h prices). Activations are bf16 with fp32 RMSNorm rstd and attention
+// log-sum-exp, planned once for max_tokens. Everything runs on one stream in order; the calls
+// taking host vectors copy them in and out (and so synchronise). Built without CUDA (or run
+// without a device) every entry point fails with the reason, from the kernel launchers or the
+// device allocator.
+//
+// Kernel limits that bind the model (kernels/*.h): head_dim 64 or 128 (flash and paged
+// attention), hidden_size <= 8192 (RMSNorm).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/adamw.h"
+#include "kernels/sampling.h"
+#include "model/infer.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "model/train.h"
+#include "runtime/stream.h"
+#include "runtime/tensor.h"
+
+namespace sqlrl {
+
+struct CudaModel {
+  QwenModel shape;  // config + table of views; params and grads stay empty on the host
+  int device = 0;
+  CudaStream stream;  // every launch of this model goes here (default: the legacy stream)
+  Tensor weights;     // bf16 [num_params]: the copy every matmul reads
+  Tensor master;      // f32 [num_params]: what AdamW updates
+  Tensor grads;       // f32 [num_params], zeroed on upload; backward adds into it
+  const QwenConfig& config() const { return shape.config; }
+  int64_t num_params() const { return shape.num_params; }
+};
+
+// Uploads a host model: master = params (f32, exact), weights = params rounded to bf16.
+CudaModel upload_model(const QwenModel& model, int device = 0, const CudaStream& stream = CudaStream{});
+// Master weights (f32) back into a host model of the same table (for checkpoints).
+void download_model(const CudaModel& model, QwenModel& out);
+std::vector<float> download_grads(const CudaModel& model);
+void zero_grads(CudaModel& model);
+
+// --- training (model/cuda_train.cpp) --------------------------------------------------------
+struct CudaLayerActs {
+  uint16_t *ln1 = nullptr, *q_raw = nullptr, *k_raw = nullptr, *q = nullptr, *k = nullptr, *v = nullptr;
+  uint16_t *att = nullptr, *resid_mid = nullptr, *ln2 = nullptr, *gate = nullptr, *up = nullptr, *h = nullptr;
+  float *rstd1 = nullptr, *q_rstd = nullptr, *k_rstd = nullptr, *lse = nullptr, *rstd2 = nullptr;
+};
+
+struct CudaTrainState {
+  QwenConfig config;
+  TrainOptions options;  // logprob_chunk = tokens per log-prob tile here
+  int64_t chunk_vocab = 16384;
+  Tensor arena;          // every buffer below is a piece of this one allocation
+  uint16_t* resid = nullptr;  // [(layers + 1), max_tokens, hidden] bf16
+  std::vector<CudaLayerActs> layer_acts;
+  uint16_t* lnf = nullptr;
+  float *rstdf = nullptr, *vocab_lse = nullptr, *logprobs = nullptr, *entropy = nullptr, *dlogprobs = nullptr;
+  int32_t *tokens = nullptr, *positions = nullptr, *targets = nullptr;
+  Tensor cu_seqlens_buf;  // grows with the sequence count (empty sequences make it unbounded)
+  int32_t* cu_seqlens = nullptr;
+  // backward scratch: dresid/datt/dq.. bf16, dln_f32 accumulates the q/k/v (gate/up) input
+  // gradients in f32 before one rounding to bf16 (dln)
+  uint16_t *dresid = nullptr, *dln = nullptr, *datt = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  uint16_t *dq_raw = nullptr, *dk_raw = nullptr, *dh = nullptr, *dgate = nullptr, *dup = nullptr;
+  float* dln_f32 = nullptr;
+  void* workspace = nullptr;  // shared by the attention, RMSNorm, embedding and log-prob launchers
+  size_t workspace_bytes = 0;
+  int64_t max_seqlen = 0, num_tokens = 0;  // of the batch last run forward
+  int64_t bytes() const { return static_cast<int64_t>(arena.nbytes()); }
+};
+
+CudaTrainState make_cuda_train_state(const CudaModel& model, const TrainOptions& options);
+
+// As forward_logits / forward_logprobs / backward_logprobs of model/train.h; host in and out.
+void forward_logits_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch, float* logits);
+// entropy (nullable): -sum p log p of each row, from the same fused pass.
+void forward_logprobs_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
+                           const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr);
+void backward_logprobs_cuda(CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
+                            const std::vector<int32_t>& targets, const float* dlogprobs);
+
+// AdamW over the master buffer with bf16 copy-out into model.weights (kernels/adamw.h), global
+// grad-norm clipping on the device (max_norm <= 0: none). Returns nothing: no host round trip.
+struct CudaAdamW {
+  AdamWConfig config;
+  Tensor m, v;       // f32 [num_params]
+  Tensor sq_sum;     // one f64
+  Tensor workspace;  // grad_sq_sum_workspace_bytes()
+  int64_t step = 0;
+};
+CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config);
+void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm);
+double grad_norm_cuda(CudaModel& model, CudaAdamW& opt);  // sqrt of the sum of squares (synchronises)
+
+// --- inference (model/cuda_infer.cpp) ---------------------------------------------------------
+// The host PagedKVCache keeps the bookkeeping (block tables, ref counts, lengths; its k and v
+// stay empty); K and V live on the device as bf16 [layers, num_blocks, block_size, kv_heads,
+// head_dim]. Fork and free are the host kv_fork / kv_free on `book`; writes go through
+// forward_cached_cuda, which copies a shared partly filled block on the device before writing.
+struct CudaKVCache {
+  PagedKVCache book;
+  Tensor k, v;
+};
+CudaKVCache make_cuda_kv_cache(const CudaModel& model, int64_t num_blocks, int64_t block_size);
+
+// As forward_cached: logits [rows, vocab] f32 stay on the device in `logits` (reallocated when
+// too small); rows = one per input, or every new token with all_positions.
+void forward_cached_cuda(const CudaModel& model, CudaKVCache& cache, const std::vector<CachedInput>& inputs,
+                         Tensor& logits, bool all_positions = false);
+// One sampled token per row of `logits` (row i with requests[i]); token + log-probs.
+std::vector<SampledToken> sample_cuda(const CudaModel& model, const Tensor& logits,
+                                      const std::vector<SamplingRequest>& requests);
+// As generate() of model/infer.h, on the device.
+std::vector<GeneratedSample> generate_cuda(const CudaModel& model, CudaKVCache& cache,
+                                           const std::vector<int32_t>& prompt, int64_t num_samples,
+                                           const GenerateOptions& options, const TokenCallback& on_token = {});
+
+}  // namespace sqlrl
