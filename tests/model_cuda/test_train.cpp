@@ -1,0 +1,191 @@
+// The CUDA model's training path against the CPU model (itself held against transformers in
+// tests/model) on random bf16-exact Qwen2 (biases, untied) and Qwen3 (q/k norm, tied) models.
+//
+// Tolerances: the CPU model runs in f32 on the same bf16-exact weights, so every difference comes
+// from the GPU's bf16 activations. Each stored activation carries one rounding of relative size
+// <= 2^-9 (~2e-3); a 2-layer model stores ~15 of them along any path, and their errors add up
+// like a random walk (~4 x 2e-3) with a worst case a few times that. Hence logits within 5e-2 of
+// max |logit| and 2e-2 relative L2; a log-prob is a logit minus a log-sum-exp, each off by at most
+// the logit bound, so 2x that. Gradients go through about twice as many roundings (plus the bf16
+// residual gradient): 5e-2 relative L2 per tensor.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kernels/adamw.h"
+#include "model_cuda_util.h"
+#include "runtime/tensor.h"
+#include "tests/model/fixture.h"
+
+namespace sqlrl {
+namespace {
+
+using namespace sqlrl::testing;
+
+class CudaModelTrain : public ::testing::TestWithParam<QwenArch> {};
+
+TEST(CudaModelNoDevice, UploadFailsWithTheReason) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a device is present: nothing to refuse";
+  QwenModel m = random_model(QwenArch::Qwen3, 1);
+  try {
+    upload_model(m);
+    FAIL() << "upload_model succeeded without a CUDA device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(cuda_unavailable_reason()), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaModelFixture, HeadDim16IsRefusedByName) {
+  SQLRL_REQUIRE_CUDA();
+  auto f = load_model_fixture("qwen3_tied");
+  CudaModel m = upload_model(f.model);
+  try {
+    make_cuda_train_state(m, options(f.batch.num_tokens()));
+    FAIL() << "head_dim " << f.model.config.head_dim << " accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim 16"), std::string::npos) << e.what();
+  }
+}
+
+TEST_P(CudaModelTrain, UploadDownloadRoundTrip) {
+  SQLRL_REQUIRE_CUDA();
+  QwenModel host = random_model(GetParam(), 2);
+  // Not bf16-exact master values: the bf16 copy must be their rounding, the master exact.
+  for (size_t i = 0; i < host.params.size(); i += 3) host.params[i] *= 1.0f + 1e-3f;
+  CudaModel m = upload_model(host);
+  QwenModel back = make_model(host.config);
+  download_model(m, back);
+  EXPECT_EQ(0, std::memcmp(back.params.data(), host.params.data(), sizeof(float) * host.params.size()));
+  std::vector<float> bf16 = to_floats(m.weights);
+  int64_t wrong = 0;
+  for (size_t i = 0; i < bf16.size(); ++i) wrong += bf16[i] != bf16_bits_to_f32(f32_to_bf16_bits(host.params[i]));
+  EXPECT_EQ(wrong, 0);
+  for (float g : download_grads(m)) ASSERT_EQ(g, 0.0f);
+}
+
+TEST_P(CudaModelTrain, LogitsLogprobsAndEntropyMatchCpu) {
+  SQLRL_REQUIRE_CUDA();
+  QwenModel host = random_model(GetParam(), 3);
+  RandomBatch b = random_batch(host.config.vocab_size, 4);
+  int64_t T = b.batch.num_tokens(), V = host.config.vocab_size;
+  TrainState cpu = make_train_state(host.config, options(T));
+  std::vector<float> want(static_cast<size_t>(T * V)), got(static_cast<size_t>(T * V), NAN);
+  forward_logits(host, cpu, b.batch, want.data());
+  CudaModel m = upload_model(host);
+  CudaTrainState gpu = make_cuda_train_state(m, options(T, 16));  // several log-prob chunks
+  forward_logits_cuda(m, gpu, b.batch, got.data());
+  double scale = 0;
+  for (float w : want) scale = std::max(scale, static_cast<double>(std::fabs(w)));
+  double logit_err = scaled_max_error(got, want);
+  std::printf("logits: max error / max |logit| = %.3g (budget 5e-2), relative L2 %.3g (budget 2e-2)\n", logit_err,
+              relative_l2(got, want));
+  EXPECT_LE(logit_err, 5e-2);
+  EXPECT_LE(relative_l2(got, want), 2e-2);
+
+  std::vector<float> lp(static_cast<size_t>(T), NAN), ent(static_cast<size_t>(T), NAN);
+  forward_logprobs_cuda(m, gpu, b.batch, b.targets, lp.data(), ent.data());
+  double lp_budget = 2 * 5e-2 * scale, worst_lp = 0, worst_ent = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = want.data() + t * V;
+    double mx = *std::max_element(row, row + V), sum = 0, plogp = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
+    double lse = mx + std::log(sum);
+    for (int64_t v = 0; v < V; ++v) {
+      double logp = row[v] - lse;
+      plogp += std::exp(logp) * logp;
+    }
+    worst_lp = std::max(worst_lp, std::fabs(lp[t] - (row[b.targets[t]] - lse)));
+    worst_ent = std::max(worst_ent, std::fabs(ent[t] + plogp));
+    ASSERT_FALSE(std::isnan(lp[t]) || std::isnan(ent[t])) << "token " << t;
+  }
+  std::printf("log-probs: max |error| %.3g, entropy %.3g (budget %.3g nats)\n", worst_lp, worst_ent, lp_budget);
+  EXPECT_LE(worst_lp, lp_budget);
+  // Entropy = lse - E_p[logit]: off by at most the same two logit errors.
+  EXPECT_LE(worst_ent, lp_budget);
+}
+
+// Gradients of the masked token-mean log-prob for every parameter tensor.
+std::vector<float> gpu_gradients(const QwenModel& host, const RandomBatch& b, std::vector<bool> recompute) {
+  CudaModel m = upload_model(host);
+  int64_t T = b.batch.num_tokens();
+  CudaTrainState s = make_cuda_train_state(m, options(T, 16, std::move(recompute)));
+  std::vector<float> lp(static_cast<size_t>(T));
+  forward_logprobs_cuda(m, s, b.batch, b.targets, lp.data());
+  backward_logprobs_cuda(m, s, b.batch, b.targets, b.dlogprobs.data());
+  return download_grads(m);
+}
+
+TEST_P(CudaModelTrain, EveryParameterGradientMatchesCpu) {
+  SQLRL_REQUIRE_CUDA();
+  QwenModel host = random_model(GetParam(), 5);
+  RandomBatch b = random_batch(host.config.vocab_size, 6);
+  int64_t T = b.batch.num_tokens();
+  TrainState cpu = make_train_state(host.config, options(T));
+  std::vector<float> lp(static_cast<size_t>(T));
+  forward_logprobs(host, cpu, b.batch, b.targets, lp.data());
+  alloc_grads(host);
+  backward_logprobs(host, cpu, b.batch, b.targets, b.dlogprobs.data());
+  std::vector<float> got = gpu_gradients(host, b, {});
+  double worst = 0;
+  std::string worst_name;
+  for (const ParamView& view : host.table) {
+    auto at = [&](const std::vector<float>& g) {
+      return std::vector<float>(g.begin() + view.offset, g.begin() + view.offset + view.spec.numel());
+    };
+    double err = relative_l2(at(got), at(host.grads));
+    EXPECT_LE(err, 5e-2) << "gradient of " << view.spec.hf_name;
+    if (err > worst) worst = err, worst_name = view.spec.hf_name;
+  }
+  std::printf("%zu gradients: worst relative L2 %.3g (%s), budget 5e-2\n", host.table.size(), worst,
+              worst_name.c_str());
+}
+
+TEST_P(CudaModelTrain, RecomputationGivesTheSameGradientBytes) {
+  SQLRL_REQUIRE_CUDA();
+  QwenModel host = random_model(GetParam(), 7);
+  RandomBatch b = random_batch(host.config.vocab_size, 8);
+  std::vector<float> stored = gpu_gradients(host, b, {});
+  std::vector<float> again = gpu_gradients(host, b, {});
+  std::vector<float> recomputed = gpu_gradients(host, b, std::vector<bool>(2, true));
+  // Deterministic kernels (no atomics in reductions) and the same GEMM plans: bitwise equal.
+  EXPECT_EQ(0, std::memcmp(stored.data(), again.data(), sizeof(float) * stored.size())) << "run to run";
+  EXPECT_EQ(0, std::memcmp(stored.data(), recomputed.data(), sizeof(float) * stored.size())) << "recomputed";
+}
+
+TEST_P(CudaModelTrain, AdamWStepMatchesCpuAndRefreshesBf16) {
+  SQLRL_REQUIRE_CUDA();
+  QwenModel host = random_model(GetParam(), 9);
+  RandomBatch b = random_batch(host.config.vocab_size, 10);
+  CudaModel m = upload_model(host);
+  int64_t T = b.batch.num_tokens();
+  CudaTrainState s = make_cuda_train_state(m, options(T));
+  std::vector<float> lp(static_cast<size_t>(T));
+  forward_logprobs_cuda(m, s, b.batch, b.targets, lp.data());
+  backward_logprobs_cuda(m, s, b.batch, b.targets, b.dlogprobs.data());
+  std::vector<float> grads = download_grads(m);
+  AdamWConfig config;
+  CudaAdamW opt = make_cuda_adamw(m, config);
+  float max_norm = 0.5f * static_cast<float>(std::sqrt(grad_sq_sum_cpu(grads.data(), m.num_params())));  // clips
+  adamw_step_cuda(m, opt, 1e-3f, max_norm);
+  std::vector<float> mom(grads.size(), 0.0f), vel(grads.size(), 0.0f), params = host.params;
+  double sq = grad_sq_sum_cpu(grads.data(), m.num_params());
+  adamw_cpu(params.data(), mom.data(), vel.data(), grads.data(), m.num_params(), config, 1, 1e-3f,
+            clip_coefficient(sq, max_norm));
+  QwenModel back = make_model(host.config);
+  download_model(m, back);
+  // f32 element-wise update, same formula: within a few f32 ulps of the parameter.
+  double worst = 0;
+  for (size_t i = 0; i < params.size(); ++i)
+    worst = std::max(worst, std::fabs(back.params[i] - params[i]) / (std::fabs(params[i]) + 1e-3));
+  EXPECT_LE(worst, 1e-5);
+  std::vector<float> bf16 = to_floats(m.weights);
+  int64_t wrong = 0;
+  for (size_t i = 0; i < bf16.size(); ++i) wrong += bf16[i] != bf16_bits_to_f32(f32_to_bf16_bits(back.params[i]));
+  EXPECT_EQ(wrong, 0) << "bf16 copy is not the rounding of the updated master";
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, CudaModelTrain, ::testing::Values(QwenArch::Qwen2, QwenArch::Qwen3),
+                         [](const auto& info) { return info.param == QwenArch::Qwen2 ? "Qwen2" : "Qwen3"; });
+
+}  // namespace
+}  // namespace sqlrl
