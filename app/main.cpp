@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   sqlrl::add_generate_command(app);
   sqlrl::add_plan_command(app);
   sqlrl::add_sft_command(app);
+  sqlrl::add_eval_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
