@@ -7,6 +7,7 @@
 #include "model/cuda_ops.h"
 #include "runtime/error.h"
 #include "runtime/gemm.h"
+#include "runtime/random.h"
 
 namespace sqlrl {
 
@@ -25,6 +26,28 @@ CudaModel upload_model(const QwenModel& model, int device, const CudaStream& str
   m.grads = empty({model.num_params}, DType::F32, d);
   model_copy(m.master.data(), model.params.data(), m.master.nbytes(), CopyKind::HostToDevice, stream);
   f32_to_bf16_cuda(m.weights.data_as<uint16_t>(), m.master.data_as<float>(), model.num_params, stream);
+  zero_grads(m);
+  return m;
+}
+
+CudaModel random_cuda_model(const QwenConfig& config, uint64_t seed, int device, const CudaStream& stream) {
+  validate_config(config, "random_cuda_model");
+  CudaModel m;
+  m.shape.config = config;
+  for (const ParamSpec& spec : qwen_parameters(config)) {
+    m.shape.table.push_back({spec, m.shape.num_params});
+    m.shape.num_params += spec.numel();
+  }
+  m.device = device;
+  m.stream = stream;
+  Device d = cuda_device(device);
+  m.master = empty({m.shape.num_params}, DType::F32, d);
+  m.weights = empty({m.shape.num_params}, DType::BF16, d);
+  m.grads = empty({m.shape.num_params}, DType::F32, d);
+  fill_normal(m.master, seed, 0, 0.0f, 0.02f);
+  for (const ParamView& view : m.shape.table)
+    if (view.spec.name.find("norm") != std::string::npos) fill(narrow(m.master, 0, view.offset, view.spec.numel()), 1.0f);
+  f32_to_bf16_cuda(m.weights.data_as<uint16_t>(), m.master.data_as<float>(), m.shape.num_params, stream);
   zero_grads(m);
   return m;
 }

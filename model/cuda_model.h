@@ -37,6 +37,10 @@ struct CudaModel {
 
 // Uploads a host model: master = params (f32, exact), weights = params rounded to bf16.
 CudaModel upload_model(const QwenModel& model, int device = 0, const CudaStream& stream = CudaStream{});
+// A model straight on the device (no host copy: a 4B model's f32 host buffer is 16 GB): matrices
+// and biases N(0, 0.02), norm weights 1, from Philox (runtime/random.h). For benchmarks.
+CudaModel random_cuda_model(const QwenConfig& config, uint64_t seed, int device = 0,
+                            const CudaStream& stream = CudaStream{});
 // Master weights (f32) back into a host model of the same table (for checkpoints).
 void download_model(const CudaModel& model, QwenModel& out);
 std::vector<float> download_grads(const CudaModel& model);
