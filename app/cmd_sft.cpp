@@ -1,7 +1,7 @@
 // `llm_sqlrl sft`: supervised fine-tuning on masked multi-turn data (rl/sft.h, rl/sft_data.h).
 //   llm_sqlrl sft --data FILE.jsonl --weights DIR --tokenizer FILE --out DIR [--epochs N] [--lr X]
 //       [--max-steps N] [--micro-batch-tokens N] [--seed S] ...
-//   llm_sqlrl sft synth-demos --protocol NAME --out FILE.jsonl [--data BENCH_DIR]
+//   llm_sqlrl sft synth-demos --protocol NAME --out FILE.jsonl [--data BENCH_DIR] [--format spider|sparc]
 //       gold demonstrations for the synthetic benchmark (rl/sft_demos.h); without --data the
 //       default benchmark is written to <out>.bench/ first
 //   llm_sqlrl sft self-taught --weights DIR --tokenizer FILE --data BENCH_DIR --protocol NAME --out DIR
@@ -83,7 +83,7 @@ void run_sft_command(SftArgs& a) {
 }
 
 struct DemoArgs {
-  std::string protocol, out, data, split = "train", thinking;
+  std::string protocol, out, data, split = "train", thinking, format = "spider";
   bool no_naive = false;
   uint64_t synth_seed = 1;
 };
@@ -100,8 +100,8 @@ void run_synth_demos(const DemoArgs& a) {
                 static_cast<unsigned long long>(a.synth_seed), dir.c_str(), r.train_questions, r.dev_questions);
   }
   sql::LoadOptions lo;
-  lo.format = sql::DatasetFormat::Spider;
-  lo.dir = dir;
+  lo.format = a.format == "sparc" ? sql::DatasetFormat::Sparc : sql::DatasetFormat::Spider;
+  lo.dir = a.format == "sparc" ? (fs::path(dir) / "sparc").string() : dir;
   lo.split = a.split;
   sql::Dataset ds = sql::load_dataset(lo);
   sql::Pool pool;
@@ -194,6 +194,8 @@ void add_sft_command(CLI::App& app) {
   demos->add_option("--out", d->out, "output JSONL")->required();
   demos->add_option("--data", d->data, "synthetic benchmark folder (llm_sqlrl data synth); default: write one");
   demos->add_option("--split", d->split, "train | dev")->check(CLI::IsMember({"train", "dev"}));
+  demos->add_option("--format", d->format, "spider (questions) | sparc (dialogue turns, <data>/sparc)")
+      ->check(CLI::IsMember({"spider", "sparc"}));
   demos->add_option("--synth-seed", d->synth_seed, "seed of the benchmark written when --data is absent");
   demos->add_option("--enable-thinking", d->thinking, "Qwen3 template flag for the prompt: true | false")
       ->check(CLI::IsMember({"true", "false"}));

@@ -265,6 +265,36 @@ std::vector<DemoTrap> distinct_traps(const std::vector<DemoTrap>& traps) {
   return out;
 }
 
+// The traps of an example: its question record's, or its dialogue turn's (SParC layout).
+std::vector<DemoTrap> example_traps(const sql::Dataset& dataset, const sql::Example& ex) {
+  if (ex.record_index >= dataset.records.size()) return {};
+  const nlohmann::json& record = dataset.records[ex.record_index];
+  if (record.contains("interaction")) {
+    const nlohmann::json& turns = record["interaction"];
+    const size_t k = static_cast<size_t>(ex.turn_index);
+    return turns.is_array() && k < turns.size() ? record_traps(turns[k]) : std::vector<DemoTrap>{};
+  }
+  return record_traps(record);
+}
+
+// A trap an earlier turn's gold SQL resolves, where the prompt shows that SQL (a dialogue's
+// history: the stored literal or the CAST is there to copy), needs no probe; the others, each
+// column once. (Sample values in a schema do not count: they show the stored form, not which
+// question wording it stands for.)
+std::vector<DemoTrap> unresolved_traps(const std::vector<DemoTrap>& traps, const sql::Example& ex,
+                                       const std::string& prompt) {
+  std::vector<DemoTrap> out;
+  for (const DemoTrap& t : distinct_traps(traps)) {
+    const std::string literal =
+        t.kind == "number_as_text" ? t.column + " AS INTEGER)" : sql::synth::sql_quote(t.stored_value);
+    bool resolved = false;
+    for (const sql::Turn& h : ex.history)
+      resolved = resolved || (h.gold_sql.find(literal) != std::string::npos && prompt.find(h.gold_sql) != std::string::npos);
+    if (!resolved) out.push_back(t);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Demo> synth_demos(const Protocol& protocol, sql::Pool& pool, const sql::Dataset& dataset,
@@ -281,13 +311,11 @@ std::vector<Demo> synth_demos(const Protocol& protocol, sql::Pool& pool, const s
   for (size_t i = 0; i < dataset.examples.size(); ++i) {
     const sql::Example& ex = dataset.examples[i];
     ++st.questions;
-    const nlohmann::json record =
-        ex.record_index < dataset.records.size() ? dataset.records[ex.record_index] : nlohmann::json();
-    std::vector<DemoTrap> traps = distinct_traps(record_traps(record));
+    const std::string prompt = render_chat(protocol.first_prompt(ex, schemas.get(pool, ex.db_path)), chat);
+    std::vector<DemoTrap> traps = unresolved_traps(example_traps(dataset, ex), ex, prompt);
     const std::string naive = naive_sql(ex.gold_sql, traps);
     const bool naive_first = options.naive_first && !traps.empty() && naive != ex.gold_sql;
     std::vector<PlannedStep> plan = plan_steps(protocol, traps, naive_first, protocol.max_turns());
-    const std::string prompt = render_chat(protocol.first_prompt(ex, schemas.get(pool, ex.db_path)), chat);
     Builder b{protocol, pool, ex, options, {}, 0};
     b.demo.example = i;
     b.demo.traps = static_cast<int>(traps.size());

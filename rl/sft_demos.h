@@ -69,7 +69,9 @@ struct DemoTrap {
 std::vector<DemoTrap> record_traps(const nlohmann::json& record);
 
 // Demonstrations for every example of `dataset` (a synthetic benchmark split loaded with
-// load_dataset, Spider format), in example order.
+// load_dataset: Spider format, or SParC format from <bench>/sparc, one example per dialogue
+// turn), in example order. A trap that an earlier dialogue turn's gold SQL resolves, shown in
+// the rendered prompt (the stored literal or the CAST is there to copy), is not probed.
 std::vector<Demo> synth_demos(const Protocol& protocol, sql::Pool& pool, const sql::Dataset& dataset,
                               const SynthDemoOptions& options, SynthDemoStats* stats = nullptr);
 

@@ -84,7 +84,7 @@ inline std::string small_bench() {
     o.train_databases = 2;
     o.dev_databases = 1;
     o.questions_per_database = 16;
-    o.dialogues_per_database = 1;
+    o.dialogues_per_database = 4;
     o.trap_share = 0.6;
     sql::write_synth_benchmark(d, o);
     return d;
