@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "model/model.h"
-#include "runtime/random.h"
-#include "runtime/tensor.h"
+#include "tests/rl_grpo/grpo_fixture.h"
 #include "sql/synth.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/trainer.h"
@@ -38,7 +37,8 @@ inline const Tokenizer& sft_tokenizer() {
   return *tok;
 }
 
-// Norm scales 1, everything else N(0, stddev) (as transformers initialises a fresh model).
+// A random Qwen3 of the given vocabulary (the GRPO tests' initialisation: norm scales 1, the
+// rest N(0, stddev)).
 inline QwenModel sft_model(int64_t vocab, uint64_t seed = 7, float stddev = 0.05f) {
   QwenConfig c;
   c.arch = QwenArch::Qwen3;
@@ -52,17 +52,7 @@ inline QwenModel sft_model(int64_t vocab, uint64_t seed = 7, float stddev = 0.05
   c.tie_word_embeddings = true;
   c.rope_theta = 10000.0;
   c.max_position_embeddings = 8192;
-  QwenModel model = make_model(c);
-  uint64_t stream = 0;
-  for (const ParamView& view : model.table) {
-    float* p = model.params.data() + view.offset;
-    int64_t n = view.spec.numel();
-    if (view.spec.name.find("norm") != std::string::npos)
-      std::fill(p, p + n, 1.0f);
-    else
-      fill_normal(wrap(p, {n}, DType::F32, cpu_device(), nullptr), seed, stream++, 0.0f, stddev);
-  }
-  return model;
+  return random_model(c, seed, stddev);
 }
 
 inline std::string sft_temp_dir() {
