@@ -19,7 +19,7 @@ unsigned blocks_for(int64_t n, int threads) {
 __device__ float bf16_value(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
 __device__ uint16_t to_bf16(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 
-__global__ void f32_to_bf16_kernel(uint16_t* dst, const float* src, int64_t n) {
+__global__ void round_to_bfloat_kernel(uint16_t* dst, const float* src, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     dst[i] = to_bf16(src[i]);
 }
@@ -73,7 +73,7 @@ void model_zero(void* dst, size_t bytes, const CudaStream& stream) {
 
 void f32_to_bf16_cuda(uint16_t* dst, const float* src, int64_t n, const CudaStream& stream) {
   if (n <= 0) return;
-  f32_to_bf16_kernel<<<blocks_for(n, 256), 256, 0, raw(stream)>>>(dst, src, n);
+  round_to_bfloat_kernel<<<blocks_for(n, 256), 256, 0, raw(stream)>>>(dst, src, n);
   CUDA_CHECK_LAUNCH();
 }
 
