@@ -139,7 +139,10 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
       if (!options.out_dir.empty())
         so.out_dir = (std::filesystem::path(options.out_dir) / ("round-" + std::to_string(r + 1))).string();
       so.tokenizer_path = options.tokenizer_path;
-      SftRunStats st = run_sft(model, opt, kept_all, config.sft, so);
+      // A kept trajectory is up to max_total_tokens long: a smaller budget would cut it.
+      SftConfig sc = config.sft;
+      sc.micro_batch_tokens = std::max(sc.micro_batch_tokens, config.rollout.max_total_tokens);
+      SftRunStats st = run_sft(model, opt, kept_all, sc, so);
       rr.sft_first_loss = st.first_loss, rr.sft_last_loss = st.last_loss, rr.sft_seconds = st.seconds;
     }
     if (options.log)

@@ -11,7 +11,8 @@
 //   S3 fine-tune the current model on the cumulative kept set T (rl/sft.h);
 //   S4 drop the questions solved this round.
 // Coverage per round = questions with at least one kept trajectory so far / all questions.
-// Kept trajectories become SFT sequences with their rollout mask (sampled tokens trained,
+// The fine-tuning's micro-batch budget is raised to the rollout's max_total_tokens when below it,
+// so no kept trajectory is cut. Kept trajectories become SFT sequences with their rollout mask (sampled tokens trained,
 // prompt and observations masked) plus a trained <|im_end|> after the final turn when the
 // model stopped on a stop string (the same convention as the demonstrations).
 #pragma once
