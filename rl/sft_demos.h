@@ -18,7 +18,10 @@
 //
 // The demonstration is the token stream the rollout engine would produce: the rendered first
 // prompt (masked), each assistant turn (trained), each injected observation (masked), and
-// "<|im_end|>" after the answer (trained: the model learns to end its turn).
+// "<|im_end|>" after the answer (trained: the model learns to end its turn). A turn that runs
+// SQL ends on the protocol's stop string, as at rollout time; the "<|im_end|>" that closes it is
+// the protocol's inject() text and stays masked (a messages-format file trains every assistant
+// message's <|im_end|>: there the chat template, not a stop string, ends each turn).
 #pragma once
 #include <cstdint>
 #include <optional>
