@@ -103,6 +103,7 @@ std::string summary_markdown(const EvalRun& run, const EvalOptions& options, con
   if (s.samples > 1) md += " | " + pct(s.pass_at.back().second) + " | " + pct(s.vote_ex);
   md += " | " + fixed(s.avg_turns, 2) + " | " + pct(s.format_error_rate) + " | " + fixed(s.sql_calls_per_question, 2) +
         " | " + pct(s.executable_rate) + " |\n";
+  md += "\nEX, EM, pass@k, vote EX: % of questions; format errors, executable: % of samples; avg turns: per sample.\n";
 
   auto breakdown = [&](const char* title, const std::vector<std::pair<std::string, Tally>>& rows) {
     md += "\n| " + std::string(title) + " | n | EX | EM |\n|---|---:|---:|---:|\n";
