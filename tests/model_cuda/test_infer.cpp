@@ -85,9 +85,12 @@ TEST_P(CudaModelInfer, ForkedSamplesCopyTheSharedBlockBeforeWriting) {
   // Both continuations in one batch, then one more step each: each must see only its own tokens.
   forward_cached_cuda(m, cache, {{pa, {a[0], a[1]}}, {pb, {b[0], b[1]}}}, logits, true);
   std::vector<float> first = to_floats(logits);
+  // Positions 10, 11 land in the shared block holding 8, 9: the first writer copies it, the
+  // second then owns the original alone and writes in place.
+  EXPECT_EQ(16 - kv_free_block_count(cache.book), used_before + 1) << "exactly the shared last block is copied";
   forward_cached_cuda(m, cache, {{pa, {a[2]}}, {pb, {b[2]}}}, logits);
   std::vector<float> second = to_floats(logits);
-  EXPECT_EQ(16 - kv_free_block_count(cache.book), used_before + 1) << "exactly the shared last block is copied";
+  EXPECT_EQ(16 - kv_free_block_count(cache.book), used_before + 3) << "position 12 opens a block for each";
   std::vector<int32_t> seq_a = prompt, seq_b = prompt;
   seq_a.insert(seq_a.end(), a.begin(), a.end());
   seq_b.insert(seq_b.end(), b.begin(), b.end());
