@@ -10,17 +10,24 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace sqlrl::cpu {
 
 enum class Isa { Baseline, Avx2, Avx512 };
 
+// SQLRL_CPU_ISA=baseline|avx2 caps the choice (to test the other clones on an AVX-512 machine).
 inline Isa cpu_isa() {
   static const Isa isa = [] {
+    const char* cap = std::getenv("SQLRL_CPU_ISA");
+    if (cap && std::strcmp(cap, "baseline") == 0) return Isa::Baseline;
     __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (cap && std::strcmp(cap, "avx2") == 0) return avx2 ? Isa::Avx2 : Isa::Baseline;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma"))
       return Isa::Avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
+    if (avx2) return Isa::Avx2;
     return Isa::Baseline;
   }();
   return isa;
