@@ -122,22 +122,26 @@ TEST_P(CudaModelInfer, GreedyGenerationMatchesCpuWhileMarginsExceedTheError) {
   auto gpu = generate_cuda(m, cache, rb.batch.tokens, 2, opt);
   ASSERT_EQ(gpu.size(), 2u);
   EXPECT_EQ(gpu[0].tokens, gpu[1].tokens) << "greedy samples of one prompt differ";
-  // The argmax is guaranteed to agree where the CPU's top-1/top-2 margin exceeds twice the GPU's
-  // measured logit error on the same prefix.
+  // While the two agree they share the prefix, so the CPU logits of that prefix hold for both.
+  // The argmax may differ only where the CPU's top-1/top-2 margin is within twice the GPU's
+  // measured logit error on the same prefix; after that the sequences part ways.
   std::vector<int32_t> seq = rb.batch.tokens;
   seq.insert(seq.end(), cpu[0].tokens.begin(), cpu[0].tokens.end());
   std::vector<float> want = cpu_logits(host, seq), have = gpu_full_logits(m, seq);
-  size_t compared = 0;
+  size_t same = 0;
   for (size_t s = 0; s < cpu[0].tokens.size() && s < gpu[0].tokens.size(); ++s) {
+    if (gpu[0].tokens[s] == cpu[0].tokens[s]) {
+      ++same;
+      continue;
+    }
     int64_t r = static_cast<int64_t>(rb.batch.tokens.size() + s) - 1;
     std::vector<float> row(want.begin() + r * V, want.begin() + (r + 1) * V);
     std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<float>());
     double err = max_abs_diff(have.data() + r * V, want.data() + r * V, V);
-    if (row[0] - row[1] <= 2 * err) break;
-    EXPECT_EQ(gpu[0].tokens[s], cpu[0].tokens[s]) << "step " << s << " margin " << row[0] - row[1];
-    ++compared;
+    EXPECT_LE(row[0] - row[1], 2 * err) << "step " << s << ": tokens differ where the margin exceeds the error";
+    break;
   }
-  std::printf("greedy: %zu of %zu tokens compared (margins above the bf16 error)\n", compared, cpu[0].tokens.size());
+  std::printf("greedy: first %zu of %zu tokens equal to the CPU's\n", same, cpu[0].tokens.size());
   EXPECT_EQ(kv_free_block_count(cache.book), 32);
 }
 
