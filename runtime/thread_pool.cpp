@@ -66,7 +66,9 @@ void ThreadPool::worker_loop() {
 void ThreadPool::parallel_for(size_t n, size_t min_chunk, const std::function<void(size_t, size_t)>& body) {
   if (n == 0) return;
   min_chunk = std::max<size_t>(1, min_chunk);
-  size_t parts = std::min((n + min_chunk - 1) / min_chunk, workers_.size() + 1);
+  // As many parts as the pool has threads, the caller's part included: SQLRL_THREADS=2 means two
+  // busy cores, not two workers plus the caller (which oversubscribed a 2-core machine).
+  size_t parts = std::min((n + min_chunk - 1) / min_chunk, std::max<size_t>(1, workers_.size()));
   if (parts <= 1) {
     body(0, n);
     return;

@@ -33,7 +33,7 @@ class ThreadPool {
     return result;
   }
 
-  // Runs body(begin, end) over [0, n) in chunks on the pool and the calling thread; rethrows the
+  // Runs body(begin, end) over [0, n) in at most size() chunks, one on the calling thread; rethrows the
   // first exception after every chunk has finished.
   void parallel_for(size_t n, size_t min_chunk, const std::function<void(size_t, size_t)>& body);
 
