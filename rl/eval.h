@@ -80,8 +80,9 @@ struct ExampleResult {
   double seconds = 0;          // latency: the slowest of its samples
 };
 
-// Scores one sample's final SQL against the example's gold (in ctx.mode, Spider mode with the
-// official execution preprocessing) and counts its turns and SQL calls.
+// Scores one sample's final SQL against the example's gold and counts its turns and SQL calls.
+// Spider mode is test-suite-sql-eval's EX: its preprocessing, result_eq, and agreement on every
+// *.sqlite file in the example's database folder; BIRD mode is set equality on the example's file.
 SampleOutcome score_sample(const sql::Example& example, const Trajectory& traj, RewardContext& ctx);
 
 // trajs holds `samples` trajectories per example in (example, sample) order, each with

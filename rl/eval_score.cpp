@@ -1,8 +1,9 @@
 // Scoring of finished trajectories for evaluation: EX of the final SQL in the context's mode
-// (Spider: the test-suite evaluation's preprocessing and result_eq on the example's database;
-// BIRD: set equality), Spider exact-set match where the gold parses, and the result hash the
+// (Spider: the test-suite evaluation's preprocessing and result_eq, on every database file of
+// the example's folder; BIRD: set equality on the example's file), Spider exact-set match where the gold parses, and the result hash the
 // majority vote groups by. The gold side and the parsed schemas come from the reward caches,
 // so the numbers agree with what training rewarded.
+#include <filesystem>
 #include <set>
 
 #include "rl/eval.h"
@@ -10,8 +11,36 @@
 #include "runtime/error.h"
 #include "sql/compare.h"
 #include "sql/eval_spider.h"
+#include "sql/eval_spider_exec.h"
+
+namespace fs = std::filesystem;
 
 namespace sqlrl::rl {
+
+namespace {
+
+// Test-suite EX: the official script runs the pair on every file of the database's folder whose
+// name contains ".sqlite" (the test-suite distribution ships several per database) and needs
+// them all to agree. The example's own file has been compared already; this checks the others.
+// A gold that fails on one of them is an error in the official script; here the sample is wrong.
+bool agrees_on_test_suite(const sql::Example& example, const std::string& pred, RewardContext& ctx) {
+  const fs::path own = example.db_path;
+  if (own.filename().string().find(".sqlite") == std::string::npos) return true;  // not a Spider layout
+  std::vector<std::string> others;
+  for (const std::string& f : sql::sqlite_files_in(own.parent_path().string()))
+    if (fs::path(f).filename() != own.filename()) others.push_back(f);
+  if (others.empty()) return true;
+  sql::SpiderExecOptions options;
+  options.keep_distinct = ctx.keep_distinct;
+  options.limits = ctx.limits;
+  try {
+    return sql::spider_exec_match(ctx.pool, others, pred, example.gold_sql, options) == 1;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
 
 SampleOutcome score_sample(const sql::Example& example, const Trajectory& traj, RewardContext& ctx) {
   SampleOutcome o;
@@ -33,6 +62,7 @@ SampleOutcome score_sample(const sql::Example& example, const Trajectory& traj, 
   compare.mode = ctx.mode;
   compare.order_matters = ctx.mode == sql::CompareMode::Spider && sql::gold_has_order_by(gold_text);
   o.ex = o.executable && sql::results_match(pred, *gold, compare);
+  if (o.ex && ctx.mode == sql::CompareMode::Spider) o.ex = agrees_on_test_suite(example, traj.final_sql, ctx);
   // Set semantics for every mode: two answers vote together when they return the same rows,
   // whatever the order (which the gold, not the sample, says whether it matters).
   o.result_hash = o.executable ? sql::result_hash(pred, false) : 0;

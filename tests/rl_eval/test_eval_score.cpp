@@ -1,6 +1,8 @@
 // EX / EM / vote wiring on a tiny SQLite database with hand-made trajectories (no model).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "rl/eval.h"
 #include "runtime/error.h"
 #include "tests/sql/pool_test_db.h"
@@ -8,22 +10,27 @@
 namespace sqlrl::rl {
 namespace {
 
-std::string town_db() {
-  static std::string path = sql::testing::make_db("eval_town.sqlite", R"sql(
+constexpr const char* kTownSchema = R"sql(
     CREATE TABLE country(id INTEGER PRIMARY KEY, name TEXT);
     CREATE TABLE city(id INTEGER PRIMARY KEY, name TEXT, population INTEGER,
                       country_id INTEGER REFERENCES country(id));
     INSERT INTO country VALUES (1,'Norway'),(2,'Peru'),(3,'India');
+  )sql";
+
+// Spider's layout, one folder per database: the test-suite EX reads every *.sqlite file there.
+std::string town_db(const std::string& folder = "town") {
+  std::filesystem::create_directories(sql::testing::temp_dir() + "/" + folder);
+  return sql::testing::make_db(folder + "/" + folder + ".sqlite", std::string(kTownSchema) + R"sql(
     INSERT INTO city VALUES (1,'Oslo',700,1),(2,'Lima',9000,2),(3,'Pune',3000,3);
   )sql");
-  return path;
 }
 
 sql::Example example(const std::string& id, const std::string& gold) {
+  static const std::string path = town_db();
   sql::Example ex;
   ex.id = id;
   ex.db_id = "town";
-  ex.db_path = town_db();
+  ex.db_path = path;
   ex.question = "q " + id;
   ex.gold_sql = gold;
   return ex;
@@ -125,6 +132,26 @@ TEST(EvalScore, SpiderAndBirdSemanticsDiffer) {
   SampleOutcome b = score_sample(e0, two, bird);
   EXPECT_FALSE(b.executable);
   EXPECT_FALSE(b.ex);
+}
+
+TEST(EvalScore, SpiderExRunsOnEveryDatabaseOfTheTestSuite) {
+  // A second database file in the folder, with other data: "population >= 3000" and the gold's
+  // "population > 1000" agree on the first file but not on this one (Oslo has 2000 here).
+  sql::Example ex = example("e0", kGold);
+  ex.db_path = town_db("suite");
+  sql::testing::make_db("suite/suite_variant.sqlite", std::string(kTownSchema) + R"sql(
+    INSERT INTO city VALUES (1,'Oslo',2000,1),(2,'Lima',9000,2);
+  )sql");
+  sql::Pool pool;
+  RewardContext spider(pool, {}, sql::CompareMode::Spider);
+  RewardContext bird(pool, {}, sql::CompareMode::BirdSet);
+  Trajectory other_op = answered("SELECT name FROM city WHERE population >= 3000");
+  EXPECT_FALSE(score_sample(ex, other_op, spider).ex);
+  EXPECT_TRUE(score_sample(ex, other_op, bird).ex);  // BIRD runs on the example's file only
+  EXPECT_TRUE(score_sample(ex, answered(kGold), spider).ex);
+  EXPECT_TRUE(score_sample(ex, answered("SELECT name FROM city WHERE 1000 < population"), spider).ex);
+  // The vote still groups by the example's own file.
+  EXPECT_EQ(score_sample(ex, other_op, spider).result_hash, score_sample(ex, answered(kGold), spider).result_hash);
 }
 
 TEST(EvalScore, ExamplesVoteOnExecutedResults) {
