@@ -1,0 +1,150 @@
+// `llm_sqlrl train` as a user runs it: the embedded default end to end, resume through the CLI,
+// the recipes, and bad input (one-line error naming the thing, exit code != 0, no run folder).
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+#include "rl/train.h"
+#include "rl/train_log.h"
+#include "tests/rl_train/train_fixture.h"
+#include "tests/test_util.h"
+
+namespace sqlrl::rl::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+CliRun run_train(const std::string& args) {
+  std::string base = sql::testing::temp_dir() + "/cli";
+  std::string cmd = std::string(SQLRL_BINARY) + " train " + args + " > " + base + ".out 2> " + base + ".err";
+  int status = std::system(cmd.c_str());
+  CliRun r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = sql::testing::file_bytes(base + ".out");
+  r.err = sql::testing::file_bytes(base + ".err");
+  return r;
+}
+
+size_t count_lines(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  std::string line;
+  while (std::getline(in, line)) n += !line.empty();
+  return n;
+}
+
+// The error is one line, names `thing`, the exit code is not 0 and the run folder was not made.
+void expect_clean_failure(const std::string& args, const std::string& thing, const std::string& out_dir) {
+  CliRun r = run_train(args + " --out " + out_dir);
+  EXPECT_NE(r.rc, 0) << args;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(thing), std::string::npos) << "error does not name " << thing << ": " << r.err;
+  EXPECT_FALSE(fs::exists(out_dir)) << args << " left " << out_dir;
+}
+
+TEST(TrainCli, EmbeddedDefaultTwoStepsThenResume) {
+  std::string dir = fresh_dir("cli_default");
+  CliRun r = run_train("--max-steps 2 --out " + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir + "/config.toml"));
+  EXPECT_EQ(count_lines(dir + "/metrics.jsonl"), 2u);
+  EXPECT_EQ(count_lines(dir + "/trajectories.jsonl"), 4u);  // log-trajectories = 2 per step
+  std::string ckpt = checkpoint_dir(dir, 2);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "optimizer.safetensors", "trainer_state.json"})
+    EXPECT_TRUE(fs::exists(ckpt + "/" + f)) << f;
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  QwenModel m = load_model(ckpt);
+  std::unique_ptr<Tokenizer> tok = load_tokenizer(ckpt + "/tokenizer.json");
+  EXPECT_EQ(m.config.vocab_size, static_cast<int64_t>(tok->size()));
+  for (const char* special : {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "<tool_call>"})
+    EXPECT_GE(tok->token_id(special), 0) << special;
+  std::string line;
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  std::getline(metrics, line);
+  nlohmann::json first = nlohmann::json::parse(line);
+  for (const char* key : {"reward_mean", "reward_std", "reward_terms", "ex", "format_rate", "turns_mean", "filtered",
+                          "loss", "grad_norm", "clip_fraction", "sql_calls", "lr", "time"})
+    EXPECT_TRUE(first.contains(key)) << key;
+
+  // --resume takes the run's own config; only --max-steps is given again.
+  CliRun again = run_train("--resume " + dir + " --max-steps 3");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(count_lines(dir + "/metrics.jsonl"), 3u);
+  EXPECT_TRUE(fs::exists(checkpoint_dir(dir, 3) + "/model.safetensors"));
+}
+
+TEST(TrainCli, BadInputFailsCleanly) {
+  std::string out = sql::testing::temp_dir() + "/cli_bad_run";
+  fs::remove_all(out);
+  expect_clean_failure("--weights /no/such/weights", "/no/such/weights", out);
+  expect_clean_failure("--tokenizer /no/such/tokenizer.json", "/no/such/tokenizer.json", out);
+  expect_clean_failure("--dataset spider:/no/such/dataset", "/no/such/dataset", out);
+  expect_clean_failure("--dataset nosuchformat:/tmp", "nosuchformat", out);
+  expect_clean_failure("--protocol nosuchprotocol", "nosuchprotocol", out);
+  expect_clean_failure("--device cuda", "cuda", out);
+  expect_clean_failure("--config /no/such/recipe.toml", "/no/such/recipe.toml", out);
+  std::string recipe = sql::testing::temp_dir() + "/bad_recipe.toml";
+  std::ofstream(recipe) << "lr = 1e-5\nno-such-key = 3\n";
+  expect_clean_failure("--config " + recipe, "no-such-key", out);
+
+  // Vocabulary sizes that do not fit: a 300-id model, the toy tokenizer's 360 ids.
+  std::string model_dir = sql::testing::temp_dir() + "/small_vocab_model";
+  fs::remove_all(model_dir);
+  TrainConfig c;
+  c.tiny_hidden = 16, c.tiny_layers = 1, c.tiny_heads = 2, c.tiny_kv_heads = 1, c.tiny_head_dim = 8;
+  c.tiny_intermediate = 16;
+  save_model(make_embedded_model(c, 300), model_dir);
+  std::string tok = sql::testing::temp_dir() + "/toy_tokenizer.json";
+  std::ofstream(tok) << toy_tokenizer_json();
+  size_t ids = load_tokenizer(tok)->size();
+  ASSERT_GT(ids, 300u);
+  CliRun r = run_train("--weights " + model_dir + " --tokenizer " + tok + " --out " + out);
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(std::to_string(ids) + " ids"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("vocab_size 300"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// Every recipe reads without error and passes validation; tiny.toml is the built-in default.
+TEST(TrainCli, RecipesParse) {
+  for (const char* name : {"mtir", "sqltrail", "skyrl", "mtsql", "tiny"}) {
+    std::string path = std::string(SQLRL_SOURCE_DIR) + "/configs/" + name + ".toml";
+    TrainConfig c = read_config_toml(path);
+    EXPECT_NO_THROW(validate_config(c)) << name;
+    if (std::string(name) != "tiny") {
+      EXPECT_EQ(c.protocol, name);
+    }
+  }
+  TrainConfig tiny = read_config_toml(std::string(SQLRL_SOURCE_DIR) + "/configs/tiny.toml");
+  EXPECT_EQ(config_to_toml(tiny), config_to_toml(TrainConfig{}));
+  TrainConfig sky = read_config_toml(std::string(SQLRL_SOURCE_DIR) + "/configs/skyrl.toml");
+  EXPECT_EQ(sky.batch_size, 256);  // SkyRL-SQL §5
+  EXPECT_EQ(sky.top_p, 0.95);
+}
+
+// config_to_toml -> read_config_toml gives back every field (strings with quotes, arrays).
+TEST(TrainCli, ConfigRoundTrip) {
+  TrainConfig c;
+  c.out = "runs/a \"quoted\" # not a comment";
+  c.reward_weights = {"exec=5", "turns=2.5"};
+  c.lr = 1.25e-6;
+  c.seed = 18446744073709551615ull;
+  c.adv_std = false;
+  std::string path = sql::testing::temp_dir() + "/roundtrip.toml";
+  std::ofstream(path) << config_to_toml(c);
+  EXPECT_EQ(config_to_toml(read_config_toml(path)), config_to_toml(c));
+}
+
+}  // namespace
+}  // namespace sqlrl::rl::testing
