@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "rl/reward.h"
@@ -131,6 +132,15 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
     remaining = std::move(next);
     rr.covered = std::count(covered.begin(), covered.end(), true);
     rr.coverage = examples.empty() ? 0.0 : static_cast<double>(rr.covered) / static_cast<double>(examples.size());
+    // The cumulative set T as pre-tokenised SFT lines, reusable with `llm_sqlrl sft --data`.
+    if (!options.out_dir.empty()) {
+      const std::filesystem::path dir = std::filesystem::path(options.out_dir) / ("round-" + std::to_string(r + 1));
+      std::filesystem::create_directories(dir);
+      std::ofstream out(dir / "kept.jsonl", std::ios::binary | std::ios::trunc);
+      for (const SftSequence& s : kept_all)
+        out << nlohmann::ordered_json{{"source", s.source}, {"tokens", s.tokens}, {"mask", s.mask}}.dump() << "\n";
+      check(out.good(), (dir / "kept.jsonl").string(), ": write failed");
+    }
     // S3: fine-tune on the cumulative set (a fresh optimizer per round, as one SFT run each).
     rr.sft_sequences = static_cast<int64_t>(kept_all.size());
     if (!kept_all.empty()) {

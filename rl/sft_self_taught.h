@@ -65,7 +65,7 @@ struct SelfTaughtRound {
 };
 
 struct SelfTaughtOptions {
-  std::string out_dir;            // round-<i>/ checkpoints (rl/sft.h layout); "" = none
+  std::string out_dir;            // round-<i>/: kept.jsonl (T so far, {tokens, mask}) and the SFT run folder; "" = none
   std::string tokenizer_path;     // copied into checkpoints
   std::function<void(const std::string&)> log;
 };

@@ -3,6 +3,10 @@
 // (its tag protocol always answers "SELECT count(*) FROM city").
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include "rl/sft_self_taught.h"
 #include "tests/rl_rollout/rollout_fixture.h"
 
@@ -51,7 +55,7 @@ TEST(SelfTaughtSelection, TrajectoryEndsWithATrainedImEnd) {
   EXPECT_EQ(trajectory_sequence(t, 7, "x").tokens.size(), 4u);
 }
 
-std::vector<SelfTaughtRound> run_rounds(bool require_em) {
+std::vector<SelfTaughtRound> run_rounds(bool require_em, const std::string& out_dir = "") {
   testing::World w(testing::kMixed);
   w.examples[0].gold_sql = "SELECT count(*) FROM city";               // the protocol's answer: EX and EM
   w.examples[0].difficulty = "easy";
@@ -66,13 +70,14 @@ std::vector<SelfTaughtRound> run_rounds(bool require_em) {
   c.sft.max_steps = 2;
   c.sft.micro_batch_tokens = 1100;
   c.sft.lr = 1e-4f;
-  return self_taught(w.model, w.tok, w.protocol, w.pool, w.examples, c, SelfTaughtOptions{});
+  return self_taught(w.model, w.tok, w.protocol, w.pool, w.examples, c, SelfTaughtOptions{out_dir, "", {}});
 }
 
 TEST(SelfTaught, RoundsDropSolvedQuestionsAndReportCoverage) {
   for (bool em : {false, true}) {
     SCOPED_TRACE(em ? "EX and EM" : "EX");
-    std::vector<SelfTaughtRound> r = run_rounds(em);
+    const std::string out = ::testing::TempDir() + "sqlrl_self_taught_" + std::to_string(::getpid()) + (em ? "_em" : "");
+    std::vector<SelfTaughtRound> r = run_rounds(em, out);
     ASSERT_FALSE(r.empty());
     for (const SelfTaughtRound& x : r)
       std::printf("%s round %d: %lld questions, %lld rollouts, %lld correct, %lld solved, %lld kept, coverage %lld/3, "
@@ -96,6 +101,11 @@ TEST(SelfTaught, RoundsDropSolvedQuestionsAndReportCoverage) {
     EXPECT_NEAR(r.back().coverage, static_cast<double>(r.back().covered) / 3.0, 1e-12);
     // With the fixture's seed the first round already solves every solvable question.
     EXPECT_EQ(r[0].solved, solvable);
+    // round-1/kept.jsonl holds T as {tokens, mask} lines that load back as SFT data.
+    std::vector<SftSequence> kept = load_sft_jsonl(out + "/round-1/kept.jsonl", testing::tiny_tokenizer(), ChatOptions{});
+    EXPECT_EQ(static_cast<int64_t>(kept.size()), r[0].kept);
+    EXPECT_TRUE(std::filesystem::exists(out + "/round-1/metrics.jsonl"));
+    std::filesystem::remove_all(out);
   }
 }
 
