@@ -3,7 +3,9 @@
 //       [--protocol skyrl] [--mode greedy|vote|passk] [--samples k] [--temperature T] [--top-p P]
 //       [--single-turn] [--limit N] [--seed S] [--out DIR]
 // Writes DIR/summary.json, DIR/summary.md and DIR/examples.jsonl (rl/eval.h) and prints the
-// tables. Same seed and build -> the same bytes, except the wall-clock fields.
+// tables. Same seed and build -> the same bytes, except the wall-clock fields ("seconds" in each
+// line, "time" in the summary). Defaults: vote/passk 8 samples at T=1; EX semantics bird for
+// BIRD data, else spider; --limit takes the first N questions (dialogue turns, for SParC/CoSQL).
 #include <cstdio>
 #include <filesystem>
 #include <memory>

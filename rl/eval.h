@@ -117,7 +117,9 @@ struct EvalSummary {
   // evaluation groups them) and interaction match (every turn of a dialogue right).
   bool dialogue = false;
   std::vector<std::pair<std::string, Tally>> by_turn;
-  Tally interactions;  // n = dialogues, correct = all turns EX, em = all turns EM (em_n = n)
+  // n = dialogues, correct = every turn EX, em = every turn EM (em_n = n; a turn whose gold does
+  // not parse counts as a miss). Only the turns evaluated count (--limit may cut a dialogue).
+  Tally interactions;
   std::vector<std::pair<int64_t, double>> pass_at;  // k -> mean unbiased pass@k over questions
   double vote_ex = 0;  // samples > 1: EX of the majority answer
   int64_t trajectories = 0;
