@@ -2,7 +2,10 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -31,6 +34,24 @@ inline double error_budget_ratio(const std::vector<float>& got, const std::vecto
     worst = std::max(worst, diff / budget);
   }
   return worst;
+}
+
+struct CommandResult {
+  int exit_code = -1;  // the process's exit status (-1 when it did not exit normally)
+  std::string output;  // stdout and stderr, interleaved as written
+};
+
+// Runs a shell command (tests use it for the built binary, SQLRL_BINARY) and collects its output.
+inline CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) result.output.append(buf, n);
+  int status = pclose(pipe);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  return result;
 }
 
 }  // namespace sqlrl::testing

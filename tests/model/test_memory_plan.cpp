@@ -3,13 +3,11 @@
 // vocab 151936, tied embeddings).
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
-#include <memory>
 #include <string>
 
 #include "model/memory_plan.h"
 #include "runtime/error.h"
+#include "tests/test_util.h"
 
 namespace sqlrl {
 namespace {
@@ -69,13 +67,9 @@ TEST(MemoryPlan, RejectsNonPositiveSizes) {
 }
 
 std::string run(const std::string& args, int* status) {
-  std::string command = std::string(SQLRL_BINARY) + " " + args + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe.get())) out += buf.data();
-  *status = pclose(pipe.release());
-  return out;
+  testing::CommandResult r = testing::run_command(std::string(SQLRL_BINARY) + " " + args);
+  *status = r.exit_code;
+  return r.output;
 }
 
 TEST(MemoryPlanCli, PrintsTheQwen3_4bPlanOnAnH100) {
