@@ -21,10 +21,11 @@ namespace sqlrl {
 namespace {
 
 struct EvalArgs {
-  std::string weights, tokenizer, dataset, split = "dev", protocol = "skyrl", mode = "greedy", compare, out = "runs/eval";
+  std::string weights, tokenizer, dataset, split = "dev", protocol = "skyrl", mode = "greedy", compare,
+                                           out = "runs/eval";
   std::string chat_template;
-  int64_t samples = 0;         // 0 = the mode's default
-  double temperature = -1;     // < 0 = the mode's default
+  int64_t samples = 0;      // 0 = the mode's default
+  double temperature = -1;  // < 0 = the mode's default
   double top_p = 1.0;
   int64_t top_k = 0;
   bool single_turn = false, no_thinking = false, quiet = false;
@@ -61,7 +62,8 @@ void run_eval_command(const EvalArgs& a) {
   check(fs::exists(a.weights), "eval: weights: no such file or folder: ", a.weights);
   fs::path tok_path = a.tokenizer;
   if (tok_path.empty())
-    tok_path = (fs::is_directory(a.weights) ? fs::path(a.weights) : fs::path(a.weights).parent_path()) / "tokenizer.json";
+    tok_path =
+        (fs::is_directory(a.weights) ? fs::path(a.weights) : fs::path(a.weights).parent_path()) / "tokenizer.json";
   else if (fs::is_directory(tok_path))
     tok_path /= "tokenizer.json";
   check(fs::is_regular_file(tok_path), "eval: tokenizer: no such file: ", tok_path.string(),
@@ -87,8 +89,10 @@ void run_eval_command(const EvalArgs& a) {
   ro.max_total_tokens = a.max_total_tokens;
   ro.sql_limits.timeout_ms = a.sql_timeout_ms;
   ro.enable_thinking = !a.no_thinking;
-  if (!a.chat_template.empty()) ro.chat_template = chat_template_from_name(a.chat_template);
-  else ro.chat_template = detect_chat_template_for_tokenizer(tok_path.string()).value_or(ChatTemplate::qwen3);
+  if (!a.chat_template.empty())
+    ro.chat_template = chat_template_from_name(a.chat_template);
+  else
+    ro.chat_template = detect_chat_template_for_tokenizer(tok_path.string()).value_or(ChatTemplate::qwen3);
 
   const bool bird = a.compare.empty() ? load.format == sql::DatasetFormat::Bird : a.compare == "bird";
   sql::Pool pool;
@@ -115,7 +119,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--split", a->split, "dataset split (train | dev)");
   cmd->add_option("--protocol", a->protocol, "agent protocol: skyrl | sqltrail | mtir | mtsql");
   cmd->add_option("--mode", a->mode, "greedy (T=0, pass@1) | vote (majority by execution result) | passk");
-  cmd->add_option("--samples", a->samples, "k samples per question (greedy 1, else default 8)")->check(CLI::PositiveNumber);
+  cmd->add_option("--samples", a->samples, "k samples per question (greedy 1, else default 8)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--temperature", a->temperature, "sampling temperature (greedy 0, else default 1)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", a->top_p, "nucleus mass, 1 = off")->check(CLI::Range(0.0, 1.0));
@@ -125,7 +130,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Philox seed of the samples");
   cmd->add_option("--out", a->out, "output folder");
   cmd->add_option("--compare", a->compare, "EX semantics: spider (test-suite) | bird (set); default by dataset");
-  cmd->add_option("--max-turns", a->max_turns, "assistant turns (0 = the protocol's budget)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-turns", a->max_turns, "assistant turns (0 = the protocol's budget)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-turn-tokens", a->max_turn_tokens, "sampled tokens per turn")->check(CLI::PositiveNumber);
   cmd->add_option("--max-total-tokens", a->max_total_tokens, "tokens per trajectory")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", a->batch, "questions rolled out together")->check(CLI::PositiveNumber);

@@ -13,11 +13,10 @@
 // runs compare on one number.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "model/model.h"
 #include "rl/protocol.h"
@@ -57,27 +56,27 @@ struct SampleOutcome {
   // Answered in the protocol's format: an answer action ended it, no turn was malformed and
   // the token cap did not cut it. Its complement is the format-error rate.
   bool format_ok = false;
-  bool executable = false;  // the final SQL ran: no error, no timeout, no second statement
-  bool ex = false;          // executable and its result matches the gold's
-  bool em = false;          // Spider exact-set match (false when the gold does not parse)
-  uint64_t result_hash = 0; // set semantics (duplicates and row order ignored); 0 = not executable or truncated
+  bool executable = false;   // the final SQL ran: no error, no timeout, no second statement
+  bool ex = false;           // executable and its result matches the gold's
+  bool em = false;           // Spider exact-set match (false when the gold does not parse)
+  uint64_t result_hash = 0;  // set semantics (duplicates and row order ignored); 0 = not executable or truncated
   int64_t turns = 0, sql_calls = 0;
-  double seconds = 0;       // decode + SQL time of this sample (wall time of its batched steps)
+  double seconds = 0;  // decode + SQL time of this sample (wall time of its batched steps)
 };
 
 struct ExampleResult {
   size_t example_index = 0;
   std::vector<SampleOutcome> samples;
-  int64_t chosen = 0;          // the sample whose answer is the prediction
-  std::string prediction;      // its final SQL ("" when it never answered)
-  bool correct = false;        // the mode's verdict (passk: any sample right)
-  bool em = false;             // exact-set match of the prediction
-  bool gold_parsed = false;    // the gold parses with Spider's parser (EM is defined)
-  bool gold_error = false;     // the gold query failed to run (no sample can be right)
-  int64_t num_correct = 0;     // c: samples with EX
-  int64_t votes = 0;           // vote: members of the winning group
+  int64_t chosen = 0;             // the sample whose answer is the prediction
+  std::string prediction;         // its final SQL ("" when it never answered)
+  bool correct = false;           // the mode's verdict (passk: any sample right)
+  bool em = false;                // exact-set match of the prediction
+  bool gold_parsed = false;       // the gold parses with Spider's parser (EM is defined)
+  bool gold_error = false;        // the gold query failed to run (no sample can be right)
+  int64_t num_correct = 0;        // c: samples with EX
+  int64_t votes = 0;              // vote: members of the winning group
   std::vector<TurnRecord> turns;  // the chosen sample's turns, for error analysis
-  double seconds = 0;          // latency: the slowest of its samples
+  double seconds = 0;             // latency: the slowest of its samples
 };
 
 // Scores one sample's final SQL against the example's gold and counts its turns and SQL calls.
@@ -121,13 +120,13 @@ struct EvalSummary {
   // not parse counts as a miss). Only the turns evaluated count (--limit may cut a dialogue).
   Tally interactions;
   std::vector<std::pair<int64_t, double>> pass_at;  // k -> mean unbiased pass@k over questions
-  double vote_ex = 0;  // samples > 1: EX of the majority answer
+  double vote_ex = 0;                               // samples > 1: EX of the majority answer
   int64_t trajectories = 0;
   double answered_rate = 0, executable_rate = 0, format_error_rate = 0;  // over all trajectories
   double avg_turns = 0, sql_calls_per_trajectory = 0;
   double sql_calls_per_question = 0;  // all samples of a question together
   int64_t gold_errors = 0;
-  double mean_question_seconds = 0;   // latency (wall time; differs run to run)
+  double mean_question_seconds = 0;  // latency (wall time; differs run to run)
 };
 
 // dialogue: group turns by Example::record_index for interaction match.
@@ -138,10 +137,10 @@ EvalSummary summarize(const std::vector<sql::Example>& examples, const std::vect
 
 struct EvalOptions {
   EvalMode mode = EvalMode::Greedy;
-  int64_t samples = 1;     // k (greedy: 1)
-  RolloutOptions rollout;  // sampling, limits, chat template; group_size and single_turn are set from here
-  bool single_turn = false;  // no execution: the first SQL written is the answer, one turn
-  bool dialogue = false;     // the dataset is SParC/CoSQL
+  int64_t samples = 1;           // k (greedy: 1)
+  RolloutOptions rollout;        // sampling, limits, chat template; group_size and single_turn are set from here
+  bool single_turn = false;      // no execution: the first SQL written is the answer, one turn
+  bool dialogue = false;         // the dataset is SParC/CoSQL
   int64_t batch_questions = 32;  // questions rolled out together (same value, same floats)
   bool progress = false;         // a line per batch on stderr
 };
@@ -149,7 +148,7 @@ struct EvalOptions {
 struct EvalRun {
   std::vector<ExampleResult> results;  // one per example, in order
   EvalSummary summary;
-  RolloutStats stats;                  // summed over batches
+  RolloutStats stats;  // summed over batches
   double seconds = 0;
 };
 

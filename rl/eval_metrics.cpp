@@ -18,9 +18,12 @@ EvalMode parse_eval_mode(const std::string& name) {
 
 const char* eval_mode_name(EvalMode mode) {
   switch (mode) {
-    case EvalMode::Greedy: return "greedy";
-    case EvalMode::Vote: return "vote";
-    case EvalMode::PassK: return "passk";
+    case EvalMode::Greedy:
+      return "greedy";
+    case EvalMode::Vote:
+      return "vote";
+    case EvalMode::PassK:
+      return "passk";
   }
   return "?";
 }
@@ -112,8 +115,8 @@ namespace {
 
 // Known difficulty labels in their natural order; anything else sorts after them by name.
 int difficulty_rank(const std::string& label) {
-  static const char* known[] = {"easy",        "medium", "hard",    "extra",         "simple",
-                                "moderate",    "challenging", "complex", "highly complex"};
+  static const char* known[] = {"easy",     "medium",      "hard",    "extra",         "simple",
+                                "moderate", "challenging", "complex", "highly complex"};
   for (int i = 0; i < static_cast<int>(std::size(known)); ++i)
     if (label == known[i]) return i;
   return label == "unknown" ? 1000 : 100;
@@ -147,8 +150,8 @@ EvalSummary summarize(const std::vector<sql::Example>& examples, const std::vect
   int64_t vote_right = 0, answered = 0, executable = 0, format_errors = 0, turns = 0, calls = 0;
   double seconds = 0;
   for (const ExampleResult& r : results) {
-    check(r.example_index < examples.size(), "eval: result for example ", r.example_index, " past ",
-          examples.size(), " examples");
+    check(r.example_index < examples.size(), "eval: result for example ", r.example_index, " past ", examples.size(),
+          " examples");
     check(static_cast<int64_t>(r.samples.size()) == samples, "eval: example ", r.example_index, " has ",
           r.samples.size(), " samples, expected ", samples);
     const sql::Example& ex = examples[r.example_index];

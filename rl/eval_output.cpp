@@ -15,7 +15,8 @@ namespace sqlrl::rl {
 namespace {
 
 nlohmann::ordered_json tally_json(const Tally& t) {
-  return {{"n", t.n}, {"ex", t.ex()}, {"correct", t.correct}, {"em", t.em_rate()}, {"em_n", t.em_n}, {"em_correct", t.em}};
+  return {{"n", t.n},          {"ex", t.ex()},   {"correct", t.correct},
+          {"em", t.em_rate()}, {"em_n", t.em_n}, {"em_correct", t.em}};
 }
 
 std::string pct(double x) {
@@ -172,9 +173,9 @@ void write_eval_outputs(const std::string& dir, const std::vector<sql::Example>&
   check(!ec && fs::is_directory(dir), "eval: cannot create output folder ", dir, ec ? ": " + ec.message() : "");
   write_text_atomic((fs::path(dir) / "examples.jsonl").string(), examples_jsonl(examples, run));
   write_text_atomic((fs::path(dir) / "summary.md").string(), summary_markdown(run, options, info));
-  write_text_atomic((fs::path(dir) / "summary.json").string(),
-                    summary_json(run, options, info).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
-                        "\n");
+  write_text_atomic(
+      (fs::path(dir) / "summary.json").string(),
+      summary_json(run, options, info).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace sqlrl::rl

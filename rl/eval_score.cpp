@@ -1,8 +1,8 @@
 // Scoring of finished trajectories for evaluation: EX of the final SQL in the context's mode
 // (Spider: the test-suite evaluation's preprocessing and result_eq, on every database file of
-// the example's folder; BIRD: set equality on the example's file), Spider exact-set match where the gold parses, and the result hash the
-// majority vote groups by. The gold side and the parsed schemas come from the reward caches,
-// so the numbers agree with what training rewarded.
+// the example's folder; BIRD: set equality on the example's file), Spider exact-set match where the gold parses, and
+// the result hash the majority vote groups by. The gold side and the parsed schemas come from the reward caches, so the
+// numbers agree with what training rewarded.
 #include <filesystem>
 #include <set>
 
@@ -79,8 +79,8 @@ std::vector<ExampleResult> score_examples(const std::vector<sql::Example>& examp
                                           const std::vector<Trajectory>& trajs, int64_t samples, EvalMode mode,
                                           RewardContext& ctx) {
   check(samples >= 1, "eval: samples must be at least 1, got ", samples);
-  check(trajs.size() == examples.size() * static_cast<size_t>(samples), "eval: ", trajs.size(),
-        " trajectories for ", examples.size(), " examples x ", samples, " samples");
+  check(trajs.size() == examples.size() * static_cast<size_t>(samples), "eval: ", trajs.size(), " trajectories for ",
+        examples.size(), " examples x ", samples, " samples");
   for (size_t i = 0; i < trajs.size(); ++i)
     check(trajs[i].example_index == static_cast<int64_t>(i) / samples, "eval: trajectory ", i, " is for example ",
           trajs[i].example_index, ", expected ", static_cast<int64_t>(i) / samples, " ((example, sample) order)");

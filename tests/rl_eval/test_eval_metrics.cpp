@@ -149,7 +149,8 @@ TEST(ChoosePrediction, PerMode) {
 }
 
 TEST(EvalMode, NamesRoundTrip) {
-  for (EvalMode m : {EvalMode::Greedy, EvalMode::Vote, EvalMode::PassK}) EXPECT_EQ(parse_eval_mode(eval_mode_name(m)), m);
+  for (EvalMode m : {EvalMode::Greedy, EvalMode::Vote, EvalMode::PassK})
+    EXPECT_EQ(parse_eval_mode(eval_mode_name(m)), m);
   try {
     parse_eval_mode("best");
     FAIL() << "no error";
@@ -220,10 +221,10 @@ TEST(Summarize, DifficultyBreakdownSumsToTheTotals) {
   // (c = 1 ties with singletons, and the right sample comes first).
   EXPECT_DOUBLE_EQ(s.vote_ex, any / 11);
   EXPECT_EQ(s.trajectories, 44);
-  EXPECT_DOUBLE_EQ(s.avg_turns, 2.5);                // turns 1..4 per question
-  EXPECT_DOUBLE_EQ(s.sql_calls_per_question, 6.0);   // 0 + 1 + 2 + 3
+  EXPECT_DOUBLE_EQ(s.avg_turns, 2.5);               // turns 1..4 per question
+  EXPECT_DOUBLE_EQ(s.sql_calls_per_question, 6.0);  // 0 + 1 + 2 + 3
   EXPECT_DOUBLE_EQ(s.sql_calls_per_trajectory, 1.5);
-  EXPECT_DOUBLE_EQ(s.format_error_rate, 0.25);       // the last sample of each
+  EXPECT_DOUBLE_EQ(s.format_error_rate, 0.25);  // the last sample of each
 }
 
 TEST(Summarize, QuestionAndInteractionMatchOnTwoDialogues) {
@@ -234,9 +235,9 @@ TEST(Summarize, QuestionAndInteractionMatchOnTwoDialogues) {
     int turn;
     bool ex, em;
   };
-  const Turn turns[] = {{0, 0, true, true},  {0, 1, true, false}, {0, 2, true, true},  {1, 0, true, true},
-                        {1, 1, true, true},  {1, 2, true, true},  {1, 3, true, true},  {1, 4, true, true},
-                        {1, 5, false, true}};
+  const Turn turns[] = {{0, 0, true, true}, {0, 1, true, false}, {0, 2, true, true},
+                        {1, 0, true, true}, {1, 1, true, true},  {1, 2, true, true},
+                        {1, 3, true, true}, {1, 4, true, true},  {1, 5, false, true}};
   std::vector<sql::Example> examples;
   std::vector<ExampleResult> results;
   for (size_t i = 0; i < std::size(turns); ++i) {
@@ -277,9 +278,9 @@ TEST(Summarize, QuestionAndInteractionMatchOnTwoDialogues) {
   EXPECT_EQ(n, s.total.n);
   EXPECT_EQ(correct, s.total.correct);
   EXPECT_EQ(em, s.total.em);
-  EXPECT_EQ(s.by_turn[1].second.n, 2);       // turn 2 of both dialogues
-  EXPECT_EQ(s.by_turn[1].second.em, 1);      // dialogue 0's turn 2 misses EM
-  EXPECT_EQ(s.by_turn[4].second.n, 2);       // turns 5 and 6 of dialogue 1
+  EXPECT_EQ(s.by_turn[1].second.n, 2);   // turn 2 of both dialogues
+  EXPECT_EQ(s.by_turn[1].second.em, 1);  // dialogue 0's turn 2 misses EM
+  EXPECT_EQ(s.by_turn[4].second.n, 2);   // turns 5 and 6 of dialogue 1
   EXPECT_EQ(s.by_turn[4].second.correct, 1);
   int64_t by_difficulty = 0;
   for (const auto& [label, t] : s.by_difficulty) by_difficulty += t.n;

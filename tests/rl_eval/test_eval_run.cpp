@@ -89,8 +89,8 @@ TEST(EvalRun, TagWorldVoteMatchesDirectRolloutAndScoring) {
   // The same rollout by hand, scored directly, gives the same verdicts.
   RolloutOptions ro = o.rollout;
   ro.group_size = 4;
-  std::vector<Trajectory> trajs = rollout(w.model, w.tok, w.protocol, w.pool,
-                                          testing::make_requests(w.protocol, w.tok, w.pool, examples, ro), ro);
+  std::vector<Trajectory> trajs =
+      rollout(w.model, w.tok, w.protocol, w.pool, testing::make_requests(w.protocol, w.tok, w.pool, examples, ro), ro);
   std::vector<ExampleResult> direct = score_examples(examples, trajs, 4, EvalMode::Vote, ctx);
   int64_t answered = 0;
   for (size_t e = 0; e < 3; ++e) {
@@ -295,8 +295,8 @@ std::string run_command(const std::string& command, int* status) {
 TEST(EvalCli, RunsTwiceBitIdenticalAndRejectsBadInput) {
   if (!fs::exists(SQLRL_BINARY)) GTEST_SKIP() << SQLRL_BINARY << " is not built";
   const SynthWorld& w = synth_world();
-  const std::string base = std::string(SQLRL_BINARY) + " eval --quiet --weights " + w.weights + " --dataset spider:" +
-                           w.bench + " --limit 2 --max-turns 2 --max-turn-tokens 12 --seed 4";
+  const std::string base = std::string(SQLRL_BINARY) + " eval --quiet --weights " + w.weights +
+                           " --dataset spider:" + w.bench + " --limit 2 --max-turns 2 --max-turn-tokens 12 --seed 4";
   std::string dirs[2] = {temp_dir() + "/cli_a", temp_dir() + "/cli_b"};
   for (const std::string& dir : dirs) {
     int status = 0;
@@ -329,14 +329,14 @@ TEST(EvalCli, RunsTwiceBitIdenticalAndRejectsBadInput) {
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << b.flags << ": " << out;
   }
   int status = 0;
-  std::string out = run_command(std::string(SQLRL_BINARY) + " eval --quiet --weights " + w.weights +
-                                    " --dataset " + w.bench + " --out " + temp_dir() + "/cli_bad",
+  std::string out = run_command(std::string(SQLRL_BINARY) + " eval --quiet --weights " + w.weights + " --dataset " +
+                                    w.bench + " --out " + temp_dir() + "/cli_bad",
                                 &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(out.find("expected FORMAT:PATH"), std::string::npos) << out;
-  out = run_command(std::string(SQLRL_BINARY) + " eval --quiet --weights " + temp_dir() + "/none --dataset spider:" +
-                        w.bench,
-                    &status);
+  out = run_command(
+      std::string(SQLRL_BINARY) + " eval --quiet --weights " + temp_dir() + "/none --dataset spider:" + w.bench,
+      &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(out.find("no such file or folder"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(temp_dir() + "/cli_bad"));
