@@ -60,7 +60,8 @@ void add_train_command(CLI::App& app) {
     CLI::Option* opt = std::visit(
         [&](auto* p) -> CLI::Option* {
           using T = std::remove_pointer_t<decltype(p)>;
-          if constexpr (std::is_same_v<T, bool>) return cmd->add_flag(flag, *p, f.help);
+          if constexpr (std::is_same_v<T, bool>)
+            return cmd->add_flag(flag, *p, std::string(f.help) + (*p ? " (on by default; " + flag + "=false turns it off)" : ""));
           else return cmd->add_option(flag, *p, f.help);
         },
         f.value);

@@ -39,6 +39,7 @@ struct TrainConfig {
 
   // ---- data
   std::string dataset;            // FORMAT:PATH (spider|bird|sparc|cosql|synsql); "" = built-in synthetic benchmark
+                                  // (its SParC-format dialogues for mtsql)
   std::string split = "train";
   uint64_t synth_seed = 1;        // the built-in benchmark's generator seed
   std::string compare;            // spider | bird (set equality); "" = bird for BIRD data and skyrl, else spider

@@ -138,6 +138,11 @@ TrainEnv make_train_env(const TrainConfig& config) {
   limits.timeout_ms = c.sql_timeout_ms;
   limits.max_rows = static_cast<size_t>(c.sql_max_rows);
 
+  // A tokenizer trained here has at most tiny-vocab ids: refuse a smaller model before writing.
+  if (!env.tokenizer && !c.weights.empty())
+    check(c.tiny_vocab <= env.model.config.vocab_size, "no tokenizer next to ", c.weights,
+          ": the embedded one (tiny-vocab ", c.tiny_vocab, " ids) does not fit the model's vocab_size ",
+          env.model.config.vocab_size, "; pass --tokenizer");
   // ---- the embedded default: benchmark and tokenizer cached under the run folder
   if (c.dataset.empty() || !env.tokenizer) fs::create_directories(fs::path(dir) / "cache");
   if (c.dataset.empty()) {
@@ -146,6 +151,8 @@ TrainEnv make_train_env(const TrainConfig& config) {
     sql::LoadOptions o;
     o.dir = synth;
     o.split = c.split;
+    // MTSQL-R1 is a dialogue protocol (memory_retrieve reads earlier turns): its SParC-format dialogues.
+    if (c.protocol == "mtsql") o.format = sql::DatasetFormat::Sparc, o.dir = synth + "/sparc";
     env.examples = sql::load_dataset(o).examples;
   }
   if (!env.tokenizer) {
@@ -173,6 +180,7 @@ TrainEnv make_train_env(const TrainConfig& config) {
                             env.model.num_params, " parameters, vocab ", env.model.config.vocab_size, "), tokenizer ",
                             tok_path, " (", env.tokenizer->size(), " ids), ", env.examples.size(), " ", c.split,
                             " examples from ", c.dataset.empty() ? "the built-in synthetic benchmark" : c.dataset,
+                            c.dataset.empty() && c.protocol == "mtsql" ? " (dialogues)" : "",
                             ", protocol ", c.protocol, ", reward ", env.panel.name);
   return env;
 }
