@@ -17,5 +17,6 @@ void add_generate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_sft_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_demo_command(CLI::App& app);
 
 }  // namespace sqlrl

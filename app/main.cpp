@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   sqlrl::add_plan_command(app);
   sqlrl::add_sft_command(app);
   sqlrl::add_eval_command(app);
+  sqlrl::add_demo_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,88 @@
+// The embedded end-to-end run (`llm_sqlrl demo`, `make demo`; issue 11): everything from nothing
+// on the CPU, composed from the trainer's pieces:
+//   synthetic benchmark (rl/train.h ensure_synth_benchmark) -> BPE tokenizer trained on it
+//   (train_embedded_tokenizer) -> tiny Qwen3 from Philox (make_embedded_model) -> base eval ->
+//   SFT on gold multi-turn demonstrations of the train split (rl/sft_demos.h, rl/sft.h) -> eval
+//   -> multi-turn GRPO from the SFT weights (rl/train.h run_training) -> eval.
+// Evaluation is greedy pass@1 on the held-out dev split (databases disjoint from train), multi-
+// turn and single-turn (no execution), EX by difficulty (rl/eval.h).
+//
+// Run folder (DemoConfig::out):
+//   cache/synth/, cache/tokenizer.json   the benchmark and tokenizer (kept between runs)
+//   demos.jsonl                          the SFT demonstrations
+//   sft/                                 SFT run folder (metrics.jsonl, checkpoints/)
+//   rl/                                  GRPO run folder (config.toml, metrics.jsonl, checkpoints/)
+//   eval/<stage>-<multi|single>/         summary.json, summary.md, examples.jsonl per evaluation
+//   report.json, report.md               the figures and the printed table
+// sft/, rl/ and eval/ are replaced on every run (they are this run's outputs).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rl/eval.h"
+
+namespace sqlrl::rl {
+
+// The knobs that set the run's size. demo_sizes("default") finishes in minutes on 2 cores,
+// "full" in about an hour, "mini" in seconds (tests).
+struct DemoSizes {
+  // The built-in benchmark (sql/synth.h). Its 12 domains go to databases in turn, so with 12
+  // train databases the dev databases are fresh instances (other rows, other values) of domains
+  // seen in training; with fewer, dev domains are unseen too.
+  int train_databases = 12, dev_databases = 4, questions_per_database = 30;
+  int64_t train_limit = 0;  // first N train questions only (0 = all)
+  // model (TrainConfig tiny-* keys)
+  int64_t vocab = 1024, hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = 16, intermediate = 128;
+  // SFT
+  int64_t sft_epochs = 6, sft_micro_batch_tokens = 4096;
+  double sft_lr = 5e-3;
+  // GRPO
+  int64_t rl_steps = 20, rl_batch = 4, rl_group = 6;
+  double rl_lr = 2e-4, rl_temperature = 1.0;
+  // rollout and eval limits
+  int64_t max_turn_tokens = 128, max_total_tokens = 2560;
+  int64_t dev_limit = 60;  // N dev questions evenly spaced over the split (every database; 0 = all)
+};
+DemoSizes demo_sizes(const std::string& name);  // "default" | "full" | "mini"
+
+struct DemoConfig {
+  std::string out = "runs/demo";
+  uint64_t seed = 1;        // model init, SFT order, GRPO sampling
+  uint64_t synth_seed = 1;  // the benchmark (fixed, so seeds compare on one dev set)
+  // skyrl by default: its gold demos replay exactly (the observation is part of the assistant's
+  // own stream, no chat turn boundaries to learn), its markup is the shortest of the four, and
+  // its -1/0/1 reward pays format from the first step.
+  std::string protocol = "skyrl";
+  DemoSizes sizes;
+  std::function<void(const std::string&)> log;  // progress lines; may be empty
+};
+
+struct DemoStage {
+  std::string name;  // base | sft | rl
+  EvalSummary multi, single;
+};
+
+struct DemoReport {
+  DemoConfig config;
+  std::vector<DemoStage> stages;  // base, sft, rl
+  int64_t train_questions = 0, dev_questions = 0, demos = 0, params = 0;
+  double sft_first_loss = 0, sft_last_loss = 0;
+  std::vector<double> rl_reward_means;
+  double seconds = 0, cpu_seconds = 0;  // wall and process CPU time of the whole run
+  double sft_seconds = 0, rl_seconds = 0, eval_seconds = 0;
+};
+
+// Runs the pipeline, writing the run folder; returns the figures.
+DemoReport run_demo(const DemoConfig& config);
+
+// report.json: dev_ex {base, sft, rl} (multi-turn greedy EX), single_turn_ex and multi_turn_ex
+// (the RL model), seconds, cpu_seconds, plus per-stage breakdowns and the sizes.
+nlohmann::ordered_json demo_report_json(const DemoReport& report);
+// The papers' style tables: EX by difficulty for base / SFT / SFT+RL, single- vs multi-turn.
+std::string demo_table(const DemoReport& report);
+
+}  // namespace sqlrl::rl

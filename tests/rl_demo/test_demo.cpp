@@ -1,0 +1,66 @@
+// The embedded end-to-end run at its "mini" size (seconds): every stage runs, the run folder
+// holds what rl/demo.h lists, and report.json carries the keys with EX values in [0, 1].
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "rl/demo.h"
+
+namespace fs = std::filesystem;
+
+namespace sqlrl::rl {
+namespace {
+
+TEST(Demo, MiniRunWritesReport) {
+  DemoConfig c;
+  c.out = (fs::temp_directory_path() / "sqlrl_test_demo_mini").string();
+  fs::remove_all(c.out);
+  c.sizes = demo_sizes("mini");
+  DemoReport r = run_demo(c);
+
+  ASSERT_EQ(r.stages.size(), 3u);
+  EXPECT_EQ(r.stages[0].name, "base");
+  EXPECT_EQ(r.stages[2].name, "rl");
+  EXPECT_EQ(r.dev_questions, c.sizes.dev_limit);
+  EXPECT_GT(r.demos, 0);
+  EXPECT_EQ(static_cast<int64_t>(r.rl_reward_means.size()), c.sizes.rl_steps);
+  for (const DemoStage& s : r.stages) {
+    EXPECT_EQ(s.multi.total.n, r.dev_questions) << s.name;
+    EXPECT_EQ(s.single.total.n, r.dev_questions) << s.name;
+    int64_t by_level = 0;
+    for (const auto& [label, t] : s.multi.by_difficulty) by_level += t.n;
+    EXPECT_EQ(by_level, r.dev_questions) << s.name;  // the difficulty rows cover every question
+  }
+
+  std::ifstream in(fs::path(c.out) / "report.json");
+  ASSERT_TRUE(in.good());
+  nlohmann::json j = nlohmann::json::parse(in);
+  for (const char* stage : {"base", "sft", "rl"}) {
+    ASSERT_TRUE(j["dev_ex"].contains(stage)) << stage;
+    double x = j["dev_ex"][stage].get<double>();
+    EXPECT_GE(x, 0.0);
+    EXPECT_LE(x, 1.0);
+  }
+  for (const char* key : {"single_turn_ex", "multi_turn_ex"}) {
+    ASSERT_TRUE(j.contains(key)) << key;
+    EXPECT_GE(j[key].get<double>(), 0.0);
+    EXPECT_LE(j[key].get<double>(), 1.0);
+  }
+  EXPECT_EQ(j["multi_turn_ex"].get<double>(), j["dev_ex"]["rl"].get<double>());
+  EXPECT_GT(j["seconds"].get<double>(), 0.0);
+  EXPECT_GE(j["cpu_seconds"].get<double>(), 0.0);
+  for (const char* f : {"report.md", "demos.jsonl", "sft/metrics.jsonl", "rl/metrics.jsonl", "rl/config.toml",
+                        "eval/base-multi/summary.json", "eval/sft-single/examples.jsonl", "eval/rl-multi/summary.md"})
+    EXPECT_TRUE(fs::exists(fs::path(c.out) / f)) << f;
+  // The table names every stage and both comparisons.
+  std::string table = demo_table(r);
+  for (const char* s : {"base (random init)", "SFT (gold demos)", "SFT + multi-turn GRPO", "single-turn", "multi-turn"})
+    EXPECT_NE(table.find(s), std::string::npos) << s;
+  fs::remove_all(c.out);
+}
+
+TEST(Demo, UnknownSizeIsAnError) { EXPECT_ANY_THROW(demo_sizes("huge")); }
+
+}  // namespace
+}  // namespace sqlrl::rl
