@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +15,7 @@
 #include "rl/train.h"
 #include "sql/synth.h"
 #include "tests/rl_rollout/rollout_fixture.h"
+#include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -282,16 +282,6 @@ TEST(EvalRun, DialogueTurnsAndInteractions) {
   EXPECT_NE(md.find("| turn |"), std::string::npos) << md;
 }
 
-std::string run_command(const std::string& command, int* status) {
-  std::string out;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  *status = pclose(pipe);
-  return out;
-}
-
 TEST(EvalCli, RunsTwiceBitIdenticalAndRejectsBadInput) {
   if (!fs::exists(SQLRL_BINARY)) GTEST_SKIP() << SQLRL_BINARY << " is not built";
   const SynthWorld& w = synth_world();
@@ -299,10 +289,10 @@ TEST(EvalCli, RunsTwiceBitIdenticalAndRejectsBadInput) {
                            " --dataset spider:" + w.bench + " --limit 2 --max-turns 2 --max-turn-tokens 12 --seed 4";
   std::string dirs[2] = {temp_dir() + "/cli_a", temp_dir() + "/cli_b"};
   for (const std::string& dir : dirs) {
-    int status = 0;
-    std::string out = run_command(base + " --mode vote --samples 2 --protocol sqltrail --out " + dir, &status);
-    ASSERT_EQ(status, 0) << out;
-    EXPECT_NE(out.find("| questions | EX |"), std::string::npos) << out;
+    sqlrl::testing::CommandResult r =
+        sqlrl::testing::run_command(base + " --mode vote --samples 2 --protocol sqltrail --out " + dir);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("| questions | EX |"), std::string::npos) << r.output;
   }
   EXPECT_EQ(deterministic_part(dirs[0]), deterministic_part(dirs[1]));
   nlohmann::json summary = nlohmann::json::parse(read_file(fs::path(dirs[0]) / "summary.json"));
@@ -322,23 +312,21 @@ TEST(EvalCli, RunsTwiceBitIdenticalAndRejectsBadInput) {
       {" --compare exact", "--compare 'exact'"},
   };
   for (const Bad& b : bad) {
-    int status = 0;
-    std::string out = run_command(base + b.flags + " --out " + temp_dir() + "/cli_bad", &status);
-    EXPECT_NE(status, 0) << b.flags;
+    sqlrl::testing::CommandResult r = sqlrl::testing::run_command(base + b.flags + " --out " + temp_dir() + "/cli_bad");
+    const std::string& out = r.output;
+    EXPECT_NE(r.exit_code, 0) << b.flags;
     EXPECT_NE(out.find(b.message), std::string::npos) << b.flags << ": " << out;
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << b.flags << ": " << out;
   }
-  int status = 0;
-  std::string out = run_command(std::string(SQLRL_BINARY) + " eval --quiet --weights " + w.weights + " --dataset " +
-                                    w.bench + " --out " + temp_dir() + "/cli_bad",
-                                &status);
-  EXPECT_NE(status, 0);
-  EXPECT_NE(out.find("expected FORMAT:PATH"), std::string::npos) << out;
-  out = run_command(
-      std::string(SQLRL_BINARY) + " eval --quiet --weights " + temp_dir() + "/none --dataset spider:" + w.bench,
-      &status);
-  EXPECT_NE(status, 0);
-  EXPECT_NE(out.find("no such file or folder"), std::string::npos) << out;
+  sqlrl::testing::CommandResult r =
+      sqlrl::testing::run_command(std::string(SQLRL_BINARY) + " eval --quiet --weights " + w.weights + " --dataset " +
+                                  w.bench + " --out " + temp_dir() + "/cli_bad");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("expected FORMAT:PATH"), std::string::npos) << r.output;
+  r = sqlrl::testing::run_command(std::string(SQLRL_BINARY) + " eval --quiet --weights " + temp_dir() +
+                                  "/none --dataset spider:" + w.bench);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("no such file or folder"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(temp_dir() + "/cli_bad"));
 }
 
