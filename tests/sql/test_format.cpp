@@ -3,12 +3,12 @@
 // the decimals the column needs, Python reprs).
 #include <gtest/gtest.h>
 
-#include <cstdio>
 
 #include "sql/format.h"
 #include "sql/pool.h"
 #include "sql/pyrepr.h"
 #include "tests/sql/pool_test_db.h"
+#include "tests/test_util.h"
 
 namespace sqlrl::sql {
 namespace {
@@ -117,23 +117,13 @@ TEST(RecapStyle, PythonListOfTuplesCutTo200Characters) {
 }
 
 TEST(Cli, SqlCommandPrintsTheObservation) {
-  std::string cmd = std::string(SQLRL_BINARY) + " sql --db " + testing::shop_db() +
-                    " 'SELECT AVG(price) FROM products' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[256];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  int rc = pclose(p);
-  EXPECT_EQ(rc, 0) << out;
+  auto run = sqlrl::testing::run_command(std::string(SQLRL_BINARY) + " sql --db " + testing::shop_db() +
+                                  " 'SELECT AVG(price) FROM products'");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
   // AVG(1.5, 2.25, 3.0) = 2.25 (NULL ignored): " 2.250000" -> " 2.25", right-aligned to 11.
-  EXPECT_EQ(out, "   AVG(price)\n0        2.25\n");
-  std::string bad = std::string(SQLRL_BINARY) + " sql --db /nonexistent/x.sqlite --format recap 'SELECT 1' 2>&1";
-  p = popen(bad.c_str(), "r");
-  out.clear();
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  pclose(p);
-  EXPECT_EQ(out, "Error: cannot open database '/nonexistent/x.sqlite': No such file or directory\n");
+  EXPECT_EQ(run.output, "   AVG(price)\n0        2.25\n");
+  run = sqlrl::testing::run_command(std::string(SQLRL_BINARY) + " sql --db /nonexistent/x.sqlite --format recap 'SELECT 1'");
+  EXPECT_EQ(run.output, "Error: cannot open database '/nonexistent/x.sqlite': No such file or directory\n");
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 // tokenizer.json variants the loader must accept or reject, and the `tokenize` CLI end to end.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "runtime/error.h"
+#include "tests/test_util.h"
 #include "tests/tokenizer/tokenizer_test_util.h"
 #include "tokenizer/unicode.h"
 
@@ -69,16 +69,8 @@ TEST(Loader, RejectsUnsupportedComponentsByName) {
   EXPECT_THROW(load_tokenizer(fixture_path("tokenizer/no_such_file.json")), Error);
 }
 
-std::string run(const std::string& command) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
-}
+// The binary's output (stdout and stderr together; the JSON commands write nothing to stderr).
+std::string run(const std::string& command) { return testing::run_command(command).output; }
 
 TEST(Cli, EncodesDecodesAndRenders) {
   std::string dir = testing::scratch_dir();
@@ -117,8 +109,8 @@ TEST(Cli, ChatTemplateByOptionOrDetectedFromTheTokenizerFolder) {
   // The option wins over detection.
   out = run(std::string(SQLRL_BINARY) + " tokenize --chat --template qwen3 --tokenizer " + dir.string() + " --input " + in);
   EXPECT_EQ(nlohmann::json::parse(out)["rendered"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
-  out = run(std::string(SQLRL_BINARY) + " tokenize --chat --template llama --input " + in + " 2>&1; echo rc=$?");
-  EXPECT_EQ(out.find("rc=0"), std::string::npos) << out;
+  auto bad = testing::run_command(std::string(SQLRL_BINARY) + " tokenize --chat --template llama --input " + in);
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
   fs::remove_all(dir);
 }
 
@@ -126,7 +118,7 @@ TEST(Cli, TrainsATokenizerThatLoads) {
   std::string dir = testing::scratch_dir();
   std::string corpus = dir + "/tokenize_corpus.txt", out = dir + "/tokenize_trained.json";
   std::ofstream(corpus) << "SELECT name FROM singer WHERE age > 20; SELECT name FROM singer;\n";
-  std::string log = run(std::string(SQLRL_BINARY) + " tokenize train --corpus " + corpus + " --vocab-size 300 --out " + out + " 2>&1");
+  run(std::string(SQLRL_BINARY) + " tokenize train --corpus " + corpus + " --vocab-size 300 --out " + out);
   auto tok = load_tokenizer(out);
   EXPECT_LE(tok->size(), 300u);
   EXPECT_EQ(decode(*tok, encode(*tok, "SELECT name FROM singer;")), "SELECT name FROM singer;");
@@ -136,11 +128,11 @@ TEST(Cli, BadInputExitsWithAnError) {
   std::string dir = testing::scratch_dir();
   std::string in = dir + "/tokenize_bad.jsonl";
   std::ofstream(in) << "{\"text\": 5}\n";
-  std::string out = run(std::string(SQLRL_BINARY) + " tokenize --tokenizer " + fixture_path("tokenizer/qwen3_tokenizer.json") +
-                        " --input " + in + " 2>&1; echo rc=$?");
-  EXPECT_NE(out.find("error: "), std::string::npos) << out;
-  EXPECT_NE(out.find(":1: "), std::string::npos) << out;
-  EXPECT_NE(out.find("rc=1"), std::string::npos) << out;
+  auto run = testing::run_command(std::string(SQLRL_BINARY) + " tokenize --tokenizer " +
+                                  fixture_path("tokenizer/qwen3_tokenizer.json") + " --input " + in);
+  EXPECT_NE(run.output.find("error: "), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find(":1: "), std::string::npos) << run.output;
+  EXPECT_EQ(run.exit_code, 1) << run.output;
 }
 
 }  // namespace

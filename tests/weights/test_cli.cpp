@@ -1,8 +1,6 @@
 // `llm_sqlrl inspect` end to end: the binary on the transformers-made fixtures and on a bad file.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include "tests/test_util.h"
@@ -11,27 +9,14 @@
 namespace sqlrl {
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
-
-CliRun run_binary(const std::string& args) {
-  CliRun run;
-  std::string command = std::string(SQLRL_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return run;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+// The built binary with these arguments, stdout and stderr together.
+testing::CommandResult run_binary(const std::string& args) {
+  return testing::run_command(std::string(SQLRL_BINARY) + " " + args);
 }
 
 TEST(InspectCli, PrintsConfigTensorsAndTotalsForShardedFixture) {
-  CliRun run = run_binary("inspect " + testing::fixture_path("weights/qwen3_bias_sharded"));
-  ASSERT_EQ(run.status, 0) << run.output;
+  auto run = run_binary("inspect " + testing::fixture_path("weights/qwen3_bias_sharded"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("architecture      : Qwen3ForCausalLM"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("biases            : q, k, v, o"), std::string::npos) << run.output;
   // 2 * 256*64 (embed, lm_head) + 2 layers * (2*64*64 q/o + 2*32*64 k/v + 3*64*128 mlp
@@ -44,8 +29,8 @@ TEST(InspectCli, PrintsConfigTensorsAndTotalsForShardedFixture) {
 }
 
 TEST(InspectCli, ListsAnyTensorFileEvenWithoutAQwenConfig) {
-  CliRun run = run_binary("inspect " + testing::fixture_path("weights/st_all_dtypes.safetensors"));
-  ASSERT_EQ(run.status, 0) << run.output;
+  auto run = run_binary("inspect " + testing::fixture_path("weights/st_all_dtypes.safetensors"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("config: none"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("five_dims_u8"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("[1, 1, 1, 2, 3]"), std::string::npos) << run.output;
@@ -56,8 +41,8 @@ TEST(InspectCli, BadFileExitsNonZeroWithTheError) {
   std::string path = dir.file("broken.safetensors");
   testing::write_bytes(path, testing::safetensors_image("{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
                                                         "12345678"));
-  CliRun run = run_binary("inspect " + path);
-  EXPECT_EQ(run.status, 1) << run.output;
+  auto run = run_binary("inspect " + path);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("error: " + path + ": tensor 'w' ends at byte 16"), std::string::npos) << run.output;
 }
 
