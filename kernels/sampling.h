@@ -25,8 +25,9 @@ struct SampledToken {
 
 // Reusable per-thread buffers (sized to the vocabulary on first use).
 struct SamplingScratch {
-  std::vector<float> probs;
+  std::vector<float> probs;  // candidates' probabilities, in candidate order
   std::vector<int32_t> order;
+  std::vector<float> by_id;  // every token's probability, by token id (nucleus without top-k)
 };
 
 SampledToken sample_token_cpu(const float* logits, int64_t vocab, const SamplingParams& params, uint64_t sequence_id,
