@@ -11,6 +11,7 @@
 
 #include "kernels/attention.h"
 #include "runtime/dtype.h"
+#include "tools/cuda_emu/bf16_vectors.h"
 using namespace sqlrl;
 static std::mt19937_64 gen(12345);
 static int failures = 0;
@@ -20,16 +21,8 @@ std::vector<float> normal(size_t n, float sd) {
   for (auto& v : x) v = bf16_bits_to_f32(f32_to_bf16_bits(d(gen)));
   return x;
 }
-std::vector<uint16_t> bits(const std::vector<float>& x) {
-  std::vector<uint16_t> b(x.size());
-  for (size_t i = 0; i < x.size(); ++i) b[i] = f32_to_bf16_bits(x[i]);
-  return b;
-}
-std::vector<float> floats(const std::vector<uint16_t>& b) {
-  std::vector<float> x(b.size());
-  for (size_t i = 0; i < b.size(); ++i) x[i] = bf16_bits_to_f32(b[i]);
-  return x;
-}
+using emu::bits;
+using emu::floats;
 void compare(const char* what, const std::vector<float>& got, const std::vector<float>& ref, int64_t row,
              const std::vector<int32_t>& cu, double rel) {
   double tot = 0;

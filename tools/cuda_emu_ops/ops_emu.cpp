@@ -14,6 +14,7 @@
 #include "kernels/sampling.h"
 #include "kernels/swiglu.h"
 #include "runtime/dtype.h"
+#include "tools/cuda_emu/bf16_vectors.h"
 #include "runtime/gemm.h"
 using namespace sqlrl;
 
@@ -27,16 +28,8 @@ std::vector<float> uniform(size_t n, float lo, float hi) {
   for (auto& v : x) v = bf16_bits_to_f32(f32_to_bf16_bits(d(gen)));
   return x;
 }
-std::vector<uint16_t> bits(const std::vector<float>& x) {
-  std::vector<uint16_t> b(x.size());
-  for (size_t i = 0; i < x.size(); ++i) b[i] = f32_to_bf16_bits(x[i]);
-  return b;
-}
-std::vector<float> floats(const std::vector<uint16_t>& b) {
-  std::vector<float> x(b.size());
-  for (size_t i = 0; i < b.size(); ++i) x[i] = bf16_bits_to_f32(b[i]);
-  return x;
-}
+using emu::bits;
+using emu::floats;
 void expect(const char* what, const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol) {
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
