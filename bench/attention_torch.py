@@ -8,6 +8,8 @@ to 32 heads before timing (the flash backend takes equal head counts).
 Pinned: torch==2.9.1 (PyPI wheel, CUDA 12.8 build). Prints markdown rows as bench/cuda_bench.h."""
 import sys
 
+import torch_timing
+
 try:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -22,18 +24,7 @@ if not torch.cuda.is_available():
 
 
 def median_ms(fn, warmup=3, reps=20):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
-    return times[len(times) // 2]
+    return torch_timing.median_ms(fn, warmup, reps)
 
 
 name = torch.cuda.get_device_name(0)

@@ -14,6 +14,8 @@ Written against torch 2.5 (any 2.x with torch.cuda.Event works). Prints markdown
 """
 import sys
 
+import torch_timing
+
 try:
     import torch
 except ImportError:
@@ -22,18 +24,7 @@ except ImportError:
 
 
 def median_ms(fn, warmup=2, reps=10):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
-    return times[len(times) // 2]
+    return torch_timing.median_ms(fn, warmup, reps)
 
 
 def logprob_bench(dev):
