@@ -14,11 +14,13 @@ const char* stage_label(const std::string& name) {
   return name.c_str();
 }
 
-std::string pct(double x) {
+std::string fixed(double x, int digits) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", 100.0 * x);
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
   return buf;
 }
+
+std::string pct(double x) { return fixed(100.0 * x, 1); }
 
 const DemoStage& stage(const DemoReport& r, const std::string& name) {
   for (const DemoStage& s : r.stages)
@@ -94,7 +96,7 @@ std::string demo_table(const DemoReport& r) {
         if (label == l) cell = str_cat(" ", pct(t.ex()), " (", t.n, ") |");
       s += cell;
     }
-    s += str_cat(" ", pct(st.multi.total.ex()), " | ", st.multi.avg_turns, " | ", pct(st.multi.format_error_rate), "% |\n");
+    s += str_cat(" ", pct(st.multi.total.ex()), " | ", fixed(st.multi.avg_turns, 2), " | ", pct(st.multi.format_error_rate), "% |\n");
   }
   s += "\nSingle-turn (no execution: the first SQL written is the answer) vs multi-turn, EX (%)\n\n"
        "| Model | single-turn | multi-turn | multi - single |\n|---|---:|---:|---:|\n";
