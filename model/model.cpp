@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "runtime/error.h"
+#include "runtime/random.h"
+#include "runtime/tensor.h"
 #include "weights/checkpoint.h"
 
 namespace sqlrl {
@@ -63,6 +65,18 @@ ModelWeights QwenModel::bind_weights(const QwenModel& model, float* base) {
   if (model.config.tie_word_embeddings) w.lm_head = w.embed;
   check(w.embed && w.final_norm && w.lm_head, "model: parameter table lacks embed, final_norm or lm_head");
   return w;
+}
+
+void init_random_weights(QwenModel& model, uint64_t seed, float stddev) {
+  uint64_t stream = 0;
+  for (const ParamView& view : model.table) {
+    float* p = model.params.data() + view.offset;
+    int64_t n = view.spec.numel();
+    if (view.spec.name.find("norm") != std::string::npos)
+      std::fill(p, p + n, 1.0f);
+    else
+      fill_normal(wrap(p, {n}, DType::F32, cpu_device(), nullptr), seed, stream++, 0.0f, stddev);
+  }
 }
 
 QwenModel load_model(const std::string& path) {

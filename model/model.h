@@ -51,6 +51,10 @@ struct QwenModel {
 
 // A model with every parameter zero (the caller fills params).
 QwenModel make_model(const QwenConfig& config);
+// A fresh model's weights, as transformers initialises one: norm scales 1, every other tensor
+// N(0, stddev) from Philox (seed, stream = the tensor's index among the non-norm tensors in
+// table order), so the numbers are the same on every machine.
+void init_random_weights(QwenModel& model, uint64_t seed, float stddev);
 // From a Hugging Face checkpoint (file or folder); bf16/f16 weights are widened to f32.
 QwenModel load_model(const std::string& path);
 // config.json + model.safetensors (f32) in `folder`, loadable by transformers.

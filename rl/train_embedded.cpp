@@ -9,8 +9,6 @@
 #include "rl/rollout.h"
 #include "rl/train.h"
 #include "runtime/error.h"
-#include "runtime/random.h"
-#include "runtime/tensor.h"
 #include "sql/schema.h"
 #include "sql/synth.h"
 #include "tokenizer/chat_template.h"
@@ -75,16 +73,7 @@ QwenModel make_embedded_model(const TrainConfig& c, int64_t vocab) {
   q.torch_dtype = "float32";
   validate_config(q, "embedded tiny model (tiny-* keys)");
   QwenModel model = make_model(q);
-  uint64_t stream = 0;
-  for (const ParamView& view : model.table) {
-    float* p = model.params.data() + view.offset;
-    int64_t n = view.spec.numel();
-    if (view.spec.name.find("norm") != std::string::npos)
-      std::fill(p, p + n, 1.0f);
-    else
-      fill_normal(wrap(p, {n}, DType::F32, cpu_device(), nullptr), c.seed, stream++, 0.0f,
-                  static_cast<float>(c.tiny_init_std));
-  }
+  init_random_weights(model, c.seed, static_cast<float>(c.tiny_init_std));
   return model;
 }
 

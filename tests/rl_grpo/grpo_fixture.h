@@ -25,15 +25,7 @@ inline QwenConfig tiny_config() {
 // Norm scales 1, everything else N(0, stddev), as transformers initialises a fresh model.
 inline QwenModel random_model(const QwenConfig& config, uint64_t seed, float stddev = 0.02f) {
   QwenModel model = make_model(config);
-  uint64_t stream = 0;
-  for (const ParamView& view : model.table) {
-    float* p = model.params.data() + view.offset;
-    int64_t n = view.spec.numel();
-    if (view.spec.name.find("norm") != std::string::npos)
-      std::fill(p, p + n, 1.0f);
-    else
-      fill_normal(wrap(p, {n}, DType::F32, cpu_device(), nullptr), seed, stream++, 0.0f, stddev);
-  }
+  init_random_weights(model, seed, stddev);
   return model;
 }
 
