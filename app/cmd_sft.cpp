@@ -15,6 +15,7 @@
 #include "rl/sft_demos.h"
 #include "rl/sft_self_taught.h"
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 #include "sql/datasets.h"
 #include "sql/synth.h"
 
@@ -110,14 +111,9 @@ void run_synth_demos(const DemoArgs& a) {
   if (!a.thinking.empty()) o.enable_thinking = a.thinking == "true";
   rl::SynthDemoStats st;
   std::vector<rl::Demo> demos = rl::synth_demos(*protocol, pool, ds, o, &st);
-  std::string tmp = a.out + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), tmp, ": cannot write");
-    for (const rl::Demo& d : demos) out << rl::demo_jsonl(d, ds.examples[d.example], *protocol) << "\n";
-    check(out.good(), tmp, ": write failed");
-  }
-  fs::rename(tmp, a.out);
+  std::string jsonl;
+  for (const rl::Demo& d : demos) jsonl += rl::demo_jsonl(d, ds.examples[d.example], *protocol) + "\n";
+  write_text_atomic(a.out, jsonl);
   std::printf("%s: %lld demonstrations of %lld %s questions (%lld with traps; %lld turns, %lld SQL executions); "
               "skipped: %lld over the turn budget, %lld probe could not show the value, %lld not EX-correct\n",
               a.out.c_str(), static_cast<long long>(st.written), static_cast<long long>(st.questions), a.split.c_str(),

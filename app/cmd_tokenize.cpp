@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 #include "runtime/log.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -113,15 +114,7 @@ void run_train(const TrainArgs& args) {
   options.vocab_size = args.vocab_size;
   options.min_frequency = args.min_frequency;
   BpeTrainResult result = train_bpe(buffer.str(), options);
-  // Write to a temporary name and rename, so a crash never leaves half a tokenizer.json.
-  std::string tmp = args.out + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    check(out.good(), tmp, ": cannot open for writing");
-    out << result.tokenizer_json;
-    check(out.good(), tmp, ": write failed");
-  }
-  check(std::rename(tmp.c_str(), args.out.c_str()) == 0, args.out, ": cannot rename ", tmp, " into place");
+  write_text_atomic(args.out, result.tokenizer_json);  // a crash never leaves half a tokenizer.json
   log_info("tokenize train: ", result.merges, " merges, ", result.vocab_size, " ids (requested ", args.vocab_size, ") -> ", args.out);
 }
 

@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "rl/eval.h"
-#include "rl/train_log.h"
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace fs = std::filesystem;
 

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace sqlrl::rl {
 namespace fs = std::filesystem;
@@ -123,18 +124,6 @@ double sft_eval_loss(const QwenModel& model, TrainState& state, const std::vecto
 
 namespace {
 
-void write_text_atomic(const fs::path& path, const std::string& text) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), tmp.string(), ": cannot write");
-    out << text;
-    check(out.good(), tmp.string(), ": write failed");
-  }
-  fs::rename(tmp, path);
-}
-
 void append_line(const fs::path& path, const std::string& line) {
   std::ofstream out(path, std::ios::binary | std::ios::app);
   check(out.good(), path.string(), ": cannot append");
@@ -164,7 +153,7 @@ std::string save_sft_checkpoint(const std::string& out_dir, int64_t step, const 
     if (fs::is_regular_file(folder / "tokenizer_config.json"))
       fs::copy_file(folder / "tokenizer_config.json", tmp / "tokenizer_config.json", fs::copy_options::overwrite_existing);
   }
-  write_text_atomic(tmp / "trainer_state.json", state.dump(2) + "\n");
+  write_text_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
   // Replace an older checkpoint of the same name only once the new one is complete.
   if (fs::exists(final_dir)) {
     const fs::path old = fs::path(out_dir) / "checkpoints" / ("." + name + ".old");

@@ -135,18 +135,6 @@ std::vector<nlohmann::ordered_json> trajectory_json(const StepRecord& r, int64_t
   return out;
 }
 
-void write_text_atomic(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), tmp, ": cannot write");
-    out << text;
-    out.flush();
-    check(out.good(), tmp, ": write failed");
-  }
-  fs::rename(tmp, path);
-}
-
 std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
   return (fs::path(run_dir) / "checkpoints" / ("step-" + std::to_string(step))).string();
 }

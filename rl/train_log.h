@@ -9,6 +9,7 @@
 #include "rl/grpo.h"
 #include "rl/rollout.h"
 #include "rl/train.h"
+#include "runtime/file_io.h"  // write_text_atomic, used by every run writer
 
 namespace sqlrl::rl {
 
@@ -45,7 +46,6 @@ TrainerState read_trainer_state(const std::string& checkpoint);
 
 // Keeps the lines of a .jsonl file whose "step" is <= step (drops a crash's leftovers).
 void truncate_jsonl(const std::string& path, int64_t step);
-void write_text_atomic(const std::string& path, const std::string& text);
 
 // "step 12/100 | reward 0.153 ... | ETA 3m05s"
 std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_step_seconds);
