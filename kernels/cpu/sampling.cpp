@@ -40,9 +40,14 @@ struct CandidateBefore {
 // full-sort path computes.
 int64_t select_nucleus(const float* logits, int64_t vocab, double inv_t, float top_p, SamplingScratch& scratch) {
   constexpr int kBuckets = 1024;
-  const auto [low, high] = std::minmax_element(logits, logits + vocab);
-  const double top = static_cast<double>(*high), range = top - static_cast<double>(*low);
-  const double scale = range > 0.0 ? kBuckets / range : 0.0;
+  // The bucket range spans the finite logits: masked (-inf) ids fall in the last bucket.
+  double top = -INFINITY, bottom = INFINITY;
+  for (int64_t v = 0; v < vocab; ++v) {
+    top = std::max(top, static_cast<double>(logits[v]));
+    if (logits[v] > -INFINITY) bottom = std::min(bottom, static_cast<double>(logits[v]));
+  }
+  if (!std::isfinite(top)) return 0;
+  const double range = top - bottom, scale = range > 0.0 ? kBuckets / range : 0.0;
   auto bucket_of = [&](float logit) {
     const double t = (top - static_cast<double>(logit)) * scale;
     return t < kBuckets - 1 ? static_cast<int>(t) : kBuckets - 1;  // also catches inf

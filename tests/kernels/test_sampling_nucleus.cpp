@@ -73,7 +73,8 @@ SampledToken reference_sample(const float* logits, int64_t vocab, const Sampling
 }
 
 // Random rows: Gaussian logits at several spreads (nuclei from one token to most of the
-// vocabulary), some rounded to a coarse grid so many logits tie, some with a few dominant ids.
+// vocabulary), some rounded to a coarse grid so many logits tie, some with a few dominant ids,
+// some with a third of the upper half masked to -inf.
 std::vector<float> random_row(std::mt19937_64& rng, int64_t vocab, int kind) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const float spread[] = {0.3f, 1.0f, 3.0f, 8.0f};
@@ -83,6 +84,8 @@ std::vector<float> random_row(std::mt19937_64& rng, int64_t vocab, int kind) {
     for (auto& x : row) x = std::round(x * 2.0f) / 2.0f;  // ties
   if (kind % 5 == 2)
     for (int i = 0; i < 4; ++i) row[rng() % vocab] = 12.0f;  // a few tied leaders
+  if (kind % 4 == 3)
+    for (int64_t v = vocab / 2; v < vocab; v += 3) row[v] = -INFINITY;  // masked ids
   return row;
 }
 
