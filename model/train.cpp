@@ -237,6 +237,35 @@ void forward_logprobs(const QwenModel& model, TrainState& state, const PackedBat
                       state.logits_scratch.data());
 }
 
+void forward_logprobs_masked(const QwenModel& model, TrainState& state, const PackedBatch& batch,
+                             const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs) {
+  const int64_t T = batch.num_tokens(), C = model.config.hidden_size;
+  check(static_cast<int64_t>(targets.size()) == T, "forward_logprobs_masked: ", targets.size(), " targets for ", T,
+        " tokens");
+  forward_hidden(model, state, batch);
+  // Only the kept rows go through the lm_head: in SFT and GRPO batches most positions are prompt
+  // or observation tokens, and the [rows x vocab] product is a large share of the forward.
+  std::vector<int64_t> rows;
+  for (int64_t t = 0; t < T; ++t) {
+    logprobs[t] = 0.0f;
+    state.vocab_lse[t] = 0.0f;
+    if (mask[t]) rows.push_back(t);
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (n == 0) return;
+  std::vector<float> hidden(static_cast<size_t>(n * C)), lp(static_cast<size_t>(n)), lse(static_cast<size_t>(n));
+  std::vector<int32_t> kept_targets(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    std::copy_n(state.lnf.data() + rows[i] * C, C, hidden.data() + i * C);
+    kept_targets[i] = targets[rows[i]];
+  }
+  ModelWeights w = QwenModel::bind_weights(model, const_cast<float*>(model.params.data()));
+  LogprobShape shape{n, C, model.config.vocab_size, state.options.logprob_chunk};
+  logprob_forward_cpu(lp.data(), lse.data(), hidden.data(), w.lm_head, kept_targets.data(), shape,
+                      state.logits_scratch.data());
+  for (int64_t i = 0; i < n; ++i) logprobs[rows[i]] = lp[i], state.vocab_lse[rows[i]] = lse[i];
+}
+
 void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& batch,
                        const std::vector<int32_t>& targets, const float* dlogprobs) {
   check(model.grads.size() == model.params.size(), "backward: gradients are not allocated (call alloc_grads)");

@@ -57,6 +57,10 @@ void forward_logits(const QwenModel& model, TrainState& state, const PackedBatch
 // logprobs[t] = log p(targets[t] | tokens up to t), via the fused chunked lm_head.
 void forward_logprobs(const QwenModel& model, TrainState& state, const PackedBatch& batch,
                       const std::vector<int32_t>& targets, float* logprobs);
+// As forward_logprobs for the rows with mask[t] != 0; the others get logprob 0 and are not run
+// through the lm_head. backward_logprobs after it is exact as long as those rows' dlogprobs are 0.
+void forward_logprobs_masked(const QwenModel& model, TrainState& state, const PackedBatch& batch,
+                             const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs);
 // After forward_logprobs on the same batch: adds d(sum_t dlogprobs[t] * logprob_t)/d(param) into
 // model.grads (allocated by the caller).
 void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& batch,

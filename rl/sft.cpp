@@ -91,7 +91,7 @@ SftUpdateStats sft_update(QwenModel& model, OptimizerState& optimizer, TrainStat
   for (const MicroBatch* mb : micro) {
     const size_t T = mb->targets.size();
     logp.resize(T), dlogp.resize(T);
-    forward_logprobs(model, state, mb->batch, mb->targets, logp.data());
+    forward_logprobs_masked(model, state, mb->batch, mb->targets, mb->mask.data(), logp.data());
     for (size_t t = 0; t < T; ++t) {
       dlogp[t] = mb->mask[t] ? scale : 0.0f;
       if (mb->mask[t]) nll -= logp[t];
@@ -115,7 +115,7 @@ double sft_eval_loss(const QwenModel& model, TrainState& state, const std::vecto
   std::vector<float> logp;
   for (const MicroBatch& mb : pack_sft(data, order, max_tokens)) {
     logp.resize(mb.targets.size());
-    forward_logprobs(model, state, mb.batch, mb.targets, logp.data());
+    forward_logprobs_masked(model, state, mb.batch, mb.targets, mb.mask.data(), logp.data());
     for (size_t t = 0; t < logp.size(); ++t)
       if (mb.mask[t]) nll -= logp[t], ++tokens;
   }
