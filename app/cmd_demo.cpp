@@ -15,6 +15,7 @@ struct DemoArgs {
   std::string size;
   int64_t dev_limit = -1, train_limit = -1, sft_epochs = -1, rl_steps = -1;  // < 0: the size's value
   double rl_lr = -1, sft_lr = -1;
+  std::vector<std::string> sets;  // KEY=VALUE, applied last
 };
 
 void run_demo_command(DemoArgs& a) {
@@ -26,6 +27,7 @@ void run_demo_command(DemoArgs& a) {
   if (a.rl_steps >= 0) c.sizes.rl_steps = a.rl_steps;
   if (a.rl_lr > 0) c.sizes.rl_lr = a.rl_lr;
   if (a.sft_lr > 0) c.sizes.sft_lr = a.sft_lr;
+  for (const std::string& kv : a.sets) rl::set_demo_size(c.sizes, kv);
   if (!a.quiet)
     c.log = [](const std::string& line) {
       std::printf("%s\n", line.c_str());
@@ -54,6 +56,12 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--sft-lr", a->sft_lr, "SFT peak learning rate (default: the size's)");
   cmd->add_option("--rl-steps", a->rl_steps, "GRPO steps (default: the size's)");
   cmd->add_option("--rl-lr", a->rl_lr, "GRPO learning rate (default: the size's)");
+  {
+    rl::DemoSizes probe;
+    std::string keys;
+    for (const rl::DemoSizeField& f : rl::demo_size_fields(probe)) keys += std::string(keys.empty() ? "" : ", ") + f.name;
+    cmd->add_option("--set", a->sets, "KEY=VALUE over the size's knobs (repeatable): " + keys);
+  }
   cmd->add_flag("--quiet", a->quiet, "only the final table");
   cmd->callback([a] { run_demo_command(*a); });
 }

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -64,9 +65,9 @@ void write_benchmark(const std::string& dir, uint64_t seed, const DemoSizes& s) 
   if (fs::exists(fs::path(dir) / "synth_info.json")) return;
   sql::SynthOptions o;
   o.seed = seed;
-  o.train_databases = s.train_databases;
-  o.dev_databases = s.dev_databases;
-  o.questions_per_database = s.questions_per_database;
+  o.train_databases = static_cast<int>(s.train_databases);
+  o.dev_databases = static_cast<int>(s.dev_databases);
+  o.questions_per_database = static_cast<int>(s.questions_per_database);
   const std::string tmp = dir + ".tmp";
   fs::remove_all(tmp);
   sql::write_synth_benchmark(tmp, o);
@@ -148,6 +149,42 @@ DemoSizes demo_sizes(const std::string& name) {
   fail("demo: unknown size '", name, "' (default | full | mini)");
 }
 
+std::vector<DemoSizeField> demo_size_fields(DemoSizes& z) {
+  return {{"train_databases", &z.train_databases, nullptr}, {"dev_databases", &z.dev_databases, nullptr},
+          {"questions_per_database", &z.questions_per_database, nullptr}, {"train_limit", &z.train_limit, nullptr},
+          {"dev_limit", &z.dev_limit, nullptr}, {"vocab", &z.vocab, nullptr}, {"hidden", &z.hidden, nullptr},
+          {"layers", &z.layers, nullptr}, {"heads", &z.heads, nullptr}, {"kv_heads", &z.kv_heads, nullptr},
+          {"head_dim", &z.head_dim, nullptr}, {"intermediate", &z.intermediate, nullptr},
+          {"sft_epochs", &z.sft_epochs, nullptr}, {"sft_micro_batch_tokens", &z.sft_micro_batch_tokens, nullptr},
+          {"sft_lr", nullptr, &z.sft_lr}, {"rl_steps", &z.rl_steps, nullptr}, {"rl_batch", &z.rl_batch, nullptr},
+          {"rl_group", &z.rl_group, nullptr}, {"rl_lr", nullptr, &z.rl_lr},
+          {"rl_temperature", nullptr, &z.rl_temperature}, {"max_turn_tokens", &z.max_turn_tokens, nullptr},
+          {"max_total_tokens", &z.max_total_tokens, nullptr}};
+}
+
+void set_demo_size(DemoSizes& sizes, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  check(eq != std::string::npos, "demo --set: '", assignment, "' is not KEY=VALUE");
+  const std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  std::string known;
+  for (DemoSizeField& f : demo_size_fields(sizes)) {
+    known += std::string(known.empty() ? "" : ", ") + f.name;
+    if (key != f.name) continue;
+    char* end = nullptr;
+    if (f.integer) {
+      const long long v = std::strtoll(value.c_str(), &end, 10);
+      check(!value.empty() && *end == '\0' && v >= 0, "demo --set ", key, ": '", value, "' is not a whole number >= 0");
+      *f.integer = v;
+    } else {
+      const double v = std::strtod(value.c_str(), &end);
+      check(!value.empty() && *end == '\0' && v >= 0, "demo --set ", key, ": '", value, "' is not a number >= 0");
+      *f.real = v;
+    }
+    return;
+  }
+  fail("demo --set: unknown key '", key, "' (known: ", known, ")");
+}
+
 DemoReport run_demo(const DemoConfig& config) {
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = cpu_seconds();
@@ -172,10 +209,25 @@ DemoReport run_demo(const DemoConfig& config) {
   rep.train_questions = static_cast<int64_t>(train.examples.size());
   rep.dev_questions = static_cast<int64_t>(dev.examples.size());
   sql::Pool pool;
-  const std::string tok_path =
-      (cache / str_cat("tokenizer-s", config.synth_seed, "-v", s.vocab, "-n", train.examples.size(), ".json")).string();
+  // The gold demonstrations come first: the tokenizer learns its merges on them too.
+  SynthDemoOptions dopt;
+  dopt.enable_thinking = true;  // the rollout's prompt (Qwen3 template, thinking on)
+  SynthDemoStats dstats;
+  std::vector<Demo> demos = synth_demos(*protocol, pool, train, dopt, &dstats);
+  check(!demos.empty(), "demo: no demonstrations for protocol ", config.protocol);
+  std::string demo_text;
+  {
+    std::ofstream f(out / "demos.jsonl", std::ios::binary | std::ios::trunc);
+    for (const Demo& d : demos) {
+      f << demo_jsonl(d, train.examples[d.example], *protocol) << "\n";
+      for (const SftSegment& seg : d.segments) demo_text += seg.text;
+    }
+    check(f.good(), (out / "demos.jsonl").string(), ": write failed");
+  }
+  const std::string tok_path = (cache / str_cat("tokenizer-s", config.synth_seed, "-v", s.vocab, "-n",
+                                                train.examples.size(), "-", config.protocol, ".json")).string();
   if (!fs::exists(tok_path))
-    write_text_atomic(tok_path, train_embedded_tokenizer(train.examples, pool, static_cast<size_t>(s.vocab)));
+    write_text_atomic(tok_path, train_embedded_tokenizer(train.examples, pool, static_cast<size_t>(s.vocab), demo_text));
   const std::string tok_json = slurp(tok_path);
   std::unique_ptr<Tokenizer> tok = load_tokenizer_from_string(tok_json, tok_path);
   QwenModel model = make_embedded_model(tc, static_cast<int64_t>(tok->size()));
@@ -199,16 +251,6 @@ DemoReport run_demo(const DemoConfig& config) {
   eval_stage("base");
 
   // ---- SFT on gold multi-turn demonstrations of the train split
-  SynthDemoOptions dopt;
-  dopt.enable_thinking = true;  // the rollout's prompt (Qwen3 template, thinking on)
-  SynthDemoStats dstats;
-  std::vector<Demo> demos = synth_demos(*protocol, pool, train, dopt, &dstats);
-  check(!demos.empty(), "demo: no demonstrations for protocol ", config.protocol);
-  {
-    std::ofstream f(out / "demos.jsonl", std::ios::binary | std::ios::trunc);
-    for (const Demo& d : demos) f << demo_jsonl(d, train.examples[d.example], *protocol) << "\n";
-    check(f.good(), (out / "demos.jsonl").string(), ": write failed");
-  }
   std::vector<SftSequence> seqs;
   for (const Demo& d : demos) seqs.push_back(tokenize_segments(*tok, d.segments));
   rep.demos = static_cast<int64_t>(seqs.size());
@@ -223,8 +265,20 @@ DemoReport run_demo(const DemoConfig& config) {
   SftRunOptions so{(out / "sft").string(), tok_path, {}};
   SftRunStats ss = run_sft(model, sft_opt, std::move(seqs), sc, so);
   rep.sft_first_loss = ss.first_loss, rep.sft_last_loss = ss.last_loss, rep.sft_seconds = ss.seconds;
+  {
+    // The held-out demonstrations' loss: how far the SFT model is from writing the dev gold
+    // trajectories (a cheap sign of generalisation before the slower greedy evaluation).
+    std::vector<SftSequence> dev_seqs;
+    for (const Demo& d : synth_demos(*protocol, pool, dev, dopt)) dev_seqs.push_back(tokenize_segments(*tok, d.segments));
+    TrainOptions topt;
+    topt.max_tokens = std::max<int64_t>(s.sft_micro_batch_tokens, 1);
+    for (const SftSequence& q : dev_seqs) topt.max_tokens = std::max<int64_t>(topt.max_tokens, static_cast<int64_t>(q.tokens.size()));
+    TrainState state = make_train_state(model.config, topt);
+    rep.sft_dev_loss = sft_eval_loss(model, state, dev_seqs, topt.max_tokens);
+  }
   log(str_cat("demo: SFT on ", rep.demos, " demonstrations (", dstats.trap_demos, " with traps): ", ss.updates,
-              " updates, loss ", ss.first_loss, " -> ", ss.last_loss, ", ", ss.seconds, " s"));
+              " updates, loss ", ss.first_loss, " -> ", ss.last_loss, ", dev demonstrations ", rep.sft_dev_loss, ", ",
+              ss.seconds, " s"));
   eval_stage("sft");
 
   // ---- multi-turn GRPO from the SFT weights on the train split

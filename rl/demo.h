@@ -33,7 +33,7 @@ struct DemoSizes {
   // The built-in benchmark (sql/synth.h). Its 12 domains go to databases in turn, so with 12
   // train databases the dev databases are fresh instances (other rows, other values) of domains
   // seen in training; with fewer, dev domains are unseen too.
-  int train_databases = 12, dev_databases = 4, questions_per_database = 30;
+  int64_t train_databases = 12, dev_databases = 4, questions_per_database = 30;
   int64_t train_limit = 0;  // first N train questions only (0 = all)
   // model (TrainConfig tiny-* keys)
   int64_t vocab = 1024, hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = 16, intermediate = 128;
@@ -48,6 +48,16 @@ struct DemoSizes {
   int64_t dev_limit = 60;  // N dev questions evenly spaced over the split (every database; 0 = all)
 };
 DemoSizes demo_sizes(const std::string& name);  // "default" | "full" | "mini"
+
+// Every DemoSizes knob by its snake_case name (report.json "sizes", `demo --set KEY=VALUE`).
+struct DemoSizeField {
+  const char* name;
+  int64_t* integer;  // exactly one of the two is set
+  double* real;
+};
+std::vector<DemoSizeField> demo_size_fields(DemoSizes& sizes);
+// Sets one knob from "KEY=VALUE"; an unknown key or a bad number is an error naming it.
+void set_demo_size(DemoSizes& sizes, const std::string& assignment);
 
 struct DemoConfig {
   std::string out = "runs/demo";
@@ -71,6 +81,7 @@ struct DemoReport {
   std::vector<DemoStage> stages;  // base, sft, rl
   int64_t train_questions = 0, dev_questions = 0, demos = 0, params = 0;
   double sft_first_loss = 0, sft_last_loss = 0;
+  double sft_dev_loss = 0;  // mean NLL per trained token of the dev split's gold demonstrations
   std::vector<double> rl_reward_means;
   double seconds = 0, cpu_seconds = 0;  // wall and process CPU time of the whole run
   double sft_seconds = 0, rl_seconds = 0, eval_seconds = 0;

@@ -62,18 +62,18 @@ nlohmann::ordered_json demo_report_json(const DemoReport& r) {
   j["dev_questions"] = r.dev_questions;
   j["demos"] = r.demos;
   j["params"] = r.params;
-  j["sft_loss"] = {{"first", r.sft_first_loss}, {"last", r.sft_last_loss}};
+  j["sft_loss"] = {{"first", r.sft_first_loss}, {"last", r.sft_last_loss}, {"dev", r.sft_dev_loss}};
   j["rl_reward_means"] = r.rl_reward_means;
   nlohmann::ordered_json stages = nlohmann::ordered_json::object();
   for (const DemoStage& s : r.stages) stages[s.name] = {{"multi_turn", summary_brief(s.multi)}, {"single_turn", summary_brief(s.single)}};
   j["stages"] = stages;
-  const DemoSizes& z = r.config.sizes;
-  j["sizes"] = {{"train_limit", z.train_limit}, {"dev_limit", z.dev_limit}, {"vocab", z.vocab}, {"hidden", z.hidden},
-                {"layers", z.layers}, {"heads", z.heads}, {"kv_heads", z.kv_heads}, {"head_dim", z.head_dim},
-                {"intermediate", z.intermediate}, {"sft_epochs", z.sft_epochs}, {"sft_lr", z.sft_lr},
-                {"rl_steps", z.rl_steps}, {"rl_batch", z.rl_batch}, {"rl_group", z.rl_group}, {"rl_lr", z.rl_lr},
-                {"rl_temperature", z.rl_temperature}, {"max_turn_tokens", z.max_turn_tokens},
-                {"max_total_tokens", z.max_total_tokens}};
+  DemoSizes z = r.config.sizes;
+  nlohmann::ordered_json sizes = nlohmann::ordered_json::object();
+  for (const DemoSizeField& f : demo_size_fields(z)) {
+    if (f.integer) sizes[f.name] = *f.integer;
+    else sizes[f.name] = *f.real;
+  }
+  j["sizes"] = sizes;
   return j;
 }
 

@@ -86,7 +86,10 @@ TrainSummary train(const TrainConfig& config);
 void ensure_synth_benchmark(const std::string& dir, uint64_t seed);
 // BPE tokenizer.json trained on the benchmark's questions, SQL, schemas and every protocol's
 // first prompt (so the protocols' markup encodes compactly); Qwen3's added tokens included.
-std::string train_embedded_tokenizer(const std::vector<sql::Example>& examples, sql::Pool& pool, size_t vocab_size);
+// `extra_corpus` is appended to the training text (the demo passes its SFT demonstrations, so
+// the merges follow the text the model will actually read and write).
+std::string train_embedded_tokenizer(const std::vector<sql::Example>& examples, sql::Pool& pool, size_t vocab_size,
+                                     const std::string& extra_corpus = "");
 // A Qwen3-architecture model of the config's tiny-* sizes and `vocab` ids, weights N(0, std)
 // from Philox(seed), norms 1, tied embeddings.
 QwenModel make_embedded_model(const TrainConfig& config, int64_t vocab);

@@ -29,7 +29,8 @@ void ensure_synth_benchmark(const std::string& dir, uint64_t seed) {
   fs::rename(tmp, dir);
 }
 
-std::string train_embedded_tokenizer(const std::vector<sql::Example>& examples, sql::Pool& pool, size_t vocab_size) {
+std::string train_embedded_tokenizer(const std::vector<sql::Example>& examples, sql::Pool& pool, size_t vocab_size,
+                                     const std::string& extra_corpus) {
   std::string corpus;
   SchemaCache schemas;
   std::vector<std::string> seen_dbs;
@@ -52,6 +53,7 @@ std::string train_embedded_tokenizer(const std::vector<sql::Example>& examples, 
     corpus += "<think>\n</think>\n<sql>SELECT</sql>\n<observation>\n</observation>\n<solution></solution>\n"
               "<answer></answer>\n<tool_call>\n{\"name\": \"sql-execute_sql_query\", \"arguments\": {\"sql\": \"\"}}\n"
               "</tool_call>\n<tool_response>\n</tool_response>\n<answer_sql></answer_sql>\n<|im_end|>\n";
+  corpus += extra_corpus;
   BpeTrainOptions options;
   options.vocab_size = vocab_size;
   return train_bpe(corpus, options).tokenizer_json;
