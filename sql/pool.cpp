@@ -266,12 +266,14 @@ int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& 
 }  // namespace
 
 Pool::Pool(PoolOptions options, ThreadPool* workers)
-    : options_(options), workers_(workers ? workers : &default_thread_pool()) {
+    : options_(options), workers_(workers) {
   check(options_.max_connections_per_db > 0, "sql pool: max_connections_per_db must be > 0");
+  check(workers_ != nullptr || options_.worker_threads > 0, "sql pool: worker_threads must be > 0");
   ensure_heap_limit(options_.heap_limit_bytes);
 }
 
 Pool::~Pool() {
+  owned_workers_.reset();  // runs the queued jobs (they use the connections) and joins
   std::lock_guard<std::mutex> lock(mutex_);
   slots_.clear();
 }
@@ -349,8 +351,14 @@ Result Pool::execute(const std::string& db_path, const std::string& sql, const L
   return r;
 }
 
+ThreadPool& Pool::workers() {
+  if (workers_) return *workers_;
+  std::call_once(owned_started_, [this] { owned_workers_ = std::make_unique<ThreadPool>(options_.worker_threads); });
+  return *owned_workers_;
+}
+
 std::future<Result> Pool::submit(std::string db_path, std::string sql, Limits limits) {
-  return workers_->submit([this, db_path = std::move(db_path), sql = std::move(sql), limits] {
+  return workers().submit([this, db_path = std::move(db_path), sql = std::move(sql), limits] {
     return execute(db_path, sql, limits);
   });
 }

@@ -36,6 +36,13 @@ struct PoolOptions {
   // Process-wide hard heap limit for SQLite (sqlite3_hard_heap_limit64), set when the first pool
   // is built if > 0 and no smaller limit is already set. Caps in-memory temp storage and sorts.
   int64_t heap_limit_bytes = int64_t(4) << 30;
+  // Threads of the pool's own worker pool (started on the first submit()) when no pool is given.
+  // Not default_thread_pool(): the CPU kernels fill that one, so a query would wait behind the
+  // decoder's matmuls (or even run inside one: parallel_for's caller works off the queue),
+  // losing the overlap of SQL with decoding. Four: the threads sleep unless a query runs, and
+  // four let three queries that run into their timeout_ms still leave one thread for the next;
+  // queries are CPU-bound, so more threads than that only compete with the decoder for cores.
+  size_t worker_threads = 4;
 };
 
 struct PoolStats {
@@ -51,7 +58,7 @@ struct PoolStats {
 
 class Pool {
  public:
-  // `workers` runs submit()'s jobs; nullptr = default_thread_pool().
+  // `workers` runs submit()'s jobs; nullptr = a pool of options.worker_threads owned by this Pool.
   explicit Pool(PoolOptions options = {}, ThreadPool* workers = nullptr);
   ~Pool();  // closes every connection; no query may be running
   Pool(const Pool&) = delete;
@@ -77,8 +84,12 @@ class Pool {
   std::unique_ptr<Connection> acquire(const std::string& db_path, std::string& error);
   void release(const std::string& db_path, std::unique_ptr<Connection> conn);
 
+  ThreadPool& workers();  // the given pool, or the owned one (started on first use)
+
   PoolOptions options_;
-  ThreadPool* workers_;
+  ThreadPool* workers_;  // given by the caller; null = owned_workers_
+  std::once_flag owned_started_;
+  std::unique_ptr<ThreadPool> owned_workers_;
   mutable std::mutex mutex_;
   std::condition_variable slot_freed_;
   std::map<std::string, DbSlot> slots_;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "sql/compare.h"
@@ -248,6 +249,50 @@ TEST(SqlPool, MaxConnectionsPerDbMakesCallersWait) {
   PoolStats s = pool.stats();
   EXPECT_LE(s.opened_total, 2u);
   EXPECT_EQ(s.in_use, 0u);
+}
+
+// The default pool's threads all busy (what a batched decode step does to it): a query
+// submitted to a Pool built without a worker pool still runs, on the Pool's own threads.
+TEST(SqlPool, SubmitRunsWhileTheDefaultThreadPoolIsFullyBusy) {
+  ThreadPool& shared = default_thread_pool();
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<size_t> started{0};
+  std::vector<std::future<void>> blockers;
+  for (size_t i = 0; i < shared.size(); ++i)
+    blockers.push_back(shared.submit([&started, released] {
+      ++started;
+      released.wait();
+    }));
+  while (started.load() < shared.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  Pool pool;
+  std::future<Result> f = pool.submit(shop_db(), "SELECT count(*) FROM orders");
+  // Generous: the query takes well under a millisecond; on the shared pool it would never start
+  // before the release below.
+  bool ran = f.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  release.set_value();
+  for (auto& b : blockers) b.get();
+  ASSERT_TRUE(ran) << "the SQL job waited behind the default thread pool's jobs";
+  Result r = f.get();
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.rows[0][0].integer, 4);
+}
+
+TEST(SqlPool, GivenWorkerPoolRunsTheJobs) {
+  ThreadPool workers(1);
+  Pool pool(PoolOptions{}, &workers);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::future<void> blocker = workers.submit([released] { released.wait(); });
+  std::future<Result> f = pool.submit(shop_db(), "SELECT count(*) FROM orders");
+  // The only worker is blocked, so the query is queued on `workers` and cannot have run.
+  EXPECT_EQ(f.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  release.set_value();
+  blocker.get();
+  Result r = f.get();
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.rows[0][0].integer, 4);
 }
 
 }  // namespace
