@@ -15,9 +15,10 @@ struct LogprobShape {
   int64_t tokens = 0, hidden = 0, vocab = 0, chunk_tokens = 0;
 };
 
-// logprobs [T] and lse [T] (log-sum-exp of each row of logits).
+// logprobs [T] and lse [T] (log-sum-exp of each row of logits); entropy [T] (nullable) =
+// -sum_v p log p of each row, from the same pass (logprobs and lse are the same bits either way).
 void logprob_forward_cpu(float* logprobs, float* lse, const float* hidden, const float* weight, const int32_t* targets,
-                         LogprobShape shape, float* scratch);
+                         LogprobShape shape, float* scratch, float* entropy = nullptr);
 
 // d logprob_t / d logit_tv = [v == target_t] - softmax_tv; with dlogprobs [T] given:
 // dhidden [T, C] += dlogits @ weight; dweight [V, C] += dlogits^T @ hidden. Rows with a zero

@@ -227,14 +227,14 @@ void forward_logits(const QwenModel& model, TrainState& state, const PackedBatch
 }
 
 void forward_logprobs(const QwenModel& model, TrainState& state, const PackedBatch& batch,
-                      const std::vector<int32_t>& targets, float* logprobs) {
+                      const std::vector<int32_t>& targets, float* logprobs, float* entropy) {
   check(static_cast<int64_t>(targets.size()) == batch.num_tokens(), "forward_logprobs: ", targets.size(),
         " targets for ", batch.num_tokens(), " tokens");
   forward_hidden(model, state, batch);
   ModelWeights w = QwenModel::bind_weights(model, const_cast<float*>(model.params.data()));
   LogprobShape shape{batch.num_tokens(), model.config.hidden_size, model.config.vocab_size, state.options.logprob_chunk};
   logprob_forward_cpu(logprobs, state.vocab_lse.data(), state.lnf.data(), w.lm_head, targets.data(), shape,
-                      state.logits_scratch.data());
+                      state.logits_scratch.data(), entropy);
 }
 
 void forward_logprobs_masked(const QwenModel& model, TrainState& state, const PackedBatch& batch,

@@ -54,9 +54,10 @@ TrainState make_train_state(const QwenConfig& config, const TrainOptions& option
 void forward_hidden(const QwenModel& model, TrainState& state, const PackedBatch& batch);
 // Full logits [T, vocab] (inference and tests; training uses forward_logprobs).
 void forward_logits(const QwenModel& model, TrainState& state, const PackedBatch& batch, float* logits);
-// logprobs[t] = log p(targets[t] | tokens up to t), via the fused chunked lm_head.
+// logprobs[t] = log p(targets[t] | tokens up to t), via the fused chunked lm_head; entropy[t]
+// (nullable) = -sum_v p log p of the same softmax row (logprobs are the same bits either way).
 void forward_logprobs(const QwenModel& model, TrainState& state, const PackedBatch& batch,
-                      const std::vector<int32_t>& targets, float* logprobs);
+                      const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr);
 // As forward_logprobs for the rows with mask[t] != 0; the others get logprob 0 and are not run
 // through the lm_head. backward_logprobs after it is exact as long as those rows' dlogprobs are 0.
 void forward_logprobs_masked(const QwenModel& model, TrainState& state, const PackedBatch& batch,

@@ -168,7 +168,8 @@ GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, Optimizer
     }
 
   GrpoLossStats totals;
-  std::vector<float> logp, dlogp;
+  std::vector<float> logp, dlogp, entropy;
+  double entropy_sum = 0, entropy_tokens = 0;
   const int64_t n = policy.num_params;
   for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
     for (const std::vector<MicroBatch>& mini : minis) {
@@ -179,7 +180,11 @@ GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, Optimizer
       for (const MicroBatch& mb : mini) {
         const size_t T = mb.targets.size();
         logp.resize(T), dlogp.resize(T);
-        forward_logprobs(policy, state, mb.batch, mb.targets, logp.data());
+        if (epoch == 0) entropy.resize(T);
+        forward_logprobs(policy, state, mb.batch, mb.targets, logp.data(), epoch == 0 ? entropy.data() : nullptr);
+        if (epoch == 0)
+          for (size_t t = 0; t < T; ++t)
+            if (mb.mask[t]) entropy_sum += entropy[t], ++entropy_tokens;
         GrpoLossStats s = grpo_loss_cpu(dlogp.data(), logp.data(), mb.old_logprobs.data(),
                                         config.kl_coef > 0 ? mb.ref_logprobs.data() : nullptr, mb.advantages.data(),
                                         mb.mask.data(), mb.batch.cu_seqlens.data(), mb.batch.num_seqs(), lc);
@@ -197,6 +202,7 @@ GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, Optimizer
     }
   }
   if (stats.updates > 0) stats.loss /= static_cast<double>(stats.updates), stats.grad_norm /= static_cast<double>(stats.updates);
+  if (entropy_tokens > 0) stats.entropy = entropy_sum / entropy_tokens;
   if (totals.tokens > 0) {
     stats.clip_fraction = totals.clipped / totals.tokens;
     stats.approx_kl = totals.approx_kl / totals.tokens;

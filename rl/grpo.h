@@ -84,8 +84,10 @@ struct GrpoStepStats {
   double approx_kl = 0;       // mean of old - logp (verl's ppo_kl)
   double ratio_mean = 0;
   double ref_kl = 0;          // mean k3 to the reference (0 without KL)
-  // No entropy: model/train.h's forward_logprobs gives log pi(target) only; the entropy needs
-  // the full softmax row, which the fused log-prob kernel would have to return as well.
+  // Mean policy entropy -sum p log p over the masked (policy) tokens, from the first epoch's
+  // training forward (verl logs it from its update forward too): before any update when there is
+  // one mini-batch.
+  double entropy = 0;
   double reward_mean = 0;     // over the whole batch, before filtering
   int64_t tokens = 0;         // trained (masked) tokens per epoch
   int64_t positions = 0;      // packed positions per epoch

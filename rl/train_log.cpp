@@ -73,6 +73,7 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
   j["grad_norm_max"] = r.grpo.grad_norm_max;
   j["clip_fraction"] = r.grpo.clip_fraction;
   j["approx_kl"] = r.grpo.approx_kl;
+  j["entropy"] = r.grpo.entropy;
   j["ratio_mean"] = r.grpo.ratio_mean;
   j["ref_kl"] = r.grpo.ref_kl;
   j["updates"] = r.grpo.updates;

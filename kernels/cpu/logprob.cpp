@@ -21,7 +21,7 @@ void check_shape(const LogprobShape& s, const int32_t* targets) {
 }  // namespace
 
 void logprob_forward_cpu(float* logprobs, float* lse, const float* hidden, const float* weight, const int32_t* targets,
-                         LogprobShape shape, float* scratch) {
+                         LogprobShape shape, float* scratch, float* entropy) {
   check_shape(shape, targets);
   const int64_t V = shape.vocab, C = shape.hidden;
   for (int64_t t0 = 0; t0 < shape.tokens; t0 += shape.chunk_tokens) {
@@ -33,7 +33,19 @@ void logprob_forward_cpu(float* logprobs, float* lse, const float* hidden, const
         float m = -INFINITY;
         for (int64_t v = 0; v < V; ++v) m = std::max(m, row[v]);
         double sum = 0.0;
-        for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - m);
+        if (entropy) {
+          // H = log s - q / s with s = sum e^(x - m), q = sum e^(x - m) (x - m): relative to the
+          // max, so nothing large cancels; sum adds the same terms in the same order as below.
+          double q = 0.0;
+          for (int64_t v = 0; v < V; ++v) {
+            double e = std::exp(row[v] - m);
+            sum += e;
+            if (e > 0.0) q += e * (static_cast<double>(row[v]) - m);  // a -inf logit adds 0, not NaN
+          }
+          entropy[t0 + r] = static_cast<float>(std::log(sum) - q / sum);
+        } else {
+          for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - m);
+        }
         float l = m + static_cast<float>(std::log(sum));
         lse[t0 + r] = l;
         logprobs[t0 + r] = row[targets[t0 + r]] - l;

@@ -57,9 +57,8 @@ void rope(Vec& x, const std::vector<int32_t>& pos, int64_t heads, int64_t D, dou
       }
 }
 
-// Sum over tokens of weight[t] * log p(target[t]).
-double reference_objective(const RefModel& r, const PackedBatch& b, const std::vector<int32_t>& targets,
-                           const std::vector<float>& weight) {
+// The logits [T, V] of the float64 network.
+Vec reference_logits(const RefModel& r, const PackedBatch& b) {
   const QwenConfig& c = r.m.config;
   int64_t T = b.num_tokens(), C = c.hidden_size, H = c.num_attention_heads, KVH = c.num_key_value_heads,
           D = c.head_dim, I = c.intermediate_size, V = c.vocab_size;
@@ -105,7 +104,14 @@ double reference_objective(const RefModel& r, const PackedBatch& b, const std::v
     for (size_t i = 0; i < x.size(); ++i) x[i] += dn[i];
   }
   Vec hf = rmsnorm(x, r.at("final_norm"), T, C, eps);
-  Vec logits = linear(hf, c.tie_word_embeddings ? r.at("embed") : r.at("lm_head"), nullptr, T, C, V);
+  return linear(hf, c.tie_word_embeddings ? r.at("embed") : r.at("lm_head"), nullptr, T, C, V);
+}
+
+// Sum over tokens of weight[t] * log p(target[t]).
+double reference_objective(const RefModel& r, const PackedBatch& b, const std::vector<int32_t>& targets,
+                           const std::vector<float>& weight) {
+  const int64_t T = b.num_tokens(), V = r.m.config.vocab_size;
+  Vec logits = reference_logits(r, b);
   double obj = 0;
   for (int64_t t = 0; t < T; ++t) {
     double mx = -INFINITY, sum = 0;
@@ -224,6 +230,57 @@ TEST(MaskedLogprobs, KeptRowsMatchTheFullForwardAndGradients) {
   }
   EXPECT_GT(scale, 0.0);
   EXPECT_LE(worst, 1e-5 * scale);
+}
+
+}  // namespace
+}  // namespace sqlrl
+
+namespace sqlrl {
+namespace {
+
+// forward_logprobs' entropy output against -sum p log p of the float64 network's softmax rows;
+// asking for it leaves the log-probs bit for bit as they were.
+TEST(LogprobEntropy, MatchesFloat64SoftmaxAndLeavesLogprobsUnchanged) {
+  QwenConfig config = tiny_config(QwenArch::Qwen3, false);
+  QwenModel model = make_model(config);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  for (float& p : model.params) p = normal(rng);
+  for (const ParamView& v : model.table)  // norm scales near 1, so the logits spread and rows differ
+    if (v.spec.name.find("norm") != std::string::npos)
+      for (int64_t i = 0; i < v.spec.numel(); ++i) model.params[v.offset + i] = 1.0f + 0.1f * normal(rng);
+  PackedBatch batch = pack_sequences({{1, 5, 7, 2, 11, 3}, {4, 18}, {9, 9, 0, 12, 6}});
+  std::vector<int32_t> targets = {5, 7, 2, 11, 3, 8, 18, 1, 9, 0, 12, 6, 15};
+  const int64_t T = batch.num_tokens(), V = config.vocab_size;
+  // Chunks of 4 rows: the last chunk is partial, so the entropy's row indexing is exercised.
+  TrainState plain_state = make_train_state(config, testing::options(T, 4));
+  TrainState with_state = make_train_state(config, testing::options(T, 4));
+  std::vector<float> plain(static_cast<size_t>(T)), lp(static_cast<size_t>(T)), ent(static_cast<size_t>(T), -1.0f);
+  forward_logprobs(model, plain_state, batch, targets, plain.data());
+  forward_logprobs(model, with_state, batch, targets, lp.data(), ent.data());
+  for (int64_t t = 0; t < T; ++t) {
+    EXPECT_EQ(lp[t], plain[t]) << "row " << t;  // bitwise: the same sum in the same order
+    EXPECT_EQ(with_state.vocab_lse[t], plain_state.vocab_lse[t]) << "row " << t;
+  }
+
+  Vec p(model.params.begin(), model.params.end());
+  Vec logits = reference_logits(RefModel{model, p}, batch);
+  double spread = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const double* row = logits.data() + t * V;
+    double mx = -INFINITY, sum = 0, h = 0;
+    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, row[v]);
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
+    for (int64_t v = 0; v < V; ++v) {
+      double pv = std::exp(row[v] - mx) / sum;
+      h -= pv * std::log(pv);
+    }
+    spread = std::max(spread, std::fabs(h - std::log(static_cast<double>(V))));
+    // The f32 network's logits carry ~1e-6 relative error (the log-prob objective above agrees to
+    // 1e-5); H moves by at most max |d logit| per row, so 1e-5 absolute is ample.
+    EXPECT_NEAR(ent[t], h, 1e-5) << "row " << t;
+  }
+  EXPECT_GT(spread, 1e-3);  // the rows are not all uniform (which any bug returning log V would pass)
 }
 
 }  // namespace

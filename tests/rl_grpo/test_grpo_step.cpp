@@ -24,15 +24,18 @@ TrainOptions train_options(int64_t max_tokens) {
 }
 
 // Log-probs of tokens[1..n) of each trajectory (index p predicts token p + 1).
-std::vector<std::vector<float>> trajectory_logprobs(const QwenModel& model, const std::vector<Trajectory>& batch) {
+// With `entropy`, each position's policy entropy too.
+std::vector<std::vector<float>> trajectory_logprobs(const QwenModel& model, const std::vector<Trajectory>& batch,
+                                                    std::vector<std::vector<float>>* entropy = nullptr) {
   std::vector<std::vector<float>> out;
   for (const Trajectory& t : batch) {
     std::vector<int32_t> in(t.tokens.begin(), t.tokens.end() - 1), tg(t.tokens.begin() + 1, t.tokens.end());
     PackedBatch pb = pack_sequences({in});
     TrainState st = make_train_state(model.config, train_options(pb.num_tokens()));
-    std::vector<float> lp(tg.size());
-    forward_logprobs(model, st, pb, tg, lp.data());
+    std::vector<float> lp(tg.size()), h(tg.size());
+    forward_logprobs(model, st, pb, tg, lp.data(), entropy ? h.data() : nullptr);
     out.push_back(lp);
+    if (entropy) entropy->push_back(h);
   }
   return out;
 }
@@ -53,7 +56,9 @@ void check_one_update(LossAgg agg) {
   QwenModel policy = random_model(cfg, 11, 0.3f), reference = random_model(cfg, 12, 0.3f);
   std::vector<Trajectory> batch = mixed_batch();
   // Sampler log-probs off the policy's own by -0.4..+0.4 so that both clip sides are reached.
-  std::vector<std::vector<float>> lp = trajectory_logprobs(policy, batch), ref_lp = trajectory_logprobs(reference, batch);
+  std::vector<std::vector<float>> entropy;
+  std::vector<std::vector<float>> lp = trajectory_logprobs(policy, batch, &entropy),
+                                  ref_lp = trajectory_logprobs(reference, batch);
   for (size_t i = 0; i < batch.size(); ++i)
     for (size_t p = 0; p < lp[i].size(); ++p)
       batch[i].sampler_logprobs[p + 1] = batch[i].policy_mask[p + 1] ? lp[i][p] + 0.4f * std::sin(3.0f * (i * 7 + p)) : 0.0f;
@@ -102,6 +107,14 @@ void check_one_update(LossAgg agg) {
   EXPECT_NEAR(st.ratio_mean, want.ratio / want.tokens, 1e-5);
   EXPECT_NEAR(st.ref_kl, want.ref_kl / want.tokens, 1e-5);
   EXPECT_EQ(st.tokens, static_cast<int64_t>(tokens));
+  // Entropy: mean over the policy tokens, from the pre-update forward (one mini-batch here);
+  // per-trajectory forwards vs packed micro-batches differ in rounding only (~1e-6).
+  double entropy_sum = 0;
+  for (size_t i = 0; i < batch.size(); ++i)
+    for (size_t p = 0; p < entropy[i].size(); ++p)
+      if (batch[i].policy_mask[p + 1]) entropy_sum += entropy[i][p];
+  EXPECT_GT(entropy_sum, 0);
+  EXPECT_NEAR(st.entropy, entropy_sum / tokens, 1e-5);
 
   // Gradient: the model's backward of the reference dlogp on the pre-update weights.
   QwenModel check = before;

@@ -73,7 +73,7 @@ TEST(TrainCli, EmbeddedDefaultTwoStepsThenResume) {
   std::getline(metrics, line);
   nlohmann::json first = nlohmann::json::parse(line);
   for (const char* key : {"reward_mean", "reward_std", "reward_terms", "ex", "format_rate", "turns_mean", "filtered",
-                          "loss", "grad_norm", "clip_fraction", "sql_calls", "lr", "time"})
+                          "loss", "grad_norm", "clip_fraction", "entropy", "sql_calls", "lr", "time"})
     EXPECT_TRUE(first.contains(key)) << key;
 
   // --resume takes the run's own config; only --max-steps is given again.
