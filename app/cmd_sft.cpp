@@ -1,6 +1,7 @@
 // `llm_sqlrl sft`: supervised fine-tuning on masked multi-turn data (rl/sft.h, rl/sft_data.h).
 //   llm_sqlrl sft --data FILE.jsonl --weights DIR --tokenizer FILE --out DIR [--epochs N] [--lr X]
 //       [--max-steps N] [--micro-batch-tokens N] [--seed S] ...
+//   llm_sqlrl sft --resume DIR    continue a run from its latest checkpoint (or DIR = a step-N folder)
 //   llm_sqlrl sft synth-demos --protocol NAME --out FILE.jsonl [--data BENCH_DIR] [--format spider|sparc]
 //       gold demonstrations for the synthetic benchmark (rl/sft_demos.h); without --data the
 //       default benchmark is written to <out>.bench/ first
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "app/commands.h"
 #include "rl/sft.h"
@@ -24,12 +26,14 @@ namespace {
 namespace fs = std::filesystem;
 
 struct SftArgs {
-  std::string data, weights, tokenizer, out, chat_template;
+  std::string data, weights, tokenizer, out, chat_template, resume;
   rl::SftConfig config;
   std::string decay = "cosine";
+  std::vector<CLI::Option*> training;  // the flags a resumed run takes from its checkpoint instead
 };
 
 void add_training_options(CLI::App* cmd, SftArgs& a) {
+  const size_t before = cmd->get_options().size();
   cmd->add_option("--epochs", a.config.epochs, "passes over the data")->check(CLI::NonNegativeNumber);
   cmd->add_option("--lr", a.config.lr, "peak learning rate (MTSQL-R1: 5e-6)")->check(CLI::PositiveNumber);
   cmd->add_option("--max-steps", a.config.max_steps, "stop after this many updates (0 = epochs decide)");
@@ -44,6 +48,8 @@ void add_training_options(CLI::App* cmd, SftArgs& a) {
   cmd->add_option("--seed", a.config.seed, "shuffle seed");
   cmd->add_option("--save-every", a.config.save_every, "updates between checkpoints (0 = only the last)");
   cmd->add_option("--chat-template", a.chat_template, "qwen3 | qwen2.5 (default: detected from the tokenizer, else qwen3)");
+  std::vector<CLI::Option*> all = cmd->get_options();
+  a.training.assign(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
 }
 
 ChatTemplate template_for(const std::string& name, const std::string& tokenizer) {
@@ -58,22 +64,62 @@ void log_line(const std::string& line) {
   std::fflush(stdout);
 }
 
+// --resume DIR: the checkpoint's weights, optimizer and settings; data and tokenizer as the run
+// recorded them unless given again (the data's fingerprint must match).
+rl::SftCheckpoint prepare_resume(SftArgs& a, QwenModel& model, rl::OptimizerState& opt) {
+  for (CLI::Option* o : a.training)
+    check(o->count() == 0, "sft --resume: ", o->get_name(), " cannot be given: a resumed run keeps its checkpoint's "
+          "training settings");
+  check(a.weights.empty(), "sft --resume: --weights cannot be given: the weights are the checkpoint's");
+  const std::string ckpt = rl::resolve_sft_checkpoint(a.resume);
+  rl::SftCheckpoint ck = rl::read_sft_checkpoint(ckpt);
+  const std::string state_file = (fs::path(ckpt) / "trainer_state.json").string();
+  auto recorded = [&](const char* key) {
+    check(ck.run.contains(key) && ck.run[key].is_string(), state_file, ": run.", key,
+          " is not recorded (give --", key, ")");
+    return ck.run[key].get<std::string>();
+  };
+  if (a.data.empty()) a.data = recorded("data");
+  if (a.tokenizer.empty())
+    a.tokenizer = fs::exists(fs::path(ckpt) / "tokenizer.json") ? (fs::path(ckpt) / "tokenizer.json").string()
+                                                                 : recorded("tokenizer");
+  a.chat_template = recorded("chat_template");
+  // The run folder holding checkpoints/step-N.
+  if (a.out.empty()) a.out = fs::path(ckpt).parent_path().parent_path().string();
+  model = load_model(ckpt);
+  opt = rl::load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(), model.num_params);
+  std::printf("resuming %s after update %lld of %lld\n", ckpt.c_str(), static_cast<long long>(ck.cursor.updates),
+              static_cast<long long>(ck.cursor.planned));
+  return ck;
+}
+
 void run_sft_command(SftArgs& a) {
-  check(!a.data.empty() && !a.weights.empty() && !a.tokenizer.empty() && !a.out.empty(),
-        "sft: --data, --weights, --tokenizer and --out are required (or use a subcommand: synth-demos, self-taught)");
+  QwenModel model;
+  rl::OptimizerState opt;
+  std::optional<rl::SftCheckpoint> resume;
+  if (!a.resume.empty()) resume = prepare_resume(a, model, opt);
+  check(!a.data.empty() && (resume || !a.weights.empty()) && !a.tokenizer.empty() && !a.out.empty(),
+        "sft: --data, --weights, --tokenizer and --out are required (or --resume DIR, or a subcommand: synth-demos, "
+        "self-taught)");
   finish_config(a);
-  QwenModel model = load_model(a.weights);
+  if (!resume) {
+    model = load_model(a.weights);
+    opt = rl::make_optimizer_state(model.num_params);
+  }
   std::unique_ptr<Tokenizer> tok = load_tokenizer(a.tokenizer);
   ChatOptions chat;
-  chat.chat_template = template_for(a.chat_template, a.tokenizer);
+  chat.chat_template = resume ? chat_template_from_name(a.chat_template) : template_for(a.chat_template, a.tokenizer);
   rl::SftLoadStats ls;
   std::vector<rl::SftSequence> data = rl::load_sft_jsonl(a.data, *tok, chat, model.config.vocab_size, &ls);
   std::printf("%s: %lld lines, %lld sequences (%lld without a trained token skipped), %lld tokens, %lld trained\n",
               a.data.c_str(), static_cast<long long>(ls.lines), static_cast<long long>(ls.sequences),
               static_cast<long long>(ls.skipped_no_target), static_cast<long long>(ls.tokens),
               static_cast<long long>(ls.trained_tokens));
-  rl::OptimizerState opt = rl::make_optimizer_state(model.num_params);
   rl::SftRunOptions ro{a.out, a.tokenizer, log_line};
+  ro.resume = resume ? &*resume : nullptr;
+  ro.run_info = {{"data", fs::absolute(a.data).string()},
+                 {"tokenizer", fs::absolute(a.tokenizer).string()},
+                 {"chat_template", chat_template_name(chat.chat_template)}};
   rl::SftRunStats st = rl::run_sft(model, opt, std::move(data), a.config, ro);
   std::printf("sft: %lld updates over %lld epochs, loss %.4f -> %.4f, %lld trained tokens, %lld sequences cut "
               "(%lld dropped: no target left), %.1f s; weights in %s\n",
@@ -182,6 +228,9 @@ void add_sft_command(CLI::App& app) {
   cmd->add_option("--weights", a->weights, "checkpoint file or folder (HF layout)");
   cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (or its folder)");
   cmd->add_option("--out", a->out, "run folder: metrics.jsonl, checkpoints/step-N/");
+  cmd->add_option("--resume", a->resume,
+                  "continue a run: its folder (latest checkpoint) or a checkpoints/step-N folder; the settings, data "
+                  "and tokenizer are the run's own");
   add_training_options(cmd, *a);
 
   auto d = std::make_shared<DemoArgs>();

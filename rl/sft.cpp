@@ -8,6 +8,7 @@
 
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "rl/train_log.h"
 
 namespace sqlrl::rl {
 namespace fs = std::filesystem;
@@ -168,8 +169,10 @@ std::string save_sft_checkpoint(const std::string& out_dir, int64_t step, const 
 }
 
 SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<SftSequence> data,
-                    const SftConfig& config, const SftRunOptions& options) {
+                    const SftConfig& given_config, const SftRunOptions& options) {
   auto start = std::chrono::steady_clock::now();
+  const SftCheckpoint* resume = options.resume;
+  const SftConfig& config = resume ? resume->config : given_config;
   check(config.epochs >= 1 || config.max_steps > 0, "sft: needs epochs >= 1 or max_steps > 0");
   check(config.grad_accum >= 1, "sft: grad_accum must be at least 1, got ", config.grad_accum);
   check(!data.empty(), "sft: no training sequence (every line had no trained token?)");
@@ -180,90 +183,113 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   run.clipped = clip_sequences(data, config.micro_batch_tokens);
   check(!data.empty(), "sft: all ", given, " sequences lose every trained token when cut to the micro-batch budget of ",
         config.micro_batch_tokens, " tokens (raise --micro-batch-tokens)");
+  const uint64_t fingerprint = sft_data_fingerprint(data);
 
-  // Plan every epoch's micro-batches first: the cosine needs the total number of updates.
-  int64_t epochs = std::max<int64_t>(config.epochs, 1);
+  // Each epoch's micro-batches, packed when first needed (max_steps beyond the configured epochs
+  // cycles on with the next epoch's order).
+  const int64_t n = static_cast<int64_t>(data.size());
   std::vector<std::vector<MicroBatch>> plan;
-  int64_t total = 0;
-  for (int64_t e = 0; e < epochs; ++e) {
-    plan.push_back(pack_sft(data, epoch_order(static_cast<int64_t>(data.size()), config.seed, e, config.shuffle),
-                            config.micro_batch_tokens));
-    total += (static_cast<int64_t>(plan.back().size()) + config.grad_accum - 1) / config.grad_accum;
+  auto plan_of = [&](int64_t e) -> const std::vector<MicroBatch>& {
+    while (static_cast<int64_t>(plan.size()) <= e)
+      plan.push_back(pack_sft(data, epoch_order(n, config.seed, static_cast<int64_t>(plan.size()), config.shuffle),
+                              config.micro_batch_tokens));
+    return plan[e];
+  };
+  const int64_t epochs = std::max<int64_t>(config.epochs, 1);
+  SftCursor cursor;
+  if (resume) {
+    const std::string state_file = (fs::path(resume->path) / "trainer_state.json").string();
+    check(fingerprint == resume->data_fingerprint && n == resume->sequences, "resume: ", state_file, " was trained on ",
+          resume->sequences, " sequences with fingerprint ", resume->data_fingerprint, ", this data has ", n,
+          " with fingerprint ", fingerprint, " (a different file, tokenizer or --micro-batch-tokens?)");
+    check(optimizer.train_step == resume->train_step, "resume: ", state_file, " is at train_step ", resume->train_step,
+          " but the optimizer given is at ", optimizer.train_step, " (load the checkpoint's optimizer.safetensors)");
+    cursor = resume->cursor;
+  } else {
+    // The cosine needs the total number of updates.
+    for (int64_t e = 0; e < epochs; ++e)
+      cursor.planned += (static_cast<int64_t>(plan_of(e).size()) + config.grad_accum - 1) / config.grad_accum;
+    if (config.max_steps > 0) cursor.planned = config.max_steps;
+    cursor.total_steps = optimizer.train_step + cursor.planned;
+    cursor.warmup_steps = static_cast<int64_t>(std::floor(config.warmup_ratio * static_cast<float>(cursor.planned)));
+    if (config.decay == LrDecay::Cosine && cursor.total_steps <= cursor.warmup_steps)
+      cursor.total_steps = cursor.warmup_steps + 1;
   }
-  if (config.max_steps > 0) total = config.max_steps;
   LrSchedule schedule;
   schedule.lr = config.lr;
   schedule.decay = config.decay;
   schedule.min_lr_ratio = config.min_lr_ratio;
-  schedule.total_steps = optimizer.train_step + total;
-  schedule.warmup_steps = static_cast<int64_t>(std::floor(config.warmup_ratio * static_cast<float>(total)));
-  if (schedule.decay == LrDecay::Cosine && schedule.total_steps <= schedule.warmup_steps)
-    schedule.total_steps = schedule.warmup_steps + 1;
+  schedule.total_steps = cursor.total_steps;
+  schedule.warmup_steps = cursor.warmup_steps;
 
   TrainOptions topt;
   topt.max_tokens = config.micro_batch_tokens;
   TrainState state = make_train_state(model.config, topt);
   const fs::path out = options.out_dir;
   if (!options.out_dir.empty()) fs::create_directories(out);
-  auto trainer_state = [&](int64_t epoch) {
+  if (resume && !options.out_dir.empty()) truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
+  auto trainer_state = [&] {
     nlohmann::ordered_json s;
     s["format"] = "sqlrl-sft";
     s["train_step"] = optimizer.train_step;
     s["adam_step"] = optimizer.adam_step;
-    s["epoch"] = epoch;
-    s["updates"] = run.updates;
+    s["epoch"] = cursor.epoch;
+    s["cursor"] = {{"epoch", cursor.epoch}, {"micro", cursor.micro}};
+    s["updates"] = cursor.updates;
+    s["planned_updates"] = cursor.planned;
     s["lr"] = config.lr;
     s["total_steps"] = schedule.total_steps;
+    s["warmup_steps"] = schedule.warmup_steps;
     s["seed"] = config.seed;
     s["sequences"] = data.size();
+    s["data_fingerprint"] = fingerprint;
+    s["config"] = sft_config_json(config);
+    s["run"] = resume ? resume->run : options.run_info;
     return s;
   };
-  int64_t saved_step = -1;
-  auto save = [&](int64_t epoch) {
+  int64_t saved_step = resume ? optimizer.train_step : -1;
+  auto save = [&] {
     if (options.out_dir.empty() || saved_step == optimizer.train_step) return;
     saved_step = optimizer.train_step;
     run.checkpoints.push_back(save_sft_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
-                                                  options.tokenizer_path, trainer_state(epoch)));
+                                                  options.tokenizer_path, trainer_state()));
     if (options.log) options.log("saved " + run.checkpoints.back());
   };
 
-  int64_t epoch = 0;
-  for (; epoch < epochs && run.updates < total; ++epoch) {
-    const std::vector<MicroBatch>& micro = plan[epoch];
-    for (size_t m = 0; m < micro.size() && run.updates < total; m += config.grad_accum) {
-      std::vector<const MicroBatch*> group;
-      for (size_t k = m; k < std::min(micro.size(), m + config.grad_accum); ++k) group.push_back(&micro[k]);
-      auto t0 = std::chrono::steady_clock::now();
-      SftUpdateStats st = sft_update(model, optimizer, state, group, schedule, config);
-      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (run.updates == 0) run.first_loss = st.loss;
-      run.last_loss = st.loss;
-      ++run.updates;
-      run.trained_tokens += st.tokens;
-      nlohmann::ordered_json line;
-      line["step"] = optimizer.train_step;
-      line["epoch"] = epoch;
-      line["loss"] = st.loss;
-      line["tokens"] = st.tokens;
-      line["positions"] = st.positions;
-      line["lr"] = st.lr;
-      line["grad_norm"] = st.grad_norm;
-      line["tokens_per_s"] = seconds > 0 ? static_cast<double>(st.tokens) / seconds : 0.0;
-      line["seconds"] = seconds;
-      if (!options.out_dir.empty()) append_line(out / "metrics.jsonl", line.dump());
-      if (options.log) options.log(line.dump());
-      if (config.save_every > 0 && run.updates % config.save_every == 0)
-        save(epoch);
+  while (cursor.updates < cursor.planned) {
+    const std::vector<MicroBatch>& micro = plan_of(cursor.epoch);
+    if (cursor.micro >= static_cast<int64_t>(micro.size())) {
+      ++cursor.epoch, cursor.micro = 0;
+      continue;
     }
-    // Epochs restart the packing loop; max_steps beyond the planned epochs cycles the plan.
-    if (config.max_steps > 0 && epoch + 1 == epochs && run.updates < total) {
-      plan.push_back(pack_sft(data, epoch_order(static_cast<int64_t>(data.size()), config.seed, epoch + 1, config.shuffle),
-                              config.micro_batch_tokens));
-      ++epochs;
-    }
+    std::vector<const MicroBatch*> group;
+    const size_t m = static_cast<size_t>(cursor.micro);
+    for (size_t k = m; k < std::min(micro.size(), m + config.grad_accum); ++k) group.push_back(&micro[k]);
+    auto t0 = std::chrono::steady_clock::now();
+    SftUpdateStats st = sft_update(model, optimizer, state, group, schedule, config);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (run.updates == 0) run.first_loss = st.loss;
+    run.last_loss = st.loss;
+    ++run.updates, ++cursor.updates;
+    run.trained_tokens += st.tokens;
+    nlohmann::ordered_json line;
+    line["step"] = optimizer.train_step;
+    line["epoch"] = cursor.epoch;
+    line["loss"] = st.loss;
+    line["tokens"] = st.tokens;
+    line["positions"] = st.positions;
+    line["lr"] = st.lr;
+    line["grad_norm"] = st.grad_norm;
+    line["tokens_per_s"] = seconds > 0 ? static_cast<double>(st.tokens) / seconds : 0.0;
+    line["seconds"] = seconds;
+    if (!options.out_dir.empty()) append_line(out / "metrics.jsonl", line.dump());
+    if (options.log) options.log(line.dump());
+    cursor.micro += config.grad_accum;
+    if (cursor.micro >= static_cast<int64_t>(micro.size())) ++cursor.epoch, cursor.micro = 0;
+    if (config.save_every > 0 && cursor.updates % config.save_every == 0) save();
   }
-  run.epochs_done = epoch;
-  save(epoch);
+  run.epochs_done = cursor.epoch + (cursor.micro > 0 ? 1 : 0);  // epochs begun
+  save();
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return run;
 }

@@ -17,6 +17,11 @@
 //                               optimizer.safetensors, trainer_state.json; written as
 //                               OUT/checkpoints/.step-N.tmp then renamed (atomic). Every save_every
 //                               updates and always after the last one (the highest N is final).
+//
+// Resume: trainer_state.json holds the whole SftConfig, the LR schedule, the data cursor (epoch
+// and micro-batch of the next update) and a fingerprint of the data; run_sft given that cursor,
+// the checkpoint's weights and optimizer makes the same following updates as the uninterrupted
+// run, bit for bit (the epoch plans are recomputed from the seed and the data).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -80,10 +85,33 @@ SftUpdateStats sft_update(QwenModel& model, OptimizerState& optimizer, TrainStat
 double sft_eval_loss(const QwenModel& model, TrainState& state, const std::vector<SftSequence>& data,
                      int64_t max_tokens);
 
+// Where a run stands between two updates (trainer_state.json's cursor).
+struct SftCursor {
+  int64_t epoch = 0, micro = 0;  // the next update starts at micro-batch `micro` of epoch `epoch`
+  int64_t updates = 0;           // updates the run has made
+  int64_t planned = 0;           // updates the run makes in all
+  int64_t total_steps = 0, warmup_steps = 0;  // the LR schedule (it spans the planned updates)
+};
+
+// A checkpoint's trainer_state.json, read back.
+struct SftCheckpoint {
+  std::string path;  // the checkpoint folder
+  SftConfig config;
+  SftCursor cursor;
+  int64_t train_step = 0;        // the optimizer's clock at the save
+  uint64_t data_fingerprint = 0;
+  int64_t sequences = 0;         // training sequences (after clipping)
+  nlohmann::ordered_json run;    // SftRunOptions::run_info as saved
+};
+
 struct SftRunOptions {
   std::string out_dir;         // "" = write nothing (tests)
   std::string tokenizer_path;  // tokenizer.json (or its folder) copied into checkpoints; "" = none
   std::function<void(const std::string&)> log;  // one line per update and per checkpoint; may be empty
+  // Continue the run of this checkpoint (its weights and optimizer already in model/optimizer,
+  // the same data): its config replaces `config`, metrics.jsonl lines past its step are dropped.
+  const SftCheckpoint* resume = nullptr;
+  nlohmann::ordered_json run_info = nlohmann::ordered_json::object();  // saved as "run" (CLI: data paths)
 };
 
 struct SftRunStats {
@@ -98,6 +126,16 @@ struct SftRunStats {
 // max_steps); `optimizer` continues from its counters (resume).
 SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<SftSequence> data,
                     const SftConfig& config, const SftRunOptions& options);
+
+// Order-sensitive hash of the sequences' tokens and masks (FNV-1a 64): resume refuses other data.
+uint64_t sft_data_fingerprint(const std::vector<SftSequence>& data);
+// trainer_state.json of a checkpoint folder; errors name the file and the field.
+SftCheckpoint read_sft_checkpoint(const std::string& checkpoint);
+// `dir` is a checkpoint folder (holds trainer_state.json) or a run folder (its latest complete
+// checkpoints/step-N); errors name the folder.
+std::string resolve_sft_checkpoint(const std::string& dir);
+nlohmann::ordered_json sft_config_json(const SftConfig& config);
+SftConfig sft_config_from_json(const nlohmann::json& j);  // throws nlohmann errors on a missing key
 
 // OUT/checkpoints/step-<step>/ as above; `state` is trainer_state.json's content. Returns the folder.
 std::string save_sft_checkpoint(const std::string& out_dir, int64_t step, const QwenModel& model,

@@ -1,0 +1,183 @@
+// SFT resume: a run continued from its step-k checkpoint (weights, optimizer, trainer state,
+// data cursor) makes the same following updates as the uninterrupted run, bit for bit; a
+// checkpoint refuses other data naming its trainer_state.json. Also through `llm_sqlrl sft
+// --resume`.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "rl/sft.h"
+#include "tests/rl_sft/sft_fixture.h"
+#include "tests/test_util.h"
+
+namespace sqlrl::rl {
+namespace {
+namespace fs = std::filesystem;
+
+using testing::sft_model;
+using testing::sft_temp_dir;
+using testing::sft_tokenizer;
+
+// Seven short sequences of different lengths: with a 48-token budget and grad_accum 2 an epoch
+// is several micro-batches and an odd last update, so checkpoints fall mid-epoch and on epoch
+// boundaries, and max_steps runs past the configured epochs (the plan cycles).
+std::vector<SftSequence> resume_data() {
+  std::vector<SftSequence> out;
+  const char* sqls[] = {"SELECT count(*) FROM city", "SELECT name FROM city", "SELECT id FROM city ORDER BY id",
+                        "SELECT name FROM city WHERE population > 1000", "SELECT count(*) FROM city WHERE id > 3",
+                        "SELECT population FROM city", "SELECT name, id FROM city"};
+  for (const char* sql : sqls)
+    out.push_back(tokenize_segments(
+        sft_tokenizer(), {{"<|im_start|>user\nHow many cities are there?<|im_end|>\n<|im_start|>assistant\n", false},
+                          {std::string("<sql>") + sql + "</sql><|im_end|>", true}}));
+  return out;
+}
+
+SftConfig resume_config() {
+  SftConfig c;
+  c.lr = 3e-3f;
+  c.epochs = 2;
+  c.max_steps = 11;
+  c.micro_batch_tokens = 48;
+  c.grad_accum = 2;
+  c.warmup_ratio = 0.2f;
+  c.save_every = 3;
+  c.adamw.weight_decay = 0.01f;
+  return c;
+}
+
+std::vector<nlohmann::json> metrics(const std::string& run) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// The update's numbers, without the timings.
+void expect_same_updates(const std::vector<nlohmann::json>& got, const std::vector<nlohmann::json>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    for (const char* k : {"step", "epoch", "loss", "tokens", "positions", "lr", "grad_norm"})
+      EXPECT_EQ(got[i][k], want[i][k]) << "line " << i + 1 << " key " << k;
+}
+
+TEST(SftResume, ContinuingFromEachCheckpointEqualsTheUninterruptedRunBitForBit) {
+  const std::string root = sft_temp_dir() + "/resume";
+  const std::string tok_path = sft_temp_dir() + "/resume_tokenizer.json";
+  fs::create_directories(root);
+  std::ofstream(tok_path, std::ios::binary) << testing::sft_tokenizer_json();
+  const int64_t vocab = static_cast<int64_t>(sft_tokenizer().size());
+
+  QwenModel full = sft_model(vocab);
+  OptimizerState full_opt;
+  SftRunStats fs_stats = run_sft(full, full_opt, resume_data(), resume_config(), SftRunOptions{root + "/full", tok_path, {}});
+  ASSERT_EQ(fs_stats.updates, 11);
+  const std::vector<nlohmann::json> want = metrics(root + "/full");
+  ASSERT_EQ(want.size(), 11u);
+  ASSERT_GT(want.back()["epoch"].get<int64_t>(), 1) << "the run should cycle past the configured 2 epochs";
+
+  for (int64_t k : {3, 6, 9}) {
+    SCOPED_TRACE("resume after update " + std::to_string(k));
+    const std::string run = root + "/from" + std::to_string(k);
+    fs::remove_all(run);
+    fs::copy(root + "/full", run, fs::copy_options::recursive);
+    for (int64_t later = k + 3; later <= 11; later += 3) fs::remove_all(run + "/checkpoints/step-" + std::to_string(later));
+    fs::remove_all(run + "/checkpoints/step-11");
+    const std::string ckpt = resolve_sft_checkpoint(run);  // the run folder: its latest, step-k
+    ASSERT_EQ(fs::path(ckpt).filename().string(), "step-" + std::to_string(k));
+    SftCheckpoint ck = read_sft_checkpoint(ckpt);
+    EXPECT_EQ(ck.cursor.updates, k);
+    QwenModel model = load_model(ckpt);
+    OptimizerState opt = load_optimizer(ckpt + "/optimizer.safetensors", model.num_params);
+    SftRunOptions ro{run, tok_path, {}};
+    ro.resume = &ck;
+    SftConfig ignored;  // the checkpoint's config is used
+    ignored.lr = 1.0f;
+    SftRunStats st = run_sft(model, opt, resume_data(), ignored, ro);
+    EXPECT_EQ(st.updates, 11 - k);
+    EXPECT_EQ(model.params, full.params);
+    EXPECT_EQ(opt.m, full_opt.m);
+    EXPECT_EQ(opt.v, full_opt.v);
+    EXPECT_EQ(opt.adam_step, full_opt.adam_step);
+    expect_same_updates(metrics(run), want);  // lines after step k were dropped and written again
+    EXPECT_TRUE(fs::exists(run + "/checkpoints/step-11/model.safetensors"));
+  }
+}
+
+TEST(SftResume, OtherDataOrAnotherOptimizerIsRefusedNamingTheCheckpointFile) {
+  const std::string root = sft_temp_dir() + "/resume_bad";
+  fs::create_directories(root);
+  QwenModel model = sft_model(static_cast<int64_t>(sft_tokenizer().size()));
+  OptimizerState opt;
+  SftConfig cfg = resume_config();
+  cfg.max_steps = 3;
+  run_sft(model, opt, resume_data(), cfg, SftRunOptions{root, "", {}});
+  const std::string ckpt = root + "/checkpoints/step-3";
+  SftCheckpoint ck = read_sft_checkpoint(ckpt);
+  std::vector<SftSequence> other = resume_data();
+  other.pop_back();
+  SftRunOptions ro{root, "", {}};
+  ro.resume = &ck;
+  OptimizerState loaded = load_optimizer(ckpt + "/optimizer.safetensors", model.num_params);
+  EXPECT_THROW(
+      {
+        try {
+          run_sft(model, loaded, other, cfg, ro);
+        } catch (const std::exception& e) {
+          EXPECT_NE(std::string(e.what()).find(ckpt + "/trainer_state.json"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("fingerprint"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      std::exception);
+  OptimizerState fresh;
+  fresh = make_optimizer_state(model.num_params);
+  EXPECT_THROW(run_sft(model, fresh, resume_data(), cfg, ro), std::exception);
+  std::ofstream(ckpt + "/trainer_state.json") << "{\"format\": \"sqlrl-sft\"}";
+  try {
+    read_sft_checkpoint(ckpt);
+    ADD_FAILURE() << "a trainer_state.json without a config was read";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(ckpt + "/trainer_state.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'config'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(resolve_sft_checkpoint(root + "/checkpoints"), std::exception);
+}
+
+TEST(SftResume, CliResumeFromTheRunFolderEqualsTheUninterruptedRun) {
+  const std::string dir = sft_temp_dir() + "/resume_cli";
+  fs::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json", std::ios::binary) << testing::sft_tokenizer_json();
+  save_model(sft_model(static_cast<int64_t>(sft_tokenizer().size())), dir + "/model");
+  {
+    std::ofstream data(dir + "/data.jsonl");
+    for (const SftSequence& s : resume_data())
+      data << nlohmann::json{{"tokens", s.tokens}, {"mask", s.mask}}.dump() << "\n";
+  }
+  const std::string common = std::string(SQLRL_BINARY) + " sft --data " + dir + "/data.jsonl --weights " + dir +
+                             "/model --tokenizer " + dir + "/tokenizer.json --max-steps 5 --micro-batch-tokens 48 "
+                             "--grad-accum 2 --lr 3e-3 --save-every 2 --out ";
+  auto run = testing::run_command(common + dir + "/full");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  run = testing::run_command(common + dir + "/cut");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  fs::remove_all(dir + "/cut/checkpoints/step-4");
+  fs::remove_all(dir + "/cut/checkpoints/step-5");
+  run = testing::run_command(std::string(SQLRL_BINARY) + " sft --resume " + dir + "/cut");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  expect_same_updates(metrics(dir + "/cut"), metrics(dir + "/full"));
+  EXPECT_EQ(load_model(dir + "/cut/checkpoints/step-5").params, load_model(dir + "/full/checkpoints/step-5").params);
+
+  // A training flag with --resume would silently change the run: refused in one line.
+  run = testing::run_command(std::string(SQLRL_BINARY) + " sft --resume " + dir + "/cut --lr 1");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("--lr"), std::string::npos) << run.output;
+  run = testing::run_command(std::string(SQLRL_BINARY) + " sft --resume " + dir + "/model");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find(dir + "/model"), std::string::npos) << run.output;
+}
+
+}  // namespace
+}  // namespace sqlrl::rl
