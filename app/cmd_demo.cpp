@@ -39,6 +39,11 @@ void run_demo_command(DemoArgs& a) {
 
 }  // namespace
 
+void run_default_demo() {
+  DemoArgs a;
+  run_demo_command(a);
+}
+
 void add_demo_command(CLI::App& app) {
   auto a = std::make_shared<DemoArgs>();
   CLI::App* cmd = app.add_subcommand("demo", "The embedded end-to-end run: synth data, SFT, multi-turn GRPO, eval (CPU)");

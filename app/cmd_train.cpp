@@ -3,6 +3,7 @@
 // key in a recipe is an error naming it.
 //   llm_sqlrl train [--config configs/skyrl.toml] [--weights DIR] [--out runs/x] [--max-steps N] ...
 //   llm_sqlrl train --resume runs/x [--max-steps N]    (the run's config.toml, then the flags given)
+//   llm_sqlrl train                                     (no arguments: the embedded demo, app/cmd_demo.cpp)
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -21,6 +22,18 @@ struct TrainArgs {
 };
 
 void run_train(TrainArgs& args) {
+  // No argument at all: the embedded end-to-end run (issue 11). GRPO straight from a random tiny
+  // model never earns a reward; the demo warm-starts it with SFT on gold demonstrations first.
+  bool any = !args.recipe.empty();
+  for (const CLI::Option* o : args.options) any = any || o->count() > 0;
+  if (!any) {
+    std::printf("train: no arguments, so the embedded end-to-end run (= llm_sqlrl demo): synthetic benchmark, tiny "
+                "Qwen3, SFT on gold demonstrations, multi-turn GRPO, evaluations. GRPO alone: pass any option, e.g. "
+                "--config configs/tiny.toml\n");
+    std::fflush(stdout);
+    run_default_demo();
+    return;
+  }
   // Layers, later ones winning: the defaults (or the resumed run's own config.toml), the
   // recipe's keys, then the flags given on the command line.
   rl::TrainConfig config;

@@ -91,6 +91,7 @@ TrainConfig train_config(const DemoConfig& c) {
   t.group_size = s.rl_group;
   t.lr = s.rl_lr;
   t.temperature = s.rl_temperature;
+  t.top_p = s.rl_top_p;
   t.max_turn_tokens = s.max_turn_tokens;
   t.max_total_tokens = s.max_total_tokens;
   t.micro_batch_tokens = std::max<int64_t>(8192, s.max_total_tokens);
@@ -155,10 +156,10 @@ std::vector<DemoSizeField> demo_size_fields(DemoSizes& z) {
           {"dev_limit", &z.dev_limit, nullptr}, {"vocab", &z.vocab, nullptr}, {"hidden", &z.hidden, nullptr},
           {"layers", &z.layers, nullptr}, {"heads", &z.heads, nullptr}, {"kv_heads", &z.kv_heads, nullptr},
           {"head_dim", &z.head_dim, nullptr}, {"intermediate", &z.intermediate, nullptr},
-          {"sft_epochs", &z.sft_epochs, nullptr}, {"sft_micro_batch_tokens", &z.sft_micro_batch_tokens, nullptr},
+          {"sft_epochs", &z.sft_epochs, nullptr}, {"restate_question", &z.restate_question, nullptr}, {"sft_micro_batch_tokens", &z.sft_micro_batch_tokens, nullptr},
           {"sft_lr", nullptr, &z.sft_lr}, {"rl_steps", &z.rl_steps, nullptr}, {"rl_batch", &z.rl_batch, nullptr},
           {"rl_group", &z.rl_group, nullptr}, {"rl_lr", nullptr, &z.rl_lr},
-          {"rl_temperature", nullptr, &z.rl_temperature}, {"max_turn_tokens", &z.max_turn_tokens, nullptr},
+          {"rl_temperature", nullptr, &z.rl_temperature}, {"rl_top_p", nullptr, &z.rl_top_p}, {"max_turn_tokens", &z.max_turn_tokens, nullptr},
           {"max_total_tokens", &z.max_total_tokens, nullptr}};
 }
 
@@ -212,6 +213,7 @@ DemoReport run_demo(const DemoConfig& config) {
   // The gold demonstrations come first: the tokenizer learns its merges on them too.
   SynthDemoOptions dopt;
   dopt.enable_thinking = true;  // the rollout's prompt (Qwen3 template, thinking on)
+  dopt.restate_question = s.restate_question != 0;
   SynthDemoStats dstats;
   std::vector<Demo> demos = synth_demos(*protocol, pool, train, dopt, &dstats);
   check(!demos.empty(), "demo: no demonstrations for protocol ", config.protocol);
@@ -224,8 +226,11 @@ DemoReport run_demo(const DemoConfig& config) {
     }
     check(f.good(), (out / "demos.jsonl").string(), ": write failed");
   }
+  // Keyed by the corpus's FNV-1a: another protocol or demo wording gets its own tokenizer.
+  uint64_t corpus_hash = 1469598103934665603ull;
+  for (unsigned char ch : demo_text) corpus_hash = (corpus_hash ^ ch) * 1099511628211ull;
   const std::string tok_path = (cache / str_cat("tokenizer-s", config.synth_seed, "-v", s.vocab, "-n",
-                                                train.examples.size(), "-", config.protocol, ".json")).string();
+                                                train.examples.size(), "-", std::hex, corpus_hash, ".json")).string();
   if (!fs::exists(tok_path))
     write_text_atomic(tok_path, train_embedded_tokenizer(train.examples, pool, static_cast<size_t>(s.vocab), demo_text));
   const std::string tok_json = slurp(tok_path);

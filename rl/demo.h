@@ -39,10 +39,11 @@ struct DemoSizes {
   int64_t vocab = 1024, hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = 16, intermediate = 128;
   // SFT
   int64_t sft_epochs = 6, sft_micro_batch_tokens = 4096;
+  int64_t restate_question = 1;  // gold demos restate the question in their first reasoning (rl/sft_demos.h)
   double sft_lr = 5e-3;
   // GRPO
   int64_t rl_steps = 20, rl_batch = 4, rl_group = 6;
-  double rl_lr = 2e-4, rl_temperature = 1.0;
+  double rl_lr = 2e-4, rl_temperature = 1.0, rl_top_p = 1.0;
   // rollout and eval limits
   int64_t max_turn_tokens = 128, max_total_tokens = 2560;
   int64_t dev_limit = 60;  // N dev questions evenly spaced over the split (every database; 0 = all)

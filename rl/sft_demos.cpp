@@ -4,6 +4,7 @@
 
 #include "rl/reward.h"
 #include "rl/rollout.h"
+#include "rl/untrusted.h"
 #include "runtime/error.h"
 #include "sql/synth_questions.h"
 
@@ -166,8 +167,9 @@ struct Builder {
       outcome.turns_left = p.max_turns() - turn;
       outcome.empty_think_block = o.chat_template == ChatTemplate::qwen3 && o.enable_thinking == false;
       if (kind == ActionKind::MemoryRetrieve) outcome.history_results = &history;
-      dt.observation = p.inject(a, outcome, ex);
-      demo.segments.push_back({dt.observation, false});
+      const std::string injected = p.inject(a, outcome, ex);  // data spans marked (rl/untrusted.h)
+      dt.observation = strip_marks(injected);
+      demo.segments.push_back(marked_segment(injected, false));  // tokenized as the rollout does
       demo.exec_turns += kind == ActionKind::ExecSql;
     } else {
       demo.segments.push_back({"<|im_end|>", true});
@@ -186,13 +188,17 @@ struct Builder {
 
 enum class Built { Ok, Budget, Probe };
 
+std::string to_answer(const Builder& b, const sql::Example& ex) {
+  return b.o.restate_question ? "To answer \"" + ex.question + "\" " : "To answer the question ";
+}
+
 Built build_demo(Builder& b, const std::vector<DemoTrap>& traps, const std::vector<PlannedStep>& plan,
                  const std::string& prompt) {
   const Protocol& p = b.p;
   const sql::Example& ex = b.ex;
   const bool mtsql = std::string(p.name()) == "mtsql";
   if (plan.empty()) return Built::Budget;
-  b.demo.segments.push_back({prompt, false});
+  b.demo.segments.push_back(marked_segment(prompt, false));
   std::string note;      // what the last observation showed, opening the next turn's reasoning
   std::string verdicts;  // mtsql: the verdict on the last observation
   auto exec_verdict = [&](const sql::Result& r) {
@@ -204,7 +210,7 @@ Built build_demo(Builder& b, const std::vector<DemoTrap>& traps, const std::vect
     switch (s.step) {
       case Step::Naive: {
         std::string sql = naive_sql(ex.gold_sql, traps);
-        sql::Result r = b.add(write_turn(p, "To answer \"" + ex.question + "\" I will run a first query and check its result.",
+        sql::Result r = b.add(write_turn(p, to_answer(b, ex) + "I will run a first query and check its result.",
                                          s.step, sql, verdicts, ex.db_id),
                               ActionKind::ExecSql, sql);
         note = result_note(r) + (r.ok() && r.rows.empty() ? " The value may be stored in another form." : "");
@@ -228,7 +234,7 @@ Built build_demo(Builder& b, const std::vector<DemoTrap>& traps, const std::vect
         break;
       }
       case Step::Gold: {
-        std::string why = traps.empty() ? "To answer \"" + ex.question + "\" I will run this query and check its result."
+        std::string why = traps.empty() ? to_answer(b, ex) + "I will run this query and check its result."
                                         : lead + "Running the corrected query.";
         sql::Result r = b.add(write_turn(p, why, s.step, ex.gold_sql, verdicts, ex.db_id), ActionKind::ExecSql, ex.gold_sql);
         note = result_note(r);
@@ -312,7 +318,8 @@ std::vector<Demo> synth_demos(const Protocol& protocol, sql::Pool& pool, const s
     const sql::Example& ex = dataset.examples[i];
     ++st.questions;
     const std::string prompt = render_chat(protocol.first_prompt(ex, schemas.get(pool, ex.db_path)), chat);
-    std::vector<DemoTrap> traps = unresolved_traps(example_traps(dataset, ex), ex, prompt);
+    // `prompt` keeps the data marks for the segment's tokenization; the trap check reads the text.
+    std::vector<DemoTrap> traps = unresolved_traps(example_traps(dataset, ex), ex, strip_marks(prompt));
     const std::string naive = naive_sql(ex.gold_sql, traps);
     const bool naive_first = options.naive_first && !traps.empty() && naive != ex.gold_sql;
     std::vector<PlannedStep> plan = plan_steps(protocol, traps, naive_first, protocol.max_turns());

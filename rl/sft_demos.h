@@ -41,6 +41,10 @@ struct SynthDemoOptions {
   ChatTemplate chat_template = ChatTemplate::qwen3;
   std::optional<bool> enable_thinking;  // Qwen3 flag for the prompt (false: empty think blocks)
   bool naive_first = true;              // open trap demos with the naive query when the budget allows
+  // The first turn's reasoning restates the question ("To answer \"...\" I will ..."). Off: a fixed
+  // sentence (tiny models spend much of their capacity copying the question, and a garbled copy
+  // derails the SQL that follows).
+  bool restate_question = true;
   sql::Limits limits;
 };
 
