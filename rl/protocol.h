@@ -3,14 +3,18 @@
 // the episode ends. The rollout engine knows nothing of tags or tools; it asks the protocol.
 //
 // Turn mechanics, as the rollout engine drives them:
-//   1. prompt tokens = encode(render_chat(first_prompt(...), add_generation_prompt)).
+//   1. prompt tokens = encode_marked(render_chat(first_prompt(...), add_generation_prompt)).
 //   2. decode until one of stop_strings() appears in the decoded text of this turn (or EOS /
 //      <|im_end|>, or the token cap); the stop string's tokens are kept.
 //   3. action = parse(turn text). ExecSql runs on the SQLite pool; MemoryRetrieve reads the
 //      example's history; Answer and an Invalid turn may end the episode (see done()).
-//   4. if not done: inject(...) text is tokenized, appended with policy_mask 0 and prefilled;
+//   4. if not done: inject(...) text is tokenized (encode_marked), appended with policy_mask 0 and prefilled;
 //      decoding resumes. The injected text closes the assistant turn and opens the next one
 //      where the paper's chat format does so (e.g. "<|im_end|>\n<|im_start|>user\n...").
+// first_prompt() contents and inject() texts carry the text that comes from the dataset or the
+// database (schema, sample values, question, evidence, results, errors, echoed SQL) wrapped by
+// untrusted() (rl/untrusted.h), so that it never becomes a control token; strip_marks() gives the
+// plain text.
 #pragma once
 #include <memory>
 #include <string>

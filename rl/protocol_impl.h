@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rl/protocol.h"
+#include "rl/untrusted.h"
 
 namespace sqlrl::rl::detail {
 

@@ -32,15 +32,15 @@ nlohmann::ordered_json tool_schema() {
 // numbered items are. "{external_knowledge} + {question}?" is read as the two joined by a
 // space (no "?" added). The answer example's ```sql fence is unclosed in the paper: kept.
 std::string user_prompt(const sql::Example& example, const sql::DatabaseSchema& schema) {
-  std::string question = example.evidence.empty() ? example.question : example.evidence + " " + example.question;
+  std::string question = untrusted(example.evidence.empty() ? example.question : example.evidence + " " + example.question);
   return "You are a helpful SQL expert assistant. You should first think about how to write the SQL query by "
          "analyzing the question, database schema, and external knowledge, then validate your SQL with the tool "
          "until it is correct. Finally, you provide the final SQL query in <answer> </answer>.\n"
          "\n"
          "Task Configuration\n"
          "Database Engine: SQLite\n"
-         "Database: " + example.db_id + "\n"
-         "Database Schema:\n" + sql::schema_ddl(schema) + "\n"
+         "Database: " + untrusted(example.db_id) + "\n"
+         "Database Schema:\n" + untrusted(sql::schema_ddl(schema)) + "\n"
          "User Question: " + question + "\n"
          "\n"
          "Requirements\n"
@@ -118,7 +118,7 @@ struct Mtir final : Protocol {
   // without saying in which role; we keep every environment text in the user role).
   std::string inject(const Action& action, const StepOutcome& outcome, const sql::Example&) const override {
     if (action.kind == ActionKind::ExecSql && outcome.result != nullptr) {
-      return tool_response_turn(sql::format_mtir_observation(*outcome.result, 10), outcome);
+      return tool_response_turn(untrusted(sql::format_mtir_observation(*outcome.result, 10)), outcome);
     }
     return user_turn(kRethink, outcome);
   }

@@ -89,7 +89,7 @@ std::string user_prompt(const sql::Example& example, const sql::DatabaseSchema& 
       "1. Please call 'exec_sql' tool at least once\n"
       "2. Return the final SQL enclosed in: <answer_sql> ... </answer_sql>\n"
       "\n";
-  const std::string schema_text = "Database schema:\n" + mtsql_schema(schema);
+  const std::string schema_text = "Database schema:\n" + untrusted(mtsql_schema(schema));
   if (example.history.empty()) {
     out += schema_text + "\n";
   } else {
@@ -97,10 +97,11 @@ std::string user_prompt(const sql::Example& example, const sql::DatabaseSchema& 
     for (size_t i = 0; i < example.history.size(); ++i) {
       const sql::Turn& turn = example.history[i];
       out += "## Turn " + std::to_string(i + 1) + " ##\nUser: \"" + (i == 0 ? schema_text : std::string()) +
-             "Question: " + turn.question + " \"\nCorresponding Correct SQL: \"" + turn.gold_sql + "\"\n\n";
+             "Question: " + untrusted(turn.question) + " \"\nCorresponding Correct SQL: \"" + untrusted(turn.gold_sql) +
+             "\"\n\n";
     }
   }
-  out += "Now please translate the following question to SQL step by step\nQuestion: " + example.question +
+  out += "Now please translate the following question to SQL step by step\nQuestion: " + untrusted(example.question) +
          " (Note you only need to translate the question to SQL instead answer the question. Once you feel you are "
          "ready for the final SQL, directly return the SQL inside <answer_sql> and </answer_sql> at the end of your "
          "response.\nNote please call 'exec_sql' tool at least once)";
@@ -140,12 +141,12 @@ std::string memory_string(const sql::Example& example, const std::vector<sql::Re
   std::string out;
   for (size_t k = 0; k < example.history.size(); ++k) {
     const std::string marker = "== Turn " + std::to_string(k) + " ==";
-    out += (k ? "\n" : "") + marker + "\nQuestion: Question: " + example.history[k].question +
-           "\nGround-Truth SQL: " + example.history[k].gold_sql + "\n";
+    out += (k ? "\n" : "") + marker + "\nQuestion: Question: " + untrusted(example.history[k].question) +
+           "\nGround-Truth SQL: " + untrusted(example.history[k].gold_sql) + "\n";
     if (results != nullptr && k < results->size()) {
       const sql::Result& r = (*results)[k];
       out += "SQL Results (truncated to 50 characters): " +
-             sql::utf8_prefix(r.ok() ? sql::python_rows_repr(r.rows) : "Error: " + r.error, 50) + "\n";
+             untrusted(sql::utf8_prefix(r.ok() ? sql::python_rows_repr(r.rows) : "Error: " + r.error, 50)) + "\n";
     }
     out += marker;
   }
@@ -247,14 +248,17 @@ struct Mtsql final : Protocol {
   }
 
   std::string inject(const Action& action, const StepOutcome& outcome, const sql::Example& example) const override {
-    const std::string current_q = "Question: " + example.question;  // D.1: "Current question: Question: ..."
-    const std::string results = outcome.result != nullptr ? sql::format_recap_observation(*outcome.result, 200) : "";
+    // D.1: "Current question: Question: ..."
+    const std::string current_q = "Question: " + untrusted(example.question);
+    const std::string results =
+        outcome.result != nullptr ? untrusted(sql::format_recap_observation(*outcome.result, 200)) : "";
+    const std::string code = untrusted(action.sql);  // the model's SQL, read back as text
     if (action.kind == ActionKind::ExecSql) {
-      return tool_response_turn(exec_recap(current_q, action.sql, results), outcome);
+      return tool_response_turn(exec_recap(current_q, code, results), outcome);
     }
     if (action.kind == ActionKind::MemoryRetrieve) {
-      return tool_response_turn(
-          memory_text(current_q, action.sql, results, memory_string(example, outcome.history_results)), outcome);
+      return tool_response_turn(memory_text(current_q, code, results, memory_string(example, outcome.history_results)),
+                                outcome);
     }
     return "";  // Answer / Invalid end the episode: nothing follows
   }

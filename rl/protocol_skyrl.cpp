@@ -92,8 +92,8 @@ struct SkyRL final : Protocol {
 
   std::vector<ChatMessage> first_prompt(const sql::Example& example, const sql::DatabaseSchema& schema) const override {
     // SynSQL's "schema" field is OmniSQL's CREATE TABLE text: schema_ddl.
-    std::string user = "{db_details}:" + sql::schema_ddl(schema) + ";\n {external_knowledge}: " + example.evidence +
-                       ";\n {question}: " + example.question;
+    std::string user = "{db_details}:" + untrusted(sql::schema_ddl(schema)) + ";\n {external_knowledge}: " +
+                       untrusted(example.evidence) + ";\n {question}: " + untrusted(example.question);
     return {ChatMessage{"system", kSystem, std::nullopt, {}}, ChatMessage{"user", std::move(user), std::nullopt, {}}};
   }
 
@@ -118,7 +118,7 @@ struct SkyRL final : Protocol {
       style.index = false;
       style.column_names = false;
       style.dedupe_rows = true;
-      obs = sql::format_df_observation(*outcome.result, style, sql::ObservationContext{outcome.db_path, action.sql});
+      obs = untrusted(sql::format_df_observation(*outcome.result, style, sql::ObservationContext{outcome.db_path, action.sql}));
     } else {
       obs = kInvalid;
     }

@@ -86,10 +86,10 @@ struct SqlTrail final : Protocol {
   // the question x as the user message.
   std::vector<ChatMessage> first_prompt(const sql::Example& example, const sql::DatabaseSchema& schema) const override {
     std::string system = kSystemHead;
-    system += "SQLite\n\nDatabase Schema:\n" + trim(sql::schema_sqltrail(schema)) + "\n\nExternal Knowledge:\n" +
-              example.evidence + "\n\nQuestion:\n" + example.question + "\n\n" + kSystemTail;
+    system += "SQLite\n\nDatabase Schema:\n" + untrusted(trim(sql::schema_sqltrail(schema))) + "\n\nExternal Knowledge:\n" +
+              untrusted(example.evidence) + "\n\nQuestion:\n" + untrusted(example.question) + "\n\n" + kSystemTail;
     return {ChatMessage{"system", std::move(system), std::nullopt, {}},
-            ChatMessage{"user", example.question, std::nullopt, {}}};
+            ChatMessage{"user", untrusted(example.question), std::nullopt, {}}};
   }
 
   Action parse(std::string_view turn_text) const override {
@@ -107,7 +107,8 @@ struct SqlTrail final : Protocol {
   std::string inject(const Action& action, const StepOutcome& outcome, const sql::Example&) const override {
     std::string o = kInvalid;
     if (action.kind == ActionKind::ExecSql && outcome.result != nullptr && outcome.result->ok()) {
-      o = sql::format_df_observation(*outcome.result, sql::DataFrameStyle{}, sql::ObservationContext{outcome.db_path, action.sql});
+      o = untrusted(sql::format_df_observation(*outcome.result, sql::DataFrameStyle{},
+                                               sql::ObservationContext{outcome.db_path, action.sql}));
     }
     return user_turn("<observation>\n" + o + "\nYou have " + std::to_string(outcome.turns_left) +
                          " turns left to complete the task.\n</observation>",

@@ -15,6 +15,7 @@
 
 #include "model/infer.h"
 #include "runtime/error.h"
+#include "rl/untrusted.h"
 #include "tokenizer/stream.h"
 
 namespace sqlrl::rl {
@@ -79,7 +80,7 @@ void start_turn(Engine& e, Sample& s, Trajectory& t) {
 // Appends the injected text (policy_mask 0) and resumes decoding, or ends the trajectory as
 // truncated when it would leave no room for another sampled token.
 void inject(Engine& e, Sample& s, Trajectory& t, const std::string& text) {
-  std::vector<int32_t> ids = encode(e.tok, text);
+  std::vector<int32_t> ids = encode_marked(e.tok, text);  // data spans cannot inject control tokens
   if (static_cast<int64_t>(t.tokens.size() + ids.size()) >= e.cap) {
     t.truncated = true;
     finish(e, s);

@@ -68,7 +68,7 @@ struct SchemaCache {
   const sql::DatabaseSchema& get(sql::Pool& pool, const std::string& db_path);
 };
 
-// encode(render_chat(protocol.first_prompt(example, schema), add_generation_prompt)).
+// encode_marked(render_chat(protocol.first_prompt(example, schema), add_generation_prompt)).
 std::vector<int32_t> build_prompt_tokens(const Protocol& protocol, const Tokenizer& tokenizer,
                                          const sql::Example& example, const sql::DatabaseSchema& schema,
                                          const RolloutOptions& options);

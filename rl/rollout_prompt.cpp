@@ -1,4 +1,5 @@
 #include "rl/rollout.h"
+#include "rl/untrusted.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sqlrl::rl {
@@ -18,7 +19,9 @@ std::vector<int32_t> build_prompt_tokens(const Protocol& protocol, const Tokeniz
   chat.add_generation_prompt = true;
   // Only the Qwen3 template reads the flag; Qwen2.5 has no thinking rules.
   if (options.chat_template == ChatTemplate::qwen3) chat.enable_thinking = options.enable_thinking;
-  return encode(tokenizer, render_chat(protocol.first_prompt(example, schema), chat));
+  // The template's markup and the protocol's text are parsed for added tokens; the schema, sample
+  // values, evidence and question are not (see rl/untrusted.h).
+  return encode_marked(tokenizer, render_chat(protocol.first_prompt(example, schema), chat));
 }
 
 }  // namespace sqlrl::rl

@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "rl/untrusted.h"
 #include "runtime/error.h"
 
 namespace sqlrl::rl {
@@ -44,11 +45,18 @@ std::vector<SftSegment> chat_segments(const std::vector<ChatMessage>& messages, 
   return out;
 }
 
+SftSegment marked_segment(std::string_view marked, bool train) {
+  Unmarked u = unmark(marked);
+  return SftSegment{std::move(u.text), train, std::move(u.plain)};
+}
+
 SftSequence tokenize_segments(const Tokenizer& tok, const std::vector<SftSegment>& segments) {
   SftSequence seq;
   for (const SftSegment& s : segments) {
     size_t before = seq.tokens.size();
-    encode_append(tok, s.text, seq.tokens);
+    EncodeOptions o;
+    o.plain_ranges = s.plain;
+    encode_append(tok, s.text, seq.tokens, o);
     seq.mask.insert(seq.mask.end(), seq.tokens.size() - before, s.train ? 1 : 0);
   }
   return seq;
@@ -89,7 +97,22 @@ std::vector<SftSegment> segments_of(const nlohmann::ordered_json& line, const st
     auto text = s.find("text"), train = s.find("train");
     check(text != s.end() && text->is_string(), source, ": segments[", i, "].text missing or not a string");
     check(train != s.end() && train->is_boolean(), source, ": segments[", i, "].train missing or not a boolean");
-    out.push_back({text->get<std::string>(), train->get<bool>()});
+    SftSegment seg{text->get<std::string>(), train->get<bool>(), {}};
+    if (auto plain = s.find("plain"); plain != s.end()) {
+      check(plain->is_array(), source, ": segments[", i, "].plain must be an array of [begin, end] byte ranges");
+      size_t last = 0;
+      for (size_t r = 0; r < plain->size(); ++r) {
+        const auto& range = (*plain)[r];
+        check(range.is_array() && range.size() == 2 && range[0].is_number_unsigned() && range[1].is_number_unsigned(),
+              source, ": segments[", i, "].plain[", r, "] is not a [begin, end] pair of byte offsets");
+        size_t b = range[0].get<size_t>(), e = range[1].get<size_t>();
+        check(b >= last && b < e && e <= seg.text.size(), source, ": segments[", i, "].plain[", r, "] = [", b, ", ", e,
+              "] is not a sorted, disjoint, non-empty range within the text's ", seg.text.size(), " bytes");
+        seg.plain.push_back({b, e});
+        last = e;
+      }
+    }
+    out.push_back(std::move(seg));
   }
   return out;
 }
@@ -124,7 +147,11 @@ SftSequence sft_sequence_from_json(const nlohmann::ordered_json& line, const Tok
 std::string segments_jsonl(const std::vector<SftSegment>& segments, const nlohmann::ordered_json& extra) {
   nlohmann::ordered_json j = extra.is_object() ? extra : nlohmann::ordered_json::object();
   nlohmann::ordered_json segs = nlohmann::ordered_json::array();
-  for (const SftSegment& s : segments) segs.push_back({{"text", s.text}, {"train", s.train}});
+  for (const SftSegment& s : segments) {
+    nlohmann::ordered_json seg = {{"text", s.text}, {"train", s.train}};
+    if (!s.plain.empty()) seg["plain"] = s.plain;
+    segs.push_back(std::move(seg));
+  }
   j["segments"] = std::move(segs);
   return j.dump();
 }

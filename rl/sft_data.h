@@ -9,10 +9,12 @@
 //       (the model must learn to end its turn); the "\n" after it, role headers, system, user and
 //       tool messages are masked. Whatever the template writes inside an assistant turn (Qwen3's
 //       "<think>\n…\n</think>\n\n", tool-call markup) is the assistant's and trained.
-//   {"segments": [{"text", "train": bool}, ...]}   raw text pieces in order: a protocol
+//   {"segments": [{"text", "train": bool, "plain"?: [[begin, end], ...]}, ...]}  raw text pieces in order: a protocol
 //       trajectory exactly as the rollout engine streams it (rendered prompt, sampled turns,
 //       injected observations) — the form `sft synth-demos` writes, because SkyRL-SQL's
 //       observations live inside the assistant's own stream, which chat messages cannot express.
+//       "plain": byte ranges of the text that are data (schema values, question, results), where
+//       added-token texts stay text, as the rollout engine encodes them (rl/untrusted.h).
 //   {"tokens": [ids], "mask": [0|1, ...]}            pre-tokenised; used as is.
 //
 // Text is tokenised segment by segment (each trained or masked piece on its own, added tokens
@@ -22,6 +24,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,7 +38,12 @@ namespace sqlrl::rl {
 struct SftSegment {
   std::string text;
   bool train = false;
+  std::vector<std::pair<size_t, size_t>> plain = {};  // data byte ranges of text (EncodeOptions::plain_ranges)
 };
+
+// A segment of protocol text as the protocols write it (untrusted() spans marked): the marks
+// become `plain`, so it tokenizes exactly as the rollout engine's encode_marked().
+SftSegment marked_segment(std::string_view marked, bool train);
 
 struct SftSequence {
   std::vector<int32_t> tokens;

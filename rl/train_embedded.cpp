@@ -8,6 +8,7 @@
 #include "rl/protocol.h"
 #include "rl/rollout.h"
 #include "rl/train.h"
+#include "rl/untrusted.h"
 #include "runtime/error.h"
 #include "sql/schema.h"
 #include "sql/synth.h"
@@ -45,7 +46,7 @@ std::string train_embedded_tokenizer(const std::vector<sql::Example>& examples, 
     for (const std::string& name : protocol_names()) {
       ChatOptions chat;
       chat.add_generation_prompt = true;
-      corpus += render_chat(make_protocol(name)->first_prompt(ex, schema), chat);
+      corpus += strip_marks(render_chat(make_protocol(name)->first_prompt(ex, schema), chat));
     }
   }
   // The turn markup the models write and the environments inject.

@@ -153,10 +153,14 @@ void encode_append(const Tokenizer& tok, std::string_view text, std::vector<int3
     return;
   }
   size_t segment_start = 0;
+  size_t range = 0;  // first plain range that does not end at or before pos
+  const auto& plain = options.plain_ranges;
   for (size_t pos = 0; pos < text.size(); ++pos) {
     if (!tok.added_first_byte[static_cast<unsigned char>(text[pos])]) continue;
     const AddedToken* a = added_token_at(tok, text, pos);
     if (!a) continue;
+    while (range < plain.size() && plain[range].second <= pos) ++range;
+    if (range < plain.size() && plain[range].first < pos + a->content.size()) continue;  // overlaps data
     encode_segment(tok, text.substr(segment_start, pos - segment_start), stable, cache, out);
     out.push_back(a->id);
     pos += a->content.size() - 1;

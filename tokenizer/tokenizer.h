@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace sqlrl {
@@ -74,6 +75,10 @@ struct EncodeOptions {
   // When false, added-token texts such as "<|im_end|>" are encoded as ordinary text: use it for
   // untrusted text (database values, tool output) that must not inject control tokens.
   bool parse_added_tokens = true;
+  // Byte ranges [first, second) of the text, sorted and disjoint, that are data inside markup:
+  // an added token overlapping one is encoded as ordinary text; the rest of the text is encoded
+  // exactly as without them (one pass: no extra piece boundaries at the ranges' edges).
+  std::span<const std::pair<size_t, size_t>> plain_ranges = {};
 };
 
 // Invalid UTF-8 is an error naming the byte offset.

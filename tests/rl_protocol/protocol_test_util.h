@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "rl/protocol.h"
+#include "rl/untrusted.h"
 
 namespace sqlrl::rl::testing {
 
@@ -23,6 +24,16 @@ inline sql::Example farm_example() {
   e.evidence = "pig refers to species = 'pig'";
   e.gold_sql = "SELECT COUNT(*) FROM animals WHERE species = 'pig'";
   return e;
+}
+
+// The protocols' texts as shown: the data marks of rl/untrusted.h removed.
+inline std::vector<ChatMessage> prompt_text(const Protocol& p, const sql::Example& e, const sql::DatabaseSchema& s) {
+  std::vector<ChatMessage> m = p.first_prompt(e, s);
+  for (ChatMessage& x : m) x.content = strip_marks(x.content);
+  return m;
+}
+inline std::string inject_text(const Protocol& p, const Action& a, const StepOutcome& o, const sql::Example& e) {
+  return strip_marks(p.inject(a, o, e));
 }
 
 inline sql::Result result_of(std::vector<std::string> columns, std::vector<sql::Row> rows) {

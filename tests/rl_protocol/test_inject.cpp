@@ -35,18 +35,18 @@ TEST(InjectSkyrl, ObservationAppendedToTheAssistantStream) {
   auto p = make_protocol("skyrl");
   // pd.DataFrame(frozenset({(12,)})).to_string(index=False): label 0 over the value.
   sql::Result r = result_of({"COUNT(*)"}, {{sql::Cell::of_integer(12)}});
-  EXPECT_EQ(p->inject(action(ActionKind::ExecSql, "SELECT COUNT(*) FROM animals"), outcome(&r, 4), farm_example()),
+  EXPECT_EQ(testing::inject_text(*p, action(ActionKind::ExecSql, "SELECT COUNT(*) FROM animals"), outcome(&r, 4), farm_example()),
             "\n\n<observation> 0\n12\n<reminder>You have 4 turns left to complete the task.</reminder></observation>\n\n");
   sql::Result e = error_result("no such column: specie");
-  EXPECT_EQ(p->inject(action(ActionKind::ExecSql, "SELECT specie FROM animals"), outcome(&e, 3), farm_example()),
+  EXPECT_EQ(testing::inject_text(*p, action(ActionKind::ExecSql, "SELECT specie FROM animals"), outcome(&e, 3), farm_example()),
             "\n\n<observation>Error executing SQL: no such column: specie, db file: /db/farm/farm.sqlite\n"
             "<reminder>You have 3 turns left to complete the task.</reminder></observation>\n\n");
   sql::Result t = error_result("timeout after 5000 ms");
   t.timed_out = true;
-  EXPECT_EQ(p->inject(action(ActionKind::ExecSql, "SELECT 1"), outcome(&t, 1), farm_example()),
+  EXPECT_EQ(testing::inject_text(*p, action(ActionKind::ExecSql, "SELECT 1"), outcome(&t, 1), farm_example()),
             "\n\n<observation>SQL Timeout:\nSELECT 1\n<reminder>You have 1 turns left to complete the task.</reminder>"
             "</observation>\n\n");
-  EXPECT_EQ(p->inject(action(ActionKind::Invalid), outcome(nullptr, 2), farm_example()),
+  EXPECT_EQ(testing::inject_text(*p, action(ActionKind::Invalid), outcome(nullptr, 2), farm_example()),
             "\n\n<observation>Your previous action is invalid. Follow the format of outputting thinking process and sql "
             "tool, and try again.\n<reminder>You have 2 turns left to complete the task.</reminder></observation>\n\n");
 }
@@ -55,7 +55,7 @@ TEST(InjectSqlTrail, ObservationUserTurnWithHeadersAndTurnsLeft) {
   auto p = make_protocol("sqltrail");
   // The example in A.8's system prompt: AVG(price) = 24.75 under its header, index 0.
   sql::Result r = result_of({"AVG(price)"}, {{sql::Cell::of_real(24.75)}});
-  EXPECT_EQ(p->inject(action(ActionKind::ExecSql, "SELECT AVG(price) FROM products;"), outcome(&r, 10), farm_example()),
+  EXPECT_EQ(testing::inject_text(*p, action(ActionKind::ExecSql, "SELECT AVG(price) FROM products;"), outcome(&r, 10), farm_example()),
             "<|im_end|>\n<|im_start|>user\n<observation>\n   AVG(price)\n0       24.75\n"
             "You have 10 turns left to complete the task.\n</observation><|im_end|>\n<|im_start|>assistant\n");
   // Algorithm 1 line 22: an invalid result gives the fixed line, not SQLite's message.
@@ -63,30 +63,30 @@ TEST(InjectSqlTrail, ObservationUserTurnWithHeadersAndTurnsLeft) {
   const std::string invalid_obs =
       "<|im_start|>user\n<observation>\nYour previous action is invalid. Think and try again.\n"
       "You have 7 turns left to complete the task.\n</observation><|im_end|>\n<|im_start|>assistant\n";
-  EXPECT_EQ(p->inject(action(ActionKind::ExecSql, "SELEC 1"), outcome(&e, 7), farm_example()), "<|im_end|>\n" + invalid_obs);
+  EXPECT_EQ(testing::inject_text(*p, action(ActionKind::ExecSql, "SELEC 1"), outcome(&e, 7), farm_example()), "<|im_end|>\n" + invalid_obs);
   StepOutcome eos = outcome(nullptr, 7);
   eos.turn_ended_with_eos = true;  // <|im_end|> already sampled: only its newline is written
-  EXPECT_EQ(p->inject(action(ActionKind::Invalid), eos, farm_example()), "\n" + invalid_obs);
+  EXPECT_EQ(testing::inject_text(*p, action(ActionKind::Invalid), eos, farm_example()), "\n" + invalid_obs);
 }
 
 TEST(InjectMtir, ToolResponseJsonAtMostTenRecords) {
   auto p = make_protocol("mtir");
   sql::Result r = result_of({"COUNT(*)"}, {{sql::Cell::of_integer(4)}});
   Action call = action(ActionKind::ExecSql, "SELECT COUNT(*) FROM animals", "sql-execute_sql_query");
-  EXPECT_EQ(p->inject(call, outcome(&r, 5), farm_example()),
+  EXPECT_EQ(testing::inject_text(*p, call, outcome(&r, 5), farm_example()),
             "<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"columns\": [\"COUNT(*)\"], \"data\": [[4]]}\n</tool_response>"
             "<|im_end|>\n<|im_start|>assistant\n");
   sql::Result many = result_of({"id", "name"}, {});
   for (int i = 1; i <= 12; ++i) many.rows.push_back({sql::Cell::of_integer(i), sql::Cell::of_text(i % 2 ? "pig" : "cow")});
-  EXPECT_EQ(p->inject(call, outcome(&many, 5), farm_example()),
+  EXPECT_EQ(testing::inject_text(*p, call, outcome(&many, 5), farm_example()),
             "<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"columns\": [\"id\", \"name\"], \"data\": [[1, \"pig\"], "
             "[2, \"cow\"], [3, \"pig\"], [4, \"cow\"], [5, \"pig\"], [6, \"cow\"], [7, \"pig\"], [8, \"cow\"], [9, \"pig\"], "
             "[10, \"cow\"]]}\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
   sql::Result e = error_result("no such table: animal");
-  EXPECT_EQ(p->inject(call, outcome(&e, 5), farm_example()),
+  EXPECT_EQ(testing::inject_text(*p, call, outcome(&e, 5), farm_example()),
             "<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"error\": \"no such table: animal\"}\n</tool_response>"
             "<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(p->inject(action(ActionKind::Invalid), outcome(nullptr, 5), farm_example()),
+  EXPECT_EQ(testing::inject_text(*p, action(ActionKind::Invalid), outcome(nullptr, 5), farm_example()),
             "<|im_end|>\n<|im_start|>user\nMy action is not correct. Let me rethink.<|im_end|>\n<|im_start|>assistant\n");
 }
 
@@ -110,7 +110,7 @@ TEST(InjectMtsql, ExecRecap) {
   auto p = make_protocol("mtsql");
   sql::Result r = result_of({"COUNT(*)"}, {{sql::Cell::of_integer(4)}});
   EXPECT_EQ(
-      p->inject(action(ActionKind::ExecSql, kCarSql, "exec_sql"), outcome(&r, 2), car_example()),
+      testing::inject_text(*p, action(ActionKind::ExecSql, kCarSql, "exec_sql"), outcome(&r, 2), car_example()),
       "<|im_end|>\n<|im_start|>user\n<tool_response>\n"
       "Recap:\n"
       "- Current question: Question: What about the number of car makers in the country USA?\n"
@@ -136,7 +136,7 @@ TEST(InjectMtsql, ExecRecap) {
       "</tool_response><|im_end|>\n<|im_start|>assistant\n");
   // Results are cut to 200 code points, the error as "Error: ...".
   sql::Result e = error_result("no such column: CountryNam");
-  std::string text = p->inject(action(ActionKind::ExecSql, "SELECT CountryNam FROM countries", "exec_sql"), outcome(&e, 2), car_example());
+  std::string text = testing::inject_text(*p, action(ActionKind::ExecSql, "SELECT CountryNam FROM countries", "exec_sql"), outcome(&e, 2), car_example());
   EXPECT_NE(text.find("- SQL execution results (truncated to 200 characters): Error: no such column: CountryNam\n"), std::string::npos);
 }
 
@@ -150,7 +150,7 @@ TEST(InjectMtsql, MemoryVerifier) {
   StepOutcome o = outcome(&r, 1);
   o.history_results = &history;
   EXPECT_EQ(
-      p->inject(action(ActionKind::MemoryRetrieve, kCarSql, "memory_retrieve"), o, car_example()),
+      testing::inject_text(*p, action(ActionKind::MemoryRetrieve, kCarSql, "memory_retrieve"), o, car_example()),
       "<|im_end|>\n<|im_start|>user\n<tool_response>\n"
       "You are a coherence verifier for Multi-turn Text2SQL.\n"
       "\n"
@@ -198,12 +198,12 @@ TEST(InjectMtsql, MemoryVerifier) {
   // Without the engine's history results the per-turn "SQL Results" line is left out; long
   // history results are cut to 50 code points (1 + 4 x 12 for "[" and four "('maker',), ", then "(").
   o.history_results = nullptr;
-  std::string text = p->inject(action(ActionKind::MemoryRetrieve, kCarSql, "memory_retrieve"), o, car_example());
+  std::string text = testing::inject_text(*p, action(ActionKind::MemoryRetrieve, kCarSql, "memory_retrieve"), o, car_example());
   EXPECT_NE(text.find("GROUP BY T1.Continent\n== Turn 0 ==\n\nYour tasks:"), std::string::npos);
   std::vector<sql::Result> long_history = {result_of({"name"}, {})};
   for (int i = 0; i < 20; ++i) long_history[0].rows.push_back({sql::Cell::of_text("maker")});
   o.history_results = &long_history;
-  text = p->inject(action(ActionKind::MemoryRetrieve, kCarSql, "memory_retrieve"), o, car_example());
+  text = testing::inject_text(*p, action(ActionKind::MemoryRetrieve, kCarSql, "memory_retrieve"), o, car_example());
   EXPECT_NE(text.find("SQL Results (truncated to 50 characters): [('maker',), ('maker',), ('maker',), ('maker',), (\n"),
             std::string::npos);
 }
@@ -223,7 +223,7 @@ TEST(Done, PerPaperTermination) {
   EXPECT_FALSE(m->done(action(ActionKind::ExecSql, "SELECT 1"), 0));
   EXPECT_FALSE(m->done(action(ActionKind::MemoryRetrieve, "SELECT 1"), 0));
   EXPECT_TRUE(m->executes(action(ActionKind::MemoryRetrieve, "SELECT 1")));
-  EXPECT_EQ(m->inject(action(ActionKind::Invalid), outcome(nullptr, 1), car_example()), "");
+  EXPECT_EQ(testing::inject_text(*m, action(ActionKind::Invalid), outcome(nullptr, 1), car_example()), "");
 
   EXPECT_EQ(make_protocol("skyrl")->max_turns(), 5);
   EXPECT_EQ(make_protocol("sqltrail")->max_turns(), 11);

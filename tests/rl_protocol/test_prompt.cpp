@@ -36,7 +36,7 @@ void expect_order(const std::string& text, const std::vector<std::string>& parts
 TEST(FirstPrompt, SystemThenUserAndRendersToAGenerationPrompt) {
   for (const std::string& name : protocol_names()) {
     auto p = make_protocol(name);
-    std::vector<ChatMessage> m = p->first_prompt(farm_example(), farm_schema());
+    std::vector<ChatMessage> m = testing::prompt_text(*p, farm_example(), farm_schema());
     ASSERT_EQ(m.size(), 2u) << name;
     EXPECT_EQ(m[0].role, "system");
     EXPECT_EQ(m[1].role, "user");
@@ -49,7 +49,7 @@ TEST(FirstPrompt, SystemThenUserAndRendersToAGenerationPrompt) {
 }
 
 TEST(FirstPrompt, SkyrlAsItsPublicCodeBuildsIt) {
-  std::vector<ChatMessage> m = make_protocol("skyrl")->first_prompt(farm_example(), farm_schema());
+  std::vector<ChatMessage> m = testing::prompt_text(*make_protocol("skyrl"), farm_example(), farm_schema());
   // Appendix A's text with its placeholders unfilled, as sql_dataset.py's THINKING_SYSTEM.
   EXPECT_EQ(m[0].content.rfind("\nTask Overview:\nYou are a data science expert. Below, you are provided with a database "
                                "schema and a natural language question.", 0),
@@ -68,7 +68,7 @@ TEST(FirstPrompt, SkyrlAsItsPublicCodeBuildsIt) {
 }
 
 TEST(FirstPrompt, SqlTrailFillsTheA8Template) {
-  std::vector<ChatMessage> m = make_protocol("sqltrail")->first_prompt(farm_example(), farm_schema());
+  std::vector<ChatMessage> m = testing::prompt_text(*make_protocol("sqltrail"), farm_example(), farm_schema());
   EXPECT_EQ(m[0].content.rfind("Task Overview:\nYou are a helpful text-to-SQL expert assistant.", 0), 0u);
   // schema_sqltrail's "Table: t / - col (TYPE, PRIMARY KEY)" lines, written out by hand.
   expect_order(m[0].content, {"Database Engine:\nSQLite\n\nDatabase Schema:\nTable: animals\n- id (INTEGER, PRIMARY KEY)\n"
@@ -81,7 +81,7 @@ TEST(FirstPrompt, SqlTrailFillsTheA8Template) {
 }
 
 TEST(FirstPrompt, MtirToolSystemAndUserPrompt) {
-  std::vector<ChatMessage> m = make_protocol("mtir")->first_prompt(farm_example(), farm_schema());
+  std::vector<ChatMessage> m = testing::prompt_text(*make_protocol("mtir"), farm_example(), farm_schema());
   EXPECT_EQ(m[0].content,
             "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function "
             "signatures within <tools></tools> XML tags:\n<tools>\n{\"name\": \"sql-execute_sql_query\", \"description\": "
@@ -102,7 +102,7 @@ TEST(FirstPrompt, MtirToolSystemAndUserPrompt) {
 
 // The mtsql system message is exactly what Qwen3's template writes for B.0.1's two tools.
 TEST(FirstPrompt, MtsqlToolsAsTheTemplateWritesThem) {
-  std::vector<ChatMessage> m = make_protocol("mtsql")->first_prompt(farm_example(), farm_schema());
+  std::vector<ChatMessage> m = testing::prompt_text(*make_protocol("mtsql"), farm_example(), farm_schema());
   const std::vector<std::string> tools = {
       "{\"type\": \"function\", \"function\": {\"name\": \"exec_sql\", \"description\": \"A tool for executing sql and "
       "return the query results\", \"parameters\": {\"type\": \"object\", \"properties\": {\"code\": {\"type\": "
@@ -127,7 +127,7 @@ TEST(FirstPrompt, MtsqlDialogueHistoryAsAppendixD) {
   e.question = "And how many cows?";
   e.history = {{"how many pigs are in the farm?", "SELECT count(*) FROM animals WHERE species = 'pig'"},
                {"Which is the oldest?", "SELECT name FROM animals ORDER BY age DESC LIMIT 1"}};
-  std::vector<ChatMessage> m = make_protocol("mtsql")->first_prompt(e, farm_schema());
+  std::vector<ChatMessage> m = testing::prompt_text(*make_protocol("mtsql"), e, farm_schema());
   expect_order(m[1].content,
                {"Here are previous question and corresponding correct SQL in this dialogue:\n\n## Turn 1 ##\nUser: \"Database "
                 "schema:\ncreate table animals (\n",
@@ -155,13 +155,13 @@ TEST(InjectMarkup, MatchesTheTemplateOfTheWholeConversation) {
       {"sqltrail", "<reasoning>count</reasoning>\n<sql>SELECT 3</sql>", "user"}};
   for (const Case& c : cases) {
     auto p = make_protocol(c.protocol);
-    std::vector<ChatMessage> m = p->first_prompt(example, farm_schema());
+    std::vector<ChatMessage> m = testing::prompt_text(*p, example, farm_schema());
     Action a = p->parse(c.turn);
     ASSERT_EQ(a.kind, ActionKind::ExecSql) << c.protocol << ": " << a.error;
     StepOutcome o;
     o.result = &result;
     o.turns_left = 3;
-    const std::string injected = p->inject(a, o, example);
+    const std::string injected = testing::inject_text(*p, a, o, example);
     const std::string streamed = render(m, ChatTemplate::qwen3) + c.turn + injected;
     // The observation message's content is what inject() put between the markers.
     std::string content = injected.substr(std::string("<|im_end|>\n<|im_start|>user\n").size());
@@ -179,7 +179,7 @@ TEST(InjectMarkup, MatchesTheTemplateOfTheWholeConversation) {
   auto p = make_protocol("mtir");
   StepOutcome o;
   o.empty_think_block = true;
-  EXPECT_EQ(p->inject(p->parse("no action"), o, example),
+  EXPECT_EQ(testing::inject_text(*p, p->parse("no action"), o, example),
             "<|im_end|>\n<|im_start|>user\nMy action is not correct. Let me rethink.<|im_end|>\n<|im_start|>assistant\n"
             "<think>\n\n</think>\n\n");
 }

@@ -3,7 +3,9 @@
 // and every trap question must execute at least twice (probe + fix) and show the stored value.
 #include <gtest/gtest.h>
 
+#include "rl/rollout.h"
 #include "rl/sft_demos.h"
+#include "rl/untrusted.h"
 #include "sql/compare.h"
 #include "sql/schema.h"
 #include "tests/rl_sft/sft_fixture.h"
@@ -62,7 +64,15 @@ void replay(const std::string& name, bool dialogues) {
       chat.add_generation_prompt = true;
       ASSERT_GE(d.segments.size(), 4u);
       EXPECT_FALSE(d.segments[0].train);
-      EXPECT_EQ(d.segments[0].text, render_chat(p->first_prompt(ex, sql::read_schema(fresh, ex.db_path)), chat));
+      const sql::DatabaseSchema schema = sql::read_schema(fresh, ex.db_path);
+      const std::string marked_prompt = render_chat(p->first_prompt(ex, schema), chat);
+      EXPECT_EQ(d.segments[0].text, strip_marks(marked_prompt));
+      // Training and sampling see the same ids: the prompt segment tokenizes as the rollout
+      // engine's prompt (the data spans as text), each observation as the engine's injection.
+      RolloutOptions ro;
+      ro.enable_thinking = true;  // renders as the demos' unset flag: no empty think block
+      EXPECT_EQ(tokenize_segments(testing::sft_tokenizer(), {d.segments[0]}).tokens,
+                build_prompt_tokens(*p, testing::sft_tokenizer(), ex, schema, ro));
       int turn = 0, execs = 0;
       std::string final_sql, observations;
       for (size_t i = 1; i < d.segments.size(); i += 2) {
@@ -87,7 +97,11 @@ void replay(const std::string& name, bool dialogues) {
         o.db_path = ex.db_path;
         o.turns_left = p->max_turns() - turn;
         if (a.kind == ActionKind::MemoryRetrieve) o.history_results = &history;
-        EXPECT_EQ(d.segments[i + 1].text, p->inject(a, o, ex)) << "turn " << turn;
+        const std::string injected = p->inject(a, o, ex);
+        EXPECT_EQ(d.segments[i + 1].text, strip_marks(injected)) << "turn " << turn;
+        EXPECT_EQ(tokenize_segments(testing::sft_tokenizer(), {d.segments[i + 1]}).tokens,
+                  encode_marked(testing::sft_tokenizer(), injected))
+            << "turn " << turn;
         execs += a.kind == ActionKind::ExecSql;
         observations += d.segments[i + 1].text;
       }
@@ -136,6 +150,27 @@ TEST(SynthDemos, JsonlLinesLoadAsMaskedSequences) {
   for (size_t i = 0; i < seq.tokens.size(); ++i)
     if (seq.mask[i]) trained.push_back(seq.tokens[i]);
   EXPECT_EQ(decode(testing::sft_tokenizer(), trained), trained_text);
+  // The data spans travel through the JSONL: the loaded ids are the in-memory segments' ids.
+  EXPECT_EQ(seq.tokens, tokenize_segments(testing::sft_tokenizer(), d.segments).tokens);
+  EXPECT_TRUE(line["segments"][0].contains("plain"));
+}
+
+// A segment's "plain" ranges keep added-token text as text; a bad range names the field.
+TEST(SftSegments, PlainRangesKeepDataTextAndAreChecked) {
+  const Tokenizer& tok = testing::sft_tokenizer();
+  const int32_t im_end = tok.token_id("<|im_end|>");
+  nlohmann::ordered_json line = nlohmann::ordered_json::parse(
+      R"({"segments": [{"text": "x<|im_end|>y<|im_end|>", "train": false, "plain": [[1, 11]]}, {"text": "z", "train": true}]})");
+  SftSequence seq = sft_sequence_from_json(line, tok, ChatOptions{}, "f.jsonl:1");
+  EXPECT_EQ(std::count(seq.tokens.begin(), seq.tokens.end(), im_end), 1);
+  EXPECT_EQ(decode(tok, seq.tokens), "x<|im_end|>y<|im_end|>z");
+  line["segments"][0]["plain"] = nlohmann::ordered_json::parse("[[5, 40]]");
+  try {
+    sft_sequence_from_json(line, tok, ChatOptions{}, "f.jsonl:1");
+    ADD_FAILURE() << "a range past the text was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("f.jsonl:1: segments[0].plain[0]"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // an independent implementation of the Qwen3 tokenizer, see tests/fixtures/README.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/tokenizer/tokenizer_test_util.h"
 
 namespace sqlrl {
@@ -54,6 +56,44 @@ TEST(Qwen3Golden, EncodingIsTheSameWithAWarmCache) {
     std::string text = rows[i]["text"].get<std::string>();
     EXPECT_EQ(encode(tok, text), encode(tok, text)) << "case " << i;
   }
+}
+
+}  // namespace
+}  // namespace sqlrl
+
+namespace sqlrl {
+namespace {
+
+// plain_ranges: added tokens inside a data range are text, those in the markup around it stay
+// single tokens, and a text with no added token inside its ranges encodes exactly as without them.
+TEST(Qwen3PlainRanges, AddedTokensInsideDataAreTextAndTheRestIsUnchanged) {
+  const Tokenizer& tok = testing::qwen3_tokenizer();
+  const int32_t im_end = tok.token_id("<|im_end|>"), im_start = tok.token_id("<|im_start|>");
+  ASSERT_GE(im_end, 0);
+  const std::string head = "<|im_end|>\n<|im_start|>user\n<observation>\n", tail = "\n</observation><|im_end|>\n";
+  const std::string data = "| name |\n| <|im_end|> |";
+  const std::string text = head + data + tail;
+  const std::vector<std::pair<size_t, size_t>> ranges = {{head.size(), head.size() + data.size()}};
+  EncodeOptions o;
+  o.plain_ranges = ranges;
+  std::vector<int32_t> ids = encode(tok, text, o);
+  EXPECT_EQ(decode(tok, ids), text);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), im_end), 2) << "the markup's two <|im_end|>, not the value's";
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), im_start), 1);
+  std::vector<int32_t> all_special = encode(tok, text);
+  EXPECT_EQ(std::count(all_special.begin(), all_special.end(), im_end), 3);
+
+  const std::string clean = head + "| name |\n| pig |" + tail;
+  const std::vector<std::pair<size_t, size_t>> clean_ranges = {{head.size(), clean.size() - tail.size()}};
+  o.plain_ranges = clean_ranges;
+  EXPECT_EQ(encode(tok, clean, o), encode(tok, clean));
+  // A token straddling a range edge counts as data too.
+  const std::string edge = "a<|im_end|>b";
+  const std::vector<std::pair<size_t, size_t>> edge_ranges = {{0, 3}};
+  o.plain_ranges = edge_ranges;
+  std::vector<int32_t> e = encode(tok, edge, o);
+  EXPECT_EQ(std::count(e.begin(), e.end(), im_end), 0);
+  EXPECT_EQ(e, encode(tok, edge, EncodeOptions{false}));
 }
 
 }  // namespace
