@@ -195,18 +195,28 @@ TEST(FiniteDifference, Qwen3WithAttentionBias) {
 namespace sqlrl {
 namespace {
 
+// A model with every parameter N(0, 0.3).
+QwenModel normal_model(const QwenConfig& config, uint32_t seed) {
+  QwenModel model = make_model(config);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  for (float& p : model.params) p = normal(rng);
+  return model;
+}
+
+// The packed batch the log-prob tests share: three sequences, 13 positions, and their targets.
+PackedBatch three_sequences() { return pack_sequences({{1, 5, 7, 2, 11, 3}, {4, 18}, {9, 9, 0, 12, 6}}); }
+const std::vector<int32_t> kThreeTargets = {5, 7, 2, 11, 3, 8, 18, 1, 9, 0, 12, 6, 15};
+
 // forward_logprobs_masked runs only the kept rows through the lm_head: their log-probs and the
 // gradients of a loss on them must match the full forward (rounding only: the kept rows form a
 // smaller GEMM, so 1e-6 relative), the other rows read 0.
 TEST(MaskedLogprobs, KeptRowsMatchTheFullForwardAndGradients) {
   QwenConfig config = tiny_config(QwenArch::Qwen3, true);
-  QwenModel full = make_model(config);
-  std::mt19937 rng(11);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  for (float& p : full.params) p = normal(rng);
+  QwenModel full = normal_model(config, 11);
   QwenModel masked = full;
-  PackedBatch batch = pack_sequences({{1, 5, 7, 2, 11, 3}, {4, 18}, {9, 9, 0, 12, 6}});
-  std::vector<int32_t> targets = {5, 7, 2, 11, 3, 8, 18, 1, 9, 0, 12, 6, 15};
+  PackedBatch batch = three_sequences();
+  const std::vector<int32_t>& targets = kThreeTargets;
   std::vector<uint8_t> mask = {0, 0, 1, 1, 0, 1, 0, 1, 0, 0, 1, 1, 0};
   const int64_t T = batch.num_tokens();
   std::vector<float> dlogp(static_cast<size_t>(T));
@@ -232,25 +242,18 @@ TEST(MaskedLogprobs, KeptRowsMatchTheFullForwardAndGradients) {
   EXPECT_LE(worst, 1e-5 * scale);
 }
 
-}  // namespace
-}  // namespace sqlrl
-
-namespace sqlrl {
-namespace {
-
 // forward_logprobs' entropy output against -sum p log p of the float64 network's softmax rows;
 // asking for it leaves the log-probs bit for bit as they were.
 TEST(LogprobEntropy, MatchesFloat64SoftmaxAndLeavesLogprobsUnchanged) {
   QwenConfig config = tiny_config(QwenArch::Qwen3, false);
-  QwenModel model = make_model(config);
-  std::mt19937 rng(5);
+  QwenModel model = normal_model(config, 5);
+  std::mt19937 rng(6);
   std::normal_distribution<float> normal(0.0f, 0.3f);
-  for (float& p : model.params) p = normal(rng);
   for (const ParamView& v : model.table)  // norm scales near 1, so the logits spread and rows differ
     if (v.spec.name.find("norm") != std::string::npos)
       for (int64_t i = 0; i < v.spec.numel(); ++i) model.params[v.offset + i] = 1.0f + 0.1f * normal(rng);
-  PackedBatch batch = pack_sequences({{1, 5, 7, 2, 11, 3}, {4, 18}, {9, 9, 0, 12, 6}});
-  std::vector<int32_t> targets = {5, 7, 2, 11, 3, 8, 18, 1, 9, 0, 12, 6, 15};
+  PackedBatch batch = three_sequences();
+  const std::vector<int32_t>& targets = kThreeTargets;
   const int64_t T = batch.num_tokens(), V = config.vocab_size;
   // Chunks of 4 rows: the last chunk is partial, so the entropy's row indexing is exercised.
   TrainState plain_state = make_train_state(config, testing::options(T, 4));

@@ -42,7 +42,7 @@ SftConfig resume_config() {
   c.micro_batch_tokens = 48;
   c.grad_accum = 2;
   c.warmup_ratio = 0.2f;
-  c.save_every = 3;
+  c.save_every = 2;  // an epoch is 3 updates here: checkpoints mid-epoch and at an epoch's end
   c.adamw.weight_decay = 0.01f;
   return c;
 }
@@ -77,13 +77,15 @@ TEST(SftResume, ContinuingFromEachCheckpointEqualsTheUninterruptedRunBitForBit) 
   const std::vector<nlohmann::json> want = metrics(root + "/full");
   ASSERT_EQ(want.size(), 11u);
   ASSERT_GT(want.back()["epoch"].get<int64_t>(), 1) << "the run should cycle past the configured 2 epochs";
+  ASSERT_EQ(want[1]["epoch"], want[2]["epoch"]) << "step 2 should be mid-epoch";
+  ASSERT_NE(want[5]["epoch"], want[6]["epoch"]) << "step 6 should end an epoch";
 
-  for (int64_t k : {3, 6, 9}) {
+  for (int64_t k : {2, 6, 8}) {  // mid-epoch 0, end of epoch 1, mid-epoch 2 (cycled)
     SCOPED_TRACE("resume after update " + std::to_string(k));
     const std::string run = root + "/from" + std::to_string(k);
     fs::remove_all(run);
     fs::copy(root + "/full", run, fs::copy_options::recursive);
-    for (int64_t later = k + 3; later <= 11; later += 3) fs::remove_all(run + "/checkpoints/step-" + std::to_string(later));
+    for (int64_t later = k + 2; later <= 11; later += 2) fs::remove_all(run + "/checkpoints/step-" + std::to_string(later));
     fs::remove_all(run + "/checkpoints/step-11");
     const std::string ckpt = resolve_sft_checkpoint(run);  // the run folder: its latest, step-k
     ASSERT_EQ(fs::path(ckpt).filename().string(), "step-" + std::to_string(k));
@@ -114,7 +116,7 @@ TEST(SftResume, OtherDataOrAnotherOptimizerIsRefusedNamingTheCheckpointFile) {
   SftConfig cfg = resume_config();
   cfg.max_steps = 3;
   run_sft(model, opt, resume_data(), cfg, SftRunOptions{root, "", {}});
-  const std::string ckpt = root + "/checkpoints/step-3";
+  const std::string ckpt = root + "/checkpoints/step-3";  // the last update's checkpoint
   SftCheckpoint ck = read_sft_checkpoint(ckpt);
   std::vector<SftSequence> other = resume_data();
   other.pop_back();
