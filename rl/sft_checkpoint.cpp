@@ -105,7 +105,9 @@ SftCheckpoint read_sft_checkpoint(const std::string& checkpoint) {
 
 std::string resolve_sft_checkpoint(const std::string& dir) {
   check(fs::is_directory(dir), "resume: ", dir, " is not a folder");
-  if (fs::exists(fs::path(dir) / "trainer_state.json")) return dir;
+  fs::path folder = fs::path(dir).lexically_normal();
+  if (!folder.has_filename()) folder = folder.parent_path();  // "run/checkpoints/step-2/"
+  if (fs::exists(folder / "trainer_state.json")) return folder.string();
   std::string latest = latest_checkpoint(dir);
   check(!latest.empty(), "resume: ", dir, " is neither a checkpoint (no trainer_state.json) nor a run folder with a "
         "complete checkpoints/step-N");

@@ -89,6 +89,7 @@ TEST(SftResume, ContinuingFromEachCheckpointEqualsTheUninterruptedRunBitForBit) 
     fs::remove_all(run + "/checkpoints/step-11");
     const std::string ckpt = resolve_sft_checkpoint(run);  // the run folder: its latest, step-k
     ASSERT_EQ(fs::path(ckpt).filename().string(), "step-" + std::to_string(k));
+    EXPECT_EQ(resolve_sft_checkpoint(ckpt + "/"), ckpt);  // the checkpoint itself, however written
     SftCheckpoint ck = read_sft_checkpoint(ckpt);
     EXPECT_EQ(ck.cursor.updates, k);
     QwenModel model = load_model(ckpt);
