@@ -157,6 +157,9 @@ struct EvalRun {
 // and scores them with `ctx` (its comparison mode decides EX).
 EvalRun run_eval(const QwenModel& model, const Tokenizer& tokenizer, const Protocol& protocol, sql::Pool& pool,
                  const std::vector<sql::Example>& examples, const EvalOptions& options, RewardContext& ctx);
+// The same on either device (rl/policy.h).
+EvalRun run_eval(const Policy& policy, const Tokenizer& tokenizer, const Protocol& protocol, sql::Pool& pool,
+                 const std::vector<sql::Example>& examples, const EvalOptions& options, RewardContext& ctx);
 
 // ---- output
 

@@ -28,6 +28,11 @@ void add_stats(RolloutStats& into, const RolloutStats& s) {
 
 EvalRun run_eval(const QwenModel& model, const Tokenizer& tokenizer, const Protocol& protocol, sql::Pool& pool,
                  const std::vector<sql::Example>& examples, const EvalOptions& options, RewardContext& ctx) {
+  return run_eval(cpu_policy(model), tokenizer, protocol, pool, examples, options, ctx);
+}
+
+EvalRun run_eval(const Policy& model, const Tokenizer& tokenizer, const Protocol& protocol, sql::Pool& pool,
+                 const std::vector<sql::Example>& examples, const EvalOptions& options, RewardContext& ctx) {
   check(options.samples >= 1, "eval: samples must be at least 1, got ", options.samples);
   check(options.mode != EvalMode::Greedy || options.samples == 1, "eval: greedy decoding takes one sample, got ",
         options.samples);

@@ -120,16 +120,32 @@ double loss_denominator(const std::vector<MicroBatch>& micro, LossAgg agg) {
 
 GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, OptimizerState& optimizer, TrainState& state,
                         const std::vector<Trajectory>& batch, const GrpoConfig& config) {
+  Policy p = cpu_policy(policy), r = reference ? cpu_policy(*reference) : Policy{};
+  PolicyActivations acts;
+  std::swap(acts.host, state);  // borrowed for the step, handed back below (moves, no copies)
+  struct GiveBack {
+    PolicyActivations& acts;
+    TrainState& state;
+    ~GiveBack() { std::swap(acts.host, state); }
+  } give_back{acts, state};
+  return grpo_step(p, reference ? &r : nullptr, optimizer, acts, batch, config);
+}
+
+GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState& optimizer, PolicyActivations& state,
+                        const std::vector<Trajectory>& batch, const GrpoConfig& config) {
   auto start = std::chrono::steady_clock::now();
   check(config.kl_coef <= 0 || reference != nullptr, "grpo: kl_coef ", config.kl_coef, " needs a reference model");
   check(config.ppo_epochs >= 1 && config.mini_batches >= 1, "grpo: ppo_epochs ", config.ppo_epochs,
         " and mini_batches ", config.mini_batches, " must be at least 1");
-  check(policy.grads.size() == policy.params.size(), "grpo: policy gradients are not allocated (alloc_grads)");
-  check(reference == nullptr || reference->num_params == policy.num_params, "grpo: the reference model has ",
-        reference ? reference->num_params : 0, " parameters, the policy ", policy.num_params,
+  check(policy_training_ready(policy), "grpo: policy gradients are not allocated (alloc_grads / policy_init_training)");
+  const int64_t n = policy.host->num_params;
+  check(reference == nullptr || reference->host->num_params == n, "grpo: the reference model has ",
+        reference ? reference->host->num_params : 0, " parameters, the policy ", n,
         " (the same architecture is required: they share the activation plan)");
-  check(optimizer.m.size() == policy.params.size() && optimizer.v.size() == policy.params.size(),
-        "grpo: optimizer state has ", optimizer.m.size(), " moments for ", policy.params.size(), " parameters");
+  check(reference == nullptr || reference->on_cuda == policy.on_cuda, "grpo: the reference model is on ",
+        reference && reference->on_cuda ? "cuda" : "cpu", ", the policy on ", policy.on_cuda ? "cuda" : "cpu");
+  check(policy.on_cuda || (static_cast<int64_t>(optimizer.m.size()) == n && static_cast<int64_t>(optimizer.v.size()) == n),
+        "grpo: optimizer state has ", optimizer.m.size(), " moments for ", n, " parameters");
   GrpoStepStats stats;
   for (const Trajectory& t : batch) stats.reward_mean += t.reward / static_cast<double>(batch.size());
   GrpoSelection sel = select_trajectories(batch, config);
@@ -147,7 +163,7 @@ GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, Optimizer
   std::vector<std::vector<MicroBatch>> minis;
   for (int64_t b = 0; b < M; ++b) {
     std::vector<int64_t> slice(sel.kept.begin() + b * kept / M, sel.kept.begin() + (b + 1) * kept / M);
-    minis.push_back(pack_micro_batches(batch, slice, sel.advantages, state.options.max_tokens));
+    minis.push_back(pack_micro_batches(batch, slice, sel.advantages, state.max_tokens()));
   }
   // Old (and reference) log-probs with the weights as they are before any update.
   for (std::vector<MicroBatch>& mini : minis)
@@ -159,44 +175,42 @@ GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, Optimizer
         mb.old_logprobs = mb.sampler_logprobs;
       } else {
         mb.old_logprobs.resize(T);
-        forward_logprobs(policy, state, mb.batch, mb.targets, mb.old_logprobs.data());
+        policy_forward_logprobs(policy, state, mb.batch, mb.targets, mb.old_logprobs.data());
       }
       if (config.kl_coef > 0) {
         mb.ref_logprobs.resize(T);
-        forward_logprobs(*reference, state, mb.batch, mb.targets, mb.ref_logprobs.data());
+        policy_forward_logprobs(*reference, state, mb.batch, mb.targets, mb.ref_logprobs.data());
       }
     }
 
   GrpoLossStats totals;
   std::vector<float> logp, dlogp, entropy;
   double entropy_sum = 0, entropy_tokens = 0;
-  const int64_t n = policy.num_params;
   for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
     for (const std::vector<MicroBatch>& mini : minis) {
       GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef, config.agg, loss_denominator(mini, config.agg)};
       if (lc.denominator <= 0) continue;  // nothing to learn from in this slice
-      zero_grads(policy);
+      policy_zero_grads(policy);
       double mini_loss = 0;
       for (const MicroBatch& mb : mini) {
         const size_t T = mb.targets.size();
         logp.resize(T), dlogp.resize(T);
         if (epoch == 0) entropy.resize(T);
-        forward_logprobs(policy, state, mb.batch, mb.targets, logp.data(), epoch == 0 ? entropy.data() : nullptr);
+        policy_forward_logprobs(policy, state, mb.batch, mb.targets, logp.data(), epoch == 0 ? entropy.data() : nullptr);
         if (epoch == 0)
           for (size_t t = 0; t < T; ++t)
             if (mb.mask[t]) entropy_sum += entropy[t], ++entropy_tokens;
         GrpoLossStats s = grpo_loss_cpu(dlogp.data(), logp.data(), mb.old_logprobs.data(),
                                         config.kl_coef > 0 ? mb.ref_logprobs.data() : nullptr, mb.advantages.data(),
                                         mb.mask.data(), mb.batch.cu_seqlens.data(), mb.batch.num_seqs(), lc);
-        backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data());
+        policy_backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data());
         mini_loss += s.loss;
         totals.add(s);
       }
-      double sq = grad_sq_sum_cpu(policy.grads.data(), n);
+      double sq = policy_grad_sq_sum(policy);
       double norm = std::sqrt(sq);
       ++optimizer.adam_step;
-      adamw_cpu(policy.params.data(), optimizer.m.data(), optimizer.v.data(), policy.grads.data(), n, config.adamw,
-                optimizer.adam_step, stats.lr, clip_coefficient(sq, config.max_grad_norm));
+      policy_adamw_step(policy, optimizer, config.adamw, stats.lr, config.max_grad_norm, sq);
       stats.loss += mini_loss, stats.grad_norm += norm, stats.grad_norm_max = std::max(stats.grad_norm_max, norm);
       ++stats.updates;
     }

@@ -23,6 +23,7 @@
 #include "kernels/grpo_loss.h"
 #include "model/train.h"
 #include "rl/optimizer.h"
+#include "rl/policy.h"
 #include "rl/trajectory.h"
 
 namespace sqlrl::rl {
@@ -103,6 +104,10 @@ struct GrpoStepStats {
 // allocated; `reference` may be null when kl_coef == 0. With no trajectory left after the
 // filter, no update is made (the schedule still advances).
 GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, OptimizerState& optimizer, TrainState& state,
+                        const std::vector<Trajectory>& batch, const GrpoConfig& config);
+// The same on either device (rl/policy.h): `state` from policy_init_training; on CUDA the AdamW
+// moments are the policy's device ones (optimizer keeps the counters; its m/v are not read).
+GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState& optimizer, PolicyActivations& state,
                         const std::vector<Trajectory>& batch, const GrpoConfig& config);
 
 }  // namespace sqlrl::rl

@@ -42,14 +42,14 @@ struct Sample {
 };
 
 struct Engine {
-  const QwenModel& model;
+  const Policy& policy;
   const Tokenizer& tok;
   const Protocol& protocol;
   sql::Pool& pool;
   const std::vector<RolloutRequest>& requests;
   const RolloutOptions& opt;
   RolloutStats& stats;
-  PagedKVCache cache;
+  PolicyKV cache;
   std::vector<Trajectory> out{};
   std::vector<Sample> samples{};
   std::vector<std::string> stops{};
@@ -58,14 +58,13 @@ struct Engine {
   int max_turns = 0;
   int64_t live = 0;  // admitted, not done
   int64_t step = 0;
-  SamplingScratch scratch{};
-  std::vector<float> row{};  // logits row with padded ids masked
+  PolicyLogits logits{};
 };
 
 const sql::Example& example_of(const Engine& e, const Sample& s) { return *e.requests[s.request].example; }
 
 void finish(Engine& e, Sample& s) {
-  if (s.handle >= 0) kv_free(e.cache, s.handle);
+  if (s.handle >= 0) kv_free(e.cache.book(), s.handle);
   s.handle = -1;
   s.phase = Phase::Done;
   s.feed.clear();
@@ -164,16 +163,13 @@ void take_sql_result(Engine& e, Sample& s, Trajectory& t) {
   inject(e, s, t, e.protocol.inject(turn.action, outcome, example_of(e, s)));
 }
 
-// Samples the next token of `s` from its logits row and advances its turn.
-void sample_next(Engine& e, Sample& s, Trajectory& t, const float* logits) {
-  const int64_t V = e.model.config.vocab_size, known = static_cast<int64_t>(e.tok.size());
-  if (known < V) {  // a padded vocabulary: ids the tokenizer cannot decode are never drawn
-    e.row.assign(logits, logits + V);
-    std::fill(e.row.begin() + known, e.row.end(), -INFINITY);
-    logits = e.row.data();
-  }
-  uint64_t position = t.tokens.size();
-  SampledToken st = sample_token_cpu(logits, V, e.opt.sampling, s.stream_id, position, e.scratch);
+// The request for the next token of `s` (its Philox stream, at its next position).
+SamplingRequest draw_request(const Engine& e, const Sample& s, const Trajectory& t) {
+  return {e.opt.sampling, s.stream_id, static_cast<uint64_t>(t.tokens.size())};
+}
+
+// Appends the token drawn for `s` and advances its turn.
+void sample_next(Engine& e, Sample& s, Trajectory& t, const SampledToken& st) {
   t.tokens.push_back(st.token);
   t.policy_mask.push_back(1);
   t.sampler_logprobs.push_back(st.logprob);
@@ -204,7 +200,7 @@ void sample_next(Engine& e, Sample& s, Trajectory& t, const float* logits) {
 // call and draws each sample's first token from its group's prompt logits.
 void admit(Engine& e, size_t& next_request, int64_t per_sample_blocks) {
   const int64_t G = e.opt.group_size;
-  const int64_t live_cap = std::min(std::max(e.opt.max_batch_sequences, G), e.cache.num_blocks / per_sample_blocks);
+  const int64_t live_cap = std::min(std::max(e.opt.max_batch_sequences, G), e.cache.book().num_blocks / per_sample_blocks);
   std::vector<size_t> groups;
   std::vector<CachedInput> inputs;
   while (next_request < e.requests.size() && e.live + G <= live_cap) {
@@ -220,26 +216,32 @@ void admit(Engine& e, size_t& next_request, int64_t per_sample_blocks) {
     e.live += G;
     e.stats.prompt_tokens += static_cast<int64_t>(prompt.size());
     groups.push_back(r);
-    inputs.push_back({kv_new_sequence(e.cache), prompt});
+    inputs.push_back({kv_new_sequence(e.cache.book()), prompt});
   }
   if (groups.empty()) return;
   auto t0 = Clock::now();
-  std::vector<float> logits;
-  forward_cached(e.model, e.cache, inputs, logits);
+  policy_forward_cached(e.policy, e.cache, inputs, e.logits);
   e.stats.prefill_seconds += seconds_since(t0);
-  const int64_t V = e.model.config.vocab_size;
-  for (size_t i = 0; i < groups.size(); ++i) {
+  // Every sample of a group draws its first token from the group's prompt row.
+  std::vector<int64_t> rows;
+  std::vector<SamplingRequest> requests;
+  for (size_t i = 0; i < groups.size(); ++i)
     for (int64_t g = 0; g < G; ++g) {
-      Sample& s = e.samples[groups[i] * G + g];
-      s.handle = g == 0 ? inputs[i].sequence : kv_fork(e.cache, inputs[i].sequence);
+      size_t k = groups[i] * G + g;
+      Sample& s = e.samples[k];
+      s.handle = g == 0 ? inputs[i].sequence : kv_fork(e.cache.book(), inputs[i].sequence);
       s.phase = Phase::Decode;
+      rows.push_back(static_cast<int64_t>(i));
+      requests.push_back(draw_request(e, s, e.out[k]));
     }
+  std::vector<SampledToken> drawn =
+      policy_sample(e.policy, e.logits, rows, requests, static_cast<int64_t>(e.tok.size()));
+  for (size_t i = 0; i < groups.size(); ++i)
     for (int64_t g = 0; g < G; ++g) {
       size_t k = groups[i] * G + g;
       start_turn(e, e.samples[k], e.out[k]);
-      sample_next(e, e.samples[k], e.out[k], logits.data() + static_cast<int64_t>(i) * V);
+      sample_next(e, e.samples[k], e.out[k], drawn[i * G + g]);
     }
-  }
 }
 
 void collect_sql(Engine& e) {
@@ -272,12 +274,18 @@ void decode_step(Engine& e, const std::vector<size_t>& batch) {
   auto t0 = Clock::now();
   std::vector<CachedInput> inputs;
   for (size_t k : batch) inputs.push_back({e.samples[k].handle, e.samples[k].feed});
-  std::vector<float> logits;
-  forward_cached(e.model, e.cache, inputs, logits);
-  e.stats.kv_blocks_peak = std::max(e.stats.kv_blocks_peak, e.cache.num_blocks - kv_free_block_count(e.cache));
-  for (size_t i = 0; i < batch.size(); ++i)
-    sample_next(e, e.samples[batch[i]], e.out[batch[i]],
-                logits.data() + static_cast<int64_t>(i) * e.model.config.vocab_size);
+  policy_forward_cached(e.policy, e.cache, inputs, e.logits);
+  const PagedKVCache& book = e.cache.book();
+  e.stats.kv_blocks_peak = std::max(e.stats.kv_blocks_peak, book.num_blocks - kv_free_block_count(book));
+  std::vector<int64_t> rows;
+  std::vector<SamplingRequest> requests;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    rows.push_back(static_cast<int64_t>(i));
+    requests.push_back(draw_request(e, e.samples[batch[i]], e.out[batch[i]]));
+  }
+  std::vector<SampledToken> drawn =
+      policy_sample(e.policy, e.logits, rows, requests, static_cast<int64_t>(e.tok.size()));
+  for (size_t i = 0; i < batch.size(); ++i) sample_next(e, e.samples[batch[i]], e.out[batch[i]], drawn[i]);
   double dt = seconds_since(t0);
   e.stats.decode_seconds += dt;
   ++e.stats.decode_steps;
@@ -289,6 +297,13 @@ void decode_step(Engine& e, const std::vector<size_t>& batch) {
 std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokenizer, const Protocol& protocol,
                                 sql::Pool& pool, const std::vector<RolloutRequest>& requests,
                                 const RolloutOptions& options, RolloutStats* stats_out) {
+  return rollout(cpu_policy(model), tokenizer, protocol, pool, requests, options, stats_out);
+}
+
+std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer, const Protocol& protocol,
+                                sql::Pool& pool, const std::vector<RolloutRequest>& requests,
+                                const RolloutOptions& options, RolloutStats* stats_out) {
+  const QwenModel& model = *policy.host;
   auto wall0 = Clock::now();
   const int64_t G = options.group_size, V = model.config.vocab_size;
   check(G > 0, "rollout: group_size must be positive, got ", G);
@@ -317,22 +332,21 @@ std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokeniz
   live_samples = (live_samples + G - 1) / G * G;
   int64_t blocks = options.kv_cache_blocks;
   if (blocks <= 0) {
-    const QwenConfig& c = model.config;
-    int64_t block_bytes = 2 * c.num_hidden_layers * options.kv_block_size * c.kv_dim() * int64_t(sizeof(float));
+    int64_t block_bytes = policy_kv_block_bytes(policy, options.kv_block_size);
     blocks = std::min(live_samples * per_sample,
                       std::max<int64_t>(options.kv_cache_max_bytes / block_bytes, G * per_sample));
   }
   check(blocks >= G * per_sample, "rollout: kv_cache_blocks = ", blocks, " cannot hold one group of ", G,
         " samples of up to ", cap, " tokens (", G * per_sample, " blocks of ", options.kv_block_size, ")");
 
-  Engine e{.model = model,
+  Engine e{.policy = policy,
            .tok = tokenizer,
            .protocol = protocol,
            .pool = pool,
            .requests = requests,
            .opt = options,
            .stats = stats,
-           .cache = make_kv_cache(model.config, blocks, options.kv_block_size),
+           .cache = make_policy_kv(policy, blocks, options.kv_block_size),
            .stops = protocol.stop_strings(),
            .cap = cap,
            .max_turns = options.max_turns > 0 ? options.max_turns : protocol.max_turns()};
@@ -379,7 +393,7 @@ std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokeniz
     }
     ++e.step;
   }
-  check(kv_free_block_count(e.cache) == blocks, "rollout: ", blocks - kv_free_block_count(e.cache),
+  check(kv_free_block_count(e.cache.book()) == blocks, "rollout: ", blocks - kv_free_block_count(e.cache.book()),
         " KV blocks still held after every sample finished");
   stats.wall_seconds = seconds_since(wall0);
   return std::move(e.out);

@@ -11,6 +11,7 @@
 
 #include "kernels/sampling.h"
 #include "model/model.h"
+#include "rl/policy.h"
 #include "rl/protocol.h"
 #include "rl/trajectory.h"
 #include "sql/datasets.h"
@@ -81,6 +82,11 @@ std::vector<int32_t> build_prompt_tokens(const Protocol& protocol, const Tokeniz
 // vocabulary is padded beyond them. Per-trajectory decode_seconds is the wall time of the
 // batched steps the sample took part in.
 std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokenizer, const Protocol& protocol,
+                                sql::Pool& pool, const std::vector<RolloutRequest>& requests,
+                                const RolloutOptions& options, RolloutStats* stats = nullptr);
+// The same on either device (rl/policy.h): on CUDA the cache is bf16 on the device and the
+// tokens are drawn by the device sampler (the same Philox draws as the CPU's).
+std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer, const Protocol& protocol,
                                 sql::Pool& pool, const std::vector<RolloutRequest>& requests,
                                 const RolloutOptions& options, RolloutStats* stats = nullptr);
 

@@ -15,7 +15,7 @@ std::vector<ConfigField> config_fields(TrainConfig& c) {
   return {
       {"out", "run folder", &c.out},
       {"resume", "continue the run in this folder from its latest checkpoint", &c.resume},
-      {"device", "cpu | cuda", &c.device},
+      {"device", "cpu | cuda (cuda: rollout and GRPO on one GPU, bf16 weights with f32 master; head_dim 64 or 128)", &c.device},
       {"max-steps", "trainer steps (rollout batches) to reach", &c.max_steps},
       {"seed", "seed of the data shuffle, the sampler (Philox) and the embedded model", &c.seed},
       {"save-every", "checkpoint every N steps (the last always); 0 = last only", &c.save_every},

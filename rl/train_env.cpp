@@ -9,6 +9,7 @@
 
 #include "rl/train.h"
 #include "rl/train_log.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "sql/compare.h"
 
@@ -76,9 +77,14 @@ TrainEnv make_train_env(const TrainConfig& config) {
   env.config = config;
   TrainConfig& c = env.config;
   validate_config(c);
-  check(c.device == "cpu",
-        "device cuda: the GPU model path of train is not built yet (the CUDA kernels exist, the model does not run "
-        "on them); use --device cpu");
+  // --device cuda: a device must be there, and the model's head_dim one the CUDA attention takes.
+  const bool cuda = c.device == "cuda";
+  if (cuda) check(cuda_device_count() > 0, "device cuda: ", cuda_unavailable_reason());
+  auto check_head_dim = [&](int64_t head_dim, const std::string& model) {
+    check(!cuda || head_dim == 64 || head_dim == 128, "device cuda: ", model, " has head_dim ", head_dim,
+          "; the CUDA attention kernels take 64 or 128", c.weights.empty() ? " (set --tiny-head-dim 64)" : "");
+  };
+  if (c.weights.empty()) check_head_dim(c.tiny_head_dim, "the embedded model");
 
   // ---- what the user named, checked before anything is written
   env.protocol = make_protocol(c.protocol);
@@ -105,6 +111,7 @@ TrainEnv make_train_env(const TrainConfig& config) {
   if (!c.weights.empty()) {
     check(fs::exists(c.weights), "weights: no such file or folder: ", c.weights);
     env.model = load_model(c.weights);
+    check_head_dim(env.model.config.head_dim, c.weights);
   }
   std::string tok_path = tokenizer_path(c);
   if (!tok_path.empty()) {

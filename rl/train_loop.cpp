@@ -117,19 +117,29 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   } else {
     check(!fs::exists(run / "metrics.jsonl"), "run folder ", dir, " already holds a run; use --resume ", dir);
     fs::create_directories(run / "checkpoints");
-    optimizer = make_optimizer_state(env.model.num_params);
+    // On CUDA the moments live on the device (rl/policy.h); the host copy is made per checkpoint.
+    if (c.device != "cuda") optimizer = make_optimizer_state(env.model.num_params);
   }
   TrainConfig resolved = c;
   resolved.resume.clear();
   resolved.out = dir;
   write_text_atomic((run / "config.toml").string(), config_to_toml(resolved));
 
-  alloc_grads(env.model);
   const GrpoConfig gc = grpo_config(c);
   const RolloutOptions base = rollout_options(c, env.chat_template);
   TrainOptions to;
   to.max_tokens = std::max(c.micro_batch_tokens, std::min(c.max_total_tokens, env.model.config.max_position_embeddings));
-  TrainState state = make_train_state(env.model.config, to);
+  // Upload once (after a resume loaded its weights); the host model is then only the shape and
+  // the staging buffer of each checkpoint's download.
+  const bool cuda = c.device == "cuda";
+  Policy policy = cuda ? cuda_policy(env.model) : cpu_policy(env.model);
+  Policy reference;
+  if (env.reference) reference = cuda ? cuda_reference(*env.reference) : cpu_policy(*env.reference);
+  PolicyActivations state = policy_init_training(policy, to, gc.adamw);
+  if (cuda && !optimizer.m.empty()) {  // resumed: the moments go to the device
+    policy_upload_optimizer(policy, optimizer);
+    optimizer.m = {}, optimizer.v = {};
+  }
   SchemaCache schemas;
 
   std::string metrics_path = (run / "metrics.jsonl").string(), traj_path = (run / "trajectories.jsonl").string();
@@ -165,12 +175,12 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     rec.epoch = epoch;
     rec.data_position = first_position;
     rec.ppo_epochs = c.ppo_epochs;
-    std::vector<Trajectory> trajs = rollout(env.model, *env.tokenizer, *env.protocol, *env.pool, requests, ro, &rec.rollout);
+    std::vector<Trajectory> trajs = rollout(policy, *env.tokenizer, *env.protocol, *env.pool, requests, ro, &rec.rollout);
     auto score_start = std::chrono::steady_clock::now();
     std::vector<uint8_t> ex;
     env.score(batch, trajs, &ex);
     rec.score_seconds = seconds_since(score_start);
-    rec.grpo = grpo_step(env.model, env.reference.get(), optimizer, state, trajs, gc);
+    rec.grpo = grpo_step(policy, env.reference ? &reference : nullptr, optimizer, state, trajs, gc);
     rec.examples = &batch;
     rec.trajs = &trajs;
     rec.ex = &ex;
@@ -179,9 +189,13 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     append_line(metrics, metrics_path, metrics_json(rec, env.panel).dump());
     for (const auto& j : trajectory_json(rec, c.log_trajectories)) append_line(traj_log, traj_path, j.dump());
     bool last = step + 1 == c.max_steps;
-    if (last || (c.save_every > 0 && (step + 1) % c.save_every == 0))
+    if (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)) {
+      policy_download(policy, env.model);  // CUDA: master weights and moments to the host
+      policy_download_optimizer(policy, optimizer);
       save_train_checkpoint(dir, {step + 1, c.seed, c.batch_size, c.group_size, n_examples}, env.model,
                             env.tokenizer_json, optimizer);
+      if (cuda) optimizer.m = {}, optimizer.v = {};
+    }
 
     double reward = 0;
     for (const Trajectory& t : trajs) reward += t.reward;

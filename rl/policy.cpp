@@ -1,0 +1,182 @@
+#include "rl/policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/cuda_ops.h"
+#include "runtime/device.h"
+#include "runtime/error.h"
+
+namespace sqlrl::rl {
+
+Policy cpu_policy(QwenModel& model) {
+  Policy p;
+  p.host = &model;
+  return p;
+}
+
+// Read-only users never reach a function that writes through `host`.
+Policy cpu_policy(const QwenModel& model) { return cpu_policy(const_cast<QwenModel&>(model)); }
+
+Policy cuda_policy(QwenModel& host, int device) {
+  check(cuda_device_count() > 0, "device cuda: ", cuda_unavailable_reason());
+  check(cuda_device_count() > device, "device cuda: no CUDA device ", device, " (", cuda_device_count(), " present)");
+  check(host.config.head_dim == 64 || host.config.head_dim == 128, "device cuda: the model's head_dim is ",
+        host.config.head_dim, "; the CUDA attention kernels take 64 or 128 (the embedded model: --tiny-head-dim 64)");
+  Policy p;
+  p.host = &host;
+  p.on_cuda = true;
+  p.cuda = upload_model(host, device);
+  return p;
+}
+
+Policy cuda_reference(QwenModel& host, int device) {
+  Policy p = cuda_policy(host, device);
+  p.cuda.grads = Tensor{};  // never trained
+  return p;
+}
+
+int64_t policy_kv_block_bytes(const Policy& policy, int64_t block_size) {
+  const QwenConfig& c = policy.config();
+  int64_t elem = policy.on_cuda ? 2 : static_cast<int64_t>(sizeof(float));
+  return 2 * c.num_hidden_layers * block_size * c.kv_dim() * elem;
+}
+
+PolicyKV make_policy_kv(const Policy& policy, int64_t num_blocks, int64_t block_size) {
+  PolicyKV kv;
+  kv.on_cuda = policy.on_cuda;
+  if (policy.on_cuda) kv.cuda = make_cuda_kv_cache(policy.cuda, num_blocks, block_size);
+  else kv.host = make_kv_cache(policy.config(), num_blocks, block_size);
+  return kv;
+}
+
+void policy_forward_cached(const Policy& policy, PolicyKV& cache, const std::vector<CachedInput>& inputs,
+                           PolicyLogits& logits) {
+  check(cache.on_cuda == policy.on_cuda, "policy: the KV cache is on another device than the policy");
+  if (policy.on_cuda) forward_cached_cuda(policy.cuda, cache.cuda, inputs, logits.cuda);
+  else forward_cached(*policy.host, cache.host, inputs, logits.host);
+}
+
+std::vector<SampledToken> policy_sample(const Policy& policy, PolicyLogits& logits, const std::vector<int64_t>& rows,
+                                        const std::vector<SamplingRequest>& requests, int64_t vocab_limit) {
+  check(rows.size() == requests.size(), "policy_sample: ", rows.size(), " rows for ", requests.size(), " requests");
+  const int64_t V = policy.config().vocab_size, known = std::min(vocab_limit, V);
+  std::vector<SampledToken> out(requests.size());
+  if (requests.empty()) return out;
+  if (!policy.on_cuda) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const float* row = logits.host.data() + rows[i] * V;
+      if (known < V) {  // a padded vocabulary: ids the tokenizer cannot decode are never drawn
+        logits.masked.assign(row, row + V);
+        std::fill(logits.masked.begin() + known, logits.masked.end(), -INFINITY);
+        row = logits.masked.data();
+      }
+      const SamplingRequest& r = requests[i];
+      out[i] = sample_token_cpu(row, V, r.params, r.sequence_id, r.position, logits.scratch);
+    }
+    return out;
+  }
+  // The device sampler reads consecutive rows: gather them when requests share or skip rows.
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const Tensor* source = &logits.cuda;
+  Tensor gathered;
+  bool identity = true;
+  for (int64_t i = 0; i < n; ++i) identity = identity && rows[i] == i;
+  Device dev = cuda_device(policy.cuda.device);
+  if (!identity) {
+    gathered = empty({n, V}, DType::F32, dev);
+    for (int64_t i = 0; i < n; ++i)
+      model_copy(gathered.data_as<float>() + i * V, logits.cuda.data_as<float>() + rows[i] * V, sizeof(float) * V,
+                 CopyKind::DeviceToDevice, policy.cuda.stream);
+    source = &gathered;
+  }
+  Tensor d_req = empty({static_cast<int64_t>(requests.size() * sizeof(SamplingRequest))}, DType::U8, dev);
+  Tensor d_out = empty({static_cast<int64_t>(out.size() * sizeof(SampledToken))}, DType::U8, dev);
+  model_copy(d_req.data(), requests.data(), d_req.nbytes(), CopyKind::HostToDevice, policy.cuda.stream);
+  // vocab = known, ld = V: the padded columns are skipped as the CPU path's -inf mask does.
+  sample_tokens_cuda(static_cast<SampledToken*>(d_out.data()), source->data_as<float>(), n, known, V,
+                     static_cast<const SamplingRequest*>(d_req.data()), policy.cuda.stream);
+  model_copy(out.data(), d_out.data(), d_out.nbytes(), CopyKind::DeviceToHost, policy.cuda.stream);
+  return out;
+}
+
+PolicyActivations policy_init_training(Policy& policy, const TrainOptions& options, const AdamWConfig& adamw) {
+  PolicyActivations acts;
+  acts.on_cuda = policy.on_cuda;
+  if (policy.on_cuda) {
+    acts.cuda = make_cuda_train_state(policy.cuda, options);
+    if (!policy.cuda_adamw.m.defined()) policy.cuda_adamw = make_cuda_adamw(policy.cuda, adamw);
+  } else {
+    if (policy.host->grads.size() != policy.host->params.size()) alloc_grads(*policy.host);
+    acts.host = make_train_state(policy.config(), options);
+  }
+  return acts;
+}
+
+bool policy_training_ready(const Policy& policy) {
+  if (policy.on_cuda) return policy.cuda.grads.defined() && policy.cuda_adamw.m.defined();
+  return policy.host->grads.size() == policy.host->params.size();
+}
+
+void policy_forward_logprobs(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
+                             const std::vector<int32_t>& targets, float* logprobs, float* entropy) {
+  check(acts.on_cuda == policy.on_cuda, "policy: the activations are on another device than the model");
+  if (policy.on_cuda) forward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, logprobs, entropy);
+  else forward_logprobs(*policy.host, acts.host, batch, targets, logprobs, entropy);
+}
+
+void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
+                              const std::vector<int32_t>& targets, const float* dlogprobs) {
+  if (policy.on_cuda) backward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, dlogprobs);
+  else backward_logprobs(*policy.host, acts.host, batch, targets, dlogprobs);
+}
+
+void policy_zero_grads(Policy& policy) {
+  if (policy.on_cuda) zero_grads(policy.cuda);
+  else zero_grads(*policy.host);
+}
+
+double policy_grad_sq_sum(Policy& policy) {
+  if (!policy.on_cuda) return grad_sq_sum_cpu(policy.host->grads.data(), policy.host->num_params);
+  double norm = grad_norm_cuda(policy.cuda, policy.cuda_adamw);
+  return norm * norm;
+}
+
+void policy_adamw_step(Policy& policy, OptimizerState& optimizer, const AdamWConfig& config, float lr, float max_norm,
+                       double grad_sq_sum) {
+  if (!policy.on_cuda) {
+    QwenModel& m = *policy.host;
+    adamw_cpu(m.params.data(), optimizer.m.data(), optimizer.v.data(), m.grads.data(), m.num_params, config,
+              optimizer.adam_step, lr, clip_coefficient(grad_sq_sum, max_norm));
+    return;
+  }
+  policy.cuda_adamw.config = config;
+  policy.cuda_adamw.step = optimizer.adam_step - 1;  // adamw_step_cuda advances it to adam_step
+  adamw_step_cuda(policy.cuda, policy.cuda_adamw, lr, max_norm);
+}
+
+void policy_download(const Policy& policy, QwenModel& out) {
+  if (policy.on_cuda) return download_model(policy.cuda, out);
+  if (&out != policy.host) out.params = policy.host->params;
+}
+
+void policy_download_optimizer(const Policy& policy, OptimizerState& out) {
+  if (!policy.on_cuda) return;
+  const int64_t n = policy.cuda.num_params();
+  check(policy.cuda_adamw.m.defined(), "policy: no device optimizer state to download");
+  out.m.resize(static_cast<size_t>(n)), out.v.resize(static_cast<size_t>(n));
+  model_copy(out.m.data(), policy.cuda_adamw.m.data(), sizeof(float) * n, CopyKind::DeviceToHost, policy.cuda.stream);
+  model_copy(out.v.data(), policy.cuda_adamw.v.data(), sizeof(float) * n, CopyKind::DeviceToHost, policy.cuda.stream);
+}
+
+void policy_upload_optimizer(Policy& policy, const OptimizerState& in) {
+  if (!policy.on_cuda) return;
+  const int64_t n = policy.cuda.num_params();
+  check(policy.cuda_adamw.m.defined(), "policy: policy_init_training first (no device optimizer state)");
+  check(static_cast<int64_t>(in.m.size()) == n && static_cast<int64_t>(in.v.size()) == n, "policy: optimizer state has ",
+        in.m.size(), " moments for ", n, " parameters");
+  model_copy(policy.cuda_adamw.m.data(), in.m.data(), sizeof(float) * n, CopyKind::HostToDevice, policy.cuda.stream);
+  model_copy(policy.cuda_adamw.v.data(), in.v.data(), sizeof(float) * n, CopyKind::HostToDevice, policy.cuda.stream);
+}
+
+}  // namespace sqlrl::rl

@@ -1,0 +1,100 @@
+// The policy as rollout(), grpo_step() and run_eval() see it: the host QwenModel (CPU, f32) or a
+// CudaModel (bf16 weights, f32 master and gradients, AdamW moments on the device) behind the
+// same few free functions, so the engine and the trainer are one code path on either device.
+// A plain struct with both halves; `on_cuda` says which one is live. The CPU functions call
+// exactly what rollout/grpo called before (bit-identical results); the CUDA ones are
+// model/cuda_model.h's.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/adamw.h"
+#include "kernels/sampling.h"
+#include "model/cuda_model.h"
+#include "model/infer.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "model/train.h"
+#include "rl/optimizer.h"
+
+namespace sqlrl::rl {
+
+struct Policy {
+  // CPU: the model itself (trained in place). CUDA: the shape, and the staging buffer that
+  // policy_download fills for checkpoints. Never owned. Read-only users (rollout, eval) take a
+  // const Policy&.
+  QwenModel* host = nullptr;
+  bool on_cuda = false;
+  CudaModel cuda;       // on_cuda: weights, master, grads
+  CudaAdamW cuda_adamw;  // on_cuda, after policy_init_training: m, v (OptimizerState's m/v stay empty)
+  const QwenConfig& config() const { return host->config; }
+};
+
+// Wraps a host model (no copy). The const overload is for read-only use (rollout, eval).
+Policy cpu_policy(QwenModel& model);
+Policy cpu_policy(const QwenModel& model);
+// Uploads `host` to CUDA device `device` (master = params exactly, weights rounded to bf16).
+// Fails with one line naming the device when there is none, or when the model's head_dim is
+// not one the CUDA attention takes (64, 128).
+Policy cuda_policy(QwenModel& host, int device = 0);
+// A frozen copy (the KL reference): the device copy keeps no gradient buffer.
+Policy cuda_reference(QwenModel& host, int device = 0);
+
+// ---- inference: a paged KV cache on the policy's device and one batched forward ----
+struct PolicyKV {
+  PagedKVCache host;  // CPU cache (f32)
+  CudaKVCache cuda;   // on_cuda: bookkeeping in cuda.book, K/V bf16 on the device
+  bool on_cuda = false;
+  PagedKVCache& book() { return on_cuda ? cuda.book : host; }
+  const PagedKVCache& book() const { return on_cuda ? cuda.book : host; }
+};
+// Bytes one cache block takes on the policy's device (f32 on the CPU, bf16 on CUDA).
+int64_t policy_kv_block_bytes(const Policy& policy, int64_t block_size);
+PolicyKV make_policy_kv(const Policy& policy, int64_t num_blocks, int64_t block_size);
+
+// Logits of the last forward (host vector or device tensor) and the CPU sampler's buffers.
+struct PolicyLogits {
+  std::vector<float> host;
+  Tensor cuda;
+  SamplingScratch scratch;
+  std::vector<float> masked;  // a row with the padded ids set to -inf (CPU)
+};
+// forward_cached / forward_cached_cuda: one logits row per input (its last new token).
+void policy_forward_cached(const Policy& policy, PolicyKV& cache, const std::vector<CachedInput>& inputs,
+                           PolicyLogits& logits);
+// One token per request, request i drawn from logits row rows[i]; ids >= vocab_limit are never
+// drawn (a padded vocabulary). CPU: sample_token_cpu row by row; CUDA: sample_tokens_cuda.
+std::vector<SampledToken> policy_sample(const Policy& policy, PolicyLogits& logits, const std::vector<int64_t>& rows,
+                                        const std::vector<SamplingRequest>& requests, int64_t vocab_limit);
+
+// ---- training ----
+// Activations for micro-batches of up to max_tokens positions (shared by policy and reference).
+struct PolicyActivations {
+  TrainState host;
+  CudaTrainState cuda;
+  bool on_cuda = false;
+  int64_t max_tokens() const { return on_cuda ? cuda.options.max_tokens : host.options.max_tokens; }
+};
+// Allocates the gradients (CPU: alloc_grads; CUDA: already there) and, on CUDA, the AdamW
+// moments (zero); returns the activation plan for `options`.
+PolicyActivations policy_init_training(Policy& policy, const TrainOptions& options, const AdamWConfig& adamw);
+bool policy_training_ready(const Policy& policy);  // gradients (and device moments) allocated
+
+void policy_forward_logprobs(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
+                             const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr);
+void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
+                              const std::vector<int32_t>& targets, const float* dlogprobs);
+void policy_zero_grads(Policy& policy);
+double policy_grad_sq_sum(Policy& policy);
+// One AdamW update with adam step optimizer.adam_step (already advanced by the caller), the
+// gradients scaled by clip_coefficient(grad_sq_sum, max_norm). CPU: optimizer.m/v; CUDA: the
+// device moments (the clip coefficient is recomputed on the device from the same gradients).
+void policy_adamw_step(Policy& policy, OptimizerState& optimizer, const AdamWConfig& config, float lr, float max_norm,
+                       double grad_sq_sum);
+
+// ---- checkpoints: master weights and moments to the host and back ----
+void policy_download(const Policy& policy, QwenModel& out);  // CPU: copies params when out is another model
+void policy_download_optimizer(const Policy& policy, OptimizerState& out);  // CUDA: m, v into out
+void policy_upload_optimizer(Policy& policy, const OptimizerState& in);     // CUDA: m, v from in
+
+}  // namespace sqlrl::rl
