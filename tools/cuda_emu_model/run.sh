@@ -6,11 +6,15 @@
 # order of forward and backward, the paged cache bookkeeping) without a GPU; says nothing
 # about timing, cuBLASLt or the real memory model.
 #   tools/cuda_emu_model/run.sh CPU_BUILD_DIR [gtest filter]
-# CPU_BUILD_DIR: configured with -DSQLRL_WITH_CUDA=OFF, having built test_model_cuda (so every
+#   SQLRL_EMU_TESTS=rl_cuda tools/cuda_emu_model/run.sh CPU_BUILD_DIR [gtest filter]
+# SQLRL_EMU_TESTS: the test area to emulate (model_cuda, the default, or rl_cuda: rollout, GRPO
+# and train on the CUDA policy, which also links sqlrl_rl, sqlrl_sql and SQLite).
+# CPU_BUILD_DIR: configured with -DSQLRL_WITH_CUDA=OFF, having built test_<area> (so every
 # library is there). Minutes on 2 cores.
 set -euo pipefail
 build=${1:?usage: tools/cuda_emu_model/run.sh CPU_BUILD_DIR [gtest filter]}
 filter=${2:-*}
+area=${SQLRL_EMU_TESTS:-model_cuda}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here="$root/tools/cuda_emu_model"
 work=${SQLRL_EMU_WORK:-$(mktemp -d)}
@@ -28,13 +32,18 @@ flags=(-std=c++20 -O1 -pthread -I"$here/shim" -I"$root/tools/cuda_emu_ops/shim" 
 compile() {  # source object
   [ "$2" -nt "$1" ] || g++ "${flags[@]}" -c "$1" -o "$2"
 }
-for f in "$work"/src/*.cpp "$here/emu_device.cpp" "$root"/tests/model_cuda/*.cpp; do
-  compile "$f" "$work/obj/$(basename "$f" .cpp).o" &
+mkdir -p "$work/obj/$area"
+for f in "$work"/src/*.cpp "$here/emu_device.cpp" "$root"/tests/"$area"/*.cpp; do
+  obj="$work/obj/$(basename "$f" .cpp).o"
+  case "$f" in "$root"/tests/*) obj="$work/obj/$area/$(basename "$f" .cpp).o" ;; esac
+  compile "$f" "$obj" &
   while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
 done
 wait
 b="$build"
-g++ -pthread -o "$work/model_emu" "$work"/obj/*.o \
-  "$b/model/libsqlrl_model.a" "$b/weights/libsqlrl_weights.a" "$b/tokenizer/libsqlrl_tokenizer.a" \
-  "$b/kernels/libsqlrl_kernels.a" "$b/runtime/libsqlrl_runtime.a" -lgtest -lgtest_main -lopenblas -lutf8proc
-"$work/model_emu" --gtest_filter="$filter"
+libs=("$b/model/libsqlrl_model.a" "$b/weights/libsqlrl_weights.a" "$b/tokenizer/libsqlrl_tokenizer.a"
+      "$b/kernels/libsqlrl_kernels.a" "$b/runtime/libsqlrl_runtime.a")
+[ "$area" = model_cuda ] || libs=("$b/rl/libsqlrl_rl.a" "${libs[0]}" "$b/sql/libsqlrl_sql.a" "${libs[@]:1}" -lsqlite3)
+g++ -pthread -o "$work/${area}_emu" "$work"/obj/*.o "$work/obj/$area"/*.o "${libs[@]}" \
+  -lgtest -lgtest_main -lopenblas -lutf8proc
+"$work/${area}_emu" --gtest_filter="$filter"
