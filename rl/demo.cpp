@@ -128,18 +128,16 @@ DemoSizes demo_sizes(const std::string& name) {
   DemoSizes s;
   if (name == "default") return s;
   if (name == "full") {
-    // A wider, deeper model, every dev question, 3x the SFT epochs and 5x the GRPO steps with
-    // bigger groups: about 40 default-SFT-epochs of compute (estimated from the default's CPU
-    // time, not measured end to end).
-    s.hidden = 96, s.layers = 3, s.heads = 6, s.kv_heads = 2, s.head_dim = 16, s.intermediate = 256;
-    s.sft_epochs = 18;
-    s.rl_steps = 100, s.rl_batch = 8, s.rl_group = 8;
-    s.dev_limit = 0;
+    // Twice the demonstrations, more epochs and 4x the GRPO samples: about 4x the default's
+    // compute (estimated from the default's time, not measured end to end).
+    s.train_databases = 72;
+    s.sft_epochs = 8;
+    s.rl_steps = 150, s.rl_batch = 8, s.rl_group = 8;
     return s;
   }
   if (name == "mini") {
     s.train_databases = 2, s.dev_databases = 1, s.questions_per_database = 10;
-    s.vocab = 600, s.hidden = 32, s.heads = 2, s.kv_heads = 1, s.intermediate = 64;
+    s.vocab = 600, s.hidden = 32, s.heads = 2, s.kv_heads = 1, s.head_dim = 16, s.intermediate = 64;
     s.sft_epochs = 1;
     s.train_limit = 12;
     s.rl_steps = 2, s.rl_batch = 2, s.rl_group = 2;
