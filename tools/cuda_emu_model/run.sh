@@ -8,7 +8,8 @@
 #   tools/cuda_emu_model/run.sh CPU_BUILD_DIR [gtest filter]
 #   SQLRL_EMU_TESTS=rl_cuda tools/cuda_emu_model/run.sh CPU_BUILD_DIR [gtest filter]
 # SQLRL_EMU_TESTS: the test area to emulate (model_cuda, the default, or rl_cuda: rollout, GRPO
-# and train on the CUDA policy, which also links sqlrl_rl, sqlrl_sql and SQLite).
+# and train on the CUDA policy, which also links sqlrl_rl, sqlrl_sql and SQLite; all pass emulated:
+# GrpoCuda ~4 min, RolloutCuda ~3.5 min, TrainCuda ~33 min on a loaded 2-core machine).
 # CPU_BUILD_DIR: configured with -DSQLRL_WITH_CUDA=OFF, having built test_<area> (so every
 # library is there). Minutes on 2 cores.
 set -euo pipefail
