@@ -27,11 +27,11 @@
 
 namespace sqlrl::rl {
 
-// The knobs that set the run's size. demo_sizes("default") finishes in about ten minutes on 2
-// cores, "full" in about an hour (estimated, not measured), "mini" in seconds (tests).
+// The knobs that set the run's size. demo_sizes("default") takes about eleven minutes on 2 quiet
+// cores (estimated from its parts), "full" about an hour (estimated), "mini" seconds (tests).
 // The default's numbers come from runs on the 2-core machine (session notes, README):
 //   - SFT competence appears late and suddenly: 1080 demonstrations at 3 epochs reach 5% dev EX,
-//     at 6 epochs 28-35%; 720 demonstrations at 6 epochs 8-16%. A 4-layer model learned no
+//     at 6 epochs 28-42% (3 seeds); 720 demonstrations at 6 epochs 8-16%. A 4-layer model learned no
 //     faster per update than 2 layers, so the compute goes into updates, not depth.
 //   - GRPO at lr 5e-4 collapses within 40 steps (entropy 0.3 -> 2.1, format rate 0.3); at 2e-4
 //     it is stable. Rollouts at SkyRL-SQL's T 0.6 / top-p 0.95 (§5) succeed about 30% of the time
