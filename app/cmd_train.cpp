@@ -66,7 +66,7 @@ void run_train(TrainArgs& args) {
 
 void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a text-to-SQL agent with multi-turn GRPO (CPU)");
+  CLI::App* cmd = app.add_subcommand("train", "Train a text-to-SQL agent with multi-turn GRPO (--device cpu or cuda); with no arguments, the embedded demo");
   cmd->add_option("--config", args->recipe, "recipe file (TOML, e.g. configs/skyrl.toml); flags override its keys");
   for (rl::ConfigField& f : rl::config_fields(args->config)) {
     std::string flag = std::string("--") + f.key;
