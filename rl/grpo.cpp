@@ -165,15 +165,17 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
     std::vector<int64_t> slice(sel.kept.begin() + b * kept / M, sel.kept.begin() + (b + 1) * kept / M);
     minis.push_back(pack_micro_batches(batch, slice, sel.advantages, state.max_tokens()));
   }
-  // Old (and reference) log-probs with the weights as they are before any update.
-  for (std::vector<MicroBatch>& mini : minis)
-    for (MicroBatch& mb : mini) {
+  // Old (and reference) log-probs with the weights as they are before any update. The first
+  // mini-batch's come from its first training forward instead (the weights are still the old
+  // ones there, and the kernels are deterministic: the same bits, one forward fewer per step).
+  for (size_t b = 0; b < minis.size(); ++b)
+    for (MicroBatch& mb : minis[b]) {
       const size_t T = mb.targets.size();
       stats.positions += static_cast<int64_t>(T), ++stats.micro_batches;
       for (uint8_t m : mb.mask) stats.tokens += m;
       if (config.use_sampler_logprobs) {
         mb.old_logprobs = mb.sampler_logprobs;
-      } else {
+      } else if (b > 0) {
         mb.old_logprobs.resize(T);
         policy_forward_logprobs(policy, state, mb.batch, mb.targets, mb.old_logprobs.data());
       }
@@ -187,16 +189,18 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
   std::vector<float> logp, dlogp, entropy;
   double entropy_sum = 0, entropy_tokens = 0;
   for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
-    for (const std::vector<MicroBatch>& mini : minis) {
+    for (size_t b = 0; b < minis.size(); ++b) {
+      std::vector<MicroBatch>& mini = minis[b];
       GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef, config.agg, loss_denominator(mini, config.agg)};
       if (lc.denominator <= 0) continue;  // nothing to learn from in this slice
       policy_zero_grads(policy);
       double mini_loss = 0;
-      for (const MicroBatch& mb : mini) {
+      for (MicroBatch& mb : mini) {
         const size_t T = mb.targets.size();
         logp.resize(T), dlogp.resize(T);
         if (epoch == 0) entropy.resize(T);
         policy_forward_logprobs(policy, state, mb.batch, mb.targets, logp.data(), epoch == 0 ? entropy.data() : nullptr);
+        if (epoch == 0 && b == 0 && !config.use_sampler_logprobs) mb.old_logprobs = logp;
         if (epoch == 0)
           for (size_t t = 0; t < T; ++t)
             if (mb.mask[t]) entropy_sum += entropy[t], ++entropy_tokens;
