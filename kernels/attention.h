@@ -21,13 +21,25 @@ struct AttentionShape {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
 };
 
+// Shared prefixes (CPU only, for now): packed sequences that begin with the same tokens (a GRPO
+// group's prompt, SFT demonstrations on one database) store those tokens once. Sequence s with
+// seq[s] = p >= 0 attends first to the first len[s] tokens of sequence p, then causally to its
+// own, exactly as if those tokens were its first; its RoPE positions continue from len[s] (the
+// caller's positions). p < s, and p has no prefix itself. The backward adds each sharer's
+// gradient into the prefix's dk/dv rows. seq == nullptr: no sharing.
+struct SharedPrefixes {
+  const int32_t* seq = nullptr;  // [num_seqs], -1 = none
+  const int32_t* len = nullptr;  // [num_seqs]
+};
+
 void attention_forward_cpu(float* out, float* lse, const float* q, const float* k, const float* v,
-                           const int32_t* cu_seqlens, int64_t num_seqs, AttentionShape shape);
+                           const int32_t* cu_seqlens, int64_t num_seqs, AttentionShape shape,
+                           SharedPrefixes prefixes = {});
 
 // Overwrites dq [T, H, D], dk and dv [T, KVH, D].
 void attention_backward_cpu(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                             const float* q, const float* k, const float* v, const int32_t* cu_seqlens,
-                            int64_t num_seqs, AttentionShape shape);
+                            int64_t num_seqs, AttentionShape shape, SharedPrefixes prefixes = {});
 
 struct PagedQueries {
   int64_t num_queries = 0;

@@ -187,6 +187,8 @@ void upload_batch(const CudaModel& m, CudaTrainState& s, const PackedBatch& batc
   validate_batch(batch, s.options.max_tokens, m.config().vocab_size);
   int64_t T = batch.num_tokens();
   check(T > 0, "forward (cuda): empty batch");
+  check(!batch.has_prefixes(), "forward (cuda): the batch shares prefixes between sequences, which only the CPU ",
+        "attention supports (pack it without sharing)");
   const CudaStream& st = m.stream;
   model_copy(s.tokens, batch.tokens.data(), sizeof(int32_t) * T, CopyKind::HostToDevice, st);
   model_copy(s.positions, batch.positions.data(), sizeof(int32_t) * T, CopyKind::HostToDevice, st);

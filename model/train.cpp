@@ -27,6 +27,31 @@ PackedBatch pack_sequences(const std::vector<std::vector<int32_t>>& sequences) {
   return batch;
 }
 
+PackedBatch pack_with_prefixes(const std::vector<PackItem>& items) {
+  PackedBatch batch;
+  batch.cu_seqlens.push_back(0);
+  bool any = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const PackItem& it = items[i];
+    const int64_t skip = it.source >= 0 ? it.shared : 0;
+    check(it.source < static_cast<int64_t>(i) && (it.source < 0 || items[it.source].source < 0),
+          "pack: item ", i, " shares a prefix with item ", it.source, ", which is not an earlier plain item");
+    check(skip >= 0 && skip <= it.end && it.end <= static_cast<int64_t>(it.tokens->size()) &&
+              (it.source < 0 || (skip >= 1 && skip <= items[it.source].end)),
+          "pack: item ", i, " shares ", skip, " tokens and ends at ", it.end, " of ", it.tokens->size());
+    for (int64_t t = skip; t < it.end; ++t) {
+      batch.tokens.push_back((*it.tokens)[t]);
+      batch.positions.push_back(static_cast<int32_t>(t));
+    }
+    batch.cu_seqlens.push_back(static_cast<int32_t>(batch.tokens.size()));
+    batch.prefix_seq.push_back(static_cast<int32_t>(it.source >= 0 ? it.source : -1));
+    batch.prefix_len.push_back(static_cast<int32_t>(skip));
+    any = any || it.source >= 0;
+  }
+  if (!any) batch.prefix_seq.clear(), batch.prefix_len.clear();
+  return batch;
+}
+
 void validate_batch(const PackedBatch& batch, int64_t max_tokens, int64_t vocab) {
   int64_t T = batch.num_tokens();
   check(batch.positions.size() == batch.tokens.size(), "batch: ", batch.positions.size(), " positions for ", T,
@@ -41,7 +66,35 @@ void validate_batch(const PackedBatch& batch, int64_t max_tokens, int64_t vocab)
           " outside the vocabulary of ", vocab);
     check(batch.positions[t] >= 0, "batch: negative position at ", t);
   }
+  if (batch.has_prefixes()) {
+    const int64_t S = batch.num_seqs();
+    check(static_cast<int64_t>(batch.prefix_seq.size()) == S && static_cast<int64_t>(batch.prefix_len.size()) == S,
+          "batch: ", batch.prefix_seq.size(), " prefix entries and ", batch.prefix_len.size(), " prefix lengths for ", S,
+          " sequences");
+    for (int64_t s = 0; s < S; ++s) {
+      const int32_t p = batch.prefix_seq[s];
+      if (p < 0) continue;
+      check(p < s && batch.prefix_seq[p] < 0, "batch: sequence ", s, " shares the prefix of sequence ", p,
+            ", which is not an earlier sequence without a prefix");
+      check(batch.prefix_len[s] >= 1 && batch.prefix_len[s] <= batch.cu_seqlens[p + 1] - batch.cu_seqlens[p],
+            "batch: sequence ", s, " shares ", batch.prefix_len[s], " tokens of sequence ", p, ", which has ",
+            batch.cu_seqlens[p + 1] - batch.cu_seqlens[p]);
+      // The prefix holds positions 0..len-1, so the sharer's own tokens must start right after it.
+      check(batch.cu_seqlens[s] == batch.cu_seqlens[s + 1] || batch.positions[batch.cu_seqlens[s]] == batch.prefix_len[s],
+            "batch: sequence ", s, " starts at position ", batch.positions[batch.cu_seqlens[s]], " after a shared prefix of ",
+            batch.prefix_len[s], " tokens");
+    }
+  }
 }
+
+namespace {
+
+SharedPrefixes prefixes_of(const PackedBatch& batch) {
+  if (!batch.has_prefixes()) return {};
+  return {batch.prefix_seq.data(), batch.prefix_len.data()};
+}
+
+}  // namespace
 
 namespace {
 
@@ -105,7 +158,8 @@ void layer_forward(const QwenConfig& config, const LayerWeights& w, const float*
   matmul_forward_cpu(a.v, a.ln1, w.wv, w.bv, T, d.C, d.kvd);
   rope_forward_cpu(a.q, batch.positions.data(), T, d.H, d.D, theta);
   rope_forward_cpu(a.k, batch.positions.data(), T, d.KVH, d.D, theta);
-  attention_forward_cpu(a.att, a.lse, a.q, a.k, a.v, batch.cu_seqlens.data(), batch.num_seqs(), {d.H, d.KVH, d.D});
+  attention_forward_cpu(a.att, a.lse, a.q, a.k, a.v, batch.cu_seqlens.data(), batch.num_seqs(), {d.H, d.KVH, d.D},
+                        prefixes_of(batch));
   matmul_forward_cpu(a.resid_mid, a.att, w.wo, w.bo, T, d.qd, d.C);
   for (int64_t i = 0; i < T * d.C; ++i) a.resid_mid[i] += x[i];
   rmsnorm_forward_cpu(a.ln2, a.rstd2, a.resid_mid, w.mlp_norm, T, d.C, eps);
@@ -136,7 +190,7 @@ void layer_backward(const QwenConfig& config, const LayerWeights& w, const Layer
   zero(s.datt, T * d.qd);
   matmul_backward_cpu(s.datt.data(), g.wo, g.bo, dresid, a.att, w.wo, T, d.qd, d.C);
   attention_backward_cpu(s.dq.data(), s.dk.data(), s.dv.data(), s.datt.data(), a.att, a.lse, a.q, a.k, a.v,
-                         batch.cu_seqlens.data(), batch.num_seqs(), {d.H, d.KVH, d.D});
+                         batch.cu_seqlens.data(), batch.num_seqs(), {d.H, d.KVH, d.D}, prefixes_of(batch));
   rope_backward_cpu(s.dq.data(), batch.positions.data(), T, d.H, d.D, theta);
   rope_backward_cpu(s.dk.data(), batch.positions.data(), T, d.KVH, d.D, theta);
   float* dq = s.dq.data();

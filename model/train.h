@@ -12,13 +12,27 @@ namespace sqlrl {
 
 struct PackedBatch {
   std::vector<int32_t> tokens;      // [T]
-  std::vector<int32_t> positions;   // [T], restarting at 0 in each sequence
+  std::vector<int32_t> positions;   // [T], restarting at 0 in each sequence (at prefix_len if it has one)
   std::vector<int32_t> cu_seqlens;  // [num_seqs + 1], starting at 0, ending at T
+  // Shared prefixes (CPU only; kernels/attention.h SharedPrefixes): empty, or [num_seqs] each:
+  // sequence s continues the first prefix_len[s] tokens of sequence prefix_seq[s] (-1: none).
+  std::vector<int32_t> prefix_seq, prefix_len;
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_seqs() const { return static_cast<int64_t>(cu_seqlens.size()) - 1; }
+  bool has_prefixes() const { return !prefix_seq.empty(); }
 };
 
 PackedBatch pack_sequences(const std::vector<std::vector<int32_t>>& sequences);
+
+// A sequence to pack that continues the first `shared` tokens of an earlier one: it stores only
+// tokens [shared, end) (positions from `shared`). source = -1: a plain sequence.
+struct PackItem {
+  const std::vector<int32_t>* tokens = nullptr;
+  int64_t end = 0;       // tokens [0, end) are the sequence
+  int64_t source = -1;   // index of an earlier item (itself plain) whose first `shared` tokens these are
+  int64_t shared = 0;
+};
+PackedBatch pack_with_prefixes(const std::vector<PackItem>& items);
 void validate_batch(const PackedBatch& batch, int64_t max_tokens, int64_t vocab);
 
 struct TrainOptions {

@@ -63,15 +63,41 @@ GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const Gr
   return sel;
 }
 
+namespace {
+
+// Row of the first trained target (policy_mask[p + 1] set) of tokens[0, end), or end if none.
+int64_t first_trained_row(const Trajectory& t, int64_t end) {
+  for (int64_t p = 0; p < end; ++p)
+    if (t.policy_mask[p + 1]) return p;
+  return end;
+}
+
+// FNV-1a of tokens[0, n).
+uint64_t start_key(const Trajectory& t, int64_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int64_t p = 0; p < n; ++p) h = (h ^ static_cast<uint32_t>(t.tokens[p])) * 0x100000001b3ull;
+  return h ^ static_cast<uint64_t>(n);
+}
+
+}  // namespace
+
 std::vector<MicroBatch> pack_micro_batches(const std::vector<Trajectory>& batch, const std::vector<int64_t>& indices,
-                                           const std::vector<float>& advantages, int64_t max_tokens) {
+                                           const std::vector<float>& advantages, int64_t max_tokens,
+                                           int64_t share_min_tokens) {
   std::vector<MicroBatch> out;
-  std::vector<std::vector<int32_t>> inputs;
+  std::vector<PackItem> items;
   int64_t used = 0;
+  std::map<uint64_t, int64_t> start_count;  // trajectories per untrained start (hash)
+  if (share_min_tokens > 0)
+    for (int64_t i : indices) {
+      const Trajectory& t = batch[i];
+      if (t.tokens.size() >= 2 && t.policy_mask.size() == t.tokens.size())
+        ++start_count[start_key(t, first_trained_row(t, static_cast<int64_t>(t.tokens.size()) - 1))];
+    }
   auto flush = [&] {
-    if (inputs.empty()) return;
-    out.back().batch = pack_sequences(inputs);
-    inputs.clear();
+    if (items.empty()) return;
+    out.back().batch = pack_with_prefixes(items);
+    items.clear();
     used = 0;
   };
   for (int64_t i : indices) {
@@ -84,20 +110,40 @@ std::vector<MicroBatch> pack_micro_batches(const std::vector<Trajectory>& batch,
     if (n < 2) continue;  // nothing is predicted
     check(n - 1 <= max_tokens, "grpo: trajectory ", i, " needs ", n - 1, " positions, above the micro-batch budget of ",
           max_tokens, " tokens (raise it or lower the rollout token cap)");
-    if (inputs.empty() || used + n - 1 > max_tokens) {
+    // Inputs are tokens[0, n-1). A sharer stores rows from `shared` on; the rows before are an
+    // earlier sequence's, so they must hold no trained target of this one (shared <= its first
+    // trained row) and the same tokens. Sharing is one level deep, so a trajectory whose whole
+    // untrained start recurs later (a GRPO group) only shares all of it, or starts a prefix of
+    // its own for the others; a unique one (an SFT question) takes the longest common start.
+    PackItem item{&t.tokens, n - 1, -1, 0};
+    if (share_min_tokens > 0) {
+      const int64_t limit = first_trained_row(t, n - 1);
+      const bool recurs = start_count[start_key(t, limit)] > 1;
+      for (size_t k = 0; k < items.size(); ++k) {
+        if (items[k].source >= 0) continue;
+        const std::vector<int32_t>& src = *items[k].tokens;
+        const int64_t cap = std::min(limit, items[k].end);
+        int64_t L = 0;
+        while (L < cap && src[L] == t.tokens[L]) ++L;
+        if (recurs && L < limit) continue;
+        if (L >= share_min_tokens && L > item.shared) item.source = static_cast<int64_t>(k), item.shared = L;
+      }
+    }
+    if (items.empty() || used + (item.end - item.shared) > max_tokens) {
       flush();
       out.emplace_back();
+      item.source = -1, item.shared = 0;  // nothing earlier in a fresh micro-batch
     }
     MicroBatch& mb = out.back();
     mb.trajectories.push_back(i);
-    inputs.emplace_back(t.tokens.begin(), t.tokens.end() - 1);
-    for (int64_t p = 0; p + 1 < n; ++p) {
+    items.push_back(item);
+    for (int64_t p = item.shared; p + 1 < n; ++p) {
       mb.targets.push_back(t.tokens[p + 1]);
       mb.mask.push_back(t.policy_mask[p + 1] ? 1 : 0);
       mb.advantages.push_back(advantages[i]);
       mb.sampler_logprobs.push_back(t.sampler_logprobs.empty() ? 0.0f : t.sampler_logprobs[p + 1]);
     }
-    used += n - 1;
+    used += item.end - item.shared;
   }
   flush();
   return out;
@@ -163,7 +209,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
   std::vector<std::vector<MicroBatch>> minis;
   for (int64_t b = 0; b < M; ++b) {
     std::vector<int64_t> slice(sel.kept.begin() + b * kept / M, sel.kept.begin() + (b + 1) * kept / M);
-    minis.push_back(pack_micro_batches(batch, slice, sel.advantages, state.max_tokens()));
+    minis.push_back(pack_micro_batches(batch, slice, sel.advantages, state.max_tokens(),
+                                       config.share_prefixes && !policy.on_cuda ? kSharePrefixMinTokens : 0));
   }
   // Old (and reference) log-probs with the weights as they are before any update. The first
   // mini-batch's come from its first training forward instead (the weights are still the old

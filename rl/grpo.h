@@ -47,7 +47,12 @@ struct GrpoConfig {
   AdamWConfig adamw;
   LrSchedule schedule;
   float max_grad_norm = 1.0f;               // <= 0: no clipping
+  // CPU: a group's shared prompt is packed once (pack_micro_batches share_min_tokens). The CUDA
+  // attention has no shared prefixes yet, so a CUDA policy packs every sequence whole.
+  bool share_prefixes = true;
 };
+// Shortest common start worth sharing: below it the copies cost more than the rows saved.
+constexpr int64_t kSharePrefixMinTokens = 32;
 
 struct FilterCounts {
   int64_t truncated = 0, malformed = 0, no_valid_action = 0;  // trajectories (first reason counts)
@@ -66,7 +71,7 @@ GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const Gr
 // One packed micro-batch: per-token arrays over batch.num_tokens() positions.
 struct MicroBatch {
   std::vector<int64_t> trajectories;  // batch indices, one per sequence
-  PackedBatch batch;                  // inputs tokens[0, n-1) of each trajectory
+  PackedBatch batch;                  // inputs tokens[0, n-1) of each trajectory (from its shared prefix on)
   std::vector<int32_t> targets;       // tokens[t + 1]
   std::vector<uint8_t> mask;          // policy_mask[t + 1]
   std::vector<float> advantages;      // the trajectory's advantage on each position
@@ -74,8 +79,13 @@ struct MicroBatch {
 };
 // Packs `indices` (in order) greedily under max_tokens positions per micro-batch; fails naming
 // the trajectory when one alone is longer. Trajectories of fewer than 2 tokens are skipped.
+// share_min_tokens > 0 (CPU batches only): a trajectory whose first tokens, at least that many
+// and up to its first trained one, equal an earlier plain one's in the same micro-batch stores
+// only the rest (PackedBatch prefixes): a GRPO group's prompt is run once, not group-size times.
+// The log-probs, losses and gradients are those of the unshared batch up to fp32 rounding.
 std::vector<MicroBatch> pack_micro_batches(const std::vector<Trajectory>& batch, const std::vector<int64_t>& indices,
-                                           const std::vector<float>& advantages, int64_t max_tokens);
+                                           const std::vector<float>& advantages, int64_t max_tokens,
+                                           int64_t share_min_tokens = 0);
 
 struct GrpoStepStats {
   double loss = 0;            // mean over updates of the mini-batch loss

@@ -75,6 +75,7 @@ std::vector<ConfigField> config_fields(TrainConfig& c) {
       {"filter-no-valid-action", "GRPO-Filter: drop trajectories with no valid action", &c.filter_no_valid_action},
       {"filter-zero-variance", "GRPO-Filter: drop groups whose rewards are all equal", &c.filter_zero_variance},
       {"micro-batch-tokens", "packed tokens per training micro-batch", &c.micro_batch_tokens},
+      {"share-prefixes", "pack a group's common prompt once (CPU; same update up to rounding)", &c.share_prefixes},
   };
 }
 

@@ -80,6 +80,7 @@ struct TrainConfig {
   double adv_eps = 1e-6;
   bool filter_truncated = true, filter_malformed = true, filter_no_valid_action = true, filter_zero_variance = true;
   int64_t micro_batch_tokens = 8192;
+  bool share_prefixes = true;  // CPU: pack a group's common prompt once
 };
 
 using ConfigValue = std::variant<int64_t*, uint64_t*, double*, bool*, std::string*, std::vector<std::string>*>;

@@ -127,20 +127,22 @@ template <bool Fma, int64_t DT>
 }
 
 struct SeqHead {
-  const float *q, *k, *v;         // first row of the sequence for this head / kv head
+  const float *q;                 // first query row of the sequence for this head
+  const float *k, *v;             // first key / value row: prefix rows, then the sequence's own
   int64_t q_stride, kv_stride;    // floats between consecutive tokens
   int64_t len, D;
   float scale;
+  int64_t prefix = 0;             // keys before the sequence's own (a shared prefix); query i sees keys 0..prefix + i
 };
 
 // Forward of one (sequence, head): out rows and lse (strides as q / lse layout).
 template <bool Fma, int64_t DT>
 [[gnu::always_inline]] inline void forward_body(const SeqHead& a, float* out, float* lse, int64_t lse_stride,
                                                 float* kt, float* p) {
-  const int64_t len = a.len, D = DT ? DT : a.D, ld = round_up(len, kCols);
-  gather_transposed(kt, a.k, a.kv_stride, len, ld, D);
+  const int64_t len = a.len, P = a.prefix, D = DT ? DT : a.D, ld = round_up(P + len, kCols);
+  gather_transposed(kt, a.k, a.kv_stride, P + len, ld, D);
   for (int64_t i0 = 0; i0 < len; i0 += kRows) {
-    const int64_t rows = std::min(kRows, len - i0), n = i0 + rows;
+    const int64_t rows = std::min(kRows, len - i0), n = P + i0 + rows;
     const float* qr[kRows];
     float* outr[kRows];
     float tmp[kRows - 1][DT ? DT : kMaxD];
@@ -151,7 +153,7 @@ template <bool Fma, int64_t DT>
     tile_scores<Fma, DT>(p, qr, kt, ld, round_up(n, kCols), D, a.scale);
     for (int64_t r = 0; r < kRows; ++r) {
       float* pr = p + r * ld;
-      const int64_t valid = std::min(i0 + r, len - 1) + 1;  // causal: keys 0..i
+      const int64_t valid = P + std::min(i0 + r, len - 1) + 1;  // causal: keys 0..P + i
       float m = pr[0];
       for (int64_t j = 1; j < valid; ++j) m = pr[j] > m ? pr[j] : m;
       float sum = 0.0f;
@@ -174,14 +176,15 @@ struct SeqHeadGrad {
   float* dq;                      // for this head, stride q_stride
 };
 
-// Backward of one (sequence, head) of a kv group: writes dq, adds into dk_acc / dv_acc [len, D]
-// (zeroed by the caller before the group's first head). kt, vt: keys / values transposed.
+// Backward of one (sequence, head) of a kv group: writes dq, adds into dk_acc / dv_acc
+// [prefix + len, D] (zeroed by the caller before the group's first head). kt, vt: keys / values
+// transposed.
 template <bool Fma, int64_t DT>
 [[gnu::always_inline]] inline void backward_body(const SeqHead& a, const SeqHeadGrad& g, const float* kt,
                                                  const float* vt, float* dk_acc, float* dv_acc, float* p, float* dp) {
-  const int64_t len = a.len, D = DT ? DT : a.D, ld = round_up(len, kCols);
+  const int64_t len = a.len, P = a.prefix, D = DT ? DT : a.D, ld = round_up(P + len, kCols);
   for (int64_t i0 = 0; i0 < len; i0 += kRows) {
-    const int64_t rows = std::min(kRows, len - i0), n = i0 + rows, nk = round_up(n, kCols);
+    const int64_t rows = std::min(kRows, len - i0), n = P + i0 + rows, nk = round_up(n, kCols);
     const float *qr[kRows], *dor[kRows];
     float* dqr[kRows];
     float tmp[kRows - 1][DT ? DT : kMaxD];
@@ -203,7 +206,7 @@ template <bool Fma, int64_t DT>
     for (int64_t r = 0; r < kRows; ++r) {
       float* pr = p + r * ld;
       float* dsr = dp + r * ld;
-      const int64_t valid = r < rows ? i0 + r + 1 : 0;
+      const int64_t valid = r < rows ? P + i0 + r + 1 : 0;
       const float l = r < rows ? g.lse[(i0 + r) * g.lse_stride] : 0.0f;
       for (int64_t j = 0; j < valid; ++j) {
         pr[j] = cpu::exp_fast<Fma>(pr[j] - l);
@@ -284,72 +287,139 @@ void check_cu_seqlens(const int32_t* cu, int64_t num_seqs) {
     check(cu[s + 1] >= cu[s], "attention: cu_seqlens decreases at sequence ", s, " (", cu[s], " -> ", cu[s + 1], ")");
 }
 
+void check_prefixes(const SharedPrefixes& pre, const int32_t* cu, int64_t num_seqs) {
+  if (pre.seq == nullptr) return;
+  check(pre.len != nullptr, "attention: shared prefixes name sequences but give no lengths");
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    const int32_t p = pre.seq[s];
+    if (p < 0) continue;
+    check(p < s, "attention: sequence ", s, " takes its prefix from sequence ", p, ", which does not come before it");
+    check(pre.seq[p] < 0, "attention: sequence ", s, " takes its prefix from sequence ", p,
+          ", which has a prefix itself (one level only)");
+    check(pre.len[s] >= 1 && pre.len[s] <= cu[p + 1] - cu[p], "attention: sequence ", s, " shares ", pre.len[s],
+          " tokens of sequence ", p, ", which has ", cu[p + 1] - cu[p]);
+  }
+}
+
+int64_t prefix_of(const SharedPrefixes& pre, int64_t s) { return pre.seq && pre.seq[s] >= 0 ? pre.len[s] : 0; }
+
+// rows [0, P) = the first P rows of the prefix sequence, rows [P, P + len) = the sequence's
+// own (each row D floats; sources are rows of a [T, KVH, D] tensor at kv head kvh).
+void gather_rows(float* dst, const float* x, int64_t prefix_start, int64_t P, int64_t start, int64_t len, int64_t KVH,
+                 int64_t kvh, int64_t D) {
+  for (int64_t j = 0; j < P; ++j) std::copy_n(x + ((prefix_start + j) * KVH + kvh) * D, D, dst + j * D);
+  for (int64_t j = 0; j < len; ++j) std::copy_n(x + ((start + j) * KVH + kvh) * D, D, dst + (P + j) * D);
+}
+
 }  // namespace
 
 // One task per (sequence, head) in the forward, per (sequence, kv head) in the backward: the
 // backward accumulates dk/dv over the queries of a group, so that split keeps every
 // accumulation on one thread (deterministic, no atomics).
 void attention_forward_cpu(float* out, float* lse, const float* q, const float* k, const float* v,
-                           const int32_t* cu_seqlens, int64_t num_seqs, AttentionShape shape) {
+                           const int32_t* cu_seqlens, int64_t num_seqs, AttentionShape shape, SharedPrefixes prefixes) {
   check_shape(shape);
   check_cu_seqlens(cu_seqlens, num_seqs);
+  check_prefixes(prefixes, cu_seqlens, num_seqs);
   const int64_t H = shape.heads, KVH = shape.kv_heads, D = shape.head_dim, group = H / KVH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   ForwardFn run = cpu::cpu_isa() == cpu::Isa::Avx512 ? forward_avx512
                   : cpu::cpu_isa() == cpu::Isa::Avx2 ? forward_avx2
                                                      : forward_base;
   default_thread_pool().parallel_for(static_cast<size_t>(num_seqs * H), 1, [&](size_t begin, size_t end) {
-    std::vector<float> p, kt;
+    std::vector<float> p, kt, kbuf, vbuf;
     for (size_t task = begin; task < end; ++task) {
       int64_t s = static_cast<int64_t>(task) / H, h = static_cast<int64_t>(task) % H, kvh = h / group;
-      int64_t start = cu_seqlens[s], len = cu_seqlens[s + 1] - start;
+      int64_t start = cu_seqlens[s], len = cu_seqlens[s + 1] - start, P = prefix_of(prefixes, s);
       if (len == 0) continue;
-      int64_t ld = round_up(len, kCols);
+      int64_t ld = round_up(P + len, kCols);
       p.resize(static_cast<size_t>(kRows * ld));
       kt.resize(static_cast<size_t>(D * ld));
       SeqHead a{q + (start * H + h) * D, k + (start * KVH + kvh) * D, v + (start * KVH + kvh) * D, H * D, KVH * D,
                 len, D, scale};
+      if (P > 0) {  // the prefix's keys and values, then the sequence's own, made contiguous
+        int64_t pstart = cu_seqlens[prefixes.seq[s]];
+        kbuf.resize(static_cast<size_t>((P + len) * D)), vbuf.resize(kbuf.size());
+        gather_rows(kbuf.data(), k, pstart, P, start, len, KVH, kvh, D);
+        gather_rows(vbuf.data(), v, pstart, P, start, len, KVH, kvh, D);
+        a.k = kbuf.data(), a.v = vbuf.data(), a.kv_stride = D, a.prefix = P;
+      }
       run(a, out + (start * H + h) * D, lse + start * H + h, H, kt.data(), p.data());
     }
   });
 }
 
+// A sequence with a shared prefix also has gradients for the prefix's keys and values: each
+// task leaves them in its own slot of `shared`, and a second pass adds the slots into the prefix
+// rows in sequence order (still no atomics, still the same bits at any thread count).
 void attention_backward_cpu(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                             const float* q, const float* k, const float* v, const int32_t* cu_seqlens,
-                            int64_t num_seqs, AttentionShape shape) {
+                            int64_t num_seqs, AttentionShape shape, SharedPrefixes prefixes) {
   check_shape(shape);
   check_cu_seqlens(cu_seqlens, num_seqs);
+  check_prefixes(prefixes, cu_seqlens, num_seqs);
   const int64_t H = shape.heads, KVH = shape.kv_heads, D = shape.head_dim, group = H / KVH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   BackwardFn run = cpu::cpu_isa() == cpu::Isa::Avx512 ? backward_avx512
                    : cpu::cpu_isa() == cpu::Isa::Avx2 ? backward_avx2
                                                       : backward_base;
+  std::vector<int64_t> slot(static_cast<size_t>(num_seqs) + 1, 0);  // floats of each sequence's prefix gradient
+  for (int64_t s = 0; s < num_seqs; ++s) slot[s + 1] = slot[s] + prefix_of(prefixes, s) * KVH * D;
+  std::vector<float> shared_dk(static_cast<size_t>(slot[num_seqs])), shared_dv(shared_dk.size());
   default_thread_pool().parallel_for(static_cast<size_t>(num_seqs * KVH), 1, [&](size_t begin, size_t end) {
-    std::vector<float> p, dp, kt, vt, dk_acc, dv_acc;
+    std::vector<float> p, dp, kt, vt, dk_acc, dv_acc, kbuf, vbuf;
     for (size_t task = begin; task < end; ++task) {
       int64_t s = static_cast<int64_t>(task) / KVH, kvh = static_cast<int64_t>(task) % KVH;
-      int64_t start = cu_seqlens[s], len = cu_seqlens[s + 1] - start;
+      int64_t start = cu_seqlens[s], len = cu_seqlens[s + 1] - start, P = prefix_of(prefixes, s);
       if (len == 0) continue;
-      int64_t ld = round_up(len, kCols);
+      int64_t ld = round_up(P + len, kCols);
       p.resize(static_cast<size_t>(kRows * ld));
       dp.resize(static_cast<size_t>(kRows * ld));
       kt.resize(static_cast<size_t>(D * ld));
       vt.resize(static_cast<size_t>(D * ld));
-      dk_acc.assign(static_cast<size_t>(len * D), 0.0f);
-      dv_acc.assign(static_cast<size_t>(len * D), 0.0f);
+      dk_acc.assign(static_cast<size_t>((P + len) * D), 0.0f);
+      dv_acc.assign(static_cast<size_t>((P + len) * D), 0.0f);
       const float* k0 = k + (start * KVH + kvh) * D;
       const float* v0 = v + (start * KVH + kvh) * D;
-      gather_transposed(kt.data(), k0, KVH * D, len, ld, D);
-      gather_transposed(vt.data(), v0, KVH * D, len, ld, D);
+      int64_t kv_stride = KVH * D;
+      if (P > 0) {
+        int64_t pstart = cu_seqlens[prefixes.seq[s]];
+        kbuf.resize(static_cast<size_t>((P + len) * D)), vbuf.resize(kbuf.size());
+        gather_rows(kbuf.data(), k, pstart, P, start, len, KVH, kvh, D);
+        gather_rows(vbuf.data(), v, pstart, P, start, len, KVH, kvh, D);
+        k0 = kbuf.data(), v0 = vbuf.data(), kv_stride = D;
+      }
+      gather_transposed(kt.data(), k0, kv_stride, P + len, ld, D);
+      gather_transposed(vt.data(), v0, kv_stride, P + len, ld, D);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         int64_t row0 = start * H + h;
-        SeqHead a{q + row0 * D, k0, v0, H * D, KVH * D, len, D, scale};
+        SeqHead a{q + row0 * D, k0, v0, H * D, kv_stride, len, D, scale, P};
         SeqHeadGrad g{dout + row0 * D, out + row0 * D, lse + row0, H, dq + row0 * D};
         run(a, g, kt.data(), vt.data(), dk_acc.data(), dv_acc.data(), p.data(), dp.data());
       }
       for (int64_t j = 0; j < len; ++j) {
-        std::copy(dk_acc.begin() + j * D, dk_acc.begin() + (j + 1) * D, dk + ((start + j) * KVH + kvh) * D);
-        std::copy(dv_acc.begin() + j * D, dv_acc.begin() + (j + 1) * D, dv + ((start + j) * KVH + kvh) * D);
+        std::copy_n(dk_acc.begin() + (P + j) * D, D, dk + ((start + j) * KVH + kvh) * D);
+        std::copy_n(dv_acc.begin() + (P + j) * D, D, dv + ((start + j) * KVH + kvh) * D);
+      }
+      std::copy_n(dk_acc.begin(), P * D, shared_dk.begin() + slot[s] + kvh * P * D);
+      std::copy_n(dv_acc.begin(), P * D, shared_dv.begin() + slot[s] + kvh * P * D);
+    }
+  });
+  if (slot[num_seqs] == 0) return;
+  // One task per (prefix sequence, kv head): its rows get every sharer's slot, sharers ascending.
+  default_thread_pool().parallel_for(static_cast<size_t>(num_seqs * KVH), 1, [&](size_t begin, size_t end) {
+    for (size_t task = begin; task < end; ++task) {
+      int64_t r = static_cast<int64_t>(task) / KVH, kvh = static_cast<int64_t>(task) % KVH;
+      for (int64_t s = r + 1; s < num_seqs; ++s) {
+        if (prefixes.seq[s] != r) continue;
+        const int64_t P = prefixes.len[s];
+        const float* sk = shared_dk.data() + slot[s] + kvh * P * D;
+        const float* sv = shared_dv.data() + slot[s] + kvh * P * D;
+        for (int64_t j = 0; j < P; ++j) {
+          float* yk = dk + ((cu_seqlens[r] + j) * KVH + kvh) * D;
+          float* yv = dv + ((cu_seqlens[r] + j) * KVH + kvh) * D;
+          for (int64_t d = 0; d < D; ++d) yk[d] += sk[j * D + d], yv[d] += sv[j * D + d];
+        }
       }
     }
   });

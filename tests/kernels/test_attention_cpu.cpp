@@ -126,5 +126,91 @@ TEST_P(AttentionCpu, ForwardBackwardAndPagedMatchFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionCpu, ::testing::Values(64, 128, 24));
 
+// A batch with shared prefixes against the same batch written out in full (each sharer's
+// prefix rows copied in front of its own): outputs and lse of every stored row agree, dq of the
+// stored rows agree, and each prefix row's dk/dv equals its own plus every sharer's copy.
+// Sharers: a strict part of a sequence, all of it, a one-token prefix, and a plain sequence in
+// between; lengths cross the 4-row and 16-key tile edges.
+TEST_P(AttentionCpu, SharedPrefixesMatchTheWrittenOutBatch) {
+  const AttentionShape shape{4, 2, GetParam()};
+  const int64_t H = shape.heads, KVH = shape.kv_heads, D = shape.head_dim;
+  const std::vector<int32_t> cu = {0, 20, 29, 34, 41, 44, 61};
+  const std::vector<int32_t> pseq = {-1, 0, 0, -1, -1, 4}, plen = {0, 13, 20, 0, 0, 1};
+  const int64_t T = cu.back(), S = static_cast<int64_t>(cu.size()) - 1;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto randn = [&](int64_t n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& e : x) e = normal(rng);
+    return x;
+  };
+  std::vector<float> q = randn(T * H * D), k = randn(T * KVH * D), v = randn(T * KVH * D), dout = randn(T * H * D);
+  std::vector<float> out(T * H * D), lse(T * H), dq(T * H * D), dk(T * KVH * D), dv(T * KVH * D);
+  SharedPrefixes pre{pseq.data(), plen.data()};
+  attention_forward_cpu(out.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), S, shape, pre);
+  attention_backward_cpu(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(), k.data(),
+                         v.data(), cu.data(), S, shape, pre);
+
+  // Written out: row origin[t] of the shared batch for every row t; copied prefix rows get
+  // dout 0 (they are not outputs of the shared batch).
+  std::vector<int32_t> wcu = {0}, origin;
+  std::vector<bool> copy;
+  for (int64_t s = 0; s < S; ++s) {
+    for (int32_t j = 0; j < plen[s]; ++j) origin.push_back(cu[pseq[s]] + j), copy.push_back(true);
+    for (int32_t t = cu[s]; t < cu[s + 1]; ++t) origin.push_back(t), copy.push_back(false);
+    wcu.push_back(static_cast<int32_t>(origin.size()));
+  }
+  const int64_t W = wcu.back();
+  auto rows_of = [&](const std::vector<float>& x, int64_t width, bool zero_copies) {
+    std::vector<float> y(W * width);
+    for (int64_t t = 0; t < W; ++t)
+      if (!(zero_copies && copy[t])) std::copy_n(x.begin() + origin[t] * width, width, y.begin() + t * width);
+    return y;
+  };
+  std::vector<float> wq = rows_of(q, H * D, false), wk = rows_of(k, KVH * D, false), wv = rows_of(v, KVH * D, false);
+  std::vector<float> wdout = rows_of(dout, H * D, true);
+  std::vector<float> wout(W * H * D), wlse(W * H), wdq(W * H * D), wdk(W * KVH * D), wdv(W * KVH * D);
+  attention_forward_cpu(wout.data(), wlse.data(), wq.data(), wk.data(), wv.data(), wcu.data(), S, shape);
+  attention_backward_cpu(wdq.data(), wdk.data(), wdv.data(), wdout.data(), wout.data(), wlse.data(), wq.data(),
+                         wk.data(), wv.data(), wcu.data(), S, shape);
+
+  std::vector<float> want_out(T * H * D), want_lse(T * H), want_dq(T * H * D);
+  std::vector<double> want_dk(T * KVH * D, 0.0), want_dv(T * KVH * D, 0.0);
+  for (int64_t t = 0; t < W; ++t) {
+    const int64_t o = origin[t];
+    if (!copy[t]) {
+      std::copy_n(wout.begin() + t * H * D, H * D, want_out.begin() + o * H * D);
+      std::copy_n(wlse.begin() + t * H, H, want_lse.begin() + o * H);
+      std::copy_n(wdq.begin() + t * H * D, H * D, want_dq.begin() + o * H * D);
+    }
+    for (int64_t e = 0; e < KVH * D; ++e) {
+      want_dk[o * KVH * D + e] += wdk[t * KVH * D + e];
+      want_dv[o * KVH * D + e] += wdv[t * KVH * D + e];
+    }
+  }
+  // The forward of a stored row is the same arithmetic in the same order either way: exact.
+  EXPECT_EQ(out, want_out);
+  EXPECT_EQ(lse, want_lse);
+  // Backward sums group the query rows into tiles differently: fp32 reassociation only.
+  EXPECT_LE(scaled_error(dq, std::vector<double>(want_dq.begin(), want_dq.end())), 1e-5);
+  EXPECT_LE(scaled_error(dk, want_dk), 1e-5);
+  EXPECT_LE(scaled_error(dv, want_dv), 1e-5);
+  // A prefix row's key gradient really has the sharers' part (0 has two sharers, 4 one).
+  double sharer_part = 0.0;
+  for (int64_t e = 0; e < KVH * D; ++e) sharer_part += std::abs(want_dk[e] - wdk[e]);
+  EXPECT_GT(sharer_part, 1e-3);
+
+  // Bad tables are errors naming the sequence.
+  const std::vector<int32_t> later = {-1, 2, -1, -1, -1, -1}, nested = {-1, 0, 1, -1, -1, -1},
+                             too_long = {0, 21, 0, 0, 0, 0};
+  EXPECT_THROW(attention_forward_cpu(out.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), S, shape,
+                                     {later.data(), plen.data()}), std::exception);
+  EXPECT_THROW(attention_forward_cpu(out.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), S, shape,
+                                     {nested.data(), plen.data()}), std::exception);
+  EXPECT_THROW(attention_backward_cpu(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(),
+                                      k.data(), v.data(), cu.data(), S, shape, {pseq.data(), too_long.data()}),
+               std::exception);
+}
+
 }  // namespace
 }  // namespace sqlrl

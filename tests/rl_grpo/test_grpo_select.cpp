@@ -95,6 +95,49 @@ TEST(GrpoPack, TargetsAreNextTokensAndMaskShiftsWithThem) {
   EXPECT_THROW(rl::pack_micro_batches(b, {0}, adv, 5), Error);  // 6 positions over a budget of 5
 }
 
+// Sharing: a group's repeated prompt is stored once; a unique prompt takes the longest common
+// start with an earlier plain sequence; a repeated prompt never takes only part of another's;
+// nothing a sequence is trained on lands in the shared rows; a new micro-batch starts plain.
+TEST(GrpoPack, SharedPrefixesStoreRepeatedStartsOnce) {
+  std::vector<int32_t> a(40), b(40);
+  for (int32_t i = 0; i < 40; ++i) a[i] = i % 24, b[i] = i % 24;
+  b[35] = 23;  // b shares a's first 35 tokens
+  std::vector<Trajectory> t;
+  t.push_back(make_trajectory(0, 0, a, {{1, 2}}, 1.0));   // 0: plain (first)
+  t.push_back(make_trajectory(1, 0, b, {{3}}, 0.0));      // 1: b recurs (3 below): never part of a
+  t.push_back(make_trajectory(0, 1, a, {{4, 5, 6}}, 0.0));  // 2: all 40 of a's
+  t.push_back(make_trajectory(1, 1, b, {{7}}, 1.0));      // 3: all 40 of 1's
+  std::vector<int32_t> c = b;
+  c[39] = 22;
+  t.push_back(make_trajectory(2, 0, c, {{8}}, 1.0));      // 4: unique: 39 tokens of 1 (b) or 35 of 0
+  t.push_back(make_trajectory(0, 2, a, {{9}}, 1.0));      // 5: over the budget: a new micro-batch
+  std::vector<float> adv = {1, 2, 3, 4, 5, 6};
+  std::vector<rl::MicroBatch> mbs = rl::pack_micro_batches(t, {0, 1, 2, 3, 4, 5}, adv, 86, 32);
+  ASSERT_EQ(mbs.size(), 2u);
+  const PackedBatch& m = mbs[0].batch;
+  EXPECT_EQ(mbs[0].trajectories, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  // Row 39 (the last prompt token) predicts the first sampled token, so a sharer owns it: 39
+  // shared rows at most, and 41 + 40 + (42 - 39) + (40 - 39) + (40 - 39) rows in all.
+  EXPECT_EQ(m.prefix_seq, (std::vector<int32_t>{-1, -1, 0, 1, 1}));
+  EXPECT_EQ(m.prefix_len, (std::vector<int32_t>{0, 0, 39, 39, 39}));
+  EXPECT_EQ(m.cu_seqlens, (std::vector<int32_t>{0, 41, 81, 84, 85, 86}));
+  EXPECT_EQ(m.positions[81], 39);
+  EXPECT_EQ(m.positions[85], 39);
+  ASSERT_EQ(mbs[0].targets.size(), 86u);
+  EXPECT_EQ(mbs[0].targets[81], 4);  // trajectory 2: row 39 predicts its first sampled token
+  EXPECT_EQ(mbs[0].mask[81], 1);
+  EXPECT_EQ(mbs[0].targets[82], 5);
+  EXPECT_EQ(mbs[0].targets[85], 8);
+  EXPECT_EQ(mbs[0].advantages[82], 3.0f);
+  EXPECT_FALSE(mbs[1].batch.has_prefixes());  // trajectory 5 alone, whole
+  EXPECT_EQ(mbs[1].batch.num_tokens(), 40);
+
+  // Sharing off: the same sequences whole.
+  std::vector<rl::MicroBatch> whole = rl::pack_micro_batches(t, {0, 2}, adv, 1000);
+  EXPECT_FALSE(whole[0].batch.has_prefixes());
+  EXPECT_EQ(whole[0].batch.num_tokens(), 41 + 42);
+}
+
 TEST(GrpoSchedule, WarmupThenCosine) {
   // Hand-derived: warmup 10 -> lr * step / 10; cosine over 100 more steps is half way at 60.
   rl::LrSchedule s{1e-3f, 10, 110, rl::LrDecay::Cosine, 0.0f};

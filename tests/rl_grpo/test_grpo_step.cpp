@@ -152,6 +152,49 @@ void check_one_update(LossAgg agg) {
   EXPECT_EQ(opt.train_step, 1);
 }
 
+// Groups whose 40-token prompts are packed once (shared prefixes) against the same step with
+// every sequence packed whole: one fewer forward of each prompt per sharer, the same update up
+// to f32 reassociation in the attention backward.
+TEST(GrpoStep, SharedPromptsGiveTheUnsharedUpdate) {
+  QwenConfig cfg = tiny_config();
+  std::vector<int32_t> p0, p1;
+  for (int32_t i = 0; i < 40; ++i) p0.push_back((i * 7 + 1) % 24), p1.push_back((i * 5 + 2) % 24);
+  p1[0] = p0[0], p1[1] = p0[1];  // a 2-token common start: too short to share across groups
+  std::vector<Trajectory> batch;
+  batch.push_back(make_trajectory(0, 0, p0, {{4, 5, 6}, {7, 8}, {9, 10}}, 1.0));
+  batch.push_back(make_trajectory(1, 0, p1, {{4, 4, 4}}, -1.0));
+  batch.push_back(make_trajectory(0, 1, p0, {{11, 12}}, 0.0));
+  batch.push_back(make_trajectory(1, 1, p1, {{5, 6, 7, 8, 9}}, 1.0));
+  batch.push_back(make_trajectory(0, 2, p0, {{13, 14, 15, 16}, {17}, {18}}, 0.5));
+  batch.push_back(make_trajectory(1, 2, p1, {{22}, {23, 19}, {2, 3}}, 0.0));
+  rl::GrpoStepStats stats[2];
+  QwenModel models[2] = {random_model(cfg, 21, 0.3f), random_model(cfg, 21, 0.3f)};
+  for (int shared = 0; shared < 2; ++shared) {
+    rl::GrpoConfig gc;
+    gc.filter = rl::GrpoFilterConfig{false, false, false, false};
+    gc.schedule.lr = 1e-2f;
+    gc.share_prefixes = shared == 1;
+    alloc_grads(models[shared]);
+    rl::OptimizerState opt = rl::make_optimizer_state(models[shared].num_params);
+    TrainState state = make_train_state(cfg, train_options(400));
+    stats[shared] = rl::grpo_step(models[shared], nullptr, opt, state, batch, gc);
+  }
+  // 6 x 40 prompt rows whole; shared, each group's prompt once (its last row is a sharer's own
+  // too: the first sampled token is predicted from it).
+  EXPECT_EQ(stats[0].positions - stats[1].positions, 2 * 2 * 39);
+  EXPECT_EQ(stats[0].tokens, stats[1].tokens);
+  EXPECT_NEAR(stats[1].loss, stats[0].loss, 1e-5 * (1 + std::fabs(stats[0].loss)));
+  EXPECT_NEAR(stats[1].entropy, stats[0].entropy, 1e-5 * stats[0].entropy);
+  EXPECT_NEAR(stats[1].grad_norm, stats[0].grad_norm, 1e-5 * stats[0].grad_norm);
+  double gmax = 0, gdiff = 0;
+  for (size_t k = 0; k < models[0].grads.size(); ++k) {
+    gmax = std::max(gmax, std::fabs(double(models[0].grads[k])));
+    gdiff = std::max(gdiff, std::fabs(double(models[0].grads[k]) - models[1].grads[k]));
+  }
+  EXPECT_GT(gmax, 0);
+  EXPECT_LE(gdiff, 1e-4 * gmax);
+}
+
 TEST(GrpoStep, RejectsMissingGradientsReferenceOrSamplerLogprobs) {
   QwenConfig cfg = tiny_config();
   QwenModel policy = random_model(cfg, 1);
