@@ -47,6 +47,9 @@ void add_training_options(CLI::App* cmd, SftArgs& a) {
   cmd->add_option("--max-grad-norm", a.config.max_grad_norm, "global grad-norm clip (<= 0: off)");
   cmd->add_option("--seed", a.config.seed, "shuffle seed");
   cmd->add_option("--save-every", a.config.save_every, "updates between checkpoints (0 = only the last)");
+  cmd->add_option("--share-group", a.config.share_group,
+                  "visit sequences with a common prompt in runs of N and pack the prompt once (CPU; 0 = off)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--chat-template", a.chat_template, "qwen3 | qwen2.5 (default: detected from the tokenizer, else qwen3)");
   std::vector<CLI::Option*> all = cmd->get_options();
   a.training.assign(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());

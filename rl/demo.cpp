@@ -155,6 +155,7 @@ std::vector<DemoSizeField> demo_size_fields(DemoSizes& z) {
           {"layers", &z.layers, nullptr}, {"heads", &z.heads, nullptr}, {"kv_heads", &z.kv_heads, nullptr},
           {"head_dim", &z.head_dim, nullptr}, {"intermediate", &z.intermediate, nullptr},
           {"sft_epochs", &z.sft_epochs, nullptr}, {"restate_question", &z.restate_question, nullptr}, {"sft_micro_batch_tokens", &z.sft_micro_batch_tokens, nullptr},
+          {"sft_share_group", &z.sft_share_group, nullptr},
           {"sft_lr", nullptr, &z.sft_lr}, {"rl_steps", &z.rl_steps, nullptr}, {"rl_batch", &z.rl_batch, nullptr},
           {"rl_group", &z.rl_group, nullptr}, {"rl_lr", nullptr, &z.rl_lr},
           {"rl_temperature", nullptr, &z.rl_temperature}, {"rl_top_p", nullptr, &z.rl_top_p}, {"max_turn_tokens", &z.max_turn_tokens, nullptr},
@@ -263,6 +264,7 @@ DemoReport run_demo(const DemoConfig& config) {
   sc.warmup_ratio = 0.05f;
   sc.min_lr_ratio = 0.1f;
   sc.micro_batch_tokens = s.sft_micro_batch_tokens;
+  sc.share_group = s.sft_share_group;
   sc.seed = config.seed;
   OptimizerState sft_opt = make_optimizer_state(model.num_params);
   SftRunOptions so{(out / "sft").string(), tok_path, {}};

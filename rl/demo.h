@@ -47,6 +47,7 @@ struct DemoSizes {
   int64_t vocab = 2048, hidden = 128, layers = 2, heads = 4, kv_heads = 2, head_dim = 32, intermediate = 384;
   // SFT
   int64_t sft_epochs = 6, sft_micro_batch_tokens = 4096;
+  int64_t sft_share_group = 0;  // SftConfig::share_group: runs of N same-database demos, schema packed once
   int64_t restate_question = 1;  // gold demos restate the question in their first reasoning (rl/sft_demos.h)
   double sft_lr = 5e-3;
   // GRPO

@@ -57,8 +57,64 @@ std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool s
   return order;
 }
 
+namespace {
+
+int64_t untrained_start(const SftSequence& s) {
+  int64_t n = 0;
+  while (n < static_cast<int64_t>(s.mask.size()) && !s.mask[n]) ++n;
+  return n;
+}
+
+int64_t common_start(const SftSequence& a, const SftSequence& b, int64_t cap) {
+  int64_t n = 0;
+  while (n < cap && a.tokens[n] == b.tokens[n]) ++n;
+  return n;
+}
+
+}  // namespace
+
+std::vector<int64_t> grouped_epoch_order(const std::vector<SftSequence>& data, uint64_t seed, int64_t epoch,
+                                         int64_t group) {
+  check(group >= 1, "sft: share_group must be at least 1, got ", group);
+  const int64_t n = static_cast<int64_t>(data.size());
+  std::vector<int64_t> start(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) start[i] = untrained_start(data[i]);
+  // Lexicographic order of the untrained starts puts long common starts next to each other;
+  // a family ends where the next start shares less than half of the shorter one.
+  std::vector<int64_t> sorted = epoch_order(n, 0, 0, false);
+  std::stable_sort(sorted.begin(), sorted.end(), [&](int64_t a, int64_t b) {
+    return std::lexicographical_compare(data[a].tokens.begin(), data[a].tokens.begin() + start[a],
+                                        data[b].tokens.begin(), data[b].tokens.begin() + start[b]);
+  });
+  std::vector<std::vector<int64_t>> families;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = sorted[k];
+    if (k > 0) {
+      const int64_t j = sorted[k - 1], shorter = std::min(start[i], start[j]);
+      if (2 * common_start(data[i], data[j], shorter) >= shorter && shorter > 0) {
+        families.back().push_back(i);
+        continue;
+      }
+    }
+    families.push_back({i});
+  }
+  std::vector<std::vector<int64_t>> runs;
+  for (size_t f = 0; f < families.size(); ++f) {
+    const std::vector<int64_t>& fam = families[f];
+    std::vector<int64_t> perm = epoch_order(static_cast<int64_t>(fam.size()), seed * 0x9E3779B97F4A7C15ull + f, epoch, true);
+    for (size_t r = 0; r < fam.size(); r += static_cast<size_t>(group)) {
+      runs.emplace_back();
+      for (size_t k = r; k < std::min(fam.size(), r + static_cast<size_t>(group)); ++k) runs.back().push_back(fam[perm[k]]);
+    }
+  }
+  std::vector<int64_t> order;
+  for (int64_t r : epoch_order(static_cast<int64_t>(runs.size()), seed, epoch, true))
+    order.insert(order.end(), runs[r].begin(), runs[r].end());
+  return order;
+}
+
 std::vector<MicroBatch> pack_sft(const std::vector<SftSequence>& data, const std::vector<int64_t>& order,
-                                 int64_t max_tokens) {
+                                 int64_t max_tokens, int64_t share_min_tokens) {
   // pack_micro_batches reads tokens and policy_mask of a Trajectory; SFT has no advantages.
   std::vector<Trajectory> trajs(data.size());
   for (int64_t i : order) {
@@ -69,7 +125,7 @@ std::vector<MicroBatch> pack_sft(const std::vector<SftSequence>& data, const std
     trajs[i].policy_mask = data[i].mask;
   }
   std::vector<float> zero(data.size(), 0.0f);
-  return pack_micro_batches(trajs, order, zero, max_tokens);
+  return pack_micro_batches(trajs, order, zero, max_tokens, share_min_tokens);
 }
 
 SftUpdateStats sft_update(QwenModel& model, OptimizerState& optimizer, TrainState& state,
@@ -191,8 +247,12 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   std::vector<std::vector<MicroBatch>> plan;
   auto plan_of = [&](int64_t e) -> const std::vector<MicroBatch>& {
     while (static_cast<int64_t>(plan.size()) <= e)
-      plan.push_back(pack_sft(data, epoch_order(n, config.seed, static_cast<int64_t>(plan.size()), config.shuffle),
-                              config.micro_batch_tokens));
+      plan.push_back(config.share_group > 0
+                         ? pack_sft(data, grouped_epoch_order(data, config.seed, static_cast<int64_t>(plan.size()),
+                                                              config.share_group),
+                                    config.micro_batch_tokens, kSharePrefixMinTokens)
+                         : pack_sft(data, epoch_order(n, config.seed, static_cast<int64_t>(plan.size()), config.shuffle),
+                                    config.micro_batch_tokens));
     return plan[e];
   };
   const int64_t epochs = std::max<int64_t>(config.epochs, 1);

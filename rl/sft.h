@@ -51,6 +51,10 @@ struct SftConfig {
   uint64_t seed = 1;                  // shuffle order
   bool shuffle = true;
   int64_t save_every = 0;             // updates between checkpoints; 0 = only OUT/final
+  // > 0: visit sequences in runs of up to this many that share most of their untrained start
+  // (demonstrations on one database: the schema prompt) and pack each run's common start once
+  // (shared prefixes, CPU). 0: a plain shuffle, every sequence packed whole.
+  int64_t share_group = 0;
 };
 
 // Sequences longer than micro_batch_tokens + 1 tokens are cut to that length (their tail is
@@ -63,10 +67,17 @@ ClipStats clip_sequences(std::vector<SftSequence>& data, int64_t micro_batch_tok
 // The visiting order of one epoch: 0..n-1, shuffled by (seed, epoch) when asked.
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);
 
+// Sequences whose untrained starts (tokens before the first trained one) share at least half
+// of their length form a family. The order of one epoch: each family shuffled by (seed, epoch)
+// and cut into runs of up to `group`; the runs shuffled and laid end to end.
+std::vector<int64_t> grouped_epoch_order(const std::vector<SftSequence>& data, uint64_t seed, int64_t epoch,
+                                         int64_t group);
+
 // Packs data[order[i]] in order into micro-batches (next-token targets, mask = the target's
-// mask): rl/grpo.h's packing, so a sequence never spans two micro-batches.
+// mask): rl/grpo.h's packing, so a sequence never spans two micro-batches. share_min_tokens > 0
+// shares common starts (pack_micro_batches).
 std::vector<MicroBatch> pack_sft(const std::vector<SftSequence>& data, const std::vector<int64_t>& order,
-                                 int64_t max_tokens);
+                                 int64_t max_tokens, int64_t share_min_tokens = 0);
 
 struct SftUpdateStats {
   double loss = 0;        // mean NLL per trained token

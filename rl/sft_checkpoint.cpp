@@ -41,6 +41,7 @@ nlohmann::ordered_json sft_config_json(const SftConfig& c) {
   j["seed"] = c.seed;
   j["shuffle"] = c.shuffle;
   j["save_every"] = c.save_every;
+  j["share_group"] = c.share_group;
   return j;
 }
 
@@ -64,6 +65,7 @@ SftConfig sft_config_from_json(const nlohmann::json& j) {
   c.seed = j.at("seed").get<uint64_t>();
   c.shuffle = j.at("shuffle").get<bool>();
   c.save_every = j.at("save_every").get<int64_t>();
+  c.share_group = j.value("share_group", int64_t{0});  // absent in checkpoints from before it existed
   return c;
 }
 

@@ -222,5 +222,54 @@ TEST(SftPacking, EpochOrderIsASeededPermutation) {
   EXPECT_EQ(epoch_order(4, 3, 0, false), (std::vector<int64_t>{0, 1, 2, 3}));
 }
 
+// Two families (6 sequences each, whose 44-token prompts share their first 40 tokens) and a
+// lone sequence: grouped_epoch_order keeps each family's runs together, reshuffles per epoch,
+// and packing the order shares each run's common prompt.
+TEST(SftPacking, GroupedOrderVisitsFamiliesInSeededRunsThatShareTheirPrompt) {
+  std::vector<SftSequence> data;
+  std::vector<int> family;
+  auto add = [&](int fam, int base, int variant) {
+    SftSequence s;
+    for (int i = 0; i < 40; ++i) s.tokens.push_back(base + i), s.mask.push_back(0);
+    for (int i = 0; i < 4; ++i) s.tokens.push_back(500 + variant * 4 + i), s.mask.push_back(0);
+    for (int i = 0; i < 3; ++i) s.tokens.push_back(900 + variant + i), s.mask.push_back(1);
+    data.push_back(s), family.push_back(fam);
+  };
+  for (int v = 0; v < 12; ++v) add(v % 2, 100 * (v % 2), v);  // families 0 and 1, interleaved
+  add(2, 300, 12);                                              // family 2: alone
+  auto segments = [&](const std::vector<int64_t>& order) {
+    int n = 0;
+    for (size_t k = 0; k < order.size(); ++k) n += k == 0 || family[order[k]] != family[order[k - 1]];
+    return n;
+  };
+  std::vector<int64_t> whole = grouped_epoch_order(data, 3, 0, 1000);
+  std::vector<int64_t> sorted = whole;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < 13; ++i) EXPECT_EQ(sorted[i], i);
+  EXPECT_EQ(segments(whole), 3);  // one run per family
+  std::vector<int64_t> a = grouped_epoch_order(data, 3, 0, 4), b = grouped_epoch_order(data, 3, 0, 4),
+                       c = grouped_epoch_order(data, 3, 1, 4);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  // Runs of 4, 2, 4, 2 and 1: at least the 3 families, at most 5 runs apart.
+  EXPECT_GE(segments(a), 3);
+  EXPECT_LE(segments(a), 5);
+
+  // Packed with sharing, every family member after the first stores only its last 4 prompt
+  // rows and its 3 targets' rows (the 40 common tokens once; row 43 predicts its first target).
+  std::vector<MicroBatch> mbs = pack_sft(data, whole, 1000, 32);
+  ASSERT_EQ(mbs.size(), 1u);
+  const PackedBatch& pb = mbs[0].batch;
+  int shared = 0;
+  for (int64_t s = 0; s < pb.num_seqs(); ++s)
+    if (pb.prefix_seq[s] >= 0) {
+      ++shared;
+      EXPECT_EQ(pb.prefix_len[s], 40);
+      EXPECT_EQ(family[mbs[0].trajectories[s]], family[mbs[0].trajectories[pb.prefix_seq[s]]]);
+    }
+  EXPECT_EQ(shared, 10);
+  EXPECT_EQ(pb.num_tokens(), 3 * 46 + 10 * 6);
+}
+
 }  // namespace
 }  // namespace sqlrl::rl
