@@ -150,6 +150,51 @@ void BM_ForwardBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_ForwardBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The embedded demo's step shape: 4 questions x G = 8 rollouts, an 800-token prompt shared by
+// each group, 160 sampled tokens, on the demo's model (vocab 2048, hidden 128, 2 layers, GQA 4/2,
+// head_dim 32). share = 0 packs every sequence whole (as verl/TRL train), 1 packs each group's
+// prompt once (GrpoConfig::share_prefixes). Both make the same update up to fp32 rounding.
+void BM_GrpoStepGroupPrompts(benchmark::State& state) {
+  QwenConfig c;
+  c.vocab_size = 2048, c.hidden_size = 128, c.intermediate_size = 384, c.num_hidden_layers = 2;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 32, c.tie_word_embeddings = true;
+  QwenModel model = make_model(c);
+  fill_normal(wrap(model.params.data(), {model.num_params}, DType::F32, cpu_device(), nullptr), 1, 1, 0.0f, 0.02f);
+  constexpr int kPrompt = 800, kSampled = 160, kGroups = 4, kGroup = 8;
+  Tensor bits = empty({kGroups * kPrompt + kGroups * kGroup * kSampled}, DType::I32);
+  fill_random_bits(bits, 3, 3);
+  const uint32_t* r = bits.data_as<uint32_t>();
+  std::vector<rl::Trajectory> batch;
+  for (int g = 0; g < kGroups; ++g)
+    for (int k = 0; k < kGroup; ++k) {
+      rl::Trajectory t;
+      t.example_index = g, t.sample_index = k, t.reward = (g + k) % 3 == 0 ? 1.0 : 0.0;
+      for (int p = 0; p < kPrompt; ++p) t.tokens.push_back(static_cast<int32_t>(r[g * kPrompt + p] % 2048));
+      for (int p = 0; p < kSampled; ++p)
+        t.tokens.push_back(static_cast<int32_t>(r[kGroups * kPrompt + (g * kGroup + k) * kSampled + p] % 2048));
+      t.policy_mask.assign(t.tokens.size(), 0);
+      std::fill(t.policy_mask.begin() + kPrompt, t.policy_mask.end(), 1);
+      t.sampler_logprobs.assign(t.tokens.size(), 0.0f);
+      batch.push_back(t);
+    }
+  alloc_grads(model);
+  rl::OptimizerState opt = rl::make_optimizer_state(model.num_params);
+  TrainOptions o;
+  o.max_tokens = 8192;
+  TrainState ts = make_train_state(c, o);
+  rl::GrpoConfig gc;
+  gc.filter.drop_no_valid_action = false;
+  gc.share_prefixes = state.range(0) != 0;
+  int64_t positions = 0, rollout_tokens = 0;
+  for (auto _ : state) {
+    positions += rl::grpo_step(model, nullptr, opt, ts, batch, gc).positions;
+    rollout_tokens += kGroups * kGroup * (kPrompt + kSampled - 1);
+  }
+  state.counters["packed/step"] = benchmark::Counter(static_cast<double>(positions), benchmark::Counter::kAvgIterations);
+  state.counters["trajectory tokens/s"] = benchmark::Counter(static_cast<double>(rollout_tokens), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_GrpoStepGroupPrompts)->ArgNames({"share"})->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace
 }  // namespace sqlrl
 

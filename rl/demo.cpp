@@ -90,6 +90,8 @@ TrainConfig train_config(const DemoConfig& c) {
   t.batch_size = s.rl_batch;
   t.group_size = s.rl_group;
   t.lr = s.rl_lr;
+  t.lr_schedule = s.rl_cosine ? "cosine" : "constant";
+  t.min_lr_ratio = s.rl_min_lr_ratio;
   t.temperature = s.rl_temperature;
   t.top_p = s.rl_top_p;
   t.max_turn_tokens = s.max_turn_tokens;
@@ -158,6 +160,7 @@ std::vector<DemoSizeField> demo_size_fields(DemoSizes& z) {
           {"sft_share_group", &z.sft_share_group, nullptr},
           {"sft_lr", nullptr, &z.sft_lr}, {"rl_steps", &z.rl_steps, nullptr}, {"rl_batch", &z.rl_batch, nullptr},
           {"rl_group", &z.rl_group, nullptr}, {"rl_lr", nullptr, &z.rl_lr},
+          {"rl_cosine", &z.rl_cosine, nullptr}, {"rl_min_lr_ratio", nullptr, &z.rl_min_lr_ratio},
           {"rl_temperature", nullptr, &z.rl_temperature}, {"rl_top_p", nullptr, &z.rl_top_p}, {"max_turn_tokens", &z.max_turn_tokens, nullptr},
           {"max_total_tokens", &z.max_total_tokens, nullptr}};
 }

@@ -47,12 +47,14 @@ struct DemoSizes {
   int64_t vocab = 2048, hidden = 128, layers = 2, heads = 4, kv_heads = 2, head_dim = 32, intermediate = 384;
   // SFT
   int64_t sft_epochs = 6, sft_micro_batch_tokens = 4096;
-  int64_t sft_share_group = 0;  // SftConfig::share_group: runs of N same-database demos, schema packed once
+  int64_t sft_share_group = 4;  // SftConfig::share_group: runs of N same-database demos, schema packed once
   int64_t restate_question = 1;  // gold demos restate the question in their first reasoning (rl/sft_demos.h)
   double sft_lr = 5e-3;
   // GRPO
-  int64_t rl_steps = 40, rl_batch = 4, rl_group = 8;
+  int64_t rl_steps = 40, rl_batch = 8, rl_group = 8;
   double rl_lr = 2e-4, rl_temperature = 0.6, rl_top_p = 0.95;
+  int64_t rl_cosine = 1;         // cosine decay over rl_steps (0: constant lr)
+  double rl_min_lr_ratio = 0.1;  // the cosine's floor as a share of rl_lr
   // rollout and eval limits
   int64_t max_turn_tokens = 128, max_total_tokens = 2560;
   int64_t dev_limit = 0;  // N dev questions evenly spaced over the split (every database; 0 = all)
