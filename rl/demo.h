@@ -27,15 +27,22 @@
 
 namespace sqlrl::rl {
 
-// The knobs that set the run's size. demo_sizes("default") takes about eleven minutes on 2 quiet
-// cores (estimated from its parts), "full" about an hour (estimated), "mini" seconds (tests).
+// The knobs that set the run's size. demo_sizes("default") takes about 8.5 minutes on 2 quiet
+// cores (measured, seed 1; README), "full" about an hour (estimated), "mini" seconds (tests).
 // The default's numbers come from runs on the 2-core machine (session notes, README):
 //   - SFT competence appears late and suddenly: 1080 demonstrations at 3 epochs reach 5% dev EX,
-//     at 6 epochs 28-42% (3 seeds); 720 demonstrations at 6 epochs 8-16%. A 4-layer model learned no
+//     at 6 epochs 26-42% (4 runs); 720 demonstrations at 6 epochs 8-16%. A 4-layer model learned no
 //     faster per update than 2 layers, so the compute goes into updates, not depth.
-//   - GRPO at lr 5e-4 collapses within 40 steps (entropy 0.3 -> 2.1, format rate 0.3); at 2e-4
-//     it is stable. Rollouts at SkyRL-SQL's T 0.6 / top-p 0.95 (§5) succeed about 30% of the time
-//     after SFT, at T 1.0 about 2% (3-epoch model), too rare for a group to carry a signal.
+//   - Packing each database's schema prompt once (share_group 4: runs of 4 demonstrations of one
+//     database) halves SFT's packed positions; it also halves the updates (8 demonstrations per
+//     update instead of ~4) at the same dev loss (0.207).
+//   - GRPO at lr 5e-4 constant collapses within 40 steps (entropy 0.3 -> 2.1); 4e-4 with cosine
+//     decay blew up one of three seeds (entropy 0.22 -> 0.96); 2e-4 is stable. 8 questions x 8
+//     rollouts with cosine decay over three SFT starts: 40 steps +0.8 / -0.9 / +0.8 points, 60
+//     steps +3.3 / -0.9 / +1.7 (T 0.8: +1.7 / -1.7 / +1.7; 4 x 8 at a constant lr, 40 steps:
+//     +0.0 / -1.7 / +3.3). A small effect: one dev question is 0.8 points.
+//   - Rollouts at SkyRL-SQL's T 0.6 / top-p 0.95 (§5) succeed about 30-40% of the time after SFT,
+//     at T 1.0 about 2% (3-epoch model), too rare for a group to carry a signal.
 struct DemoSizes {
   // The built-in benchmark (sql/synth.h). Its 12 domains go to databases in turn, so with 12
   // train databases the dev databases are fresh instances (other rows, other values) of domains
@@ -51,7 +58,7 @@ struct DemoSizes {
   int64_t restate_question = 1;  // gold demos restate the question in their first reasoning (rl/sft_demos.h)
   double sft_lr = 5e-3;
   // GRPO
-  int64_t rl_steps = 40, rl_batch = 8, rl_group = 8;
+  int64_t rl_steps = 60, rl_batch = 8, rl_group = 8;
   double rl_lr = 2e-4, rl_temperature = 0.6, rl_top_p = 0.95;
   int64_t rl_cosine = 1;         // cosine decay over rl_steps (0: constant lr)
   double rl_min_lr_ratio = 0.1;  // the cosine's floor as a share of rl_lr
