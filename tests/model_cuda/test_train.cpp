@@ -112,6 +112,26 @@ TEST_P(CudaModelTrain, LogitsLogprobsAndEntropyMatchCpu) {
   EXPECT_LE(worst_ent, lp_budget);
 }
 
+// Shared prefixes are a CPU attention feature: the CUDA model refuses such a batch by name
+// instead of attending past the sequence boundaries it knows.
+TEST_P(CudaModelTrain, SharedPrefixBatchIsRefusedByName) {
+  SQLRL_REQUIRE_CUDA();
+  QwenModel host = random_model(GetParam(), 5);
+  std::vector<int32_t> a = {1, 2, 3, 4, 5, 6}, b = {1, 2, 3, 4, 7, 8};
+  PackedBatch batch = pack_with_prefixes({{&a, 6, -1, 0}, {&b, 6, 0, 4}});
+  ASSERT_TRUE(batch.has_prefixes());
+  std::vector<int32_t> targets(static_cast<size_t>(batch.num_tokens()), 1);
+  std::vector<float> lp(targets.size());
+  CudaModel m = upload_model(host);
+  CudaTrainState s = make_cuda_train_state(m, options(batch.num_tokens()));
+  try {
+    forward_logprobs_cuda(m, s, batch, targets, lp.data());
+    FAIL() << "a batch with shared prefixes was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shares prefixes"), std::string::npos) << e.what();
+  }
+}
+
 // Gradients of the masked token-mean log-prob for every parameter tensor.
 std::vector<float> gpu_gradients(const QwenModel& host, const RandomBatch& b, std::vector<bool> recompute) {
   CudaModel m = upload_model(host);
