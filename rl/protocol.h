@@ -32,7 +32,7 @@ namespace sqlrl::rl {
 // What the environment did with an action, for inject().
 struct StepOutcome {
   const sql::Result* result = nullptr;  // ExecSql: the pool's result (error/timeout inside); else null
-  std::string db_path;
+  std::string db_path;                  // as observations name it: sql::shown_db_path
   int turns_left = 0;                   // assistant turns still allowed after this one
   // The turn ended on a sampled end-of-turn token (<|im_end|> / EOS) rather than a stop string:
   // the chat-markup protocols then do not write <|im_end|> again when they open the next turn.

@@ -14,8 +14,9 @@
 #include <optional>
 
 #include "model/infer.h"
-#include "runtime/error.h"
 #include "rl/untrusted.h"
+#include "runtime/error.h"
+#include "sql/format.h"
 #include "tokenizer/stream.h"
 
 namespace sqlrl::rl {
@@ -99,7 +100,7 @@ int turns_left(const Engine& e, const Trajectory& t) { return e.max_turns - stat
 
 StepOutcome outcome_of(const Engine& e, const Sample& s, const Trajectory& t) {
   StepOutcome outcome;
-  outcome.db_path = example_of(e, s).db_path;
+  outcome.db_path = sql::shown_db_path(example_of(e, s).db_path);
   outcome.turns_left = turns_left(e, t);
   outcome.turn_ended_with_eos = s.eos_ended;
   outcome.empty_think_block = e.opt.chat_template == ChatTemplate::qwen3 && !e.opt.enable_thinking;

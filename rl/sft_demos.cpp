@@ -6,6 +6,7 @@
 #include "rl/rollout.h"
 #include "rl/untrusted.h"
 #include "runtime/error.h"
+#include "sql/format.h"
 #include "sql/synth_questions.h"
 
 namespace sqlrl::rl {
@@ -163,7 +164,7 @@ struct Builder {
         for (const sql::Turn& h : ex.history) history.push_back(pool.execute(ex.db_path, h.gold_sql, o.limits));
       StepOutcome outcome;
       outcome.result = &r;
-      outcome.db_path = ex.db_path;
+      outcome.db_path = sql::shown_db_path(ex.db_path);
       outcome.turns_left = p.max_turns() - turn;
       outcome.empty_think_block = o.chat_template == ChatTemplate::qwen3 && o.enable_thinking == false;
       if (kind == ActionKind::MemoryRetrieve) outcome.history_results = &history;

@@ -111,6 +111,15 @@ std::string python_json(const nlohmann::ordered_json& j) {
 
 }  // namespace
 
+std::string shown_db_path(const std::string& db_path) {
+  std::string p = db_path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t last = p.rfind('/');
+  if (last == std::string::npos || last == 0) return p;
+  const size_t prev = p.rfind('/', last - 1);
+  return prev == std::string::npos ? p : p.substr(prev + 1);
+}
+
 std::string format_df_observation(const Result& result, const DataFrameStyle& style, const ObservationContext& ctx) {
   if (result.timed_out) return "SQL Timeout:\n" + ctx.sql;
   if (!result.ok()) return "Error executing SQL: " + result.error + ", db file: " + ctx.db_path;

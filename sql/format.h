@@ -35,6 +35,11 @@ struct ObservationContext {
   std::string sql;
 };
 
+// The database file as observations name it: its last two path components ("farm/farm.sqlite").
+// SkyRL-SQL prints the full path; the host's folders would make the model's input, and so every
+// result, depend on where the data happens to live.
+std::string shown_db_path(const std::string& db_path);
+
 // SkyRL-SQL: errors "Error executing SQL: {e}, db file: {path}", timeouts "SQL Timeout:\n{sql}".
 std::string format_df_observation(const Result& result, const DataFrameStyle& style, const ObservationContext& ctx);
 

@@ -13,6 +13,18 @@
 namespace sqlrl::sql {
 namespace {
 
+// Observations name the database by its folder and file only: where the data lives on the host
+// must not change the model's input (and with it every result).
+TEST(ShownDbPath, LastTwoComponents) {
+  EXPECT_EQ(shown_db_path("/home/a/runs/demo/cache/synth/database/farm/farm.sqlite"), "farm/farm.sqlite");
+  EXPECT_EQ(shown_db_path("runs/demo/database/farm/farm.sqlite"), "farm/farm.sqlite");
+  EXPECT_EQ(shown_db_path("farm/farm.sqlite"), "farm/farm.sqlite");
+  EXPECT_EQ(shown_db_path("/data/a.sqlite"), "data/a.sqlite");
+  EXPECT_EQ(shown_db_path("/a.sqlite"), "/a.sqlite");
+  EXPECT_EQ(shown_db_path("a.sqlite"), "a.sqlite");
+  EXPECT_EQ(shown_db_path("/x/farm/"), "x/farm");
+}
+
 TEST(PythonRepr, FloatsAsPythonPrintsThem) {
   EXPECT_EQ(python_float_repr(0.1), "0.1");
   EXPECT_EQ(python_float_repr(0.1 + 0.2), "0.30000000000000004");
