@@ -74,6 +74,13 @@ double scaled_error(const std::vector<float>& got, const std::vector<double>& wa
   return err / scale;
 }
 
+std::vector<float> random_normal(std::mt19937& rng, int64_t n) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& e : x) e = normal(rng);
+  return x;
+}
+
 class AttentionCpu : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(AttentionCpu, ForwardBackwardAndPagedMatchFloat64) {
@@ -82,12 +89,7 @@ TEST_P(AttentionCpu, ForwardBackwardAndPagedMatchFloat64) {
   const std::vector<int32_t> cu = {0, 1, 6, 23, 61};
   const int64_t T = cu.back(), S = static_cast<int64_t>(cu.size()) - 1;
   std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto randn = [&](int64_t n) {
-    std::vector<float> x(static_cast<size_t>(n));
-    for (float& e : x) e = normal(rng);
-    return x;
-  };
+  auto randn = [&](int64_t n) { return random_normal(rng, n); };
   std::vector<float> q = randn(T * H * D), k = randn(T * KVH * D), v = randn(T * KVH * D), dout = randn(T * H * D);
   Grads want = reference(q, k, v, dout, cu, shape);
 
@@ -138,12 +140,7 @@ TEST_P(AttentionCpu, SharedPrefixesMatchTheWrittenOutBatch) {
   const std::vector<int32_t> pseq = {-1, 0, 0, -1, -1, 4}, plen = {0, 13, 20, 0, 0, 1};
   const int64_t T = cu.back(), S = static_cast<int64_t>(cu.size()) - 1;
   std::mt19937 rng(11);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto randn = [&](int64_t n) {
-    std::vector<float> x(static_cast<size_t>(n));
-    for (float& e : x) e = normal(rng);
-    return x;
-  };
+  auto randn = [&](int64_t n) { return random_normal(rng, n); };
   std::vector<float> q = randn(T * H * D), k = randn(T * KVH * D), v = randn(T * KVH * D), dout = randn(T * H * D);
   std::vector<float> out(T * H * D), lse(T * H), dq(T * H * D), dk(T * KVH * D), dv(T * KVH * D);
   SharedPrefixes pre{pseq.data(), plen.data()};
