@@ -11,8 +11,12 @@
 
 namespace sqlrl {
 
+// logit_scale multiplies the logits before the softmax: 1 / the sampling temperature when the
+// log-probs must be those of the policy that sampled (verl's actor divides its logits by the
+// rollout temperature); the backward's gradients include the factor.
 struct LogprobShape {
   int64_t tokens = 0, hidden = 0, vocab = 0, chunk_tokens = 0;
+  float logit_scale = 1.0f;
 };
 
 // logprobs [T] and lse [T] (log-sum-exp of each row of logits); entropy [T] (nullable) =
@@ -33,6 +37,7 @@ void logprob_backward_cpu(float* dhidden, float* dweight, const float* dlogprobs
 // running (max, sum, entropy) state per token, so no [T x V] buffer exists.
 struct LogprobCudaShape {
   int64_t tokens = 0, hidden = 0, vocab = 0, chunk_tokens = 1024, chunk_vocab = 16384;  // ~100 MB of tiles
+  float logit_scale = 1.0f;  // as LogprobShape's: the GEMM's alpha
 };
 // Device bytes for either direction (tiles, compacted rows, per-token state).
 size_t logprob_cuda_workspace_bytes(const LogprobCudaShape& shape);

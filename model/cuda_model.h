@@ -73,6 +73,7 @@ struct CudaTrainState {
   void* workspace = nullptr;  // shared by the attention, RMSNorm, embedding and log-prob launchers
   size_t workspace_bytes = 0;
   int64_t max_seqlen = 0, num_tokens = 0;  // of the batch last run forward
+  float logit_scale = 1.0f;                // of the last log-prob forward (vocab_lse belongs to it)
   int64_t bytes() const { return static_cast<int64_t>(arena.nbytes()); }
 };
 
@@ -80,9 +81,11 @@ CudaTrainState make_cuda_train_state(const CudaModel& model, const TrainOptions&
 
 // As forward_logits / forward_logprobs / backward_logprobs of model/train.h; host in and out.
 void forward_logits_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch, float* logits);
-// entropy (nullable): -sum p log p of each row, from the same fused pass.
+// entropy (nullable): -sum p log p of each row, from the same fused pass; logit_scale as in
+// forward_logprobs.
 void forward_logprobs_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
-                           const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr);
+                           const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr,
+                           float logit_scale = 1.0f);
 void backward_logprobs_cuda(CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
                             const std::vector<int32_t>& targets, const float* dlogprobs);
 

@@ -106,7 +106,7 @@ void carve_state(CudaTrainState& s, Carver& c, const Dims& d, bool qk_norm) {
 
 LogprobCudaShape logprob_shape(const CudaTrainState& s, int64_t T) {
   return {T, s.config.hidden_size, s.config.vocab_size, std::min(s.options.logprob_chunk, std::max<int64_t>(T, 1)),
-          s.chunk_vocab};
+          s.chunk_vocab, s.logit_scale};
 }
 
 void layer_forward(const CudaModel& m, const CudaLayerWeights& w, const uint16_t* x, uint16_t* out,
@@ -253,7 +253,7 @@ void forward_logits_cuda(const CudaModel& model, CudaTrainState& state, const Pa
 }
 
 void forward_logprobs_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
-                           const std::vector<int32_t>& targets, float* logprobs, float* entropy) {
+                           const std::vector<int32_t>& targets, float* logprobs, float* entropy, float logit_scale) {
   int64_t T = batch.num_tokens();
   check(static_cast<int64_t>(targets.size()) == T, "forward_logprobs_cuda: ", targets.size(), " targets for ", T,
         " tokens");
@@ -262,6 +262,7 @@ void forward_logprobs_cuda(const CudaModel& model, CudaTrainState& state, const 
           " at ", t, " outside the vocabulary of ", model.config().vocab_size);
   forward_hidden(model, state, batch);
   model_copy(state.targets, targets.data(), sizeof(int32_t) * T, CopyKind::HostToDevice, model.stream);
+  state.logit_scale = logit_scale;
   LogprobCudaShape shape = logprob_shape(state, T);
   check(logprob_cuda_workspace_bytes(shape) <= state.workspace_bytes, "forward_logprobs_cuda: the log-prob needs ",
         logprob_cuda_workspace_bytes(shape), " workspace bytes, the state planned ", state.workspace_bytes);

@@ -281,14 +281,16 @@ void forward_logits(const QwenModel& model, TrainState& state, const PackedBatch
 }
 
 void forward_logprobs(const QwenModel& model, TrainState& state, const PackedBatch& batch,
-                      const std::vector<int32_t>& targets, float* logprobs, float* entropy) {
+                      const std::vector<int32_t>& targets, float* logprobs, float* entropy, float logit_scale) {
   check(static_cast<int64_t>(targets.size()) == batch.num_tokens(), "forward_logprobs: ", targets.size(),
         " targets for ", batch.num_tokens(), " tokens");
   forward_hidden(model, state, batch);
   ModelWeights w = QwenModel::bind_weights(model, const_cast<float*>(model.params.data()));
-  LogprobShape shape{batch.num_tokens(), model.config.hidden_size, model.config.vocab_size, state.options.logprob_chunk};
+  LogprobShape shape{batch.num_tokens(), model.config.hidden_size, model.config.vocab_size, state.options.logprob_chunk,
+                     logit_scale};
   logprob_forward_cpu(logprobs, state.vocab_lse.data(), state.lnf.data(), w.lm_head, targets.data(), shape,
                       state.logits_scratch.data(), entropy);
+  state.logit_scale = logit_scale;
 }
 
 void forward_logprobs_masked(const QwenModel& model, TrainState& state, const PackedBatch& batch,
@@ -297,6 +299,7 @@ void forward_logprobs_masked(const QwenModel& model, TrainState& state, const Pa
   check(static_cast<int64_t>(targets.size()) == T, "forward_logprobs_masked: ", targets.size(), " targets for ", T,
         " tokens");
   forward_hidden(model, state, batch);
+  state.logit_scale = 1.0f;
   // Only the kept rows go through the lm_head: in SFT and GRPO batches most positions are prompt
   // or observation tokens, and the [rows x vocab] product is a large share of the forward.
   std::vector<int64_t> rows;
@@ -329,7 +332,7 @@ void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& b
   ModelWeights w = model.weights();
   ModelWeights g = model.grad_weights();
   zero(state.dln, T * d.C);
-  LogprobShape shape{T, d.C, d.V, state.options.logprob_chunk};
+  LogprobShape shape{T, d.C, d.V, state.options.logprob_chunk, state.logit_scale};
   logprob_backward_cpu(state.dln.data(), g.lm_head, dlogprobs, state.lnf.data(), w.lm_head, targets.data(),
                        state.vocab_lse.data(), shape, state.logits_scratch.data());
   zero(state.dresid, T * d.C);

@@ -57,6 +57,7 @@ struct TrainState {
   std::vector<float> layer_storage;  // one slot per stored layer, plus one shared by recomputed layers
   std::vector<LayerActs> layer_acts;
   std::vector<float> lnf, rstdf, vocab_lse, logits_scratch;
+  float logit_scale = 1.0f;  // of the last log-prob forward: vocab_lse belongs to it, the backward uses it
   // backward scratch
   std::vector<float> dresid, dln, datt, dq, dk, dv, dq_raw, dk_raw, dh, dgate, dup;
   int64_t num_floats() const;  // activation + scratch memory, for reports
@@ -70,8 +71,11 @@ void forward_hidden(const QwenModel& model, TrainState& state, const PackedBatch
 void forward_logits(const QwenModel& model, TrainState& state, const PackedBatch& batch, float* logits);
 // logprobs[t] = log p(targets[t] | tokens up to t), via the fused chunked lm_head; entropy[t]
 // (nullable) = -sum_v p log p of the same softmax row (logprobs are the same bits either way).
+// p = softmax(logit_scale * logits): 1 / temperature gives the policy that sampled at that
+// temperature; backward_logprobs differentiates the same scaled softmax.
 void forward_logprobs(const QwenModel& model, TrainState& state, const PackedBatch& batch,
-                      const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr);
+                      const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr,
+                      float logit_scale = 1.0f);
 // As forward_logprobs for the rows with mask[t] != 0; the others get logprob 0 and are not run
 // through the lm_head. backward_logprobs after it is exact as long as those rows' dlogprobs are 0.
 void forward_logprobs_masked(const QwenModel& model, TrainState& state, const PackedBatch& batch,

@@ -183,6 +183,9 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
   check(config.kl_coef <= 0 || reference != nullptr, "grpo: kl_coef ", config.kl_coef, " needs a reference model");
   check(config.ppo_epochs >= 1 && config.mini_batches >= 1, "grpo: ppo_epochs ", config.ppo_epochs,
         " and mini_batches ", config.mini_batches, " must be at least 1");
+  check(config.temperature >= 0 && std::isfinite(config.temperature), "grpo: temperature must be >= 0 and finite, got ",
+        config.temperature);
+  const float logit_scale = config.temperature > 0 ? 1.0f / config.temperature : 1.0f;
   check(policy_training_ready(policy), "grpo: policy gradients are not allocated (alloc_grads / policy_init_training)");
   const int64_t n = policy.host->num_params;
   check(reference == nullptr || reference->host->num_params == n, "grpo: the reference model has ",
@@ -224,11 +227,11 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
         mb.old_logprobs = mb.sampler_logprobs;
       } else if (b > 0) {
         mb.old_logprobs.resize(T);
-        policy_forward_logprobs(policy, state, mb.batch, mb.targets, mb.old_logprobs.data());
+        policy_forward_logprobs(policy, state, mb.batch, mb.targets, mb.old_logprobs.data(), nullptr, logit_scale);
       }
       if (config.kl_coef > 0) {
         mb.ref_logprobs.resize(T);
-        policy_forward_logprobs(*reference, state, mb.batch, mb.targets, mb.ref_logprobs.data());
+        policy_forward_logprobs(*reference, state, mb.batch, mb.targets, mb.ref_logprobs.data(), nullptr, logit_scale);
       }
     }
 
@@ -246,7 +249,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
         const size_t T = mb.targets.size();
         logp.resize(T), dlogp.resize(T);
         if (epoch == 0) entropy.resize(T);
-        policy_forward_logprobs(policy, state, mb.batch, mb.targets, logp.data(), epoch == 0 ? entropy.data() : nullptr);
+        policy_forward_logprobs(policy, state, mb.batch, mb.targets, logp.data(), epoch == 0 ? entropy.data() : nullptr,
+                                logit_scale);
         if (epoch == 0 && b == 0 && !config.use_sampler_logprobs) mb.old_logprobs = logp;
         if (epoch == 0)
           for (size_t t = 0; t < T; ++t)

@@ -42,6 +42,10 @@ struct GrpoConfig {
   float kl_coef = 0.0f;                     // > 0 needs a reference model
   LossAgg agg = LossAgg::TokenMean;
   bool use_sampler_logprobs = false;        // old log-probs from the sampler, not a training forward
+  // Log-probs (old, reference, trained) are those of softmax(logits / temperature), the policy
+  // that sampled the rollouts, as verl's actor divides its logits by the rollout temperature;
+  // 0 (greedy rollouts) trains softmax(logits).
+  float temperature = 1.0f;
   int64_t ppo_epochs = 1;
   int64_t mini_batches = 1;                 // optimizer updates per epoch
   AdamWConfig adamw;

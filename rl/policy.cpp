@@ -119,10 +119,11 @@ bool policy_training_ready(const Policy& policy) {
 }
 
 void policy_forward_logprobs(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
-                             const std::vector<int32_t>& targets, float* logprobs, float* entropy) {
+                             const std::vector<int32_t>& targets, float* logprobs, float* entropy,
+                             float logit_scale) {
   check(acts.on_cuda == policy.on_cuda, "policy: the activations are on another device than the model");
-  if (policy.on_cuda) forward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, logprobs, entropy);
-  else forward_logprobs(*policy.host, acts.host, batch, targets, logprobs, entropy);
+  if (policy.on_cuda) forward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, logprobs, entropy, logit_scale);
+  else forward_logprobs(*policy.host, acts.host, batch, targets, logprobs, entropy, logit_scale);
 }
 
 void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const PackedBatch& batch,

@@ -80,8 +80,10 @@ struct PolicyActivations {
 PolicyActivations policy_init_training(Policy& policy, const TrainOptions& options, const AdamWConfig& adamw);
 bool policy_training_ready(const Policy& policy);  // gradients (and device moments) allocated
 
+// logit_scale: as forward_logprobs (1 / the sampling temperature for the policy that sampled).
 void policy_forward_logprobs(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
-                             const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr);
+                             const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr,
+                             float logit_scale = 1.0f);
 void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
                               const std::vector<int32_t>& targets, const float* dlogprobs);
 void policy_zero_grads(Policy& policy);

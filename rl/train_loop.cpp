@@ -44,6 +44,7 @@ GrpoConfig grpo_config(const TrainConfig& c) {
   g.kl_coef = static_cast<float>(c.kl_coef);
   g.agg = c.loss_agg == "seq-mean-token-mean" ? LossAgg::SeqMeanTokenMean : LossAgg::TokenMean;
   g.use_sampler_logprobs = c.sampler_logprobs;
+  g.temperature = static_cast<float>(c.temperature);
   g.share_prefixes = c.share_prefixes;
   g.ppo_epochs = c.ppo_epochs;
   g.mini_batches = c.mini_batches;

@@ -13,9 +13,17 @@ namespace {
 
 void check_shape(const LogprobShape& s, const int32_t* targets) {
   check(s.chunk_tokens > 0, "logprob: chunk_tokens must be positive, got ", s.chunk_tokens);
+  check(s.logit_scale > 0 && std::isfinite(s.logit_scale), "logprob: logit_scale must be positive and finite, got ",
+        s.logit_scale);
   for (int64_t t = 0; t < s.tokens; ++t)
     check(targets[t] >= 0 && targets[t] < s.vocab, "logprob: target ", targets[t], " at token ", t,
           " is outside the vocabulary [0, ", s.vocab, ")");
+}
+
+// At scale 1 the row is left alone, so unscaled log-probs keep their bits.
+void scale_row(float* row, int64_t n, float scale) {
+  if (scale != 1.0f)
+    for (int64_t v = 0; v < n; ++v) row[v] *= scale;
 }
 
 }  // namespace
@@ -29,7 +37,8 @@ void logprob_forward_cpu(float* logprobs, float* lse, const float* hidden, const
     matmul_forward_cpu(scratch, hidden + t0 * C, weight, nullptr, n, C, V);
     default_thread_pool().parallel_for(static_cast<size_t>(n), 1, [&](size_t begin, size_t end) {
       for (size_t r = begin; r < end; ++r) {
-        const float* row = scratch + r * V;
+        float* row = scratch + r * V;
+        scale_row(row, V, shape.logit_scale);
         float m = -INFINITY;
         for (int64_t v = 0; v < V; ++v) m = std::max(m, row[v]);
         double sum = 0.0;
@@ -73,7 +82,9 @@ void logprob_backward_cpu(float* dhidden, float* dweight, const float* dlogprobs
       for (size_t r = begin; r < end; ++r) {
         int64_t t = rows[r0 + r];
         float* row = scratch + r * V;
-        float g = dlogprobs[t], l = lse[t];
+        scale_row(row, V, shape.logit_scale);
+        // d/d(raw logit) = logit_scale * d/d(scaled logit)
+        float g = dlogprobs[t] * shape.logit_scale, l = lse[t];
         for (int64_t v = 0; v < V; ++v) row[v] = -g * std::exp(row[v] - l);
         row[targets[t]] += g;
       }

@@ -55,6 +55,8 @@ void check_shape(const LogprobCudaShape& s, size_t workspace_bytes, const void* 
         s.chunk_vocab, " must be positive");
   check(s.tokens <= INT32_MAX && s.chunk_vocab <= INT32_MAX && s.chunk_tokens <= INT32_MAX,
         "logprob cuda: sizes exceed 32-bit indices");
+  check(s.logit_scale > 0 && std::isfinite(s.logit_scale), "logprob cuda: logit_scale must be positive and finite, got ",
+        s.logit_scale);
   size_t need = layout_for(s).total;
   check(workspace && workspace_bytes >= need, "logprob cuda: workspace of ", workspace_bytes, " bytes, need ", need);
 }
@@ -177,11 +179,13 @@ __global__ void scatter_add_rows_kernel(uint16_t* dhidden, const float* dhc, con
   }
 }
 
-// One block per compacted row: bf16 dlogits of the tile from recomputed f32 logits.
+// One block per compacted row: bf16 dlogits (with respect to the unscaled logits) of the tile from
+// recomputed f32 scaled logits.
 __global__ __launch_bounds__(kRowThreads) void dlogits_kernel(uint16_t* dlogits, const float* logits, int w,
                                                               int64_t v0, const int32_t* rows, const int32_t* targets,
                                                               const float* dlogprobs, const float* dentropy,
-                                                              const float* lse, const float* entropy) {
+                                                              const float* lse, const float* entropy,
+                                                              float logit_scale) {
   const int r = blockIdx.x;
   const int64_t t = rows[r];
   const float g = dlogprobs[t], h = dentropy ? dentropy[t] : 0.0f, l = lse[t];
@@ -194,13 +198,14 @@ __global__ __launch_bounds__(kRowThreads) void dlogits_kernel(uint16_t* dlogits,
     float d = -g * p;
     if (h != 0.0f) d -= h * p * (log_p + H);
     if (c == target) d += g;
-    out[c] = f32_to_bf16(d);
+    out[c] = f32_to_bf16(d * logit_scale);  // the chain rule through the scaled logits
   }
 }
 
 GemmProblem bf16_gemm(int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, bool trans_a, const void* b,
-                      int64_t ldb, bool trans_b, float* c, int64_t ldc, float beta) {
+                      int64_t ldb, bool trans_b, float* c, int64_t ldc, float beta, float alpha = 1.0f) {
   GemmProblem p;
+  p.alpha = alpha;
   p.m = m, p.n = n, p.k = k;
   p.a = a, p.b = b, p.c = c;
   p.lda = lda, p.ldb = ldb, p.ldc = ldc;
@@ -228,8 +233,9 @@ void logprob_forward_cuda(float* logprobs, float* lse, float* entropy, const uin
     const int64_t n = std::min(shape.chunk_tokens, shape.tokens - t0);
     for (int64_t v0 = 0; v0 < V; v0 += shape.chunk_vocab) {
       const int64_t w = std::min(shape.chunk_vocab, V - v0);
-      // logits [n, w] = hidden[t0 : t0+n] @ weight[v0 : v0+w]^T
-      gemm_cuda(bf16_gemm(n, w, C, hidden + t0 * C, C, false, weight + v0 * C, C, true, logits, w, 0.0f),
+      // logits [n, w] = logit_scale * hidden[t0 : t0+n] @ weight[v0 : v0+w]^T
+      gemm_cuda(bf16_gemm(n, w, C, hidden + t0 * C, C, false, weight + v0 * C, C, true, logits, w, 0.0f,
+                          shape.logit_scale),
                 stream.device, stream);
       forward_tile_kernel<<<static_cast<unsigned>(n), kRowThreads, 0, cuda_stream_of(stream)>>>(
           state, static_cast<int>(shape.chunk_tokens), logprobs + t0, lse + t0, entropy ? entropy + t0 : nullptr,
@@ -272,10 +278,11 @@ void logprob_backward_cuda(uint16_t* dhidden, float* dweight, const float* dlogp
     CUDA_CHECK_LAUNCH();
     for (int64_t v0 = 0; v0 < V; v0 += shape.chunk_vocab) {
       const int64_t w = std::min(shape.chunk_vocab, V - v0);
-      gemm_cuda(bf16_gemm(n, w, C, hc, C, false, weight + v0 * C, C, true, logits, w, 0.0f), stream.device, stream);
+      gemm_cuda(bf16_gemm(n, w, C, hc, C, false, weight + v0 * C, C, true, logits, w, 0.0f, shape.logit_scale),
+                stream.device, stream);
       dlogits_kernel<<<static_cast<unsigned>(n), kRowThreads, 0, s>>>(dlogits, logits, static_cast<int>(w), v0,
                                                                       chunk_rows, targets, dlogprobs, dentropy, lse,
-                                                                      entropy);
+                                                                      entropy, shape.logit_scale);
       CUDA_CHECK_LAUNCH();
       // dweight[v0 : v0+w] [w, C] += dlogits^T [w, n] @ hc [n, C]
       if (dweight)

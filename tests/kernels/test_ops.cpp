@@ -239,10 +239,12 @@ std::vector<OpCase> cpu_cases() {
                        return g;
                      }});
   }
-  {  // fused chunked log-prob (chunk 4 over 13 tokens: a ragged last chunk)
+  // fused chunked log-prob (chunk 4 over 13 tokens: a ragged last chunk), unscaled and at the
+  // logit scale of sampling temperature 0.6
+  for (float scale : {1.0f, 1.0f / 0.6f}) {
     const int64_t T = 13, C = 8, V = 10;
-    LogprobShape shape{T, C, V, 4};
-    cases.push_back({"logprob_fused", {random_vec(rng, T * C), random_vec(rng, V * C)}, {0, 1},
+    LogprobShape shape{T, C, V, 4, scale};
+    cases.push_back({scale == 1.0f ? "logprob_fused" : "logprob_fused_scaled", {random_vec(rng, T * C), random_vec(rng, V * C)}, {0, 1},
                      [=](const std::vector<D>& in) {
                        D out(T);
                        for (int64_t t = 0; t < T; ++t) {
@@ -250,6 +252,7 @@ std::vector<OpCase> cpu_cases() {
                          double m = -INFINITY, sum = 0;
                          for (int64_t v = 0; v < V; ++v) {
                            for (int64_t c = 0; c < C; ++c) z[v] += in[0][t * C + c] * in[1][v * C + c];
+                           z[v] *= scale;
                            m = std::max(m, z[v]);
                          }
                          for (int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - m);
@@ -303,7 +306,7 @@ TEST(OpRegistry, ForwardMatchesFloat64AndBackwardMatchesFiniteDifferences) {
       D dout = random_vec(rng, want.size());
       F dout_f = to_f(dout);
       std::vector<F> grads = op.backward(in, dout_f);
-      if (op.name == "logprob_fused") dout[2] = 0.0;  // its backward masks token 2
+      if (op.name.starts_with("logprob_fused")) dout[2] = 0.0;  // its backward masks token 2
       double worst_g = 0;
       for (size_t gi = 0; gi < op.grad_inputs.size(); ++gi) {
         size_t which = op.grad_inputs[gi];

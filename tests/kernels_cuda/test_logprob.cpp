@@ -26,13 +26,13 @@ Problem make_problem(int64_t T, int64_t C, int64_t V, Rng& rng) {
   return p;
 }
 
-// float64 reference: logits, lse, logprob, entropy, and the backward for given g (dlogprob) and h
-// (dentropy), with M* = sums of |terms| for the error budgets.
+// float64 reference: logits (times scale), lse, logprob, entropy, and the backward for given g
+// (dlogprob) and h (dentropy), with M* = sums of |terms| for the error budgets.
 struct Reference {
   std::vector<double> lse, logprob, entropy, dhidden, dweight, dhidden_mag, dweight_mag;
 };
 
-Reference reference(const Problem& p, const std::vector<float>& g, const std::vector<float>& h) {
+Reference reference(const Problem& p, const std::vector<float>& g, const std::vector<float>& h, double scale) {
   Reference r;
   const int64_t T = p.T, C = p.C, V = p.V;
   r.lse.resize(T), r.logprob.resize(T), r.entropy.resize(T);
@@ -44,8 +44,8 @@ Reference reference(const Problem& p, const std::vector<float>& g, const std::ve
     for (int64_t v = 0; v < V; ++v) {
       double z = 0;
       for (int64_t c = 0; c < C; ++c) z += double{p.hidden[t * C + c]} * p.weight[v * C + c];
-      logits[v] = z;
-      m = std::max(m, z);
+      logits[v] = z * scale;
+      m = std::max(m, logits[v]);
     }
     double s = 0;
     for (int64_t v = 0; v < V; ++v) s += std::exp(logits[v] - m);
@@ -56,6 +56,7 @@ Reference reference(const Problem& p, const std::vector<float>& g, const std::ve
       double log_p = logits[v] - lse, prob = std::exp(log_p);
       d[v] = g.empty() ? 0.0 : g[t] * ((v == p.targets[t] ? 1.0 : 0.0) - prob);
       if (!h.empty()) d[v] -= h[t] * prob * (log_p + H);
+      d[v] *= scale;
     }
     for (int64_t v = 0; v < V; ++v)
       for (int64_t c = 0; c < C; ++c) {
@@ -92,9 +93,10 @@ void expect_backward_close(const std::vector<float>& got, const std::vector<doub
 }
 
 void check_logprob(int64_t T, int64_t C, int64_t V, int64_t chunk_tokens, int64_t chunk_vocab, bool with_entropy,
-                   uint64_t seed) {
+                   uint64_t seed, float logit_scale = 1.0f) {
   SCOPED_TRACE(::testing::Message() << "T " << T << " C " << C << " V " << V << " chunks " << chunk_tokens << "x"
-                                    << chunk_vocab << " entropy " << with_entropy << " seed " << seed);
+                                    << chunk_vocab << " entropy " << with_entropy << " seed " << seed
+                                    << " logit_scale " << logit_scale);
   Rng rng(seed);
   Problem p = make_problem(T, C, V, rng);
   // Gradients with a mask: every third token carries none (and token 0 always carries one).
@@ -104,9 +106,9 @@ void check_logprob(int64_t T, int64_t C, int64_t V, int64_t chunk_tokens, int64_
     h = rng.uniform(static_cast<size_t>(T), -0.5f, 0.5f);
     for (int64_t t = 1; t < T; t += 3) h[t] = 0.0f;
   }
-  Reference ref = reference(p, g, h);
+  Reference ref = reference(p, g, h, logit_scale);
 
-  LogprobCudaShape shape{T, C, V, chunk_tokens, chunk_vocab};
+  LogprobCudaShape shape{T, C, V, chunk_tokens, chunk_vocab, logit_scale};
   size_t ws_bytes = logprob_cuda_workspace_bytes(shape);
   Tensor ws = gpu_bytes(ws_bytes);
   Tensor gh = gpu(p.hidden, DType::BF16), gw = gpu(p.weight, DType::BF16), gt = gpu_ints(p.targets);
@@ -119,7 +121,7 @@ void check_logprob(int64_t T, int64_t C, int64_t V, int64_t chunk_tokens, int64_
 
   if (!with_entropy) {  // the CPU path (no entropy term) on the same inputs
     std::vector<float> cpu_lp(T), cpu_lse(T), scratch(static_cast<size_t>(std::min<int64_t>(T, 8) * V));
-    LogprobShape cpu_shape{T, C, V, 8};
+    LogprobShape cpu_shape{T, C, V, 8, logit_scale};
     logprob_forward_cpu(cpu_lp.data(), cpu_lse.data(), p.hidden.data(), p.weight.data(), p.targets.data(), cpu_shape,
                         scratch.data());
     expect_close(to_floats(lp), cpu_lp, kForwardAtol, kForwardRtol, "logprob vs CPU");
@@ -161,6 +163,14 @@ TEST(CudaLogprob, ForwardAndBackwardMatchReferenceAcrossChunkSeams) {
 TEST(CudaLogprob, EntropyAndItsGradient) {
   SQLRL_REQUIRE_CUDA();
   check_logprob(29, 64, 777, 8, 128, true, fresh_seed());
+}
+
+// GRPO's log-probs at the sampling temperature T: logits / T, gradients with the 1/T factor.
+TEST(CudaLogprob, ScaledLogitsMatchTheReferenceAndTheCpu) {
+  SQLRL_REQUIRE_CUDA();
+  uint64_t seed = fresh_seed();
+  check_logprob(37, 64, 1003, 16, 256, false, seed++, 1.0f / 0.6f);
+  check_logprob(29, 64, 777, 8, 128, true, seed++, 1.0f / 0.6f);
 }
 
 TEST(CudaLogprob, AllMaskedBackwardTouchesNothing) {

@@ -107,11 +107,12 @@ Vec reference_logits(const RefModel& r, const PackedBatch& b) {
   return linear(hf, c.tie_word_embeddings ? r.at("embed") : r.at("lm_head"), nullptr, T, C, V);
 }
 
-// Sum over tokens of weight[t] * log p(target[t]).
+// Sum over tokens of weight[t] * log p(target[t]), p = softmax(logit_scale * logits).
 double reference_objective(const RefModel& r, const PackedBatch& b, const std::vector<int32_t>& targets,
-                           const std::vector<float>& weight) {
+                           const std::vector<float>& weight, double logit_scale = 1.0) {
   const int64_t T = b.num_tokens(), V = r.m.config.vocab_size;
   Vec logits = reference_logits(r, b);
+  for (double& z : logits) z *= logit_scale;
   double obj = 0;
   for (int64_t t = 0; t < T; ++t) {
     double mx = -INFINITY, sum = 0;
@@ -138,7 +139,7 @@ QwenConfig tiny_config(QwenArch arch, bool tied) {
   return c;
 }
 
-void finite_difference_check(const QwenConfig& config) {
+void finite_difference_check(const QwenConfig& config, float logit_scale = 1.0f) {
   QwenModel model = make_model(config);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 0.3f);
@@ -151,14 +152,14 @@ void finite_difference_check(const QwenConfig& config) {
   int64_t T = batch.num_tokens();
   TrainState state = make_train_state(config, testing::options(T, 4));
   std::vector<float> lp(static_cast<size_t>(T));
-  forward_logprobs(model, state, batch, targets, lp.data());
+  forward_logprobs(model, state, batch, targets, lp.data(), nullptr, logit_scale);
   alloc_grads(model);
   backward_logprobs(model, state, batch, targets, weight.data());
 
   Vec p(model.params.begin(), model.params.end());
   RefModel ref{model, p};
   // The f32 forward agrees with the float64 reference.
-  double obj = reference_objective(ref, batch, targets, weight), ours = 0;
+  double obj = reference_objective(ref, batch, targets, weight, logit_scale), ours = 0;
   for (int64_t t = 0; t < T; ++t) ours += weight[t] * lp[t];
   EXPECT_NEAR(ours, obj, 1e-5 * std::fabs(obj) + 1e-5);
   const double h = 1e-5;
@@ -167,9 +168,9 @@ void finite_difference_check(const QwenConfig& config) {
     for (int64_t i = 0; i < v.spec.numel(); ++i) {
       double keep = p[v.offset + i];
       p[v.offset + i] = keep + h;
-      double up = reference_objective(ref, batch, targets, weight);
+      double up = reference_objective(ref, batch, targets, weight, logit_scale);
       p[v.offset + i] = keep - h;
-      double down = reference_objective(ref, batch, targets, weight);
+      double down = reference_objective(ref, batch, targets, weight, logit_scale);
       p[v.offset + i] = keep;
       double fd = (up - down) / (2 * h), got = model.grads[v.offset + i];
       double err = std::fabs(got - fd) / (1e-4 + 1e-3 * std::fabs(fd));
@@ -183,6 +184,11 @@ void finite_difference_check(const QwenConfig& config) {
 
 TEST(FiniteDifference, Qwen3OneLayerTied) { finite_difference_check(tiny_config(QwenArch::Qwen3, true)); }
 TEST(FiniteDifference, Qwen2OneLayerUntied) { finite_difference_check(tiny_config(QwenArch::Qwen2, false)); }
+// GRPO's log-probs at sampling temperature 0.6: softmax(logits / 0.6), the backward through the
+// scale (forward_logprobs keeps it in the state for backward_logprobs).
+TEST(FiniteDifference, Qwen3LogitsAtSamplingTemperature) {
+  finite_difference_check(tiny_config(QwenArch::Qwen3, true), 1.0f / 0.6f);
+}
 TEST(FiniteDifference, Qwen3WithAttentionBias) {
   QwenConfig c = tiny_config(QwenArch::Qwen3, false);
   c.attention_bias = true;

@@ -133,27 +133,28 @@ TEST_P(CudaModelTrain, SharedPrefixBatchIsRefusedByName) {
 }
 
 // Gradients of the masked token-mean log-prob for every parameter tensor.
-std::vector<float> gpu_gradients(const QwenModel& host, const RandomBatch& b, std::vector<bool> recompute) {
+std::vector<float> gpu_gradients(const QwenModel& host, const RandomBatch& b, std::vector<bool> recompute,
+                                 float logit_scale = 1.0f) {
   CudaModel m = upload_model(host);
   int64_t T = b.batch.num_tokens();
   CudaTrainState s = make_cuda_train_state(m, options(T, 16, std::move(recompute)));
   std::vector<float> lp(static_cast<size_t>(T));
-  forward_logprobs_cuda(m, s, b.batch, b.targets, lp.data());
+  forward_logprobs_cuda(m, s, b.batch, b.targets, lp.data(), nullptr, logit_scale);
   backward_logprobs_cuda(m, s, b.batch, b.targets, b.dlogprobs.data());
   return download_grads(m);
 }
 
-TEST_P(CudaModelTrain, EveryParameterGradientMatchesCpu) {
-  SQLRL_REQUIRE_CUDA();
-  QwenModel host = random_model(GetParam(), 5);
+// logit_scale != 1: GRPO's log-probs at the sampling temperature (softmax(logits / T)).
+void expect_gradients_match_cpu(QwenArch arch, float logit_scale) {
+  QwenModel host = random_model(arch, 5);
   RandomBatch b = random_batch(host.config.vocab_size, 6);
   int64_t T = b.batch.num_tokens();
   TrainState cpu = make_train_state(host.config, options(T));
   std::vector<float> lp(static_cast<size_t>(T));
-  forward_logprobs(host, cpu, b.batch, b.targets, lp.data());
+  forward_logprobs(host, cpu, b.batch, b.targets, lp.data(), nullptr, logit_scale);
   alloc_grads(host);
   backward_logprobs(host, cpu, b.batch, b.targets, b.dlogprobs.data());
-  std::vector<float> got = gpu_gradients(host, b, {});
+  std::vector<float> got = gpu_gradients(host, b, {}, logit_scale);
   double worst = 0;
   std::string worst_name;
   for (const ParamView& view : host.table) {
@@ -164,8 +165,18 @@ TEST_P(CudaModelTrain, EveryParameterGradientMatchesCpu) {
     EXPECT_LE(err, 5e-2) << "gradient of " << view.spec.hf_name;
     if (err > worst) worst = err, worst_name = view.spec.hf_name;
   }
-  std::printf("%zu gradients: worst relative L2 %.3g (%s), budget 5e-2\n", host.table.size(), worst,
-              worst_name.c_str());
+  std::printf("%zu gradients at logit scale %g: worst relative L2 %.3g (%s), budget 5e-2\n", host.table.size(),
+              logit_scale, worst, worst_name.c_str());
+}
+
+TEST_P(CudaModelTrain, EveryParameterGradientMatchesCpu) {
+  SQLRL_REQUIRE_CUDA();
+  expect_gradients_match_cpu(GetParam(), 1.0f);
+}
+
+TEST_P(CudaModelTrain, GradientsAtSamplingTemperatureMatchCpu) {
+  SQLRL_REQUIRE_CUDA();
+  expect_gradients_match_cpu(GetParam(), 1.0f / 0.6f);
 }
 
 TEST_P(CudaModelTrain, RecomputationGivesTheSameGradientBytes) {

@@ -23,17 +23,18 @@ TrainOptions train_options(int64_t max_tokens) {
   return o;
 }
 
-// Log-probs of tokens[1..n) of each trajectory (index p predicts token p + 1).
-// With `entropy`, each position's policy entropy too.
+// Log-probs of tokens[1..n) of each trajectory (index p predicts token p + 1) under
+// softmax(logits / temperature). With `entropy`, each position's policy entropy too.
 std::vector<std::vector<float>> trajectory_logprobs(const QwenModel& model, const std::vector<Trajectory>& batch,
-                                                    std::vector<std::vector<float>>* entropy = nullptr) {
+                                                    std::vector<std::vector<float>>* entropy = nullptr,
+                                                    float temperature = 1.0f) {
   std::vector<std::vector<float>> out;
   for (const Trajectory& t : batch) {
     std::vector<int32_t> in(t.tokens.begin(), t.tokens.end() - 1), tg(t.tokens.begin() + 1, t.tokens.end());
     PackedBatch pb = pack_sequences({in});
     TrainState st = make_train_state(model.config, train_options(pb.num_tokens()));
     std::vector<float> lp(tg.size()), h(tg.size());
-    forward_logprobs(model, st, pb, tg, lp.data(), entropy ? h.data() : nullptr);
+    forward_logprobs(model, st, pb, tg, lp.data(), entropy ? h.data() : nullptr, 1.0f / temperature);
     out.push_back(lp);
     if (entropy) entropy->push_back(h);
   }
@@ -51,14 +52,17 @@ std::vector<Trajectory> mixed_batch() {
   return b;
 }
 
-void check_one_update(LossAgg agg) {
+// temperature != 1: the step trains softmax(logits / temperature), the policy that sampled; the
+// float64 side uses log-probs and a backward at that temperature, so a step that ignored
+// GrpoConfig::temperature would miss the loss, entropy and gradient checks.
+void check_one_update(LossAgg agg, float temperature = 1.0f) {
   QwenConfig cfg = tiny_config();
   QwenModel policy = random_model(cfg, 11, 0.3f), reference = random_model(cfg, 12, 0.3f);
   std::vector<Trajectory> batch = mixed_batch();
   // Sampler log-probs off the policy's own by -0.4..+0.4 so that both clip sides are reached.
   std::vector<std::vector<float>> entropy;
-  std::vector<std::vector<float>> lp = trajectory_logprobs(policy, batch, &entropy),
-                                  ref_lp = trajectory_logprobs(reference, batch);
+  std::vector<std::vector<float>> lp = trajectory_logprobs(policy, batch, &entropy, temperature),
+                                  ref_lp = trajectory_logprobs(reference, batch, nullptr, temperature);
   for (size_t i = 0; i < batch.size(); ++i)
     for (size_t p = 0; p < lp[i].size(); ++p)
       batch[i].sampler_logprobs[p + 1] = batch[i].policy_mask[p + 1] ? lp[i][p] + 0.4f * std::sin(3.0f * (i * 7 + p)) : 0.0f;
@@ -66,6 +70,7 @@ void check_one_update(LossAgg agg) {
   gc.filter = rl::GrpoFilterConfig{false, false, false, false};
   gc.clip_low = 0.2f, gc.clip_high = 0.28f, gc.kl_coef = 0.1f, gc.agg = agg;
   gc.use_sampler_logprobs = true;
+  gc.temperature = temperature;
   gc.schedule.lr = 1e-2f;
   gc.max_grad_norm = 0.05f;
   QwenModel before = policy;
@@ -128,7 +133,7 @@ void check_one_update(LossAgg agg) {
   PackedBatch all = pack_sequences(seqs);
   TrainState big = make_train_state(cfg, train_options(all.num_tokens()));
   std::vector<float> scratch(targets.size()), dl(want.dlogp.begin(), want.dlogp.end());
-  forward_logprobs(check, big, all, targets, scratch.data());
+  forward_logprobs(check, big, all, targets, scratch.data(), nullptr, 1.0f / temperature);
   backward_logprobs(check, big, all, targets, dl.data());
   double gmax = 0, gdiff = 0, sq = 0;
   for (size_t k = 0; k < check.grads.size(); ++k) {
@@ -233,6 +238,7 @@ TEST(GrpoStep, AllFilteredMakesNoUpdateButAdvancesTheSchedule) {
 
 TEST(GrpoStep, OneUpdateMatchesFloat64TokenMean) { check_one_update(LossAgg::TokenMean); }
 TEST(GrpoStep, OneUpdateMatchesFloat64SeqMeanTokenMean) { check_one_update(LossAgg::SeqMeanTokenMean); }
+TEST(GrpoStep, OneUpdateAtSamplingTemperatureMatchesFloat64) { check_one_update(LossAgg::TokenMean, 0.6f); }
 
 rl::GrpoConfig resume_config() {
   rl::GrpoConfig gc;

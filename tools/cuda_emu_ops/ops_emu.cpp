@@ -139,7 +139,7 @@ void embedding(int64_t T, int64_t V, int64_t C) {
   expect("  backward", dtg, dt, 1e-5, 1e-5);
 }
 
-void logprob(int64_t T, int64_t C, int64_t V, int64_t ct, int64_t cv) {
+void logprob(int64_t T, int64_t C, int64_t V, int64_t ct, int64_t cv, float scale = 1.0f) {
   auto h = uniform(T * C, -1, 1), w = uniform(V * C, -0.5f, 0.5f);
   std::vector<int32_t> tg(T);
   for (auto& t : tg) t = static_cast<int32_t>(gen() % V);
@@ -147,7 +147,7 @@ void logprob(int64_t T, int64_t C, int64_t V, int64_t ct, int64_t cv) {
   std::vector<float> g(T);
   for (int64_t t = 0; t < T; ++t) g[t] = t % 3 == 1 ? 0.0f : uniform(1, -1, 1)[0];
   std::vector<float> lp(T), lse(T), scratch(std::min<int64_t>(T, 8) * V), dh(T * C, 0), dw(V * C, 0);
-  LogprobShape cs{T, C, V, 8};
+  LogprobShape cs{T, C, V, 8, scale};
   logprob_forward_cpu(lp.data(), lse.data(), h.data(), w.data(), tg.data(), cs, scratch.data());
   logprob_backward_cpu(dh.data(), dw.data(), g.data(), h.data(), w.data(), tg.data(), lse.data(), cs, scratch.data());
   std::vector<float> H(T);
@@ -157,14 +157,14 @@ void logprob(int64_t T, int64_t C, int64_t V, int64_t ct, int64_t cv) {
     for (int64_t v = 0; v < V; ++v) {
       double acc = 0;
       for (int64_t c = 0; c < C; ++c) acc += double(h[t * C + c]) * w[v * C + c];
-      z[v] = acc, m = std::max(m, acc);
+      z[v] = acc * scale, m = std::max(m, z[v]);
     }
     for (double x : z) s += std::exp(x - m);
     for (double x : z) e -= std::exp(x - m - std::log(s)) * (x - m - std::log(s));
     H[t] = static_cast<float>(e);
   }
   auto hb = bits(h), wb = bits(w);
-  LogprobCudaShape shape{T, C, V, ct, cv};
+  LogprobCudaShape shape{T, C, V, ct, cv, scale};
   std::vector<char> ws(logprob_cuda_workspace_bytes(shape) + 256);
   void* wsp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 255) / 256 * 256);
   std::vector<float> lpg(T, NAN), lseg(T, NAN), Hg(T, NAN), dwg(V * C, 0);
@@ -174,8 +174,8 @@ void logprob(int64_t T, int64_t C, int64_t V, int64_t ct, int64_t cv) {
   logprob_backward_cuda(dhg.data(), dwg.data(), g.data(), nullptr, hb.data(), wb.data(), tg.data(), lseg.data(), nullptr,
                         shape, wsp, ws.size() - 256, kStream);
   char name[80];
-  std::snprintf(name, sizeof name, "logprob T %lld C %lld V %lld tiles %lldx%lld", (long long)T, (long long)C,
-                (long long)V, (long long)ct, (long long)cv);
+  std::snprintf(name, sizeof name, "logprob T %lld C %lld V %lld tiles %lldx%lld scale %g", (long long)T, (long long)C,
+                (long long)V, (long long)ct, (long long)cv, scale);
   expect(name, lpg, lp, 1e-4, 1e-5);
   expect("  lse", lseg, lse, 1e-4, 1e-5);
   expect("  entropy", Hg, H, 1e-4, 1e-5);
@@ -227,7 +227,8 @@ int main(int argc, char** argv) {
     for (int64_t n : {1, 17, 1000, 8197}) swiglu(n, 0), swiglu(n, 3);
   }
   if (what == "all" || what == "embedding") embedding(1, 50, 64), embedding(17, 50, 17), embedding(300, 20, 64);
-  if (what == "all" || what == "logprob") logprob(37, 64, 203, 16, 64), logprob(1, 16, 50, 4, 128), logprob(9, 24, 77, 4, 30);
+  if (what == "all" || what == "logprob") logprob(37, 64, 203, 16, 64), logprob(1, 16, 50, 4, 128), logprob(9, 24, 77, 4, 30),
+        logprob(37, 64, 203, 16, 64, 1.0f / 0.6f);
   if (what == "all" || what == "sampling") sampling(24, 300), sampling(4, 5003);
   std::printf("%s\n", failures ? "FAILED" : "all passed");
   return failures ? 1 : 0;
