@@ -51,7 +51,7 @@ GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const Gr
     if (f.drop_zero_variance && flat) {
       ++sel.counts.zero_variance_groups;
       for (int64_t i : g)
-        if (keep[i]) ++sel.counts.zero_variance_trajectories, keep[i] = false;
+        if (keep[i]) ++sel.counts.zero_variance_trajectories, keep[i] = false, sel.zero_variance.push_back(i);
     }
     bool any = false;
     for (int64_t i : g) any = any || keep[i];
@@ -151,6 +151,17 @@ std::vector<MicroBatch> pack_micro_batches(const std::vector<Trajectory>& batch,
 
 namespace {
 
+// Trained tokens (or, for seq-mean-token-mean, trajectories with any) of trajectories not packed.
+double dropped_denominator(const std::vector<Trajectory>& batch, const std::vector<int64_t>& indices, LossAgg agg) {
+  double tokens = 0, seqs = 0;
+  for (int64_t i : indices) {
+    int64_t n = 0;
+    for (size_t p = 1; p < batch[i].policy_mask.size(); ++p) n += batch[i].policy_mask[p] ? 1 : 0;
+    tokens += static_cast<double>(n), seqs += n > 0;
+  }
+  return agg == LossAgg::TokenMean ? tokens : seqs;
+}
+
 double loss_denominator(const std::vector<MicroBatch>& micro, LossAgg agg) {
   double tokens = 0, seqs = 0;
   for (const MicroBatch& mb : micro)
@@ -209,6 +220,11 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
   // Mini-batches: contiguous, near-equal slices of the kept trajectories.
   const int64_t kept = static_cast<int64_t>(sel.kept.size());
   const int64_t M = std::min<int64_t>(config.mini_batches, kept);
+  // Each mini-batch's share of the zero-variance trajectories' count (config.filter).
+  const double dropped_share =
+      config.filter.zero_variance_in_denominator && M > 0
+          ? dropped_denominator(batch, sel.zero_variance, config.agg) / static_cast<double>(M)
+          : 0.0;
   std::vector<std::vector<MicroBatch>> minis;
   for (int64_t b = 0; b < M; ++b) {
     std::vector<int64_t> slice(sel.kept.begin() + b * kept / M, sel.kept.begin() + (b + 1) * kept / M);
@@ -243,6 +259,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       std::vector<MicroBatch>& mini = minis[b];
       GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef, config.agg, loss_denominator(mini, config.agg)};
       if (lc.denominator <= 0) continue;  // nothing to learn from in this slice
+      lc.denominator += dropped_share;
       policy_zero_grads(policy);
       double mini_loss = 0;
       for (MicroBatch& mb : mini) {

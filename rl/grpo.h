@@ -33,6 +33,12 @@ struct GrpoFilterConfig {
   bool drop_malformed = true;        // at least one invalid action
   bool drop_no_valid_action = true;  // not one valid action (exec, memory, answer) in any turn
   bool drop_zero_variance = true;    // whole groups whose rewards are all equal
+  // The loss's denominator (tokens, or sequences) also counts the trajectories dropped for zero
+  // variance alone: their advantage is 0, so without KL the update is the one of training on them
+  // (verl's token-mean without dynamic sampling) and a step with few informative groups moves the
+  // weights less. Off: the mean is over the kept trajectories only (DAPO's normalisation, without
+  // its refill of the batch).
+  bool zero_variance_in_denominator = false;
 };
 
 struct GrpoConfig {
@@ -67,6 +73,7 @@ struct FilterCounts {
 // The kept trajectories with their advantages.
 struct GrpoSelection {
   std::vector<int64_t> kept;       // indices into the batch, in batch order
+  std::vector<int64_t> zero_variance;  // dropped for zero group variance alone, in batch order
   std::vector<float> advantages;   // [batch.size()]: every trajectory's advantage (dropped ones too)
   FilterCounts counts;
 };

@@ -74,6 +74,9 @@ std::vector<ConfigField> config_fields(TrainConfig& c) {
       {"filter-malformed", "GRPO-Filter: drop trajectories with an invalid action", &c.filter_malformed},
       {"filter-no-valid-action", "GRPO-Filter: drop trajectories with no valid action", &c.filter_no_valid_action},
       {"filter-zero-variance", "GRPO-Filter: drop groups whose rewards are all equal", &c.filter_zero_variance},
+      {"zero-variance-in-denominator",
+       "the loss mean also counts the dropped zero-variance trajectories' tokens (advantage 0: verl's token-mean; a step with few informative groups moves less)",
+       &c.zero_variance_in_denominator},
       {"micro-batch-tokens", "packed tokens per training micro-batch", &c.micro_batch_tokens},
       {"share-prefixes", "pack a group's common prompt once (CPU; same update up to rounding)", &c.share_prefixes},
   };

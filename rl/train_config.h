@@ -79,6 +79,7 @@ struct TrainConfig {
   bool adv_std = true;  // divide the group advantage by the std
   double adv_eps = 1e-6;
   bool filter_truncated = true, filter_malformed = true, filter_no_valid_action = true, filter_zero_variance = true;
+  bool zero_variance_in_denominator = false;
   int64_t micro_batch_tokens = 8192;
   bool share_prefixes = true;  // CPU: pack a group's common prompt once
 };

@@ -200,6 +200,45 @@ TEST(GrpoStep, SharedPromptsGiveTheUnsharedUpdate) {
   EXPECT_LE(gdiff, 1e-4 * gmax);
 }
 
+// zero_variance_in_denominator: dropping a flat group (advantage 0) but counting its tokens gives
+// the gradient of training on it; without the count, the gradient is larger by total / kept
+// trained tokens.
+TEST(GrpoStep, ZeroVarianceInDenominatorGivesTheUpdateOfTrainingOnThem) {
+  QwenConfig cfg = tiny_config();
+  std::vector<Trajectory> batch = mixed_batch();
+  for (int32_t k = 0; k < 3; ++k) batch.push_back(make_trajectory(2, k, {3, 4, 5}, {{6 + k, 7}, {8}}, 1.0));
+  const rl::GrpoFilterConfig counted{false, false, false, true, true}, trained{false, false, false, false, false},
+      dropped{false, false, false, true, false};
+  std::vector<QwenModel> models;
+  std::vector<rl::GrpoStepStats> stats;
+  for (const rl::GrpoFilterConfig& f : {counted, trained, dropped}) {
+    models.push_back(random_model(cfg, 11, 0.3f));
+    rl::GrpoConfig gc;
+    gc.filter = f;
+    gc.max_grad_norm = 0.0f;
+    alloc_grads(models.back());
+    rl::OptimizerState opt = rl::make_optimizer_state(models.back().num_params);
+    TrainState state = make_train_state(cfg, train_options(64));
+    stats.push_back(rl::grpo_step(models.back(), nullptr, opt, state, batch, gc));
+  }
+  EXPECT_EQ(stats[0].filtered.zero_variance_trajectories, 3);
+  EXPECT_EQ(stats[1].filtered.zero_variance_trajectories, 0);
+  int64_t flat_tokens = stats[1].tokens - stats[0].tokens;
+  EXPECT_GT(flat_tokens, 0);
+  double gmax = 0, diff_trained = 0, diff_scaled = 0;
+  const double ratio = static_cast<double>(stats[1].tokens) / static_cast<double>(stats[0].tokens);
+  for (size_t k = 0; k < models[0].grads.size(); ++k) {
+    double g = models[0].grads[k];
+    gmax = std::max(gmax, std::fabs(g));
+    diff_trained = std::max(diff_trained, std::fabs(g - models[1].grads[k]));
+    diff_scaled = std::max(diff_scaled, std::fabs(g * ratio - models[2].grads[k]));
+  }
+  EXPECT_GT(gmax, 0);
+  EXPECT_LE(diff_trained, 1e-5 * gmax);        // f32 sums over differently packed tokens
+  EXPECT_LE(diff_scaled, 1e-5 * ratio * gmax);
+  EXPECT_NEAR(stats[0].loss, stats[1].loss, 1e-6 * (1 + std::fabs(stats[1].loss)));
+}
+
 TEST(GrpoStep, RejectsMissingGradientsReferenceOrSamplerLogprobs) {
   QwenConfig cfg = tiny_config();
   QwenModel policy = random_model(cfg, 1);
