@@ -42,7 +42,7 @@ std::vector<ConfigField> config_fields(TrainConfig& c) {
       {"reward-turn-budget", "SQL-Trail turn reward's T (0 = max-turns if set, else 10)", &c.reward_turn_budget},
       {"batch-size", "prompts per step", &c.batch_size},
       {"group-size", "samples per prompt (G)", &c.group_size},
-      {"temperature", "sampling temperature", &c.temperature},
+      {"temperature", "sampling temperature; GRPO trains softmax(logits / T), the policy that sampled (as verl)", &c.temperature},
       {"top-p", "nucleus mass (1 = off)", &c.top_p},
       {"top-k", "top-k (0 = off)", &c.top_k},
       {"max-turns", "assistant turns (0 = the protocol's budget)", &c.max_turns},
