@@ -27,7 +27,7 @@
 
 namespace sqlrl::rl {
 
-// The knobs that set the run's size. demo_sizes("default") takes about 8.5 minutes on 2 quiet
+// The knobs that set the run's size. demo_sizes("default") takes about 8 minutes on 2 quiet
 // cores (measured, seed 1; README), "full" about an hour (estimated), "mini" seconds (tests).
 // The default's numbers come from runs on the 2-core machine (session notes, README):
 //   - SFT competence appears late and suddenly: 1080 demonstrations at 3 epochs reach 5% dev EX,
@@ -43,6 +43,13 @@ namespace sqlrl::rl {
 //     +0.0 / -1.7 / +3.3). A small effect: one dev question is 0.8 points.
 //   - Rollouts at SkyRL-SQL's T 0.6 / top-p 0.95 (§5) succeed about 30-40% of the time after SFT,
 //     at T 1.0 about 2% (3-epoch model), too rare for a group to carry a signal.
+//   - GRPO must train the policy that sampled, softmax(logits / 0.6) (GrpoConfig::temperature).
+//     With softmax(logits) the same 60 steps from the same three SFT checkpoints gave +0.0 / +3.3
+//     / +2.5 points on the 120 dev questions; at the rollout temperature +3.3 / +2.5 / +2.5 (on
+//     360 questions of 12 dev databases: +1.9 / +3.3 / +3.3 against +1.4 / +3.9 / +2.5).
+//   - Longer is not better yet: 200 cosine steps (softmax(logits)) collapsed near step 95
+//     (entropy 0.17 -> 1.0 within 10 steps, then every rollout malformed); dev EX at step 40 was
+//     27.5, at 80 25.0 (SFT 25.8).
 struct DemoSizes {
   // The built-in benchmark (sql/synth.h). Its 12 domains go to databases in turn, so with 12
   // train databases the dev databases are fresh instances (other rows, other values) of domains
