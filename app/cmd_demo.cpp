@@ -47,7 +47,7 @@ void run_default_demo() {
 void add_demo_command(CLI::App& app) {
   auto a = std::make_shared<DemoArgs>();
   CLI::App* cmd = app.add_subcommand("demo", "The embedded end-to-end run: synth data, SFT, multi-turn GRPO, eval (CPU)");
-  cmd->add_flag("--full", a->full, "the larger run (about an hour on 2 cores) instead of the default (minutes)");
+  cmd->add_flag("--full", a->full, "the larger run (about 20 minutes on 2 cores: 2,160 demonstrations, 150 GRPO steps, 360 dev questions) instead of the default (8 minutes)");
   cmd->add_option("--size", a->size, "default | full | mini (mini: seconds, for tests)")
       ->check(CLI::IsMember({"default", "full", "mini"}));
   cmd->add_option("--seed", a->config.seed, "model init, SFT order and GRPO sampling");

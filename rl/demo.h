@@ -28,7 +28,8 @@
 namespace sqlrl::rl {
 
 // The knobs that set the run's size. demo_sizes("default") takes about 8 minutes on 2 quiet
-// cores (measured, seed 1; README), "full" about an hour (estimated), "mini" seconds (tests).
+// cores (measured, seed 1; README), "full" about 20 minutes (measured, seed 1), "mini" seconds
+// (tests).
 // The default's numbers come from runs on the 2-core machine (session notes, README):
 //   - SFT competence appears late and suddenly: 1080 demonstrations at 3 epochs reach 5% dev EX,
 //     at 6 epochs 26-42% (4 runs); 720 demonstrations at 6 epochs 8-16%. A 4-layer model learned no
