@@ -1,83 +1,150 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU, in one command: build with CUDA, run every test with
-# SQLRL_REQUIRE_GPU=1 (a CUDA test that would skip fails instead), run the benchmarks, and write
-# OUT_DIR/gpu_report.md (device, driver, commit, each test's result, each benchmark's figures).
-#   scripts/gpu_check.sh OUT_DIR        (SQLRL_COMMIT overrides the commit shown)
+# SQLRL_REQUIRE_GPU=1 (a CUDA test that would skip fails instead), run the CUDA benchmarks and
+# their PyTorch baselines, and write OUT_DIR/gpu_report.md (device, commit, each stage's time,
+# each test's result, each benchmark's figures).
+#   scripts/gpu_check.sh OUT_DIR [STAGES]     STAGES: comma list of build,test,bench (default all)
+# A lent machine (the device tool) stops a command at 10 minutes and has no network:
+#  * the report is rewritten after every stage and every benchmark, so a command stopped at its
+#    limit still leaves what ran; benchmarks not started before SQLRL_GPU_BUDGET_S seconds
+#    (default 540) are listed as not run;
+#  * with the .deb files of scripts/gpu_deps.sh in SQLRL_GPU_DEPS (default .deps, carried), the
+#    libraries are unpacked into a private prefix and setup.sh's apt-get is not called.
+# Environment: SQLRL_COMMIT (the commit shown; the copy there has no .git), SQLRL_GPU_BUILD
+# (build folder, default build-gpu), SQLRL_GPU_DEPS, SQLRL_GPU_BUDGET_S.
 set -uo pipefail
-out=${1:?usage: scripts/gpu_check.sh OUT_DIR}
+out=${1:?usage: scripts/gpu_check.sh OUT_DIR [build,test,bench]}
+stages=${2:-build,test,bench}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
+root=$(pwd)
 build=${SQLRL_GPU_BUILD:-build-gpu}
+deps=${SQLRL_GPU_DEPS:-.deps}
+t0=$(date +%s)
+deadline=$((t0 + ${SQLRL_GPU_BUDGET_S:-540}))
 report="$out/gpu_report.md"
 log="$out/gpu_check.log"
+ctest_log="$out/ctest.log"
+bench_md="$out/bench.md"
 : > "$log"
+: > "$bench_md"
 
 commit=${SQLRL_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi unavailable")
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-
 status=0
-echo "== setup and build" | tee -a "$log"
-if ! bash scripts/setup.sh >>"$log" 2>&1; then echo "setup.sh failed (see gpu_check.log)" | tee -a "$log"; fi
-if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1 ||
-   ! cmake --build "$build" -j "$(nproc)" >>"$log" 2>&1; then
-  echo "build failed" | tee -a "$log"
-  { echo "# GPU check: BUILD FAILED"; echo; echo "commit $commit, $gpu"; echo '```'; tail -60 "$log"; echo '```'; } > "$report"
-  exit 1
+stage_lines=()
+tests_summary="not run"
+not_run=()
+
+say() { echo "$*" | tee -a "$log"; }
+has_stage() { [[ ",$stages," == *",$1,"* ]]; }
+elapsed() { echo $(($(date +%s) - t0)); }
+
+write_report() {
+  {
+    echo "# GPU check report"
+    echo
+    echo "- started: $started, $(elapsed) s so far"
+    echo "- commit: $commit"
+    echo "- device: $gpu"
+    echo "- result: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
+    echo "- tests: $tests_summary"
+    for line in "${stage_lines[@]}"; do echo "- $line"; done
+    [ ${#not_run[@]} -eq 0 ] || echo "- not run (past the ${SQLRL_GPU_BUDGET_S:-540} s budget): ${not_run[*]}"
+    echo
+    if [ -s "$ctest_log" ]; then
+      echo "## Tests"
+      echo
+      echo "| test | result | time |"
+      echo "|---|---|---|"
+      grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+:" "$ctest_log" |
+        sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.*[* ]*([A-Za-z ]+[A-Za-z])[ ]+([0-9.]+ sec).*/| \1 | \2 | \3 |/'
+      echo
+      echo "## Failures"
+      echo '```'
+      sed -n '/The following tests FAILED/,$p' "$ctest_log"
+      echo '```'
+      echo
+    fi
+    echo "## Benchmarks"
+    echo
+    cat "$bench_md"
+  } > "$report"
+}
+
+# The carried .deb files, unpacked into a prefix of our own (unpacking over / can break the
+# machine's image); CMake, pkg-config and the loader are pointed at it.
+use_carried_deps() {
+  local prefix=${TMPDIR:-/tmp}/sqlrl-deps arch
+  rm -rf "$prefix" && mkdir -p "$prefix"
+  for f in "$deps"/*.deb; do dpkg-deb -x "$f" "$prefix" || return 1; done
+  arch=$(ls "$prefix/usr/lib")
+  arch=${arch%%$'\n'*}
+  local lib="$prefix/usr/lib/$arch"
+  export PATH="$prefix/usr/bin:$PATH"
+  export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export PKG_CONFIG_LIBDIR="$lib/pkgconfig:$lib/openblas-pthread/pkgconfig:$prefix/usr/share/pkgconfig"
+  export PKG_CONFIG_SYSROOT_DIR="$prefix"
+  export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  say "deps: $(ls "$deps"/*.deb | wc -l) carried packages unpacked into $prefix"
+}
+
+if has_stage build; then
+  say "== setup and build"
+  b0=$(date +%s)
+  if compgen -G "$deps/*.deb" > /dev/null; then
+    use_carried_deps || say "deps: unpacking $deps failed"
+  elif ! bash scripts/setup.sh >>"$log" 2>&1; then
+    say "setup.sh failed (see gpu_check.log); no carried packages in $deps (scripts/gpu_deps.sh makes them)"
+  fi
+  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPKG_CONFIG_EXECUTABLE="$(command -v pkgconf || command -v pkg-config || echo pkg-config)" >>"$log" 2>&1 ||
+     ! cmake --build "$build" -j "$(nproc)" >>"$log" 2>&1; then
+    status=1
+    stage_lines+=("build: FAILED after $(($(date +%s) - b0)) s")
+    write_report
+    { echo; echo "## Build log (last 80 lines)"; echo '```'; tail -80 "$log"; echo '```'; } >> "$report"
+    say "build failed; report: $report"
+    exit 1
+  fi
+  stage_lines+=("build: $(($(date +%s) - b0)) s on $(nproc) cores")
+  say "build: $(($(date +%s) - b0)) s"
+  write_report
 fi
 
-echo "== tests (SQLRL_REQUIRE_GPU=1)" | tee -a "$log"
-SQLRL_REQUIRE_GPU=1 ctest --test-dir "$build" -j 4 --timeout 900 --output-on-failure > "$out/ctest.log" 2>&1 || status=1
-summary=$(grep -E "tests passed|tests failed" "$out/ctest.log" | tail -1)
-echo "$summary" | tee -a "$log"
+if has_stage test; then
+  say "== tests (SQLRL_REQUIRE_GPU=1)"
+  s0=$(date +%s)
+  SQLRL_REQUIRE_GPU=1 ctest --test-dir "$build" -j "$(nproc)" --timeout 300 --output-on-failure > "$ctest_log" 2>&1 || status=1
+  tests_summary=$(grep -E "tests passed|tests failed" "$ctest_log" | tail -1)
+  [ -n "$tests_summary" ] || tests_summary="ctest printed no summary (see ctest.log)"
+  stage_lines+=("tests: $(($(date +%s) - s0)) s")
+  say "$tests_summary"
+  write_report
+fi
 
-echo "== benchmarks" | tee -a "$log"
-bench_md="$out/bench.md"
-: > "$bench_md"
-for bin in "$build"/bench/bench_*; do
-  [ -x "$bin" ] || continue
-  name=$(basename "$bin")
-  echo "-- $name" | tee -a "$log"
-  case "$name" in
-    *_cuda) timeout 600 "$bin" >> "$bench_md" 2>>"$log" || { echo "$name failed" | tee -a "$log"; status=1; } ;;
-    *) { echo "### $name (CPU of the GPU machine)"; echo '```';
-         timeout 600 "$bin" --benchmark_min_time=0.2 2>>"$log" || echo "$name failed";
-         echo '```'; } >> "$bench_md" ;;
-  esac
-  echo >> "$bench_md"
-done
-# PyTorch baselines (SDPA, log_softmax ...) live in bench/*_torch.py and run when torch is present.
-for py in bench/*_torch.py; do
-  [ -f "$py" ] || continue
-  echo "-- $py" | tee -a "$log"
-  python3 "$py" >> "$bench_md" 2>>"$log" || echo "$py failed" | tee -a "$log"
-done
+if has_stage bench; then
+  say "== benchmarks"
+  b0=$(date +%s)
+  # The CUDA benchmarks, each followed by the PyTorch baselines; CPU benchmarks belong to the
+  # CPU machine (make bench) and are not run here.
+  for item in "$build"/bench/bench_*_cuda bench/*_torch.py; do
+    name=$(basename "$item")
+    left=$((deadline - $(date +%s)))
+    if [ "$left" -le 15 ]; then not_run+=("$name"); continue; fi
+    [ "$left" -lt 300 ] || left=300
+    say "-- $name (limit $left s)"
+    case "$item" in
+      *.py) { echo "### $name"; echo; timeout "$left" python3 "$item" 2>>"$log" || echo "$name failed or timed out"; } >> "$bench_md" ;;
+      *) { echo "### $name"; echo; timeout "$left" "$item" 2>>"$log" || { echo "$name failed or timed out"; false; }; } >> "$bench_md" || status=1 ;;
+    esac
+    echo >> "$bench_md"
+    write_report
+  done
+  stage_lines+=("benchmarks: $(($(date +%s) - b0)) s")
+  write_report
+fi
 
-{
-  echo "# GPU check report"
-  echo
-  echo "- started: $started"
-  echo "- commit: $commit"
-  echo "- device: $gpu"
-  echo "- result: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
-  echo "- tests: $summary"
-  echo
-  echo "## Tests"
-  echo
-  echo "| test | result | time |"
-  echo "|---|---|---|"
-  grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+:" "$out/ctest.log" |
-    sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.*[* ]*([A-Za-z ]+[A-Za-z])[ ]+([0-9.]+ sec).*/| \1 | \2 | \3 |/'
-  echo
-  echo "## Failures"
-  echo '```'
-  sed -n '/The following tests FAILED/,$p' "$out/ctest.log"
-  echo '```'
-  echo
-  echo "## Benchmarks"
-  echo
-  cat "$bench_md"
-} > "$report"
-echo "report: $report"
+say "report: $report ($(elapsed) s)"
 exit $status

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The lent GPU machine has nvcc, CMake, ninja and a C++ compiler but no network, so setup.sh's
+# apt-get cannot run there. This downloads (here, where apt works) the .deb files of the
+# libraries the build needs into DIR (default .deps, which git ignores); scripts/gpu_check.sh
+# unpacks them into a private prefix there (never over /) and builds against that prefix.
+#   scripts/gpu_deps.sh [DIR]
+# then: device run, carry [".deps"], command "scripts/gpu_check.sh $OUT".
+# Debian 12 builds: they need glibc >= 2.36, which the machine's newer image has.
+set -euo pipefail
+dir=${1:-.deps}
+cd "$(dirname "$0")/.."
+# setup.sh's libraries (headers, CMake/pkg-config files, static and shared objects), what their
+# shared objects load at run time (OpenBLAS: libgfortran, libquadmath), and pkgconf itself,
+# which the image may lack. The toolchain (compiler, cmake, ninja) is the machine's own.
+packages=(
+  libsqlite3-dev libsqlite3-0
+  libcli11-dev nlohmann-json3-dev
+  libutf8proc-dev libutf8proc2
+  libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0
+  libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
+  pkgconf pkgconf-bin libpkgconf3
+)
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+rm -f "$dir"/*.deb
+# apt's sandbox user cannot write to a folder owned by another user; download as we are.
+(cd "$dir" && apt-get download -o APT::Sandbox::User=root "${packages[@]}" >/dev/null)
+count=$(ls "$dir"/*.deb | wc -l)
+[ "$count" -eq "${#packages[@]}" ] || { echo "gpu_deps: expected ${#packages[@]} .deb files, got $count" >&2; exit 1; }
+echo "gpu_deps: $count packages, $(du -sh "$dir" | cut -f1) in $dir"
