@@ -149,12 +149,13 @@ CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config) {
   return opt;
 }
 
-void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm) {
+void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm, bool sq_sum_ready) {
   ++opt.step;
   const double* sq = nullptr;
   if (max_norm > 0.0f) {
-    grad_sq_sum_cuda(static_cast<double*>(opt.sq_sum.data()), model.grads.data_as<float>(), model.num_params(),
-                     opt.workspace.data(), model.stream);
+    if (!sq_sum_ready)
+      grad_sq_sum_cuda(static_cast<double*>(opt.sq_sum.data()), model.grads.data_as<float>(), model.num_params(),
+                       opt.workspace.data(), model.stream);
     sq = static_cast<const double*>(opt.sq_sum.data());
   }
   adamw_cuda(model.master.data_as<float>(), opt.m.data_as<float>(), opt.v.data_as<float>(), model.grads.data_as<float>(),

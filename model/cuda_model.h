@@ -99,7 +99,9 @@ struct CudaAdamW {
   int64_t step = 0;
 };
 CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config);
-void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm);
+// sq_sum_ready: opt.sq_sum already holds these gradients' sum of squares (grad_norm_cuda ran
+// after the last backward), which saves a pass over every gradient.
+void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm, bool sq_sum_ready = false);
 double grad_norm_cuda(CudaModel& model, CudaAdamW& opt);  // sqrt of the sum of squares (synchronises)
 
 // --- inference (model/cuda_infer.cpp) ---------------------------------------------------------

@@ -153,7 +153,7 @@ void policy_adamw_step(Policy& policy, OptimizerState& optimizer, const AdamWCon
   }
   policy.cuda_adamw.config = config;
   policy.cuda_adamw.step = optimizer.adam_step - 1;  // adamw_step_cuda advances it to adam_step
-  adamw_step_cuda(policy.cuda, policy.cuda_adamw, lr, max_norm);
+  adamw_step_cuda(policy.cuda, policy.cuda_adamw, lr, max_norm, /*sq_sum_ready=*/true);
 }
 
 void policy_download(const Policy& policy, QwenModel& out) {

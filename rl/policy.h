@@ -89,8 +89,9 @@ void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const Pac
 void policy_zero_grads(Policy& policy);
 double policy_grad_sq_sum(Policy& policy);
 // One AdamW update with adam step optimizer.adam_step (already advanced by the caller), the
-// gradients scaled by clip_coefficient(grad_sq_sum, max_norm). CPU: optimizer.m/v; CUDA: the
-// device moments (the clip coefficient is recomputed on the device from the same gradients).
+// gradients scaled by clip_coefficient(grad_sq_sum, max_norm). grad_sq_sum must be what
+// policy_grad_sq_sum returned for these gradients: CUDA uses the device copy it left (no second
+// pass over the gradients, no round trip). CPU: optimizer.m/v; CUDA: the device moments.
 void policy_adamw_step(Policy& policy, OptimizerState& optimizer, const AdamWConfig& config, float lr, float max_norm,
                        double grad_sq_sum);
 

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "kernels/adamw.h"
+#include "model/cuda_ops.h"
 #include "model_cuda_util.h"
 #include "runtime/tensor.h"
 #include "tests/model/fixture.h"
@@ -221,6 +222,36 @@ TEST_P(CudaModelTrain, AdamWStepMatchesCpuAndRefreshesBf16) {
   int64_t wrong = 0;
   for (size_t i = 0; i < bf16.size(); ++i) wrong += bf16[i] != bf16_bits_to_f32(f32_to_bf16_bits(back.params[i]));
   EXPECT_EQ(wrong, 0) << "bf16 copy is not the rounding of the updated master";
+}
+
+// The GRPO step reads the grad norm first (for its metrics), then steps with the device sum it
+// left: that must clip exactly as a step that sums the squares itself.
+TEST_P(CudaModelTrain, AdamWStepReusesTheGradNormSum) {
+  SQLRL_REQUIRE_CUDA();
+  QwenModel host = random_model(GetParam(), 10);
+  RandomBatch b = random_batch(host.config.vocab_size, 11);
+  int64_t T = b.batch.num_tokens();
+  std::vector<float> lp(static_cast<size_t>(T));
+  std::vector<std::vector<float>> after;
+  for (bool reuse : {false, true}) {
+    CudaModel m = upload_model(host);
+    CudaTrainState s = make_cuda_train_state(m, options(T));
+    forward_logprobs_cuda(m, s, b.batch, b.targets, lp.data());
+    backward_logprobs_cuda(m, s, b.batch, b.targets, b.dlogprobs.data());
+    CudaAdamW opt = make_cuda_adamw(m, AdamWConfig{});
+    double norm = grad_norm_cuda(m, opt);
+    ASSERT_GT(norm, 0.0);
+    if (!reuse) model_zero(opt.sq_sum.data(), sizeof(double), m.stream);  // a stale sum must not be read
+    adamw_step_cuda(m, opt, 1e-3f, static_cast<float>(0.5 * norm), /*sq_sum_ready=*/reuse);
+    QwenModel back = make_model(host.config);
+    download_model(m, back);
+    after.push_back(back.params);
+  }
+  ASSERT_EQ(after[0].size(), after[1].size());
+  EXPECT_EQ(0, std::memcmp(after[0].data(), after[1].data(), sizeof(float) * after[0].size()));
+  int64_t moved = 0;
+  for (size_t i = 0; i < after[0].size(); ++i) moved += after[0][i] != host.params[i];
+  EXPECT_GT(moved, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, CudaModelTrain, ::testing::Values(QwenArch::Qwen2, QwenArch::Qwen3),
