@@ -1,7 +1,7 @@
 // `llm_sqlrl eval`: evaluate a checkpoint as a multi-turn (or single-turn) SQL agent.
 //   llm_sqlrl eval --weights DIR [--tokenizer FILE] --dataset FORMAT:PATH [--split dev]
 //       [--protocol skyrl] [--mode greedy|vote|passk] [--samples k] [--temperature T] [--top-p P]
-//       [--single-turn] [--limit N] [--seed S] [--out DIR]
+//       [--single-turn] [--limit N] [--seed S] [--out DIR] [--device cpu|cuda]
 // Writes DIR/summary.json, DIR/summary.md and DIR/examples.jsonl (rl/eval.h) and prints the
 // tables. Same seed and build -> the same bytes, except the wall-clock fields ("seconds" in each
 // line, "time" in the summary). Defaults: vote/passk 8 samples at T=1; EX semantics bird for
@@ -12,6 +12,8 @@
 
 #include "app/commands.h"
 #include "rl/eval.h"
+#include "rl/policy.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "tokenizer/chat_template.h"
 
@@ -22,7 +24,7 @@ namespace {
 
 struct EvalArgs {
   std::string weights, tokenizer, dataset, split = "dev", protocol = "skyrl", mode = "greedy", compare,
-                                           out = "runs/eval";
+                                           out = "runs/eval", device = "cpu";
   std::string chat_template;
   int64_t samples = 0;      // 0 = the mode's default
   double temperature = -1;  // < 0 = the mode's default
@@ -47,6 +49,9 @@ void run_eval_command(const EvalArgs& a) {
         " needs --mode vote or passk");
   check(greedy || temperature > 0, "eval: --mode ", a.mode, " at --temperature 0 draws ", options.samples,
         " identical samples; give a temperature > 0");
+  check(a.device == "cpu" || a.device == "cuda", "eval: --device '", a.device, "': expected cpu or cuda");
+  const bool cuda = a.device == "cuda";
+  if (cuda) check(cuda_device_count() > 0, "eval: --device cuda: ", cuda_unavailable_reason());
   std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);
   size_t colon = a.dataset.find(':');
   check(colon != std::string::npos && colon > 0, "eval: --dataset '", a.dataset,
@@ -97,12 +102,15 @@ void run_eval_command(const EvalArgs& a) {
   const bool bird = a.compare.empty() ? load.format == sql::DatasetFormat::Bird : a.compare == "bird";
   sql::Pool pool;
   rl::RewardContext ctx(pool, ro.sql_limits, bird ? sql::CompareMode::BirdSet : sql::CompareMode::Spider);
-  rl::EvalInfo info{a.dataset, a.split, a.protocol, a.weights, bird ? "bird" : "spider", a.seed};
+  rl::EvalInfo info{a.dataset, a.split, a.protocol, a.weights, bird ? "bird" : "spider", a.seed, a.device};
+  // CUDA: bf16 weights on the device (rl/policy.h); it fails naming the model's head_dim when the
+  // CUDA attention does not take it.
+  rl::Policy policy = cuda ? rl::cuda_policy(model) : rl::cpu_policy(model);
   if (!a.quiet)
-    std::fprintf(stderr, "eval: %zu questions, %s x %lld samples, protocol %s, %s\n", examples.size(), a.mode.c_str(),
-                 static_cast<long long>(options.samples), a.protocol.c_str(),
-                 a.single_turn ? "single-turn" : "multi-turn");
-  rl::EvalRun run = rl::run_eval(model, *tokenizer, *protocol, pool, examples, options, ctx);
+    std::fprintf(stderr, "eval: %zu questions, %s x %lld samples, protocol %s, %s, on %s\n", examples.size(),
+                 a.mode.c_str(), static_cast<long long>(options.samples), a.protocol.c_str(),
+                 a.single_turn ? "single-turn" : "multi-turn", a.device.c_str());
+  rl::EvalRun run = rl::run_eval(policy, *tokenizer, *protocol, pool, examples, options, ctx);
   rl::write_eval_outputs(a.out, examples, run, options, info);
   std::fputs(rl::summary_markdown(run, options, info).c_str(), stdout);
   std::printf("\neval: %.1f s; wrote %s/{summary.json,summary.md,examples.jsonl}\n", run.seconds, a.out.c_str());
@@ -129,6 +137,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--limit", a->limit, "first N questions only")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", a->seed, "Philox seed of the samples");
   cmd->add_option("--out", a->out, "output folder");
+  cmd->add_option("--device", a->device, "cpu (f32) | cuda (one GPU, bf16 weights; head_dim 64 or 128)");
   cmd->add_option("--compare", a->compare, "EX semantics: spider (test-suite) | bird (set); default by dataset");
   cmd->add_option("--max-turns", a->max_turns, "assistant turns (0 = the protocol's budget)")
       ->check(CLI::NonNegativeNumber);

@@ -167,6 +167,7 @@ EvalRun run_eval(const Policy& policy, const Tokenizer& tokenizer, const Protoco
 struct EvalInfo {
   std::string dataset, split, protocol, weights, compare;
   uint64_t seed = 0;
+  std::string device = "cpu";  // cpu (f32) or cuda (bf16 weights): the greedy choices can differ
 };
 
 // Deterministic fields at the top level; wall-clock figures only under "time".

@@ -50,6 +50,7 @@ nlohmann::ordered_json summary_json(const EvalRun& run, const EvalOptions& optio
   j["temperature"] = options.mode == EvalMode::Greedy ? 0.0 : options.rollout.sampling.temperature;
   j["top_p"] = options.rollout.sampling.top_p;
   j["seed"] = info.seed;
+  j["device"] = info.device;
   j["questions"] = s.total.n;
   j["ex"] = s.total.ex();
   j["correct"] = s.total.correct;

@@ -299,6 +299,7 @@ TEST(EvalCli, RunsTwiceBitIdenticalAndRejectsBadInput) {
   EXPECT_EQ(summary["questions"], 2);
   EXPECT_EQ(summary["protocol"], "sqltrail");
   EXPECT_EQ(summary["compare"], "spider");
+  EXPECT_EQ(summary["device"], "cpu");
 
   struct Bad {
     std::string flags, message;
@@ -310,6 +311,7 @@ TEST(EvalCli, RunsTwiceBitIdenticalAndRejectsBadInput) {
       {" --mode vote --temperature 0", "identical samples"},
       {" --protocol nope", "nope"},
       {" --compare exact", "--compare 'exact'"},
+      {" --device tpu", "--device 'tpu': expected cpu or cuda"},
   };
   for (const Bad& b : bad) {
     sqlrl::testing::CommandResult r = sqlrl::testing::run_command(base + b.flags + " --out " + temp_dir() + "/cli_bad");
@@ -328,6 +330,21 @@ TEST(EvalCli, RunsTwiceBitIdenticalAndRejectsBadInput) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("no such file or folder"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(temp_dir() + "/cli_bad"));
+}
+
+// Without a GPU, --device cuda stops before anything is read, saying why. With one, this tiny
+// model (head_dim 8) is refused by name: the CUDA attention takes head_dim 64 and 128.
+TEST(EvalCli, DeviceCudaFailsInOneLineNamingWhy) {
+  if (!fs::exists(SQLRL_BINARY)) GTEST_SKIP() << SQLRL_BINARY << " is not built";
+  const SynthWorld& w = synth_world();
+  sqlrl::testing::CommandResult r = sqlrl::testing::run_command(
+      std::string(SQLRL_BINARY) + " eval --quiet --device cuda --weights " + w.weights + " --dataset spider:" +
+      w.bench + " --limit 1 --out " + temp_dir() + "/cli_cuda");
+  EXPECT_NE(r.exit_code, 0);
+  const std::string expected = cuda_device_count() == 0 ? "eval: --device cuda: " : "head_dim 8";
+  EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_FALSE(fs::exists(temp_dir() + "/cli_cuda"));
 }
 
 }  // namespace
