@@ -16,6 +16,7 @@
 #include "rl/sft.h"
 #include "rl/sft_demos.h"
 #include "rl/sft_self_taught.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "sql/datasets.h"
@@ -27,6 +28,7 @@ namespace fs = std::filesystem;
 
 struct SftArgs {
   std::string data, weights, tokenizer, out, chat_template, resume;
+  std::string device = "cpu";  // not a training setting: a resumed run may move to another device
   rl::SftConfig config;
   std::string decay = "cosine";
   std::vector<CLI::Option*> training;  // the flags a resumed run takes from its checkpoint instead
@@ -97,6 +99,8 @@ rl::SftCheckpoint prepare_resume(SftArgs& a, QwenModel& model, rl::OptimizerStat
 }
 
 void run_sft_command(SftArgs& a) {
+  check(a.device == "cpu" || a.device == "cuda", "sft: --device '", a.device, "': expected cpu or cuda");
+  if (a.device == "cuda") check(cuda_device_count() > 0, "sft: --device cuda: ", cuda_unavailable_reason());
   QwenModel model;
   rl::OptimizerState opt;
   std::optional<rl::SftCheckpoint> resume;
@@ -107,7 +111,7 @@ void run_sft_command(SftArgs& a) {
   finish_config(a);
   if (!resume) {
     model = load_model(a.weights);
-    opt = rl::make_optimizer_state(model.num_params);
+    if (a.device == "cpu") opt = rl::make_optimizer_state(model.num_params);  // CUDA: moments on the device
   }
   std::unique_ptr<Tokenizer> tok = load_tokenizer(a.tokenizer);
   ChatOptions chat;
@@ -120,6 +124,7 @@ void run_sft_command(SftArgs& a) {
               static_cast<long long>(ls.trained_tokens));
   rl::SftRunOptions ro{a.out, a.tokenizer, log_line};
   ro.resume = resume ? &*resume : nullptr;
+  ro.device = a.device;
   ro.run_info = {{"data", fs::absolute(a.data).string()},
                  {"tokenizer", fs::absolute(a.tokenizer).string()},
                  {"chat_template", chat_template_name(chat.chat_template)}};
@@ -234,6 +239,9 @@ void add_sft_command(CLI::App& app) {
   cmd->add_option("--resume", a->resume,
                   "continue a run: its folder (latest checkpoint) or a checkpoints/step-N folder; the settings, data "
                   "and tokenizer are the run's own");
+  cmd->add_option("--device", a->device,
+                  "cpu (f32) | cuda (one GPU: bf16 weights, f32 master and moments; head_dim 64 or 128; "
+                  "--share-group then packs whole sequences)");
   add_training_options(cmd, *a);
 
   auto d = std::make_shared<DemoArgs>();

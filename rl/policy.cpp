@@ -126,6 +126,13 @@ void policy_forward_logprobs(const Policy& policy, PolicyActivations& acts, cons
   else forward_logprobs(*policy.host, acts.host, batch, targets, logprobs, entropy, logit_scale);
 }
 
+void policy_forward_logprobs_masked(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
+                                    const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs) {
+  check(acts.on_cuda == policy.on_cuda, "policy: the activations are on another device than the model");
+  if (policy.on_cuda) forward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, logprobs);
+  else forward_logprobs_masked(*policy.host, acts.host, batch, targets, mask, logprobs);
+}
+
 void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
                               const std::vector<int32_t>& targets, const float* dlogprobs) {
   if (policy.on_cuda) backward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, dlogprobs);

@@ -84,6 +84,10 @@ bool policy_training_ready(const Policy& policy);  // gradients (and device mome
 void policy_forward_logprobs(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
                              const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr,
                              float logit_scale = 1.0f);
+// Only rows with mask[t] != 0 are needed (the others are unspecified): the CPU skips their
+// vocabulary work (forward_logprobs_masked); CUDA computes every row.
+void policy_forward_logprobs_masked(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
+                                    const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs);
 void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
                               const std::vector<int32_t>& targets, const float* dlogprobs);
 void policy_zero_grads(Policy& policy);

@@ -128,11 +128,12 @@ std::vector<MicroBatch> pack_sft(const std::vector<SftSequence>& data, const std
   return pack_micro_batches(trajs, order, zero, max_tokens, share_min_tokens);
 }
 
-SftUpdateStats sft_update(QwenModel& model, OptimizerState& optimizer, TrainState& state,
+SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActivations& acts,
                           const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config) {
-  check(model.grads.size() == model.params.size(), "sft: gradients are not allocated (alloc_grads)");
-  check(optimizer.m.size() == model.params.size(), "sft: optimizer state has ", optimizer.m.size(), " moments for ",
-        model.params.size(), " parameters");
+  check(policy_training_ready(policy), "sft: gradients are not allocated (policy_init_training)");
+  const int64_t num_params = policy.on_cuda ? policy.cuda.num_params() : policy.host->num_params;
+  check(policy.on_cuda || static_cast<int64_t>(optimizer.m.size()) == num_params, "sft: optimizer state has ",
+        optimizer.m.size(), " moments for ", num_params, " parameters");
   SftUpdateStats st;
   st.lr = lr_at(schedule, optimizer.train_step);
   ++optimizer.train_step;
@@ -142,25 +143,24 @@ SftUpdateStats sft_update(QwenModel& model, OptimizerState& optimizer, TrainStat
   }
   if (st.tokens == 0) return st;
   const float scale = -1.0f / static_cast<float>(st.tokens);
-  zero_grads(model);
+  policy_zero_grads(policy);
   std::vector<float> logp, dlogp;
   double nll = 0;
   for (const MicroBatch* mb : micro) {
     const size_t T = mb->targets.size();
     logp.resize(T), dlogp.resize(T);
-    forward_logprobs_masked(model, state, mb->batch, mb->targets, mb->mask.data(), logp.data());
+    policy_forward_logprobs_masked(policy, acts, mb->batch, mb->targets, mb->mask.data(), logp.data());
     for (size_t t = 0; t < T; ++t) {
       dlogp[t] = mb->mask[t] ? scale : 0.0f;
       if (mb->mask[t]) nll -= logp[t];
     }
-    backward_logprobs(model, state, mb->batch, mb->targets, dlogp.data());
+    policy_backward_logprobs(policy, acts, mb->batch, mb->targets, dlogp.data());
   }
   st.loss = nll / static_cast<double>(st.tokens);
-  double sq = grad_sq_sum_cpu(model.grads.data(), model.num_params);
+  double sq = policy_grad_sq_sum(policy);
   st.grad_norm = std::sqrt(sq);
   ++optimizer.adam_step;
-  adamw_cpu(model.params.data(), optimizer.m.data(), optimizer.v.data(), model.grads.data(), model.num_params,
-            config.adamw, optimizer.adam_step, st.lr, clip_coefficient(sq, config.max_grad_norm));
+  policy_adamw_step(policy, optimizer, config.adamw, st.lr, config.max_grad_norm, sq);
   return st;
 }
 
@@ -232,8 +232,11 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   check(config.epochs >= 1 || config.max_steps > 0, "sft: needs epochs >= 1 or max_steps > 0");
   check(config.grad_accum >= 1, "sft: grad_accum must be at least 1, got ", config.grad_accum);
   check(!data.empty(), "sft: no training sequence (every line had no trained token?)");
-  if (model.grads.size() != model.params.size()) alloc_grads(model);
-  if (optimizer.m.size() != model.params.size()) optimizer = make_optimizer_state(model.num_params);
+  check(options.device == "cpu" || options.device == "cuda", "sft: device '", options.device,
+        "' is not cpu or cuda");
+  const bool cuda = options.device == "cuda";
+  // On CUDA the moments live on the device; a resumed run's host copy is uploaded below.
+  if (!cuda && optimizer.m.size() != model.params.size()) optimizer = make_optimizer_state(model.num_params);
   SftRunStats run;
   const size_t given = data.size();
   run.clipped = clip_sequences(data, config.micro_batch_tokens);
@@ -250,7 +253,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
       plan.push_back(config.share_group > 0
                          ? pack_sft(data, grouped_epoch_order(data, config.seed, static_cast<int64_t>(plan.size()),
                                                               config.share_group),
-                                    config.micro_batch_tokens, kSharePrefixMinTokens)
+                                    config.micro_batch_tokens, cuda ? 0 : kSharePrefixMinTokens)
                          : pack_sft(data, epoch_order(n, config.seed, static_cast<int64_t>(plan.size()), config.shuffle),
                                     config.micro_batch_tokens));
     return plan[e];
@@ -284,7 +287,9 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
 
   TrainOptions topt;
   topt.max_tokens = config.micro_batch_tokens;
-  TrainState state = make_train_state(model.config, topt);
+  Policy policy = cuda ? cuda_policy(model) : cpu_policy(model);
+  PolicyActivations acts = policy_init_training(policy, topt, config.adamw);
+  if (cuda && !optimizer.m.empty()) policy_upload_optimizer(policy, optimizer);
   const fs::path out = options.out_dir;
   if (!options.out_dir.empty()) fs::create_directories(out);
   if (resume && !options.out_dir.empty()) truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
@@ -311,6 +316,8 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   auto save = [&] {
     if (options.out_dir.empty() || saved_step == optimizer.train_step) return;
     saved_step = optimizer.train_step;
+    policy_download(policy, model);
+    policy_download_optimizer(policy, optimizer);
     run.checkpoints.push_back(save_sft_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
                                                   options.tokenizer_path, trainer_state()));
     if (options.log) options.log("saved " + run.checkpoints.back());
@@ -326,7 +333,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     const size_t m = static_cast<size_t>(cursor.micro);
     for (size_t k = m; k < std::min(micro.size(), m + config.grad_accum); ++k) group.push_back(&micro[k]);
     auto t0 = std::chrono::steady_clock::now();
-    SftUpdateStats st = sft_update(model, optimizer, state, group, schedule, config);
+    SftUpdateStats st = sft_update(policy, optimizer, acts, group, schedule, config);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (run.updates == 0) run.first_loss = st.loss;
     run.last_loss = st.loss;
@@ -350,6 +357,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   }
   run.epochs_done = cursor.epoch + (cursor.micro > 0 ? 1 : 0);  // epochs begun
   save();
+  policy_download(policy, model);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return run;
 }

@@ -31,6 +31,7 @@
 #include "model/train.h"
 #include "rl/grpo.h"
 #include "rl/optimizer.h"
+#include "rl/policy.h"
 #include "rl/sft_data.h"
 
 namespace sqlrl::rl {
@@ -89,7 +90,9 @@ struct SftUpdateStats {
 
 // One AdamW update over `micro` (their masked tokens form the denominator); the schedule's
 // clock is optimizer.train_step. An update with no trained token changes nothing but the clock.
-SftUpdateStats sft_update(QwenModel& model, OptimizerState& optimizer, TrainState& state,
+// On either device (rl/policy.h; policy_init_training first): CPU moments in optimizer.m/v,
+// CUDA moments on the device (optimizer keeps the counters).
+SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActivations& acts,
                           const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config);
 
 // Mean NLL per trained token of `data` under `model` (no update); 0 trained tokens -> 0.
@@ -123,6 +126,11 @@ struct SftRunOptions {
   // the same data): its config replaces `config`, metrics.jsonl lines past its step are dropped.
   const SftCheckpoint* resume = nullptr;
   nlohmann::ordered_json run_info = nlohmann::ordered_json::object();  // saved as "run" (CLI: data paths)
+  // "cuda": train on CUDA device 0 (bf16 weights, f32 master, moments on the device; `model`
+  // receives the trained master weights at the end, checkpoints download them). Shared
+  // prefixes (share_group) are a CPU feature: CUDA keeps the order and packs sequences whole,
+  // which is the same update up to rounding.
+  std::string device = "cpu";
 };
 
 struct SftRunStats {
@@ -134,7 +142,8 @@ struct SftRunStats {
 };
 
 // Trains `model` (grads allocated here when missing) on `data` for config.epochs (or
-// max_steps); `optimizer` continues from its counters (resume).
+// max_steps); `optimizer` continues from its counters (resume; on CUDA its m/v, when present,
+// are uploaded).
 SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<SftSequence> data,
                     const SftConfig& config, const SftRunOptions& options);
 

@@ -341,7 +341,7 @@ TEST(EvalCli, DeviceCudaFailsInOneLineNamingWhy) {
       std::string(SQLRL_BINARY) + " eval --quiet --device cuda --weights " + w.weights + " --dataset spider:" +
       w.bench + " --limit 1 --out " + temp_dir() + "/cli_cuda");
   EXPECT_NE(r.exit_code, 0);
-  const std::string expected = cuda_device_count() == 0 ? "eval: --device cuda: " : "head_dim 8";
+  const std::string expected = cuda_device_count() == 0 ? "eval: --device cuda: " : "head_dim is 8";
   EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_FALSE(fs::exists(temp_dir() + "/cli_cuda"));

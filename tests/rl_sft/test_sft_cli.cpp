@@ -43,6 +43,7 @@ TEST(SftCli, BadInputIsOneLineNamingFileLineAndField) {
   std::ofstream(dir + "/tokenizer.json", std::ios::binary) << testing::sft_tokenizer_json();
   save_model(testing::sft_model(static_cast<int64_t>(testing::sft_tokenizer().size())), dir + "/model");
   std::ofstream(dir + "/bad.jsonl") << "{\"tokens\": [1, 2], \"mask\": [0, 1]}\n{\"tokens\": [1, 2], \"mask\": [1]}\n";
+  std::ofstream(dir + "/good.jsonl") << "{\"tokens\": [1, 2, 3], \"mask\": [0, 1, 1]}\n";
   auto run = testing::run_command(std::string(SQLRL_BINARY) + " sft --data " + dir + "/bad.jsonl --weights " + dir +
                                   "/model --tokenizer " + dir + "/tokenizer.json --out " + dir + "/run");
   EXPECT_NE(run.exit_code, 0);
@@ -52,6 +53,18 @@ TEST(SftCli, BadInputIsOneLineNamingFileLineAndField) {
   run = testing::run_command(std::string(SQLRL_BINARY) + " sft --weights " + dir + "/model");
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.output.find("--data"), std::string::npos) << run.output;
+  run = testing::run_command(std::string(SQLRL_BINARY) + " sft --device tpu --weights " + dir + "/model");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("--device 'tpu': expected cpu or cuda"), std::string::npos) << run.output;
+  // Without a GPU --device cuda stops before the model is read; with one, this model's head_dim
+  // (not 64 or 128) is refused by name. Either way one line, and no run folder.
+  run = testing::run_command(std::string(SQLRL_BINARY) + " sft --device cuda --data " + dir + "/good.jsonl --weights " +
+                             dir + "/model --tokenizer " + dir + "/tokenizer.json --out " + dir + "/run_cuda");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+  EXPECT_NE(run.output.find(cuda_device_count() == 0 ? "sft: --device cuda: " : "head_dim"), std::string::npos)
+      << run.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run_cuda/checkpoints"));
 }
 
 }  // namespace

@@ -72,7 +72,9 @@ TEST(SftUpdate, LossAndGradientMatchFloat64) {
   TrainOptions to;
   to.max_tokens = 512;
   to.logprob_chunk = 16;  // several lm_head chunks
-  TrainState state = make_train_state(model.config, to);
+  Policy policy = cpu_policy(model);
+  PolicyActivations acts;
+  acts.host = make_train_state(model.config, to);
   std::vector<int64_t> order = epoch_order(static_cast<int64_t>(data.size()), 0, 0, false);
   std::vector<MicroBatch> mbs = pack_sft(data, order, 200);  // several micro-batches in one update
   ASSERT_GT(mbs.size(), 1u);
@@ -83,7 +85,7 @@ TEST(SftUpdate, LossAndGradientMatchFloat64) {
   SftConfig cfg;
   cfg.max_grad_norm = 0;
   const std::vector<float> before = model.params;
-  SftUpdateStats st = sft_update(model, opt, state, group, zero, cfg);
+  SftUpdateStats st = sft_update(policy, opt, acts, group, zero, cfg);
   EXPECT_EQ(model.params, before);
   const double ref = reference_nll(model, data);
   // fp32 log-probs summed over ~100 tokens vs float64: 1e-5 relative is ~50 ulps of headroom.
