@@ -77,15 +77,14 @@ write_report() {
 # The carried .deb files, unpacked into a prefix of our own (unpacking over / can break the
 # machine's image); CMake, pkg-config and the loader are pointed at it.
 use_carried_deps() {
-  local prefix=${TMPDIR:-/tmp}/sqlrl-deps arch
+  local prefix=${TMPDIR:-/tmp}/sqlrl-deps
   rm -rf "$prefix" && mkdir -p "$prefix"
   for f in "$deps"/*.deb; do dpkg-deb -x "$f" "$prefix" || return 1; done
-  arch=$(ls "$prefix/usr/lib")
-  arch=${arch%%$'\n'*}
-  local lib="$prefix/usr/lib/$arch"
+  arch=$(ls -d "$prefix"/usr/lib/*-linux-gnu | head -1)
+  local lib=$arch
   export PATH="$prefix/usr/bin:$PATH"
   export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export PKG_CONFIG_LIBDIR="$lib/pkgconfig:$lib/openblas-pthread/pkgconfig:$prefix/usr/share/pkgconfig"
+  export PKG_CONFIG_LIBDIR="$lib/pkgconfig:$lib/openblas-pthread/pkgconfig:$prefix/usr/lib/pkgconfig:$prefix/usr/share/pkgconfig"
   export PKG_CONFIG_SYSROOT_DIR="$prefix"
   export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
   say "deps: $(ls "$deps"/*.deb | wc -l) carried packages unpacked into $prefix"
@@ -99,7 +98,10 @@ if has_stage build; then
   elif ! bash scripts/setup.sh >>"$log" 2>&1; then
     say "setup.sh failed (see gpu_check.log); no carried packages in $deps (scripts/gpu_deps.sh makes them)"
   fi
-  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPKG_CONFIG_EXECUTABLE="$(command -v pkgconf || command -v pkg-config || echo pkg-config)" >>"$log" 2>&1 ||
+  # A configure that finds no nvcc would quietly build the CPU path only: here that is a failure.
+  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSQLRL_WITH_CUDA=ON \
+         -DPKG_CONFIG_EXECUTABLE="$(command -v pkgconf || command -v pkg-config || echo pkg-config)" >>"$log" 2>&1 ||
+     ! grep -q "^-- llm_sqlrl: CUDA" "$log" ||
      ! cmake --build "$build" -j "$(nproc)" >>"$log" 2>&1; then
     status=1
     stage_lines+=("build: FAILED after $(($(date +%s) - b0)) s")
