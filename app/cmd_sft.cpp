@@ -50,7 +50,7 @@ void add_training_options(CLI::App* cmd, SftArgs& a) {
   cmd->add_option("--seed", a.config.seed, "shuffle seed");
   cmd->add_option("--save-every", a.config.save_every, "updates between checkpoints (0 = only the last)");
   cmd->add_option("--share-group", a.config.share_group,
-                  "visit sequences with a common prompt in runs of N and pack the prompt once (CPU; 0 = off)")
+                  "visit sequences with a common prompt in runs of N and pack the prompt once (0 = off)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--chat-template", a.chat_template, "qwen3 | qwen2.5 (default: detected from the tokenizer, else qwen3)");
   std::vector<CLI::Option*> all = cmd->get_options();
@@ -240,8 +240,7 @@ void add_sft_command(CLI::App& app) {
                   "continue a run: its folder (latest checkpoint) or a checkpoints/step-N folder; the settings, data "
                   "and tokenizer are the run's own");
   cmd->add_option("--device", a->device,
-                  "cpu (f32) | cuda (one GPU: bf16 weights, f32 master and moments; head_dim 64 or 128; "
-                  "--share-group then packs whole sequences)");
+                  "cpu (f32) | cuda (one GPU: bf16 weights, f32 master and moments; head_dim 64 or 128)");
   add_training_options(cmd, *a);
 
   auto d = std::make_shared<DemoArgs>();

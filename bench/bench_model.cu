@@ -8,6 +8,9 @@
 //    tokens/s and MFU = (6 N + 6 L q_dim s) FLOPs per token (N: matmul parameters of the stack
 //    incl. the lm_head; s: sequence length; causal attention forward + 2x backward) over the
 //    bf16 GEMM rate measured in the same run (8192^3 through runtime/gemm.h).
+//  * a GRPO group (1536-token prompt, 8 responses of 256 tokens) trained fwd+bwd with the prompt
+//    packed once (shared prefixes) against the same group packed whole, as verl and TRL pack it
+//    (8 layers: the ratio is per layer; the lm_head share differs a little).
 // Usage: bench_model_cuda [train_layers (36)] [train_tokens (4096)]
 #include <cuda_runtime.h>
 
@@ -121,6 +124,41 @@ static void train_rows(QwenConfig c, int64_t layers, int64_t tokens, double peak
   }
 }
 
+static void group_rows(QwenConfig c) {
+  const int64_t layers = 8, prompt = 1536, response = 256, G = 8;
+  c.num_hidden_layers = layers;
+  CudaModel m = random_cuda_model(c, 9);
+  std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(G));
+  for (int64_t i = 0; i < G; ++i)
+    for (int64_t t = 0; t < prompt + response; ++t)
+      seqs[i].push_back(static_cast<int32_t>(((t < prompt ? 0 : i + 1) * 131 + t * 7919) % c.vocab_size));
+  std::vector<PackItem> items;
+  for (int64_t i = 0; i < G; ++i)
+    items.push_back({&seqs[i], prompt + response, i == 0 ? -1 : 0, i == 0 ? 0 : prompt});
+  double ms[2] = {0, 0};
+  for (int shared = 0; shared < 2; ++shared) {
+    PackedBatch batch = shared ? pack_with_prefixes(items) : pack_sequences(seqs);
+    const int64_t T = batch.num_tokens();
+    TrainOptions opt;
+    opt.max_tokens = T;
+    opt.logprob_chunk = 1024;
+    CudaTrainState s = make_cuda_train_state(m, opt);
+    std::vector<int32_t> targets(batch.tokens.begin() + 1, batch.tokens.end());
+    targets.push_back(0);
+    std::vector<float> lp(static_cast<size_t>(T)), dlp(static_cast<size_t>(T), -1.0f / static_cast<float>(T));
+    ms[shared] = bench::median_ms(
+        [&] {
+          forward_logprobs_cuda(m, s, batch, targets, lp.data());
+          backward_logprobs_cuda(m, s, batch, targets, dlp.data());
+        },
+        2, 5);
+    std::printf("  (group packed %s: %lld positions, %.2f ms)\n", shared ? "with shared prefixes" : "whole",
+                static_cast<long long>(T), ms[shared]);
+  }
+  bench::print_row("GRPO group fwd+bwd, 8 layers, prompt 1536 + 8 x 256, prompt packed once", 1e3 / ms[1],
+                   "groups/s", "the group packed whole (verl, TRL)", 1e3 / ms[0]);
+}
+
 int main(int argc, char** argv) {
   if (cuda_device_count() == 0) {
     std::printf("bench_model_cuda: skipped: %s\n", cuda_unavailable_reason().c_str());
@@ -139,5 +177,7 @@ int main(int argc, char** argv) {
   }
   cuda_empty_cache(0);
   train_rows(c, train_layers, train_tokens, tflops);
+  cuda_empty_cache(0);
+  group_rows(c);
   return 0;
 }

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "runtime/stream.h"
 
@@ -21,8 +22,8 @@ struct AttentionShape {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
 };
 
-// Shared prefixes (CPU only, for now): packed sequences that begin with the same tokens (a GRPO
-// group's prompt, SFT demonstrations on one database) store those tokens once. Sequence s with
+// Shared prefixes: packed sequences that begin with the same tokens (a GRPO group's prompt, SFT
+// demonstrations on one database) store those tokens once. Sequence s with
 // seq[s] = p >= 0 attends first to the first len[s] tokens of sequence p, then causally to its
 // own, exactly as if those tokens were its first; its RoPE positions continue from len[s] (the
 // caller's positions). p < s, and p has no prefix itself. The backward adds each sharer's
@@ -60,20 +61,37 @@ void paged_attention_cpu(float* out, const float* q, const float* k_cache, const
 // sequence longer than max_seqlen are set to NaN (the rows before them are still right).
 // head_dim must be 64 or 128. The launchers allocate nothing: workspace comes from the caller.
 
+// Shared prefixes on CUDA: SharedPrefixes as device arrays, plus each prefix's sharers for the
+// backward, which adds their gradients into the prefix's dk/dv rows itself (the key tiles of a
+// prefix walk the owner's queries and then every sharer's: no workspace, no second pass).
+// seq == nullptr: no sharing. The device does not check the arrays: shared_prefix_sharers does,
+// on the host.
+struct SharedPrefixesCuda {
+  const int32_t* seq = nullptr;             // [num_seqs], -1 = none
+  const int32_t* len = nullptr;             // [num_seqs]
+  const int32_t* sharer_offsets = nullptr;  // [num_seqs + 1]: the sharers of sequence p are
+  const int32_t* sharers = nullptr;         //   sharers[sharer_offsets[p] .. sharer_offsets[p + 1]), ascending
+};
+// Host side: fails naming the sequence when `prefixes` breaks SharedPrefixes' rules, then writes
+// the sharer lists (CSR) that SharedPrefixesCuda carries.
+void shared_prefix_sharers(const SharedPrefixes& prefixes, const int32_t* cu_seqlens, int64_t num_seqs,
+                           std::vector<int32_t>& sharer_offsets, std::vector<int32_t>& sharers);
+
 // out [T, H, D] bf16, lse [T, H] fp32 (natural log, as attention_forward_cpu).
 void attention_forward_cuda(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                             const int32_t* cu_seqlens, int64_t num_seqs, int64_t max_seqlen, AttentionShape shape,
-                            const CudaStream& stream = CudaStream{});
+                            const CudaStream& stream = CudaStream{}, const SharedPrefixesCuda& prefixes = {});
 
 // Bytes of workspace attention_backward_cuda needs for `total_tokens` packed tokens.
 size_t attention_backward_workspace_bytes(int64_t total_tokens, AttentionShape shape);
 // Overwrites dq [T, H, D], dk and dv [T, KVH, D] (bf16) of every token inside a sequence.
-// Deterministic: no atomics, dk/dv of a kv head summed over its q heads in a fixed order.
+// Deterministic: no atomics, dk/dv of a kv head summed over its q heads in a fixed order (a
+// shared prefix's rows: the owner's queries, then each sharer's, sharers ascending).
 void attention_backward_cuda(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16_t* out,
                              const float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                              const int32_t* cu_seqlens, int64_t num_seqs, int64_t total_tokens, int64_t max_seqlen,
                              AttentionShape shape, void* workspace, size_t workspace_bytes,
-                             const CudaStream& stream = CudaStream{});
+                             const CudaStream& stream = CudaStream{}, const SharedPrefixesCuda& prefixes = {});
 
 // Decode: one query token per entry of `queries` (its pointers are device arrays); contexts are
 // cut into pieces of split_tokens keys handled by separate blocks and merged by a second pass.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/adamw.h"
+#include "kernels/attention.h"
 #include "kernels/sampling.h"
 #include "model/infer.h"
 #include "model/kv_cache.h"
@@ -63,8 +64,12 @@ struct CudaTrainState {
   uint16_t* lnf = nullptr;
   float *rstdf = nullptr, *vocab_lse = nullptr, *logprobs = nullptr, *entropy = nullptr, *dlogprobs = nullptr;
   int32_t *tokens = nullptr, *positions = nullptr, *targets = nullptr;
-  Tensor cu_seqlens_buf;  // grows with the sequence count (empty sequences make it unbounded)
+  // cu_seqlens, then (a batch with shared prefixes) the prefix arrays and sharer lists of
+  // `prefixes`; grows with the sequence count (empty sequences make it unbounded)
+  Tensor cu_seqlens_buf;
   int32_t* cu_seqlens = nullptr;
+  SharedPrefixesCuda prefixes;          // of the batch last run forward (seq == nullptr: none)
+  std::vector<int32_t> prefix_staging;  // the host copy of the buffer's prefix part
   // backward scratch: dresid/datt/dq.. bf16, dln_f32 accumulates the q/k/v (gate/up) input
   // gradients in f32 before one rounding to bf16 (dln)
   uint16_t *dresid = nullptr, *dln = nullptr, *datt = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;

@@ -128,7 +128,8 @@ void layer_forward(const CudaModel& m, const CudaLayerWeights& w, const uint16_t
   linear_forward_cuda(a.v, a.ln1, w.wv, w.bv, T, d.C, d.kvd, false, m);
   rope_forward_cuda(a.q, s.positions, T, d.H, d.D, d.qd, theta, st);
   rope_forward_cuda(a.k, s.positions, T, d.KVH, d.D, d.kvd, theta, st);
-  attention_forward_cuda(a.att, a.lse, a.q, a.k, a.v, s.cu_seqlens, num_seqs, s.max_seqlen, {d.H, d.KVH, d.D}, st);
+  attention_forward_cuda(a.att, a.lse, a.q, a.k, a.v, s.cu_seqlens, num_seqs, s.max_seqlen, {d.H, d.KVH, d.D}, st,
+                         s.prefixes);
   model_copy(a.resid_mid, x, sizeof(uint16_t) * T * d.C, CopyKind::DeviceToDevice, st);
   linear_forward_cuda(a.resid_mid, a.att, w.wo, w.bo, T, d.qd, d.C, true, m);
   rmsnorm_forward_cuda(a.ln2, a.rstd2, a.resid_mid, w.mlp_norm, T, d.C, eps, st);
@@ -156,7 +157,7 @@ void layer_backward(const CudaModel& m, const CudaLayerWeights& w, const LayerWe
 
   linear_backward_cuda(s.datt, false, false, g.wo, g.bo, s.dresid, a.att, w.wo, T, d.qd, d.C, m);
   attention_backward_cuda(s.dq, s.dk, s.dv, s.datt, a.att, a.lse, a.q, a.k, a.v, s.cu_seqlens, num_seqs, T,
-                          s.max_seqlen, {d.H, d.KVH, d.D}, s.workspace, s.workspace_bytes, st);
+                          s.max_seqlen, {d.H, d.KVH, d.D}, s.workspace, s.workspace_bytes, st, s.prefixes);
   rope_backward_cuda(s.dq, s.positions, T, d.H, d.D, d.qd, theta, st);
   rope_backward_cuda(s.dk, s.positions, T, d.KVH, d.D, d.kvd, theta, st);
   uint16_t* dq = s.dq;
@@ -187,16 +188,31 @@ void upload_batch(const CudaModel& m, CudaTrainState& s, const PackedBatch& batc
   validate_batch(batch, s.options.max_tokens, m.config().vocab_size);
   int64_t T = batch.num_tokens();
   check(T > 0, "forward (cuda): empty batch");
-  check(!batch.has_prefixes(), "forward (cuda): the batch shares prefixes between sequences, which only the CPU ",
-        "attention supports (pack it without sharing)");
   const CudaStream& st = m.stream;
   model_copy(s.tokens, batch.tokens.data(), sizeof(int32_t) * T, CopyKind::HostToDevice, st);
   model_copy(s.positions, batch.positions.data(), sizeof(int32_t) * T, CopyKind::HostToDevice, st);
-  int64_t n = static_cast<int64_t>(batch.cu_seqlens.size());
-  if (!s.cu_seqlens_buf.defined() || s.cu_seqlens_buf.numel() < n)
-    s.cu_seqlens_buf = empty({std::max<int64_t>(n, 64)}, DType::I32, cuda_device(m.device));
+  const int64_t n = static_cast<int64_t>(batch.cu_seqlens.size()), S = n - 1;
+  // Shared prefixes: [seq S][len S][sharer offsets S + 1][sharers <= S] after cu_seqlens.
+  s.prefix_staging.clear();
+  if (batch.has_prefixes()) {
+    std::vector<int32_t> offsets, sharers;
+    shared_prefix_sharers({batch.prefix_seq.data(), batch.prefix_len.data()}, batch.cu_seqlens.data(), S, offsets,
+                          sharers);
+    const std::vector<int32_t>* parts[] = {&batch.prefix_seq, &batch.prefix_len, &offsets, &sharers};
+    for (const std::vector<int32_t>* part : parts)
+      s.prefix_staging.insert(s.prefix_staging.end(), part->begin(), part->end());
+  }
+  const int64_t words = n + static_cast<int64_t>(s.prefix_staging.size());
+  if (!s.cu_seqlens_buf.defined() || s.cu_seqlens_buf.numel() < words)
+    s.cu_seqlens_buf = empty({std::max<int64_t>(words, 64)}, DType::I32, cuda_device(m.device));
   s.cu_seqlens = s.cu_seqlens_buf.data_as<int32_t>();
   model_copy(s.cu_seqlens, batch.cu_seqlens.data(), sizeof(int32_t) * n, CopyKind::HostToDevice, st);
+  s.prefixes = {};
+  if (!s.prefix_staging.empty()) {
+    int32_t* dev = s.cu_seqlens + n;
+    model_copy(dev, s.prefix_staging.data(), sizeof(int32_t) * s.prefix_staging.size(), CopyKind::HostToDevice, st);
+    s.prefixes = {dev, dev + S, dev + 2 * S, dev + 3 * S + 1};
+  }
   s.max_seqlen = 1;
   for (int64_t i = 0; i + 1 < n; ++i)
     s.max_seqlen = std::max<int64_t>(s.max_seqlen, batch.cu_seqlens[i + 1] - batch.cu_seqlens[i]);

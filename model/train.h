@@ -14,7 +14,7 @@ struct PackedBatch {
   std::vector<int32_t> tokens;      // [T]
   std::vector<int32_t> positions;   // [T], restarting at 0 in each sequence (at prefix_len if it has one)
   std::vector<int32_t> cu_seqlens;  // [num_seqs + 1], starting at 0, ending at T
-  // Shared prefixes (CPU only; kernels/attention.h SharedPrefixes): empty, or [num_seqs] each:
+  // Shared prefixes (kernels/attention.h SharedPrefixes; CPU and CUDA): empty, or [num_seqs] each:
   // sequence s continues the first prefix_len[s] tokens of sequence prefix_seq[s] (-1: none).
   std::vector<int32_t> prefix_seq, prefix_len;
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }

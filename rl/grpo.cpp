@@ -229,7 +229,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
   for (int64_t b = 0; b < M; ++b) {
     std::vector<int64_t> slice(sel.kept.begin() + b * kept / M, sel.kept.begin() + (b + 1) * kept / M);
     minis.push_back(pack_micro_batches(batch, slice, sel.advantages, state.max_tokens(),
-                                       config.share_prefixes && !policy.on_cuda ? kSharePrefixMinTokens : 0));
+                                       config.share_prefixes ? kSharePrefixMinTokens : 0));
   }
   // Old (and reference) log-probs with the weights as they are before any update. The first
   // mini-batch's come from its first training forward instead (the weights are still the old

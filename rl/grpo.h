@@ -60,8 +60,7 @@ struct GrpoConfig {
   AdamWConfig adamw;
   LrSchedule schedule;
   float max_grad_norm = 1.0f;               // <= 0: no clipping
-  // CPU: a group's shared prompt is packed once (pack_micro_batches share_min_tokens). The CUDA
-  // attention has no shared prefixes yet, so a CUDA policy packs every sequence whole.
+  // A group's shared prompt is packed once (pack_micro_batches share_min_tokens), on either device.
   bool share_prefixes = true;
 };
 // Shortest common start worth sharing: below it the copies cost more than the rows saved.

@@ -253,7 +253,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
       plan.push_back(config.share_group > 0
                          ? pack_sft(data, grouped_epoch_order(data, config.seed, static_cast<int64_t>(plan.size()),
                                                               config.share_group),
-                                    config.micro_batch_tokens, cuda ? 0 : kSharePrefixMinTokens)
+                                    config.micro_batch_tokens, kSharePrefixMinTokens)
                          : pack_sft(data, epoch_order(n, config.seed, static_cast<int64_t>(plan.size()), config.shuffle),
                                     config.micro_batch_tokens));
     return plan[e];

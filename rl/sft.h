@@ -54,7 +54,7 @@ struct SftConfig {
   int64_t save_every = 0;             // updates between checkpoints; 0 = only OUT/final
   // > 0: visit sequences in runs of up to this many that share most of their untrained start
   // (demonstrations on one database: the schema prompt) and pack each run's common start once
-  // (shared prefixes, CPU). 0: a plain shuffle, every sequence packed whole.
+  // (shared prefixes). 0: a plain shuffle, every sequence packed whole.
   int64_t share_group = 0;
 };
 
@@ -127,9 +127,7 @@ struct SftRunOptions {
   const SftCheckpoint* resume = nullptr;
   nlohmann::ordered_json run_info = nlohmann::ordered_json::object();  // saved as "run" (CLI: data paths)
   // "cuda": train on CUDA device 0 (bf16 weights, f32 master, moments on the device; `model`
-  // receives the trained master weights at the end, checkpoints download them). Shared
-  // prefixes (share_group) are a CPU feature: CUDA keeps the order and packs sequences whole,
-  // which is the same update up to rounding.
+  // receives the trained master weights at the end, checkpoints download them).
   std::string device = "cpu";
 };
 

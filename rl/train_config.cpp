@@ -78,7 +78,7 @@ std::vector<ConfigField> config_fields(TrainConfig& c) {
        "the loss mean also counts the dropped zero-variance trajectories' tokens (advantage 0: verl's token-mean; a step with few informative groups moves less)",
        &c.zero_variance_in_denominator},
       {"micro-batch-tokens", "packed tokens per training micro-batch", &c.micro_batch_tokens},
-      {"share-prefixes", "pack a group's common prompt once (CPU; same update up to rounding)", &c.share_prefixes},
+      {"share-prefixes", "pack a group's common prompt once (same update up to rounding)", &c.share_prefixes},
   };
 }
 

@@ -425,4 +425,19 @@ void attention_backward_cpu(float* dq, float* dk, float* dv, const float* dout, 
   });
 }
 
+void shared_prefix_sharers(const SharedPrefixes& prefixes, const int32_t* cu_seqlens, int64_t num_seqs,
+                           std::vector<int32_t>& sharer_offsets, std::vector<int32_t>& sharers) {
+  check_prefixes(prefixes, cu_seqlens, num_seqs);
+  sharer_offsets.assign(static_cast<size_t>(num_seqs) + 1, 0);
+  sharers.clear();
+  if (prefixes.seq == nullptr) return;
+  for (int64_t s = 0; s < num_seqs; ++s)
+    if (prefixes.seq[s] >= 0) ++sharer_offsets[prefixes.seq[s] + 1];
+  for (int64_t p = 0; p < num_seqs; ++p) sharer_offsets[p + 1] += sharer_offsets[p];
+  sharers.resize(static_cast<size_t>(sharer_offsets[num_seqs]));
+  std::vector<int32_t> next(sharer_offsets.begin(), sharer_offsets.end() - 1);
+  for (int64_t s = 0; s < num_seqs; ++s)  // ascending s: each list comes out sorted
+    if (prefixes.seq[s] >= 0) sharers[next[prefixes.seq[s]]++] = static_cast<int32_t>(s);
+}
+
 }  // namespace sqlrl

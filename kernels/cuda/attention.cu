@@ -10,7 +10,9 @@
 // with P re-packed from the S accumulators as bf16 A fragments (never stored). K_{j+1} is
 // fetched with cp.async while P V of tile j runs, V_{j+1} while S of tile j+1 runs. The
 // epilogue divides by l, stages the warp's rows in shared memory (over its Q rows) and writes
-// 16-byte rows; lse = (m + log2 l) ln 2 per row. ptxas (nvcc 13.0): 254 registers, no spills
+// 16-byte rows; lse = (m + log2 l) ln 2 per row. A sequence with a shared prefix of P tokens
+// walks P + its own keys (load_kv_tile reads the first P from the prefix's sequence); its query
+// i sits at key position P + i. ptxas (nvcc 13.0): 254 registers, no spills
 // on sm_90a for D = 128 (8 bytes spilled on sm_80); 2 blocks (8 warps) per SM.
 //
 // Two numbers (METHOD.md), batch 4 x 16 heads x seq 4096, D 128, causal: 4 * 64 * 4096^2 / 2 *
@@ -45,7 +47,9 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
                                                                         const uint16_t* __restrict__ q,
                                                                         const uint16_t* __restrict__ k,
                                                                         const uint16_t* __restrict__ v,
-                                                                        const int32_t* __restrict__ cu_seqlens, int H,
+                                                                        const int32_t* __restrict__ cu_seqlens,
+                                                                        const int32_t* __restrict__ prefix_seq,
+                                                                        const int32_t* __restrict__ prefix_len, int H,
                                                                         int KVH, float scale_log2) {
   constexpr int LD = D + kPad, M = kFwdMTiles, WR = 16 * M;  // WR: query rows per warp
   extern __shared__ __align__(16) uint16_t smem[];
@@ -68,14 +72,19 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
   const uint16_t* gq = q + (static_cast<int64_t>(start + q0) * H + h) * D;
   const uint16_t* gk = k + (static_cast<int64_t>(start) * KVH + kvh) * D;
   const uint16_t* gv = v + (static_cast<int64_t>(start) * KVH + kvh) * D;
+  const int pseq = prefix_seq != nullptr ? prefix_seq[seq] : -1;
+  const int P = pseq >= 0 ? prefix_len[seq] : 0;  // keys [0, P) are the prefix's, key P + i is own token i
+  const uint16_t* pk = pseq >= 0 ? k + (static_cast<int64_t>(cu_seqlens[pseq]) * KVH + kvh) * D : gk;
+  const uint16_t* pv = pseq >= 0 ? v + (static_cast<int64_t>(cu_seqlens[pseq]) * KVH + kvh) * D : gv;
   const int q_rows = min(kFwdBr, len - q0);
-  const int kv_end = min(len, q0 + kFwdBr);  // causal: no key past the tile's last query
+  const int num_keys = P + len;
+  const int kv_end = P + min(len, q0 + kFwdBr);  // causal: no key past the tile's last query
   const int num_kv_tiles = (kv_end + kFwdBc - 1) / kFwdBc;
 
   load_tile<kFwdBr, D, kFwdThreads>(sQ, gq, q_stride, q_rows);
-  load_tile<kFwdBc, D, kFwdThreads>(sK, gk, kv_stride, min(kFwdBc, len));
+  load_kv_tile<kFwdBc, D, kFwdThreads>(sK, pk, gk, kv_stride, P, 0, num_keys);
   cp_async_commit();
-  load_tile<kFwdBc, D, kFwdThreads>(sV, gv, kv_stride, min(kFwdBc, len));
+  load_kv_tile<kFwdBc, D, kFwdThreads>(sV, pv, gv, kv_stride, P, 0, num_keys);
   cp_async_commit();
 
   float o[M][D / 8][4];
@@ -91,7 +100,7 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
 
   for (int j = 0; j < num_kv_tiles; ++j) {
     const int k0 = j * kFwdBc;
-    const bool active = k0 <= warp_last_row;
+    const bool active = k0 <= P + warp_last_row;
     cp_async_wait<1>();  // Q and K_j have landed (V_j may still be in flight)
     __syncthreads();
     float s[M][kFwdBc / 8][4];
@@ -109,7 +118,7 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             int col = k0 + n * 8 + 2 * t + (e & 1);
-            float x = col <= row0 + 16 * mt + 8 * (e >> 1) ? s[mt][n][e] * scale_log2 : -INFINITY;
+            float x = col <= P + row0 + 16 * mt + 8 * (e >> 1) ? s[mt][n][e] * scale_log2 : -INFINITY;
             s[mt][n][e] = x;
             row_max[e >> 1] = fmaxf(row_max[e >> 1], x);
           }
@@ -146,13 +155,13 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
     cp_async_wait<0>();  // V_j has landed
     __syncthreads();     // ... and every warp is done reading K_j
     if (j + 1 < num_kv_tiles) {
-      load_tile<kFwdBc, D, kFwdThreads>(sK, gk + (k0 + kFwdBc) * kv_stride, kv_stride, min(kFwdBc, len - k0 - kFwdBc));
+      load_kv_tile<kFwdBc, D, kFwdThreads>(sK, pk, gk, kv_stride, P, k0 + kFwdBc, num_keys);
       cp_async_commit();
     }
     if (active) mma_a_regs_b_kn<LD, M, D, kFwdBc>(o, s, sV, lane);
     __syncthreads();  // every warp is done reading V_j
     if (j + 1 < num_kv_tiles) {
-      load_tile<kFwdBc, D, kFwdThreads>(sV, gv + (k0 + kFwdBc) * kv_stride, kv_stride, min(kFwdBc, len - k0 - kFwdBc));
+      load_kv_tile<kFwdBc, D, kFwdThreads>(sV, pv, gv, kv_stride, P, k0 + kFwdBc, num_keys);
       cp_async_commit();
     }
   }
@@ -183,15 +192,16 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
 template <int D>
 void launch_forward(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     const int32_t* cu_seqlens, int64_t num_seqs, int64_t max_seqlen, AttentionShape shape,
-                    cudaStream_t stream) {
+                    const SharedPrefixesCuda& prefixes, cudaStream_t stream) {
   auto kernel = attention_forward_kernel<D>;
   constexpr int smem = fwd_smem_bytes<D>();
   CUDA_CHECK(allow_smem(kernel, smem));
   dim3 grid(static_cast<unsigned>((max_seqlen + kFwdBr - 1) / kFwdBr), static_cast<unsigned>(shape.heads),
             static_cast<unsigned>(num_seqs));
   float scale_log2 = kLog2e / std::sqrt(static_cast<float>(D));
-  kernel<<<grid, kFwdThreads, smem, stream>>>(out, lse, q, k, v, cu_seqlens, static_cast<int>(shape.heads),
-                                               static_cast<int>(shape.kv_heads), scale_log2);
+  kernel<<<grid, kFwdThreads, smem, stream>>>(out, lse, q, k, v, cu_seqlens, prefixes.seq, prefixes.len,
+                                               static_cast<int>(shape.heads), static_cast<int>(shape.kv_heads),
+                                               scale_log2);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -201,15 +211,16 @@ void check_cuda_attention_shape(const char* op, AttentionShape shape, int64_t nu
 
 void attention_forward_cuda(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                             const int32_t* cu_seqlens, int64_t num_seqs, int64_t max_seqlen, AttentionShape shape,
-                            const CudaStream& stream) {
+                            const CudaStream& stream, const SharedPrefixesCuda& prefixes) {
   check_cuda_attention_shape("attention_forward_cuda", shape, num_seqs, max_seqlen);
+  check(prefixes.seq == nullptr || prefixes.len != nullptr, "attention_forward_cuda: shared prefixes without lengths");
   if (num_seqs == 0 || max_seqlen == 0) return;
   CUDA_CHECK(cudaSetDevice(stream.device));
   auto s = static_cast<cudaStream_t>(stream.handle);
   if (shape.head_dim == 64)
-    attn::launch_forward<64>(out, lse, q, k, v, cu_seqlens, num_seqs, max_seqlen, shape, s);
+    attn::launch_forward<64>(out, lse, q, k, v, cu_seqlens, num_seqs, max_seqlen, shape, prefixes, s);
   else
-    attn::launch_forward<128>(out, lse, q, k, v, cu_seqlens, num_seqs, max_seqlen, shape, s);
+    attn::launch_forward<128>(out, lse, q, k, v, cu_seqlens, num_seqs, max_seqlen, shape, prefixes, s);
 }
 
 // Shared by the forward and backward launchers (defined here, declared where used).

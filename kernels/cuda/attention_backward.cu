@@ -6,14 +6,16 @@
 //  2. dk/dv: one block of 4 warps per (64-key tile, kv head, sequence); each warp owns 16 keys
 //     and keeps their dk, dv (16 x D fp32) in registers for the whole launch. The block walks
 //     the q heads of its group and, per head, the 32-query tiles at or after its keys (causal),
-//     computing the transposed products so that no reduction crosses warps:
+//     then, when its keys lie in a shared prefix, the same for every sharer's queries (all of
+//     them see the prefix), computing the transposed products so that no reduction crosses warps:
 //        S^T = K Q^T, P^T = exp2(S^T scale log2e - lse log2e), dP^T = V dO^T,
 //        dS^T = P^T (dP^T - delta), dV += P^T dO, dK += dS^T Q.
 //     Shared memory: K, V [64 x (D+8)], two buffers of Q, dO [32 x (D+8)] bf16 and of
 //     lse/delta (32 rows): 70,144 bytes for D = 128. The next query tile is fetched (cp.async)
 //     while the current one is multiplied.
 //  3. dq: one block of 4 warps per (64-query tile, q head, sequence), each warp 16 query rows,
-//     walking the key tiles up to its causal end: S = Q K^T, dP = dO V^T, dS as above,
+//     walking the key tiles up to its causal end (a shared prefix's first, as in the forward):
+//     S = Q K^T, dP = dO V^T, dS as above,
 //     dQ += dS K (fp32 registers). Shared memory: Q, dO, V and two K buffers [64 x (D+8)]:
 //     87,040 bytes (D 128); K_{j+1} loads during all of tile j, V_{j+1} from dS on.
 // Computing dq in its own pass re-does S and dP (7 tile products instead of FlashAttention-2's
@@ -61,6 +63,40 @@ __global__ void attention_delta_kernel(float* __restrict__ delta, const uint16_t
 
 // Q, dO, lse and delta come in two buffers: the tile after the current one is fetched while
 // the current one is multiplied.
+// The queries a dk/dv block walks, as segments: first its own sequence's (from the key tile on,
+// causal), then, for a tile inside a shared prefix, every sharer whose prefix reaches the tile
+// (all of its queries see all of its prefix). Work item i of a segment is (q head i / tiles,
+// 32-query tile i % tiles).
+struct QuerySegment {
+  int start = 0, len = 0;  // the queries' sequence: first packed token, length
+  int first = 0;           // first query of the walk
+  int offset = 0;          // key position of query 0 (a sharer's prefix length; own: 0)
+  int key_limit = 0;       // keys at or past it are not seen by these queries
+  int items = 0;
+};
+
+__device__ __forceinline__ QuerySegment own_segment(int start, int len, int k0, int group) {
+  return {start, len, k0, 0, len, group * ((len - k0 + kKvBr - 1) / kKvBr)};
+}
+
+// Segment `index` of the walk (0 = own, then the sharers reaching k0 in ascending order; a
+// sharer whose prefix ends at or before k0, or with no token of its own, is skipped). items == 0
+// past the last.
+__device__ __forceinline__ QuerySegment sharer_segment(int index, int seq, int k0, int group,
+                                                       const int32_t* __restrict__ cu_seqlens,
+                                                       const int32_t* __restrict__ prefix_len,
+                                                       const int32_t* __restrict__ sharer_offsets,
+                                                       const int32_t* __restrict__ sharers) {
+  QuerySegment none;
+  if (sharers == nullptr) return none;
+  for (int i = sharer_offsets[seq], end = sharer_offsets[seq + 1]; i < end; ++i) {
+    const int s = sharers[i], P = prefix_len[s], start = cu_seqlens[s], len = cu_seqlens[s + 1] - start;
+    if (P <= k0 || len == 0) continue;
+    if (--index == 0) return {start, len, 0, P, P, group * ((len + kKvBr - 1) / kKvBr)};
+  }
+  return none;
+}
+
 template <int D>
 constexpr int dkdv_smem_bytes() {
   return (2 * kKvBc + 4 * kKvBr) * (D + kPad) * 2 + 4 * kKvBr * 4;
@@ -70,8 +106,9 @@ template <int D>
 __global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
     uint16_t* __restrict__ dk, uint16_t* __restrict__ dv, const uint16_t* __restrict__ q,
     const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
-    const float* __restrict__ lse, const float* __restrict__ delta, const int32_t* __restrict__ cu_seqlens, int H,
-    int KVH, float scale, float scale_log2) {
+    const float* __restrict__ lse, const float* __restrict__ delta, const int32_t* __restrict__ cu_seqlens,
+    const int32_t* __restrict__ prefix_len, const int32_t* __restrict__ sharer_offsets,
+    const int32_t* __restrict__ sharers, int H, int KVH, float scale, float scale_log2) {
   constexpr int LD = D + kPad;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* sK = smem;
@@ -93,20 +130,39 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int64_t q_stride = static_cast<int64_t>(H) * D, kv_stride = static_cast<int64_t>(KVH) * D;
   const int64_t kv_off = (static_cast<int64_t>(start + k0) * KVH + kvh) * D;
-  // Work items: (q head of the group, query tile at or after k0), head-major. Queries before
-  // k0 see none of these keys; k0 is a multiple of kKvBr.
-  const int q_tiles = (len - k0 + kKvBr - 1) / kKvBr, items = group * q_tiles;
+  // Work items: the segments' (q head of the group, query tile), head-major within a segment.
+  // Own queries before k0 see none of these keys; k0 is a multiple of kKvBr.
+  const QuerySegment own = own_segment(start, len, k0, group);
+  int items = own.items;
+  for (int i = 1;; ++i) {
+    int n = sharer_segment(i, seq, k0, group, cu_seqlens, prefix_len, sharer_offsets, sharers).items;
+    if (n == 0) break;
+    items += n;
+  }
+  // The segment of `item`, and the item's index inside it.
+  auto locate = [&](int item, int& local) {
+    QuerySegment seg = own;
+    for (int i = 1; item >= seg.items; ++i) {
+      item -= seg.items;
+      seg = sharer_segment(i, seq, k0, group, cu_seqlens, prefix_len, sharer_offsets, sharers);
+    }
+    local = item;
+    return seg;
+  };
   auto fetch = [&](int item, int buf) {
-    const int h = kvh * group + item / q_tiles, qs = k0 + (item % q_tiles) * kKvBr;
-    const int64_t q_off = (static_cast<int64_t>(start + qs) * H + h) * D;
-    load_tile<kKvBr, D, kBwdThreads>(sQ0 + buf * 2 * kKvBr * LD, q + q_off, q_stride, min(kKvBr, len - qs));
-    load_tile<kKvBr, D, kBwdThreads>(sdO0 + buf * 2 * kKvBr * LD, dout + q_off, q_stride, min(kKvBr, len - qs));
+    int local;
+    const QuerySegment seg = locate(item, local);
+    const int q_tiles = seg.items / group;
+    const int h = kvh * group + local / q_tiles, qs = seg.first + (local % q_tiles) * kKvBr;
+    const int64_t q_off = (static_cast<int64_t>(seg.start + qs) * H + h) * D;
+    load_tile<kKvBr, D, kBwdThreads>(sQ0 + buf * 2 * kKvBr * LD, q + q_off, q_stride, min(kKvBr, seg.len - qs));
+    load_tile<kKvBr, D, kBwdThreads>(sdO0 + buf * 2 * kKvBr * LD, dout + q_off, q_stride, min(kKvBr, seg.len - qs));
     cp_async_commit();
     if (threadIdx.x < kKvBr) {
       int i = qs + threadIdx.x;
-      int64_t r = static_cast<int64_t>(start + i) * H + h;
-      sStats[2 * buf * kKvBr + threadIdx.x] = i < len ? lse[r] * kLog2e : 0.0f;
-      sStats[(2 * buf + 1) * kKvBr + threadIdx.x] = i < len ? delta[r] : 0.0f;
+      int64_t r = static_cast<int64_t>(seg.start + i) * H + h;
+      sStats[2 * buf * kKvBr + threadIdx.x] = i < seg.len ? lse[r] * kLog2e : 0.0f;
+      sStats[(2 * buf + 1) * kKvBr + threadIdx.x] = i < seg.len ? delta[r] : 0.0f;
     }
   };
   load_tile<kKvBc, D, kBwdThreads>(sK, k + kv_off, kv_stride, min(kKvBc, len - k0));
@@ -121,7 +177,9 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
   const int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
 
   for (int item = 0; item < items; ++item) {
-    const int buf = item & 1, qs = k0 + (item % q_tiles) * kKvBr;
+    int local;
+    const QuerySegment seg = locate(item, local);
+    const int buf = item & 1, qs = seg.first + (local % (seg.items / group)) * kKvBr;
     // Buffer buf ^ 1 was last read in item - 1, which every warp finished before the barrier
     // closing that item.
     if (item + 1 < items) {
@@ -148,7 +206,7 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dkdv_kernel(
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int qi = n * 8 + 2 * t + (e & 1), query = qs + qi;
-        bool valid = query >= key[e >> 1] && query < len;
+        bool valid = seg.offset + query >= key[e >> 1] && key[e >> 1] < seg.key_limit && query < seg.len;
         float p = valid ? exp2f(st[n][e] * scale_log2 - sLse[qi]) : 0.0f;
         st[n][e] = p;
         dpt[n][e] = p * (dpt[n][e] - sDelta[qi]);
@@ -182,8 +240,8 @@ template <int D>
 __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
     uint16_t* __restrict__ dq, const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout, const float* __restrict__ lse,
-    const float* __restrict__ delta, const int32_t* __restrict__ cu_seqlens, int H, int KVH, float scale,
-    float scale_log2) {
+    const float* __restrict__ delta, const int32_t* __restrict__ cu_seqlens, const int32_t* __restrict__ prefix_seq,
+    const int32_t* __restrict__ prefix_len, int H, int KVH, float scale, float scale_log2) {
   constexpr int LD = D + kPad;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* sQ = smem;
@@ -203,12 +261,18 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
   const int64_t q_off = (static_cast<int64_t>(start + q0) * H + h) * D;
   const uint16_t* gk = k + (static_cast<int64_t>(start) * KVH + kvh) * D;
   const uint16_t* gv = v + (static_cast<int64_t>(start) * KVH + kvh) * D;
+  // A shared prefix of P keys comes first (as in the forward): query i sits at key P + i.
+  const int pseq = prefix_seq != nullptr ? prefix_seq[seq] : -1;
+  const int P = pseq >= 0 ? prefix_len[seq] : 0;
+  const uint16_t* pk = pseq >= 0 ? k + (static_cast<int64_t>(cu_seqlens[pseq]) * KVH + kvh) * D : gk;
+  const uint16_t* pv = pseq >= 0 ? v + (static_cast<int64_t>(cu_seqlens[pseq]) * KVH + kvh) * D : gv;
+  const int num_keys = P + len;
   const int q_rows = min(kQBr, len - q0);
-  const int num_kv_tiles = (min(len, q0 + kQBr) + kQBc - 1) / kQBc;
+  const int num_kv_tiles = (P + min(len, q0 + kQBr) + kQBc - 1) / kQBc;
   load_tile<kQBr, D, kBwdThreads>(sQ, q + q_off, q_stride, q_rows);
   load_tile<kQBr, D, kBwdThreads>(sdO, dout + q_off, q_stride, q_rows);
-  load_tile<kQBc, D, kBwdThreads>(sK0, gk, kv_stride, min(kQBc, len));
-  load_tile<kQBc, D, kBwdThreads>(sV, gv, kv_stride, min(kQBc, len));
+  load_kv_tile<kQBc, D, kBwdThreads>(sK0, pk, gk, kv_stride, P, 0, num_keys);
+  load_kv_tile<kQBc, D, kBwdThreads>(sV, pv, gv, kv_stride, P, 0, num_keys);
   cp_async_commit();
 
   const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
@@ -228,8 +292,7 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
     __syncthreads();     // ... and every warp is done with tile j - 1, so K buffer (j + 1) & 1 is free
     const uint16_t* sK = sK0 + (j & 1) * kQBc * LD;
     if (j + 1 < num_kv_tiles) {
-      load_tile<kQBc, D, kBwdThreads>(sK0 + ((j + 1) & 1) * kQBc * LD, gk + next * kv_stride, kv_stride,
-                                      min(kQBc, len - next));
+      load_kv_tile<kQBc, D, kBwdThreads>(sK0 + ((j + 1) & 1) * kQBc * LD, pk, gk, kv_stride, P, next, num_keys);
       cp_async_commit();
     }
     float s_tiles[1][kQBc / 8][4], dp_tiles[1][kQBc / 8][4];
@@ -241,7 +304,7 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
     mma_a_smem_b_nk<LD, 1, kQBc, D / 16>(dp_tiles, sdO, warp * 16, sV, lane);
     __syncthreads();  // every warp is done with V_j
     if (j + 1 < num_kv_tiles) {
-      load_tile<kQBc, D, kBwdThreads>(sV, gv + next * kv_stride, kv_stride, min(kQBc, len - next));
+      load_kv_tile<kQBc, D, kBwdThreads>(sV, pv, gv, kv_stride, P, next, num_keys);
       cp_async_commit();
     }
 #pragma unroll
@@ -249,7 +312,7 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int col = k0 + n * 8 + 2 * t + (e & 1);
-        float p = col <= row[e >> 1] ? exp2f(s[n][e] * scale_log2 - lse2[e >> 1]) : 0.0f;
+        float p = col <= P + row[e >> 1] ? exp2f(s[n][e] * scale_log2 - lse2[e >> 1]) : 0.0f;
         dp[n][e] = p * (dp[n][e] - dlt[e >> 1]);
       }
     mma_a_regs_b_kn<LD, 1, D, kQBc>(dq_tiles, dp_tiles, sK, lane);
@@ -266,7 +329,7 @@ template <int D>
 void launch_backward(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16_t* out,
                      const float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                      const int32_t* cu_seqlens, int64_t num_seqs, int64_t total_tokens, int64_t max_seqlen,
-                     AttentionShape shape, float* delta, cudaStream_t stream) {
+                     AttentionShape shape, float* delta, const SharedPrefixesCuda& pre, cudaStream_t stream) {
   const int H = static_cast<int>(shape.heads), KVH = static_cast<int>(shape.kv_heads);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D)), scale_log2 = scale * kLog2e;
   int64_t rows = total_tokens * H;
@@ -277,16 +340,18 @@ void launch_backward(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* d
   CUDA_CHECK(allow_smem(dkdv, dkdv_smem_bytes<D>()));
   dim3 grid_kv(static_cast<unsigned>((max_seqlen + kKvBc - 1) / kKvBc), static_cast<unsigned>(KVH),
                static_cast<unsigned>(num_seqs));
-  dkdv<<<grid_kv, kBwdThreads, dkdv_smem_bytes<D>(), stream>>>(dk, dv, q, k, v, dout, lse, delta, cu_seqlens, H, KVH,
-                                                               scale, scale_log2);
+  dkdv<<<grid_kv, kBwdThreads, dkdv_smem_bytes<D>(), stream>>>(dk, dv, q, k, v, dout, lse, delta, cu_seqlens, pre.len,
+                                                               pre.seq ? pre.sharer_offsets : nullptr,
+                                                               pre.seq ? pre.sharers : nullptr, H, KVH, scale,
+                                                               scale_log2);
   CUDA_CHECK_LAUNCH();
 
   auto dqk = attention_backward_dq_kernel<D>;
   CUDA_CHECK(allow_smem(dqk, dq_smem_bytes<D>()));
   dim3 grid_q(static_cast<unsigned>((max_seqlen + kQBr - 1) / kQBr), static_cast<unsigned>(H),
               static_cast<unsigned>(num_seqs));
-  dqk<<<grid_q, kBwdThreads, dq_smem_bytes<D>(), stream>>>(dq, q, k, v, dout, lse, delta, cu_seqlens, H, KVH, scale,
-                                                           scale_log2);
+  dqk<<<grid_q, kBwdThreads, dq_smem_bytes<D>(), stream>>>(dq, q, k, v, dout, lse, delta, cu_seqlens, pre.seq,
+                                                           pre.len, H, KVH, scale, scale_log2);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -300,8 +365,11 @@ void attention_backward_cuda(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uin
                              const float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                              const int32_t* cu_seqlens, int64_t num_seqs, int64_t total_tokens, int64_t max_seqlen,
                              AttentionShape shape, void* workspace, size_t workspace_bytes,
-                             const CudaStream& stream) {
+                             const CudaStream& stream, const SharedPrefixesCuda& prefixes) {
   check_cuda_attention_shape("attention_backward_cuda", shape, num_seqs, max_seqlen);
+  check(prefixes.seq == nullptr || (prefixes.len != nullptr && prefixes.sharer_offsets != nullptr &&
+                                    prefixes.sharers != nullptr),
+        "attention_backward_cuda: shared prefixes need lengths and sharer lists (shared_prefix_sharers)");
   size_t need = attention_backward_workspace_bytes(total_tokens, shape);
   check(workspace_bytes >= need && (need == 0 || workspace != nullptr), "attention_backward_cuda: workspace of ",
         workspace_bytes, " bytes, need ", need, " (total_tokens ", total_tokens, " x heads ", shape.heads, " x 4)");
@@ -311,10 +379,10 @@ void attention_backward_cuda(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uin
   float* delta = static_cast<float*>(workspace);
   if (shape.head_dim == 64)
     attn::launch_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, num_seqs, total_tokens, max_seqlen,
-                              shape, delta, s);
+                              shape, delta, prefixes, s);
   else
     attn::launch_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, num_seqs, total_tokens, max_seqlen,
-                               shape, delta, s);
+                               shape, delta, prefixes, s);
 }
 
 }  // namespace sqlrl

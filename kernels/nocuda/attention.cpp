@@ -7,7 +7,7 @@
 namespace sqlrl {
 
 void attention_forward_cuda(uint16_t*, float*, const uint16_t*, const uint16_t*, const uint16_t*, const int32_t*,
-                            int64_t, int64_t, AttentionShape, const CudaStream&) {
+                            int64_t, int64_t, AttentionShape, const CudaStream&, const SharedPrefixesCuda&) {
   fail("attention_forward_cuda: ", cuda_unavailable_reason());
 }
 
@@ -17,7 +17,7 @@ size_t attention_backward_workspace_bytes(int64_t total_tokens, AttentionShape s
 
 void attention_backward_cuda(uint16_t*, uint16_t*, uint16_t*, const uint16_t*, const uint16_t*, const float*,
                              const uint16_t*, const uint16_t*, const uint16_t*, const int32_t*, int64_t, int64_t,
-                             int64_t, AttentionShape, void*, size_t, const CudaStream&) {
+                             int64_t, AttentionShape, void*, size_t, const CudaStream&, const SharedPrefixesCuda&) {
   fail("attention_backward_cuda: ", cuda_unavailable_reason());
 }
 

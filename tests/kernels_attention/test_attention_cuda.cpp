@@ -82,13 +82,19 @@ std::vector<int32_t> prefix(const std::vector<int32_t>& lens) {
 struct Problem {
   std::vector<int32_t> lens;
   int64_t heads, kv_heads, head_dim;
+  std::vector<int32_t> prefix_seq = {}, prefix_len = {};  // shared prefixes (kernels/attention.h); empty: none
 };
 
 std::string describe(const Problem& p, uint64_t seed) {
   std::string lens;
   for (int32_t l : p.lens) lens += std::to_string(l) + " ";
+  std::string shared;
+  for (size_t s = 0; s < p.prefix_seq.size(); ++s)
+    if (p.prefix_seq[s] >= 0)
+      shared += " seq " + std::to_string(s) + " shares " + std::to_string(p.prefix_len[s]) + " of seq " +
+                std::to_string(p.prefix_seq[s]) + ";";
   return "lens [ " + lens + "] heads " + std::to_string(p.heads) + " kv_heads " + std::to_string(p.kv_heads) +
-         " head_dim " + std::to_string(p.head_dim) + " seed " + std::to_string(seed);
+         " head_dim " + std::to_string(p.head_dim) + shared + " seed " + std::to_string(seed);
 }
 
 void run_forward_backward(const Problem& p, bool backward) {
@@ -103,13 +109,29 @@ void run_forward_backward(const Problem& p, bool backward) {
                      v = rng.normal(T * KVH * D, 1.0f);
   Tensor gq = to_gpu_bf16(q, {T, H, D}), gk = to_gpu_bf16(k, {T, KVH, D}), gv = to_gpu_bf16(v, {T, KVH, D});
   Tensor gcu = from_ints(cu, {S + 1}, cuda_device(0));
+  SharedPrefixes pre;
+  SharedPrefixesCuda gpre;
+  Tensor gpre_seq, gpre_len, goffsets, gsharers;
+  if (!p.prefix_seq.empty()) {
+    pre = {p.prefix_seq.data(), p.prefix_len.data()};
+    std::vector<int32_t> offsets, sharers;
+    shared_prefix_sharers(pre, cu.data(), S, offsets, sharers);
+    sharers.push_back(-1);  // never read: keeps the tensor non-empty
+    gpre_seq = from_ints(p.prefix_seq, {S}, cuda_device(0));
+    gpre_len = from_ints(p.prefix_len, {S}, cuda_device(0));
+    goffsets = from_ints(offsets, {S + 1}, cuda_device(0));
+    gsharers = from_ints(sharers, {static_cast<int64_t>(sharers.size())}, cuda_device(0));
+    gpre = {gpre_seq.data_as<int32_t>(), gpre_len.data_as<int32_t>(), goffsets.data_as<int32_t>(),
+            gsharers.data_as<int32_t>()};
+  }
   Tensor gout = poisoned({T, H, D}, DType::BF16), glse = poisoned({T, H}, DType::F32);
   attention_forward_cuda(gout.data_as<uint16_t>(), glse.data_as<float>(), gq.data_as<uint16_t>(),
-                         gk.data_as<uint16_t>(), gv.data_as<uint16_t>(), gcu.data_as<int32_t>(), S, max_len, shape);
+                         gk.data_as<uint16_t>(), gv.data_as<uint16_t>(), gcu.data_as<int32_t>(), S, max_len, shape, {},
+                         gpre);
   std::vector<float> out = to_floats(gout), lse = to_floats(glse);
 
   std::vector<float> ref_out(q.size()), ref_lse(static_cast<size_t>(T * H));
-  attention_forward_cpu(ref_out.data(), ref_lse.data(), q.data(), k.data(), v.data(), cu.data(), S, shape);
+  attention_forward_cpu(ref_out.data(), ref_lse.data(), q.data(), k.data(), v.data(), cu.data(), S, shape, pre);
   expect_close(out, ref_out, H * D, cu, 1e-2, "out");
   // lse comes from fp32 sums of exact bf16 products on both sides: differences ~1e-6.
   for (size_t i = 0; i < lse.size(); ++i)
@@ -126,14 +148,14 @@ void run_forward_backward(const Problem& p, bool backward) {
     attention_backward_cuda(gdq.data_as<uint16_t>(), gdk.data_as<uint16_t>(), gdv.data_as<uint16_t>(),
                             gdout.data_as<uint16_t>(), gout.data_as<uint16_t>(), glse.data_as<float>(),
                             gq.data_as<uint16_t>(), gk.data_as<uint16_t>(), gv.data_as<uint16_t>(),
-                            gcu.data_as<int32_t>(), S, T, max_len, shape, ws.data(), ws_bytes);
+                            gcu.data_as<int32_t>(), S, T, max_len, shape, ws.data(), ws_bytes, {}, gpre);
   };
   run();
   std::vector<float> dq = to_floats(gdq), dk = to_floats(gdk), dv = to_floats(gdv);
   // The CPU backward sees the GPU's own out (bf16) and lse, so delta = rowsum(dout * out) agrees.
   std::vector<float> ref_dq(q.size()), ref_dk(k.size()), ref_dv(v.size());
   attention_backward_cpu(ref_dq.data(), ref_dk.data(), ref_dv.data(), dout.data(), out.data(), lse.data(), q.data(),
-                         k.data(), v.data(), cu.data(), S, shape);
+                         k.data(), v.data(), cu.data(), S, shape, pre);
   expect_close(dq, ref_dq, H * D, cu, 1e-2, "dq");
   expect_close(dk, ref_dk, KVH * D, cu, 1e-2, "dk");
   expect_close(dv, ref_dv, KVH * D, cu, 1e-2, "dv");
@@ -172,6 +194,20 @@ TEST(AttentionCuda, BackwardVarlenWithEmptyAndLengthOneSequences) {
   SQLRL_REQUIRE_CUDA();
   for (int64_t D : {64, 128})
     for (int64_t ratio : {1, 2, 4}) run_forward_backward({{0, 1, 17, 0, 130, 1, 64, 200, 0}, 8, 8 / ratio, D}, true);
+}
+
+// A GRPO group's prompt stored once: sharers of the whole prompt, of part of it (tile-aligned
+// or not, one token), an empty sharer, two prefix owners; the prefix's dk/dv rows collect every
+// sharer's gradient (the CPU adds them, sharers ascending, in float32).
+TEST(AttentionCuda, SharedPrefixesMatchTheCpu) {
+  SQLRL_REQUIRE_CUDA();
+  for (int64_t D : {64, 128})
+    for (int64_t ratio : {1, 4}) {
+      run_forward_backward({{300, 40, 0, 280, 5, 1, 17}, 4, 4 / ratio, D, {-1, 0, 0, 0, 0, 0, -1},
+                            {0, 300, 300, 256, 1, 129, 0}},
+                           true);
+      run_forward_backward({{200, 30, 150, 20, 64}, 4, 4 / ratio, D, {-1, 0, -1, 2, 0}, {0, 130, 0, 150, 64}}, true);
+    }
 }
 
 // max_seqlen sizes the grid and cannot be checked against device-side cu_seqlens. With 100

@@ -113,24 +113,37 @@ TEST_P(CudaModelTrain, LogitsLogprobsAndEntropyMatchCpu) {
   EXPECT_LE(worst_ent, lp_budget);
 }
 
-// Shared prefixes are a CPU attention feature: the CUDA model refuses such a batch by name
-// instead of attending past the sequence boundaries it knows.
-TEST_P(CudaModelTrain, SharedPrefixBatchIsRefusedByName) {
-  SQLRL_REQUIRE_CUDA();
-  QwenModel host = random_model(GetParam(), 5);
-  std::vector<int32_t> a = {1, 2, 3, 4, 5, 6}, b = {1, 2, 3, 4, 7, 8};
-  PackedBatch batch = pack_with_prefixes({{&a, 6, -1, 0}, {&b, 6, 0, 4}});
-  ASSERT_TRUE(batch.has_prefixes());
-  std::vector<int32_t> targets(static_cast<size_t>(batch.num_tokens()), 1);
-  std::vector<float> lp(targets.size());
-  CudaModel m = upload_model(host);
-  CudaTrainState s = make_cuda_train_state(m, options(batch.num_tokens()));
-  try {
-    forward_logprobs_cuda(m, s, batch, targets, lp.data());
-    FAIL() << "a batch with shared prefixes was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("shares prefixes"), std::string::npos) << e.what();
+// A GRPO group's prompt packed once (shared prefixes): the sharers' queries attend to the
+// prefix's keys in the owner's rows and their gradients flow back into those rows. Same batch,
+// same budgets as the plain batches above.
+RandomBatch shared_prefix_batch(int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab) - 1);
+  auto tokens = [&](const std::vector<int32_t>& start, int more) {
+    std::vector<int32_t> t = start;
+    for (int i = 0; i < more; ++i) t.push_back(token(rng));
+    return t;
+  };
+  std::vector<int32_t> prompt = tokens({}, 40);
+  std::vector<int32_t> part(prompt.begin(), prompt.begin() + 23);
+  std::vector<std::vector<int32_t>> seqs = {prompt, tokens(prompt, 12), tokens(prompt, 1), tokens(part, 9),
+                                            tokens({}, 17)};
+  RandomBatch b;
+  b.batch = pack_with_prefixes({{&seqs[0], 40, -1, 0},
+                                {&seqs[1], 52, 0, 40},
+                                {&seqs[2], 41, 0, 40},
+                                {&seqs[3], 32, 0, 23},
+                                {&seqs[4], 17, -1, 0}});
+  const int64_t T = b.batch.num_tokens();
+  int count = 0;
+  std::vector<int> mask(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    b.targets.push_back(token(rng));
+    mask[t] = (rng() % 3) != 0;
+    count += mask[t];
   }
+  for (int64_t t = 0; t < T; ++t) b.dlogprobs.push_back(-static_cast<float>(mask[t]) / std::max(count, 1));
+  return b;
 }
 
 // Gradients of the masked token-mean log-prob for every parameter tensor.
@@ -146,15 +159,30 @@ std::vector<float> gpu_gradients(const QwenModel& host, const RandomBatch& b, st
 }
 
 // logit_scale != 1: GRPO's log-probs at the sampling temperature (softmax(logits / T)).
-void expect_gradients_match_cpu(QwenArch arch, float logit_scale) {
+// shared: the batch shares prefixes (shared_prefix_batch); its log-probs are checked too.
+void expect_gradients_match_cpu(QwenArch arch, float logit_scale, bool shared = false) {
   QwenModel host = random_model(arch, 5);
-  RandomBatch b = random_batch(host.config.vocab_size, 6);
+  RandomBatch b = shared ? shared_prefix_batch(host.config.vocab_size, 6) : random_batch(host.config.vocab_size, 6);
+  ASSERT_EQ(shared, b.batch.has_prefixes());
   int64_t T = b.batch.num_tokens();
   TrainState cpu = make_train_state(host.config, options(T));
   std::vector<float> lp(static_cast<size_t>(T));
   forward_logprobs(host, cpu, b.batch, b.targets, lp.data(), nullptr, logit_scale);
   alloc_grads(host);
   backward_logprobs(host, cpu, b.batch, b.targets, b.dlogprobs.data());
+  if (shared) {  // log p = logit - lse: off by at most twice the logits' 5e-2 of max |logit| (above)
+    CudaModel m = upload_model(host);
+    CudaTrainState s = make_cuda_train_state(m, options(T));
+    std::vector<float> glp(static_cast<size_t>(T), NAN), want(static_cast<size_t>(T * host.config.vocab_size));
+    forward_logprobs_cuda(m, s, b.batch, b.targets, glp.data(), nullptr, logit_scale);
+    TrainState again = make_train_state(host.config, options(T));
+    forward_logits(host, again, b.batch, want.data());
+    double scale = 0, worst_lp = 0;
+    for (float w : want) scale = std::max(scale, static_cast<double>(std::fabs(w)));
+    for (int64_t t = 0; t < T; ++t) worst_lp = std::max(worst_lp, std::fabs(static_cast<double>(glp[t]) - lp[t]));
+    std::printf("shared prefixes: log-prob max |error| %.3g (budget %.3g)\n", worst_lp, 2 * 5e-2 * scale * logit_scale);
+    EXPECT_LE(worst_lp, 2 * 5e-2 * scale * logit_scale);
+  }
   std::vector<float> got = gpu_gradients(host, b, {}, logit_scale);
   double worst = 0;
   std::string worst_name;
@@ -178,6 +206,11 @@ TEST_P(CudaModelTrain, EveryParameterGradientMatchesCpu) {
 TEST_P(CudaModelTrain, GradientsAtSamplingTemperatureMatchCpu) {
   SQLRL_REQUIRE_CUDA();
   expect_gradients_match_cpu(GetParam(), 1.0f / 0.6f);
+}
+
+TEST_P(CudaModelTrain, SharedPrefixBatchLogprobsAndGradientsMatchCpu) {
+  SQLRL_REQUIRE_CUDA();
+  expect_gradients_match_cpu(GetParam(), 1.0f / 0.6f, /*shared=*/true);
 }
 
 TEST_P(CudaModelTrain, RecomputationGivesTheSameGradientBytes) {

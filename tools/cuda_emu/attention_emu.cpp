@@ -51,21 +51,34 @@ void compare(const char* what, const std::vector<float>& got, const std::vector<
   }
   printf("  %s: worst per-seq rel L2 %.2e\n", what, worst);
 }
-void flash(std::vector<int32_t> lens, int64_t H, int64_t KVH, int64_t D, bool bwd) {
+// pre_seq / pre_len: shared prefixes (kernels/attention.h), empty = none.
+void flash(std::vector<int32_t> lens, int64_t H, int64_t KVH, int64_t D, bool bwd, std::vector<int32_t> pre_seq = {},
+           std::vector<int32_t> pre_len = {}) {
   printf("flash lens");
   for (int l : lens) printf(" %d", l);
-  printf(" H %ld KVH %ld D %ld\n", H, KVH, D);
+  printf(" H %ld KVH %ld D %ld", H, KVH, D);
+  for (size_t s = 0; s < pre_seq.size(); ++s)
+    if (pre_seq[s] >= 0) printf(" [seq %zu: %d of seq %d]", s, pre_len[s], pre_seq[s]);
+  printf("\n");
+  SharedPrefixes pre;
+  SharedPrefixesCuda pre_cuda;
+  std::vector<int32_t> sharer_offsets, sharers;
   std::vector<int32_t> cu(lens.size() + 1, 0);
   for (size_t i = 0; i < lens.size(); ++i) cu[i + 1] = cu[i] + lens[i];
   int64_t T = cu.back(), S = lens.size(), maxl = *std::max_element(lens.begin(), lens.end());
   AttentionShape sh{H, KVH, D};
   auto q = normal(T * H * D, 1), k = normal(T * KVH * D, 1.5), v = normal(T * KVH * D, 1);
   auto qb = bits(q), kb = bits(k), vb = bits(v);
+  if (!pre_seq.empty()) {
+    pre = {pre_seq.data(), pre_len.data()};
+    shared_prefix_sharers(pre, cu.data(), S, sharer_offsets, sharers);
+    pre_cuda = {pre_seq.data(), pre_len.data(), sharer_offsets.data(), sharers.data()};
+  }
   std::vector<uint16_t> out(T * H * D, 0x7fc1);
   std::vector<float> lse(T * H, NAN);
-  attention_forward_cuda(out.data(), lse.data(), qb.data(), kb.data(), vb.data(), cu.data(), S, maxl, sh);
+  attention_forward_cuda(out.data(), lse.data(), qb.data(), kb.data(), vb.data(), cu.data(), S, maxl, sh, {}, pre_cuda);
   std::vector<float> ro(q.size()), rl(T * H);
-  attention_forward_cpu(ro.data(), rl.data(), q.data(), k.data(), v.data(), cu.data(), S, sh);
+  attention_forward_cpu(ro.data(), rl.data(), q.data(), k.data(), v.data(), cu.data(), S, sh, pre);
   auto of = floats(out);
   compare("out", of, ro, H * D, cu, 1e-2);
   double lw = 0;
@@ -78,10 +91,10 @@ void flash(std::vector<int32_t> lens, int64_t H, int64_t KVH, int64_t D, bool bw
   std::vector<uint16_t> dq(T * H * D, 0x7fc1), dk(T * KVH * D, 0x7fc1), dv(T * KVH * D, 0x7fc1);
   std::vector<float> ws(attention_backward_workspace_bytes(T, sh) / 4 + 1, NAN);
   attention_backward_cuda(dq.data(), dk.data(), dv.data(), db.data(), out.data(), lse.data(), qb.data(), kb.data(),
-                          vb.data(), cu.data(), S, T, maxl, sh, ws.data(), ws.size() * 4);
+                          vb.data(), cu.data(), S, T, maxl, sh, ws.data(), ws.size() * 4, {}, pre_cuda);
   std::vector<float> rq(q.size()), rk(k.size()), rv(v.size());
   attention_backward_cpu(rq.data(), rk.data(), rv.data(), dout.data(), of.data(), lse.data(), q.data(), k.data(),
-                         v.data(), cu.data(), S, sh);
+                         v.data(), cu.data(), S, sh, pre);
   compare("dq", floats(dq), rq, H * D, cu, 1e-2);
   compare("dk", floats(dk), rk, KVH * D, cu, 1e-2);
   compare("dv", floats(dv), rv, KVH * D, cu, 1e-2);
@@ -187,6 +200,12 @@ int main(int argc, char** argv) {
     flash({17}, 2, 1, 64, true);
     flash({150}, 4, 2, 64, true);
     flash({0, 1, 17, 0, 70, 1}, 4, 1, 128, true);
+  }
+  if (what == "prefix" || what == "all") {
+    // A group's prompt stored once: whole-prompt sharers, a partial one, a tile-aligned one, an
+    // empty sharer, a sharer of one token; and prefixes reaching past several key tiles.
+    flash({70, 20, 0, 90, 5, 1}, 4, 2, 64, true, {-1, 0, 0, 0, 0, 0}, {0, 70, 70, 64, 1, 33});
+    flash({130, 40, 33, 7}, 2, 1, 128, true, {-1, 0, 0, -1}, {0, 100, 130, 0});
   }
   if (what == "limits" || what == "all") past_max_seqlen();
   if (what == "paged" || what == "all") {

@@ -10,11 +10,11 @@
 #  * shared memory starts as NaN bits in every block, so reading a tile row nothing wrote shows.
 # The .cu files are copied with two rewrites (sed): `extern __shared__` arrays become one
 # static buffer and `kernel<<<grid, threads, smem, stream>>>(args)` becomes emu_launch(...).
-#   tools/cuda_emu/run.sh CPU_BUILD_DIR [fwd|bwd|limits|paged|all]
+#   tools/cuda_emu/run.sh CPU_BUILD_DIR [fwd|bwd|prefix|limits|paged|all]
 # CPU_BUILD_DIR: a build configured with -DSQLRL_WITH_CUDA=OFF that has built sqlrl_kernels.
 # Minutes on 2 cores (thread switching dominates); shapes are in attention_emu.cpp.
 set -euo pipefail
-build=${1:?usage: tools/cuda_emu/run.sh CPU_BUILD_DIR [fwd|bwd|limits|paged|all]}
+build=${1:?usage: tools/cuda_emu/run.sh CPU_BUILD_DIR [fwd|bwd|prefix|limits|paged|all]}
 what=${2:-all}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here="$root/tools/cuda_emu"
