@@ -2,6 +2,7 @@
 // bf16 (so the CPU f32 model and the GPU bf16 copy hold the same numbers), a packed batch with
 // an empty and a length-1 sequence, and the comparisons.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -47,6 +48,20 @@ struct RandomBatch {
   std::vector<int32_t> targets;
   std::vector<float> dlogprobs;  // -mask / count, the SFT/GRPO token-mean shape
 };
+// Random targets for every packed position, about two thirds of them trained (mask 1).
+inline void random_targets(RandomBatch& b, std::mt19937& rng, int64_t vocab) {
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab) - 1);
+  int64_t T = b.batch.num_tokens();
+  std::vector<int> mask(static_cast<size_t>(T));
+  int count = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    b.targets.push_back(token(rng));
+    mask[t] = (rng() % 3) != 0;
+    count += mask[t];
+  }
+  for (int64_t t = 0; t < T; ++t) b.dlogprobs.push_back(-static_cast<float>(mask[t]) / std::max(count, 1));
+}
+
 inline RandomBatch random_batch(int64_t vocab, uint32_t seed, std::vector<int> lengths = {17, 1, 0, 40}) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab) - 1);
@@ -57,15 +72,7 @@ inline RandomBatch random_batch(int64_t vocab, uint32_t seed, std::vector<int> l
   }
   RandomBatch b;
   b.batch = pack_sequences(seqs);
-  int64_t T = b.batch.num_tokens();
-  std::vector<int> mask(static_cast<size_t>(T));
-  int count = 0;
-  for (int64_t t = 0; t < T; ++t) {
-    b.targets.push_back(token(rng));
-    mask[t] = (rng() % 3) != 0;
-    count += mask[t];
-  }
-  for (int64_t t = 0; t < T; ++t) b.dlogprobs.push_back(-static_cast<float>(mask[t]) / std::max(count, 1));
+  random_targets(b, rng, vocab);
   return b;
 }
 

@@ -134,15 +134,7 @@ RandomBatch shared_prefix_batch(int64_t vocab, uint32_t seed) {
                                 {&seqs[2], 41, 0, 40},
                                 {&seqs[3], 32, 0, 23},
                                 {&seqs[4], 17, -1, 0}});
-  const int64_t T = b.batch.num_tokens();
-  int count = 0;
-  std::vector<int> mask(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) {
-    b.targets.push_back(token(rng));
-    mask[t] = (rng() % 3) != 0;
-    count += mask[t];
-  }
-  for (int64_t t = 0; t < T; ++t) b.dlogprobs.push_back(-static_cast<float>(mask[t]) / std::max(count, 1));
+  random_targets(b, rng, vocab);
   return b;
 }
 
