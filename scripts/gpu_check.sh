@@ -90,14 +90,16 @@ use_carried_deps() {
   say "deps: $(ls "$deps"/*.deb | wc -l) carried packages unpacked into $prefix"
 }
 
+# Every stage needs them: the tests and benchmarks load OpenBLAS and its libgfortran from there.
+if compgen -G "$deps/*.deb" > /dev/null; then
+  use_carried_deps || say "deps: unpacking $deps failed"
+elif has_stage build && ! bash scripts/setup.sh >>"$log" 2>&1; then
+  say "setup.sh failed (see gpu_check.log); no carried packages in $deps (scripts/gpu_deps.sh makes them)"
+fi
+
 if has_stage build; then
-  say "== setup and build"
+  say "== build"
   b0=$(date +%s)
-  if compgen -G "$deps/*.deb" > /dev/null; then
-    use_carried_deps || say "deps: unpacking $deps failed"
-  elif ! bash scripts/setup.sh >>"$log" 2>&1; then
-    say "setup.sh failed (see gpu_check.log); no carried packages in $deps (scripts/gpu_deps.sh makes them)"
-  fi
   # A configure that finds no nvcc would quietly build the CPU path only: here that is a failure.
   if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSQLRL_WITH_CUDA=ON \
          -DPKG_CONFIG_EXECUTABLE="$(command -v pkgconf || command -v pkg-config || echo pkg-config)" >>"$log" 2>&1 ||
