@@ -12,7 +12,7 @@
 // epilogue divides by l, stages the warp's rows in shared memory (over its Q rows) and writes
 // 16-byte rows; lse = (m + log2 l) ln 2 per row. A sequence with a shared prefix of P tokens
 // walks P + its own keys (load_kv_tile reads the first P from the prefix's sequence); its query
-// i sits at key position P + i. ptxas (nvcc 13.0): 254 registers, no spills
+// i sits at key position P + i. ptxas (nvcc 13.0): 255 registers, no spills
 // on sm_90a for D = 128 (8 bytes spilled on sm_80); 2 blocks (8 warps) per SM.
 //
 // Two numbers (METHOD.md), batch 4 x 16 heads x seq 4096, D 128, causal: 4 * 64 * 4096^2 / 2 *
@@ -74,17 +74,16 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
   const uint16_t* gv = v + (static_cast<int64_t>(start) * KVH + kvh) * D;
   const int pseq = prefix_seq != nullptr ? prefix_seq[seq] : -1;
   const int P = pseq >= 0 ? prefix_len[seq] : 0;  // keys [0, P) are the prefix's, key P + i is own token i
-  const uint16_t* pk = pseq >= 0 ? k + (static_cast<int64_t>(cu_seqlens[pseq]) * KVH + kvh) * D : gk;
-  const uint16_t* pv = pseq >= 0 ? v + (static_cast<int64_t>(cu_seqlens[pseq]) * KVH + kvh) * D : gv;
+  const int shift = pseq >= 0 ? cu_seqlens[pseq] - start : 0;  // the prefix's rows, counted from ours
   const int q_rows = min(kFwdBr, len - q0);
   const int num_keys = P + len;
   const int kv_end = P + min(len, q0 + kFwdBr);  // causal: no key past the tile's last query
   const int num_kv_tiles = (kv_end + kFwdBc - 1) / kFwdBc;
 
   load_tile<kFwdBr, D, kFwdThreads>(sQ, gq, q_stride, q_rows);
-  load_kv_tile<kFwdBc, D, kFwdThreads>(sK, pk, gk, kv_stride, P, 0, num_keys);
+  load_kv_tile<kFwdBc, D, kFwdThreads>(sK, gk, kv_stride, P, shift, 0, num_keys);
   cp_async_commit();
-  load_kv_tile<kFwdBc, D, kFwdThreads>(sV, pv, gv, kv_stride, P, 0, num_keys);
+  load_kv_tile<kFwdBc, D, kFwdThreads>(sV, gv, kv_stride, P, shift, 0, num_keys);
   cp_async_commit();
 
   float o[M][D / 8][4];
@@ -155,13 +154,13 @@ __global__ void __launch_bounds__(kFwdThreads) attention_forward_kernel(uint16_t
     cp_async_wait<0>();  // V_j has landed
     __syncthreads();     // ... and every warp is done reading K_j
     if (j + 1 < num_kv_tiles) {
-      load_kv_tile<kFwdBc, D, kFwdThreads>(sK, pk, gk, kv_stride, P, k0 + kFwdBc, num_keys);
+      load_kv_tile<kFwdBc, D, kFwdThreads>(sK, gk, kv_stride, P, shift, k0 + kFwdBc, num_keys);
       cp_async_commit();
     }
     if (active) mma_a_regs_b_kn<LD, M, D, kFwdBc>(o, s, sV, lane);
     __syncthreads();  // every warp is done reading V_j
     if (j + 1 < num_kv_tiles) {
-      load_kv_tile<kFwdBc, D, kFwdThreads>(sV, pv, gv, kv_stride, P, k0 + kFwdBc, num_keys);
+      load_kv_tile<kFwdBc, D, kFwdThreads>(sV, gv, kv_stride, P, shift, k0 + kFwdBc, num_keys);
       cp_async_commit();
     }
   }

@@ -20,7 +20,7 @@
 //     87,040 bytes (D 128); K_{j+1} loads during all of tile j, V_{j+1} from dS on.
 // Computing dq in its own pass re-does S and dP (7 tile products instead of FlashAttention-2's
 // 5) but removes its fp32 atomics on dq, whose summation order varies from run to run.
-// ptxas (nvcc 13.0, sm_90a, D 128): dk/dv 246 registers, dq 186, no spills; 2 blocks per SM.
+// ptxas (nvcc 13.0, sm_90a, D 128): dk/dv 237 registers, dq 232, no spills; 2 blocks per SM.
 // Two numbers for batch 4 x 16 heads x seq 4096, D 128, causal: 6.9e11 FLOP counted as
 // FlashAttention does (2.5x the forward; this schedule performs 3.5x), 0.70 ms at 989 TFLOP/s;
 // 537 MB read and written once, 0.16 ms at 3.35 TB/s: compute-bound.
@@ -264,15 +264,14 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
   // A shared prefix of P keys comes first (as in the forward): query i sits at key P + i.
   const int pseq = prefix_seq != nullptr ? prefix_seq[seq] : -1;
   const int P = pseq >= 0 ? prefix_len[seq] : 0;
-  const uint16_t* pk = pseq >= 0 ? k + (static_cast<int64_t>(cu_seqlens[pseq]) * KVH + kvh) * D : gk;
-  const uint16_t* pv = pseq >= 0 ? v + (static_cast<int64_t>(cu_seqlens[pseq]) * KVH + kvh) * D : gv;
+  const int shift = pseq >= 0 ? cu_seqlens[pseq] - start : 0;
   const int num_keys = P + len;
   const int q_rows = min(kQBr, len - q0);
   const int num_kv_tiles = (P + min(len, q0 + kQBr) + kQBc - 1) / kQBc;
   load_tile<kQBr, D, kBwdThreads>(sQ, q + q_off, q_stride, q_rows);
   load_tile<kQBr, D, kBwdThreads>(sdO, dout + q_off, q_stride, q_rows);
-  load_kv_tile<kQBc, D, kBwdThreads>(sK0, pk, gk, kv_stride, P, 0, num_keys);
-  load_kv_tile<kQBc, D, kBwdThreads>(sV, pv, gv, kv_stride, P, 0, num_keys);
+  load_kv_tile<kQBc, D, kBwdThreads>(sK0, gk, kv_stride, P, shift, 0, num_keys);
+  load_kv_tile<kQBc, D, kBwdThreads>(sV, gv, kv_stride, P, shift, 0, num_keys);
   cp_async_commit();
 
   const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
@@ -292,7 +291,7 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
     __syncthreads();     // ... and every warp is done with tile j - 1, so K buffer (j + 1) & 1 is free
     const uint16_t* sK = sK0 + (j & 1) * kQBc * LD;
     if (j + 1 < num_kv_tiles) {
-      load_kv_tile<kQBc, D, kBwdThreads>(sK0 + ((j + 1) & 1) * kQBc * LD, pk, gk, kv_stride, P, next, num_keys);
+      load_kv_tile<kQBc, D, kBwdThreads>(sK0 + ((j + 1) & 1) * kQBc * LD, gk, kv_stride, P, shift, next, num_keys);
       cp_async_commit();
     }
     float s_tiles[1][kQBc / 8][4], dp_tiles[1][kQBc / 8][4];
@@ -304,7 +303,7 @@ __global__ void __launch_bounds__(kBwdThreads) attention_backward_dq_kernel(
     mma_a_smem_b_nk<LD, 1, kQBc, D / 16>(dp_tiles, sdO, warp * 16, sV, lane);
     __syncthreads();  // every warp is done with V_j
     if (j + 1 < num_kv_tiles) {
-      load_kv_tile<kQBc, D, kBwdThreads>(sV, pv, gv, kv_stride, P, next, num_keys);
+      load_kv_tile<kQBc, D, kBwdThreads>(sV, gv, kv_stride, P, shift, next, num_keys);
       cp_async_commit();
     }
 #pragma unroll

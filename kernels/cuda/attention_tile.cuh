@@ -34,23 +34,25 @@ __device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* g, int
   }
 }
 
-// Stores rows [0, rows) of a tile (already bf16 in shared memory) to global, 16 bytes a thread.
-// Called by one warp for its own rows.
-// A key or value tile of a sequence whose keys are `prefix` rows of another sequence (`pre`, a
-// shared prefix) followed by its own (`own`): tile row r holds key r0 + r; keys at or past `end`
-// are zero-filled. prefix 0 is load_tile(own + r0 * stride, ..., end - r0).
+// A key or value tile of a sequence whose keys are `prefix` rows of another sequence (a shared
+// prefix, starting `shift` rows from `own`; negative when it comes first) followed by its own:
+// tile row r holds key r0 + r; keys at or past `end` are zero-filled. prefix 0 is
+// load_tile(own + r0 * stride, ..., end - r0). One base pointer and a row shift rather than two
+// pointers: the forward kernel has no registers to spare.
 template <int ROWS, int D, int THREADS>
-__device__ __forceinline__ void load_kv_tile(uint16_t* tile, const uint16_t* pre, const uint16_t* own, int64_t stride,
-                                             int prefix, int r0, int end) {
+__device__ __forceinline__ void load_kv_tile(uint16_t* tile, const uint16_t* own, int64_t stride, int prefix,
+                                             int shift, int r0, int end) {
   constexpr int kChunks = D / 8;
   for (int c = threadIdx.x; c < ROWS * kChunks; c += THREADS) {
     int r = c / kChunks, col = (c % kChunks) * 8, key = r0 + r;
     bool valid = key < end;
-    const uint16_t* src = key < prefix ? pre + key * stride : own + (key - prefix) * stride;
-    cp_async16(tile + r * (D + kPad) + col, valid ? src + col : own, valid);
+    const int64_t row = key < prefix ? key + shift : key - prefix;
+    cp_async16(tile + r * (D + kPad) + col, valid ? own + row * stride + col : own, valid);
   }
 }
 
+// Stores rows [0, rows) of a tile (already bf16 in shared memory) to global, 16 bytes a thread.
+// Called by one warp for its own rows.
 template <int D>
 __device__ __forceinline__ void store_rows_warp(uint16_t* g, int64_t stride, const uint16_t* tile, int rows,
                                                 int lane) {

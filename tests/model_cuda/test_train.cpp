@@ -250,15 +250,18 @@ TEST_P(CudaModelTrain, AdamWStepMatchesCpuAndRefreshesBf16) {
 }
 
 // The GRPO step reads the grad norm first (for its metrics), then steps with the device sum it
-// left: that must clip exactly as a step that sums the squares itself.
+// left: that must clip exactly as a step that sums the squares itself, and it must really use
+// the sum it was given (a planted zero sum means no clipping: a step that summed again would
+// clip and come out the same as the first).
 TEST_P(CudaModelTrain, AdamWStepReusesTheGradNormSum) {
   SQLRL_REQUIRE_CUDA();
   QwenModel host = random_model(GetParam(), 10);
   RandomBatch b = random_batch(host.config.vocab_size, 11);
   int64_t T = b.batch.num_tokens();
   std::vector<float> lp(static_cast<size_t>(T));
+  enum Run { SumsItself, ReusesTheNorm, ReusesAPlantedZero };
   std::vector<std::vector<float>> after;
-  for (bool reuse : {false, true}) {
+  for (Run run : {SumsItself, ReusesTheNorm, ReusesAPlantedZero}) {
     CudaModel m = upload_model(host);
     CudaTrainState s = make_cuda_train_state(m, options(T));
     forward_logprobs_cuda(m, s, b.batch, b.targets, lp.data());
@@ -266,17 +269,21 @@ TEST_P(CudaModelTrain, AdamWStepReusesTheGradNormSum) {
     CudaAdamW opt = make_cuda_adamw(m, AdamWConfig{});
     double norm = grad_norm_cuda(m, opt);
     ASSERT_GT(norm, 0.0);
-    if (!reuse) model_zero(opt.sq_sum.data(), sizeof(double), m.stream);  // a stale sum must not be read
-    adamw_step_cuda(m, opt, 1e-3f, static_cast<float>(0.5 * norm), /*sq_sum_ready=*/reuse);
+    if (run != ReusesTheNorm) model_zero(opt.sq_sum.data(), sizeof(double), m.stream);
+    adamw_step_cuda(m, opt, 1e-3f, static_cast<float>(0.5 * norm), /*sq_sum_ready=*/run != SumsItself);
     QwenModel back = make_model(host.config);
     download_model(m, back);
     after.push_back(back.params);
   }
   ASSERT_EQ(after[0].size(), after[1].size());
   EXPECT_EQ(0, std::memcmp(after[0].data(), after[1].data(), sizeof(float) * after[0].size()));
-  int64_t moved = 0;
-  for (size_t i = 0; i < after[0].size(); ++i) moved += after[0][i] != host.params[i];
+  int64_t moved = 0, unclipped = 0;
+  for (size_t i = 0; i < after[0].size(); ++i) {
+    moved += after[0][i] != host.params[i];
+    unclipped += after[2][i] != after[0][i];
+  }
   EXPECT_GT(moved, 0);
+  EXPECT_GT(unclipped, 0) << "the step did not read the sum it was given";
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, CudaModelTrain, ::testing::Values(QwenArch::Qwen2, QwenArch::Qwen3),
