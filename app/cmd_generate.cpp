@@ -1,7 +1,8 @@
-// `llm_sqlrl generate`: text generation with the CPU model and the paged KV cache, streaming
-// the decoded text to stdout as tokens arrive.
+// `llm_sqlrl generate`: text generation with the paged KV cache, on the CPU (f32) or one GPU
+// (bf16 weights, device sampler), streaming the decoded text to stdout as tokens arrive.
 //   llm_sqlrl generate --weights DIR --tokenizer tokenizer.json --prompt TEXT | --chat FILE
 //       [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR...]
+//       [--device cpu|cuda]
 // --prompt-ids / --print-ids bypass the tokenizer (tiny test models have byte-sized
 // vocabularies); --resave DIR writes the loaded model back out (HF layout, f32) and exits.
 #include <cstdio>
@@ -10,8 +11,10 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "model/cuda_model.h"
 #include "model/infer.h"
 #include "model/model.h"
+#include "rl/policy.h"
 #include "runtime/error.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/stream.h"
@@ -30,6 +33,7 @@ struct GenerateArgs {
   int64_t block_size = 16;
   std::vector<std::string> stops;
   bool print_ids = false;
+  std::string device = "cpu";
 };
 
 std::string read_text(const std::string& path) {
@@ -41,6 +45,7 @@ std::string read_text(const std::string& path) {
 }
 
 void run_generate(const GenerateArgs& args) {
+  check(args.device == "cpu" || args.device == "cuda", "generate: --device '", args.device, "': expected cpu or cuda");
   QwenModel model = load_model(args.weights);
   if (!args.resave.empty()) {
     save_model(model, args.resave);
@@ -72,7 +77,7 @@ void run_generate(const GenerateArgs& args) {
   options.sampling = {args.temperature, args.top_k, args.top_p, args.seed};
   for (int64_t id : model.config.eos_token_ids) options.stop_tokens.push_back(static_cast<int32_t>(id));
   int64_t total = static_cast<int64_t>(prompt.size()) + args.max_new_tokens;
-  PagedKVCache cache = make_kv_cache(model.config, (total + args.block_size - 1) / args.block_size + 1, args.block_size);
+  int64_t blocks = (total + args.block_size - 1) / args.block_size + 1;
 
   std::unique_ptr<TokenStream> stream;
   if (tok && !args.print_ids) stream = std::make_unique<TokenStream>(*tok, args.stops, true);
@@ -83,7 +88,16 @@ void run_generate(const GenerateArgs& args) {
     std::fflush(stdout);
     return step.stop < 0;
   };
-  auto samples = generate(model, cache, prompt, 1, options, on_token);
+  std::vector<GeneratedSample> samples;
+  if (args.device == "cuda") {
+    // Fails in one line naming why: no device, or a head_dim the CUDA attention does not take.
+    rl::Policy policy = rl::cuda_policy(model);
+    CudaKVCache cache = make_cuda_kv_cache(policy.cuda, blocks, args.block_size);
+    samples = generate_cuda(policy.cuda, cache, prompt, 1, options, on_token);
+  } else {
+    PagedKVCache cache = make_kv_cache(model.config, blocks, args.block_size);
+    samples = generate(model, cache, prompt, 1, options, on_token);
+  }
   if (stream) {
     if (!stream->stopped) {
       TokenStream::Step step = stream->finish();
@@ -100,7 +114,7 @@ void run_generate(const GenerateArgs& args) {
 
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
-  CLI::App* cmd = app.add_subcommand("generate", "Generate text with a Qwen2/Qwen3 checkpoint on the CPU");
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text with a Qwen2/Qwen3 checkpoint (CPU or one GPU)");
   cmd->add_option("--weights", args->weights, "checkpoint file or folder")->required();
   cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json");
   cmd->add_option("--prompt", args->prompt, "prompt text");
@@ -114,6 +128,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--stop", args->stops, "stop strings (kept in the output)");
   cmd->add_option("--block-size", args->block_size, "KV-cache block size")->check(CLI::PositiveNumber);
   cmd->add_flag("--print-ids", args->print_ids, "print generated token ids instead of text");
+  cmd->add_option("--device", args->device, "cpu (f32) | cuda (one GPU, bf16 weights; head_dim 64 or 128)");
   cmd->add_option("--resave", args->resave, "save the loaded model to this folder and exit");
   cmd->callback([args] { run_generate(*args); });
 }

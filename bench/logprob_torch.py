@@ -10,7 +10,8 @@ figure includes its inputs).
 Sampling: softmax(logits / T), top-p by a full sort + cumsum, torch.multinomial: the path
 transformers / plain PyTorch samplers take. Rows/s at 64 and 256 rows of 151,936.
 
-Written against torch 2.5 (any 2.x with torch.cuda.Event works). Prints markdown tables.
+Runs on the lent GPU machine's preinstalled torch (2.11 in KINDS.md; any 2.x with
+torch.cuda.Event works); the headings print the version that ran. Prints markdown tables.
 """
 import sys
 
@@ -39,7 +40,7 @@ def logprob_bench(dev):
         logits = (h @ w.t()).float()
         return torch.log_softmax(logits, dim=-1).gather(-1, targets[:, None]).squeeze(-1)
 
-    print("### PyTorch masked log-prob, tokens 4096 x vocab 151,936 x hidden 2560 on", torch.cuda.get_device_name(dev))
+    print(f"### PyTorch {torch.__version__} masked log-prob, tokens 4096 x vocab 151,936 x hidden 2560 on", torch.cuda.get_device_name(dev))
     print()
     print("| benchmark | time ms | peak memory MB |")
     print("|---|---|---|")
@@ -67,7 +68,7 @@ def logprob_bench(dev):
 
 def sampling_bench(dev):
     V = 151936
-    print("### PyTorch sampling over 151,936-wide f32 rows on", torch.cuda.get_device_name(dev))
+    print(f"### PyTorch {torch.__version__} sampling over 151,936-wide f32 rows on", torch.cuda.get_device_name(dev))
     print()
     print("| benchmark | rows/s |")
     print("|---|---|")

@@ -186,61 +186,21 @@ std::vector<SampledToken> sample_cuda(const CudaModel& m, const Tensor& logits,
 std::vector<GeneratedSample> generate_cuda(const CudaModel& m, CudaKVCache& cache, const std::vector<int32_t>& prompt,
                                            int64_t num_samples, const GenerateOptions& options,
                                            const TokenCallback& on_token) {
-  check(!prompt.empty(), "generate_cuda: empty prompt");
-  check(num_samples > 0, "generate_cuda: num_samples must be positive, got ", num_samples);
   const int64_t V = m.config().vocab_size;
-  std::vector<GeneratedSample> samples(static_cast<size_t>(num_samples));
-  std::vector<int64_t> handles;
-  Tensor logits, step_logits;
-  handles.push_back(kv_new_sequence(cache.book));
-  try {
-    forward_cached_cuda(m, cache, {{handles[0], prompt}}, logits);
-    for (int64_t i = 1; i < num_samples; ++i) handles.push_back(kv_fork(cache.book, handles[0]));
-    // Every sample starts from the prompt's last logits.
-    step_logits = empty({num_samples, V}, DType::F32, cuda_device(m.device));
-    for (int64_t i = 0; i < num_samples; ++i)
-      model_copy(step_logits.data_as<float>() + i * V, logits.data(), sizeof(float) * V, CopyKind::DeviceToDevice,
+  Tensor logits, prompt_rows;
+  DecodeSteps steps;
+  steps.forward = [&](const std::vector<CachedInput>& inputs) { forward_cached_cuda(m, cache, inputs, logits); };
+  steps.sample = [&](const std::vector<SamplingRequest>& requests, bool from_prompt) {
+    if (!from_prompt) return sample_cuda(m, logits, requests);
+    // The sampler reads one row per request: give each sample its copy of the prompt's row.
+    const int64_t n = static_cast<int64_t>(requests.size());
+    prompt_rows = empty({n, V}, DType::F32, cuda_device(m.device));
+    for (int64_t i = 0; i < n; ++i)
+      model_copy(prompt_rows.data_as<float>() + i * V, logits.data(), sizeof(float) * V, CopyKind::DeviceToDevice,
                  m.stream);
-    std::vector<int64_t> active(static_cast<size_t>(num_samples));
-    for (int64_t i = 0; i < num_samples; ++i) active[i] = i;
-    for (int64_t step = 0; step < options.max_new_tokens && !active.empty(); ++step) {
-      std::vector<SamplingRequest> requests;
-      for (int64_t i : active)
-        requests.push_back({options.sampling, options.first_sample_id + static_cast<uint64_t>(i),
-                            static_cast<uint64_t>(prompt.size()) + static_cast<uint64_t>(step)});
-      std::vector<SampledToken> drawn = sample_cuda(m, step_logits, requests);
-      std::vector<CachedInput> next;
-      std::vector<int64_t> still;
-      for (size_t a = 0; a < active.size(); ++a) {
-        int64_t i = active[a];
-        const SampledToken& s = drawn[a];
-        GeneratedSample& out = samples[i];
-        out.tokens.push_back(s.token);
-        out.logprobs.push_back(s.logprob);
-        out.logprobs_t1.push_back(s.logprob_t1);
-        bool keep = !on_token || on_token(i, s.token);
-        bool stop = std::find(options.stop_tokens.begin(), options.stop_tokens.end(), s.token) != options.stop_tokens.end();
-        if (!keep || stop) {
-          out.stopped = true;
-          continue;
-        }
-        if (step + 1 < options.max_new_tokens) {
-          next.push_back({handles[i], {s.token}});
-          still.push_back(i);
-        }
-      }
-      active = still;
-      if (!next.empty()) {
-        forward_cached_cuda(m, cache, next, logits);
-        step_logits = logits;
-      }
-    }
-  } catch (...) {
-    for (int64_t h : handles) kv_free(cache.book, h);
-    throw;
-  }
-  for (int64_t h : handles) kv_free(cache.book, h);
-  return samples;
+    return sample_cuda(m, prompt_rows, requests);
+  };
+  return generate_with(steps, cache.book, prompt, num_samples, options, on_token, "generate_cuda");
 }
 
 }  // namespace sqlrl

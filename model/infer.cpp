@@ -109,34 +109,32 @@ void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vect
   linear(logits.data(), sel.data(), w.lm_head, nullptr, R, C, V);
 }
 
-std::vector<GeneratedSample> generate(const QwenModel& model, PagedKVCache& cache, const std::vector<int32_t>& prompt,
-                                      int64_t num_samples, const GenerateOptions& options,
-                                      const TokenCallback& on_token) {
-  check(!prompt.empty(), "generate: empty prompt");
-  check(num_samples > 0, "generate: num_samples must be positive, got ", num_samples);
-  const int64_t V = model.config.vocab_size;
+std::vector<GeneratedSample> generate_with(const DecodeSteps& steps, PagedKVCache& book,
+                                           const std::vector<int32_t>& prompt, int64_t num_samples,
+                                           const GenerateOptions& options, const TokenCallback& on_token,
+                                           const char* who) {
+  check(!prompt.empty(), who, ": empty prompt");
+  check(num_samples > 0, who, ": num_samples must be positive, got ", num_samples);
   std::vector<GeneratedSample> samples(static_cast<size_t>(num_samples));
   std::vector<int64_t> handles;
-  std::vector<float> logits;
-  handles.push_back(kv_new_sequence(cache));
+  handles.push_back(kv_new_sequence(book));
   try {
-    forward_cached(model, cache, {{handles[0], prompt}}, logits);
-    for (int64_t i = 1; i < num_samples; ++i) handles.push_back(kv_fork(cache, handles[0]));
-    // Every sample starts from the prompt's last logits.
-    std::vector<float> row_logits(logits);
-    std::vector<float> step_logits(static_cast<size_t>(num_samples * V));
-    for (int64_t i = 0; i < num_samples; ++i) std::copy(row_logits.begin(), row_logits.end(), step_logits.begin() + i * V);
-    SamplingScratch scratch;
+    steps.forward({{handles[0], prompt}});
+    for (int64_t i = 1; i < num_samples; ++i) handles.push_back(kv_fork(book, handles[0]));
     std::vector<int64_t> active(static_cast<size_t>(num_samples));
     for (int64_t i = 0; i < num_samples; ++i) active[i] = i;
     for (int64_t step = 0; step < options.max_new_tokens && !active.empty(); ++step) {
+      std::vector<SamplingRequest> requests;
+      for (int64_t i : active)
+        requests.push_back({options.sampling, options.first_sample_id + static_cast<uint64_t>(i),
+                            static_cast<uint64_t>(prompt.size()) + static_cast<uint64_t>(step)});
+      // Every sample's first token is drawn from the prompt's last logits.
+      std::vector<SampledToken> drawn = steps.sample(requests, step == 0);
       std::vector<CachedInput> next;
       std::vector<int64_t> still;
       for (size_t a = 0; a < active.size(); ++a) {
         int64_t i = active[a];
-        uint64_t position = static_cast<uint64_t>(prompt.size()) + static_cast<uint64_t>(step);
-        SampledToken s = sample_token_cpu(step_logits.data() + a * V, V, options.sampling,
-                                          options.first_sample_id + static_cast<uint64_t>(i), position, scratch);
+        const SampledToken& s = drawn[a];
         GeneratedSample& out = samples[i];
         out.tokens.push_back(s.token);
         out.logprobs.push_back(s.logprob);
@@ -153,17 +151,34 @@ std::vector<GeneratedSample> generate(const QwenModel& model, PagedKVCache& cach
         }
       }
       active = still;
-      if (!next.empty()) {
-        forward_cached(model, cache, next, logits);
-        step_logits = logits;
-      }
+      if (!next.empty()) steps.forward(next);
     }
   } catch (...) {
-    for (int64_t h : handles) kv_free(cache, h);
+    for (int64_t h : handles) kv_free(book, h);
     throw;
   }
-  for (int64_t h : handles) kv_free(cache, h);
+  for (int64_t h : handles) kv_free(book, h);
   return samples;
+}
+
+std::vector<GeneratedSample> generate(const QwenModel& model, PagedKVCache& cache, const std::vector<int32_t>& prompt,
+                                      int64_t num_samples, const GenerateOptions& options,
+                                      const TokenCallback& on_token) {
+  const int64_t V = model.config.vocab_size;
+  std::vector<float> logits;
+  SamplingScratch scratch;
+  DecodeSteps steps;
+  steps.forward = [&](const std::vector<CachedInput>& inputs) { forward_cached(model, cache, inputs, logits); };
+  steps.sample = [&](const std::vector<SamplingRequest>& requests, bool from_prompt) {
+    std::vector<SampledToken> drawn;
+    for (size_t a = 0; a < requests.size(); ++a) {
+      const SamplingRequest& r = requests[a];
+      const float* row = logits.data() + (from_prompt ? 0 : static_cast<int64_t>(a) * V);
+      drawn.push_back(sample_token_cpu(row, V, r.params, r.sequence_id, r.position, scratch));
+    }
+    return drawn;
+  };
+  return generate_with(steps, cache, prompt, num_samples, options, on_token, "generate");
 }
 
 }  // namespace sqlrl

@@ -45,4 +45,17 @@ std::vector<GeneratedSample> generate(const QwenModel& model, PagedKVCache& cach
                                       int64_t num_samples, const GenerateOptions& options,
                                       const TokenCallback& on_token = {});
 
+// The loop generate() and generate_cuda() share, given the device's two steps. `forward` runs
+// the cached forward (one logits row per input, kept by the caller); `sample` draws requests[a]
+// from logits row a, or every request from the one row of the prompt when `from_prompt`.
+// `book` is the cache's bookkeeping (handles, forks); `who` names the caller in errors.
+struct DecodeSteps {
+  std::function<void(const std::vector<CachedInput>& inputs)> forward;
+  std::function<std::vector<SampledToken>(const std::vector<SamplingRequest>& requests, bool from_prompt)> sample;
+};
+std::vector<GeneratedSample> generate_with(const DecodeSteps& steps, PagedKVCache& book,
+                                           const std::vector<int32_t>& prompt, int64_t num_samples,
+                                           const GenerateOptions& options, const TokenCallback& on_token,
+                                           const char* who);
+
 }  // namespace sqlrl

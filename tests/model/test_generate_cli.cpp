@@ -1,6 +1,8 @@
 // `llm_sqlrl generate` end to end on the fixture models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "fixture.h"
 #include "tests/test_util.h"
 
@@ -36,6 +38,23 @@ TEST(GenerateCli, PromptOutsideTheVocabularyIsAnError) {
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.output.find("prompt token 300 at 1 is outside the model's vocabulary of 256"), std::string::npos)
       << run.output;
+}
+
+TEST(GenerateCli, DeviceCudaFailsInOneLineNamingWhy) {
+  auto run = testing::run_command(std::string(SQLRL_BINARY) + " generate --device cuda --weights " +
+                                  testing::fixture_path("model/qwen3_tied") + " --prompt-ids 5,6 --print-ids");
+  EXPECT_NE(run.exit_code, 0);
+  // Without a GPU the reason it is missing; with one, the fixture's head_dim 16 (kernels: 64, 128).
+  const std::string expected = cuda_device_count() == 0 ? "device cuda: " : "head_dim is 16";
+  EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+}
+
+TEST(GenerateCli, UnknownDeviceIsRefusedByName) {
+  auto run = testing::run_command(std::string(SQLRL_BINARY) + " generate --device tpu --weights " +
+                                  testing::fixture_path("model/qwen3_tied") + " --prompt-ids 5 --print-ids");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("generate: --device 'tpu': expected cpu or cuda"), std::string::npos) << run.output;
 }
 
 }  // namespace

@@ -35,6 +35,8 @@ compile() {  # source object
 }
 mkdir -p "$work/obj/$area"
 for f in "$work"/src/*.cpp "$here/emu_device.cpp" "$root"/tests/"$area"/*.cpp; do
+  # *_cli_cuda.cpp tests run the real binary on a real GPU: nothing here to emulate.
+  case "$f" in *_cli_cuda.cpp) continue ;; esac
   obj="$work/obj/$(basename "$f" .cpp).o"
   case "$f" in "$root"/tests/*) obj="$work/obj/$area/$(basename "$f" .cpp).o" ;; esac
   compile "$f" "$obj" &
