@@ -1,6 +1,6 @@
 // `llm_sqlrl demo`: the embedded end-to-end run (rl/demo.h) — synthetic benchmark, BPE
 // tokenizer, tiny Qwen3, SFT on gold demos, multi-turn GRPO, evaluations — and its table.
-//   llm_sqlrl demo [--full] [--seed S] [--out DIR] [--protocol NAME]
+//   llm_sqlrl demo [--full] [--seed S] [--out DIR] [--protocol NAME] [--device cpu|cuda]
 #include <cstdio>
 
 #include "app/commands.h"
@@ -46,7 +46,7 @@ void run_default_demo() {
 
 void add_demo_command(CLI::App& app) {
   auto a = std::make_shared<DemoArgs>();
-  CLI::App* cmd = app.add_subcommand("demo", "The embedded end-to-end run: synth data, SFT, multi-turn GRPO, eval (CPU)");
+  CLI::App* cmd = app.add_subcommand("demo", "The embedded end-to-end run: synth data, SFT, multi-turn GRPO, eval (CPU, or --device cuda)");
   cmd->add_flag("--full", a->full, "the larger run (about 20 minutes on 2 cores: 2,160 demonstrations, 150 GRPO steps, 360 dev questions) instead of the default (8 minutes)");
   cmd->add_option("--size", a->size, "default | full | mini (mini: seconds, for tests)")
       ->check(CLI::IsMember({"default", "full", "mini"}));
@@ -67,6 +67,9 @@ void add_demo_command(CLI::App& app) {
     for (const rl::DemoSizeField& f : rl::demo_size_fields(probe)) keys += std::string(keys.empty() ? "" : ", ") + f.name;
     cmd->add_option("--set", a->sets, "KEY=VALUE over the size's knobs (repeatable): " + keys);
   }
+  cmd->add_option("--device", a->config.device,
+                  "cpu (f32) | cuda (one GPU: SFT, evaluations and GRPO; bf16 weights; needs --set head_dim=64)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--quiet", a->quiet, "only the final table");
   cmd->callback([a] { run_demo_command(*a); });
 }

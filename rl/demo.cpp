@@ -10,10 +10,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "rl/policy.h"
 #include "rl/sft.h"
 #include "rl/sft_demos.h"
 #include "rl/train.h"
 #include "rl/train_log.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "sql/datasets.h"
 #include "sql/synth.h"
@@ -83,6 +85,7 @@ TrainConfig train_config(const DemoConfig& c) {
   t.seed = c.seed;
   t.synth_seed = c.synth_seed;
   t.protocol = c.protocol;
+  t.device = c.device;
   t.tiny_vocab = s.vocab, t.tiny_hidden = s.hidden, t.tiny_layers = s.layers, t.tiny_heads = s.heads;
   t.tiny_kv_heads = s.kv_heads, t.tiny_head_dim = s.head_dim, t.tiny_intermediate = s.intermediate;
   t.max_steps = s.rl_steps;
@@ -104,7 +107,7 @@ TrainConfig train_config(const DemoConfig& c) {
   return t;
 }
 
-EvalSummary evaluate(const DemoConfig& c, const QwenModel& model, const Tokenizer& tok, const Protocol& protocol,
+EvalSummary evaluate(const DemoConfig& c, const Policy& policy, const Tokenizer& tok, const Protocol& protocol,
                      sql::Pool& pool, RewardContext& ctx, const std::vector<sql::Example>& dev,
                      const std::string& stage, bool single_turn) {
   EvalOptions o;
@@ -114,8 +117,8 @@ EvalSummary evaluate(const DemoConfig& c, const QwenModel& model, const Tokenize
   o.rollout.max_total_tokens = c.sizes.max_total_tokens;
   o.rollout.chat_template = ChatTemplate::qwen3;
   o.rollout.enable_thinking = true;
-  EvalRun run = run_eval(model, tok, protocol, pool, dev, o, ctx);
-  EvalInfo info{"synthetic", "dev", c.protocol, stage, "bird", c.seed};
+  EvalRun run = run_eval(policy, tok, protocol, pool, dev, o, ctx);
+  EvalInfo info{"synthetic", "dev", c.protocol, stage, "bird", c.seed, c.device};
   write_eval_outputs((fs::path(c.out) / "eval" / (stage + (single_turn ? "-single" : "-multi"))).string(), dev, run, o,
                      info);
   if (c.log)
@@ -198,6 +201,14 @@ DemoReport run_demo(const DemoConfig& config) {
   DemoReport rep;
   rep.config = config;
   const DemoSizes& s = config.sizes;
+  // Before anything is written: a CUDA run that cannot run says so now, not after the benchmark.
+  check(config.device == "cpu" || config.device == "cuda", "demo: device '", config.device, "' is not cpu or cuda");
+  const bool cuda = config.device == "cuda";
+  if (cuda) {
+    check(cuda_device_count() > 0, "demo: --device cuda: ", cuda_unavailable_reason());
+    check(s.head_dim == 64 || s.head_dim == 128, "demo: --device cuda: the model's head_dim is ", s.head_dim,
+          "; the CUDA attention kernels take 64 or 128 (add --set head_dim=64)");
+  }
   TrainConfig tc = train_config(config);
   std::unique_ptr<Protocol> protocol = make_protocol(config.protocol);
   const fs::path out = config.out, cache = out / "cache";
@@ -243,7 +254,8 @@ DemoReport run_demo(const DemoConfig& config) {
     if (int32_t id = tok->token_id(eos); id >= 0) model.config.eos_token_ids.push_back(id);
   rep.params = model.num_params;
   log(str_cat("demo: ", rep.train_questions, " train / ", rep.dev_questions, " dev questions, tokenizer ", tok->size(),
-              " ids, tiny Qwen3 ", model.num_params, " parameters, protocol ", config.protocol, ", seed ", config.seed));
+              " ids, tiny Qwen3 ", model.num_params, " parameters, protocol ", config.protocol, ", seed ", config.seed,
+              ", device ", config.device));
 
   sql::Limits limits;
   RewardContext eval_ctx(pool, limits, sql::CompareMode::BirdSet);
@@ -251,8 +263,9 @@ DemoReport run_demo(const DemoConfig& config) {
   auto eval_stage = [&](const std::string& name) {
     auto t = std::chrono::steady_clock::now();
     DemoStage st{name, {}, {}};
-    st.multi = evaluate(config, model, *tok, *protocol, pool, eval_ctx, dev.examples, name, false);
-    st.single = evaluate(config, model, *tok, *protocol, pool, eval_ctx, dev.examples, name, true);
+    Policy policy = cuda ? cuda_policy(model) : cpu_policy(model);
+    st.multi = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, dev.examples, name, false);
+    st.single = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, dev.examples, name, true);
     rep.stages.push_back(std::move(st));
     eval_seconds += since(t);
   };
@@ -270,8 +283,10 @@ DemoReport run_demo(const DemoConfig& config) {
   sc.micro_batch_tokens = s.sft_micro_batch_tokens;
   sc.share_group = s.sft_share_group;
   sc.seed = config.seed;
-  OptimizerState sft_opt = make_optimizer_state(model.num_params);
+  OptimizerState sft_opt;  // CUDA: the moments live on the device
+  if (!cuda) sft_opt = make_optimizer_state(model.num_params);
   SftRunOptions so{(out / "sft").string(), tok_path, {}};
+  so.device = config.device;
   SftRunStats ss = run_sft(model, sft_opt, std::move(seqs), sc, so);
   rep.sft_first_loss = ss.first_loss, rep.sft_last_loss = ss.last_loss, rep.sft_seconds = ss.seconds;
   {

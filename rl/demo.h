@@ -1,5 +1,5 @@
 // The embedded end-to-end run (`llm_sqlrl demo`, `make demo`; issue 11): everything from nothing
-// on the CPU, composed from the trainer's pieces:
+// on the CPU (or, with DemoConfig::device, one GPU), composed from the trainer's pieces:
 //   synthetic benchmark (rl/train.h ensure_synth_benchmark) -> BPE tokenizer trained on it
 //   (train_embedded_tokenizer) -> tiny Qwen3 from Philox (make_embedded_model) -> base eval ->
 //   SFT on gold multi-turn demonstrations of the train split (rl/sft_demos.h, rl/sft.h) -> eval
@@ -95,6 +95,9 @@ struct DemoConfig {
   // its -1/0/1 reward pays format from the first step.
   std::string protocol = "skyrl";
   DemoSizes sizes;
+  // cpu (f32) or cuda: SFT, evaluations and GRPO on one GPU (bf16 weights, f32 master). The CUDA
+  // attention takes head_dim 64 or 128, so a CUDA run needs sizes.head_dim set to one of them.
+  std::string device = "cpu";
   std::function<void(const std::string&)> log;  // progress lines; may be empty
 };
 

@@ -58,6 +58,7 @@ nlohmann::ordered_json demo_report_json(const DemoReport& r) {
   j["seed"] = r.config.seed;
   j["synth_seed"] = r.config.synth_seed;
   j["protocol"] = r.config.protocol;
+  j["device"] = r.config.device;
   j["train_questions"] = r.train_questions;
   j["dev_questions"] = r.dev_questions;
   j["demos"] = r.demos;
@@ -83,7 +84,8 @@ std::string demo_table(const DemoReport& r) {
   for (const auto& [label, t] : r.stages.front().multi.by_difficulty) levels.push_back(label);
   std::string s = str_cat("EX (%) on the held-out synthetic dev split: ", r.dev_questions,
                           " questions on databases unseen in training, greedy pass@1, multi-turn, protocol ",
-                          r.config.protocol, ", seed ", r.config.seed, "\n\n| Model |");
+                          r.config.protocol, ", seed ", r.config.seed,
+                          r.config.device == "cpu" ? "" : ", device " + r.config.device, "\n\n| Model |");
   for (const std::string& l : levels) s += " " + l + " |";
   s += " all | avg turns | format errors |\n|---|";
   for (size_t i = 0; i < levels.size(); ++i) s += "---:|";

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "rl/demo.h"
+#include "runtime/device.h"
 
 namespace fs = std::filesystem;
 
@@ -61,6 +62,28 @@ TEST(Demo, MiniRunWritesReport) {
 }
 
 TEST(Demo, UnknownSizeIsAnError) { EXPECT_ANY_THROW(demo_sizes("huge")); }
+
+// A CUDA run that cannot run fails before the benchmark, the tokenizer or any folder is made:
+// without a GPU naming why, with one naming the head_dim (mini's 16; the kernels take 64, 128).
+TEST(Demo, CudaRunThatCannotRunFailsBeforeWritingAnything) {
+  DemoConfig c;
+  c.out = (fs::temp_directory_path() / "sqlrl_test_demo_cuda_refused").string();
+  fs::remove_all(c.out);
+  c.sizes = demo_sizes("mini");
+  c.device = "cuda";
+  std::string message;
+  try {
+    run_demo(c);
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  const std::string expected = cuda_device_count() == 0 ? "demo: --device cuda: " : "head_dim is 16";
+  EXPECT_NE(message.find(expected), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(c.out));
+  c.device = "tpu";
+  EXPECT_THROW(run_demo(c), std::exception);
+  EXPECT_FALSE(fs::exists(c.out));
+}
 
 }  // namespace
 }  // namespace sqlrl::rl
