@@ -188,6 +188,10 @@ struct SelfTaughtArgs {
 void run_self_taught(SelfTaughtArgs& a) {
   check(!a.sft.data.empty() && !a.sft.weights.empty() && !a.sft.tokenizer.empty() && !a.sft.out.empty(),
         "sft self-taught: --data, --weights, --tokenizer, --out and --protocol are required");
+  check(a.sft.device == "cpu" || a.sft.device == "cuda", "sft self-taught: --device '", a.sft.device,
+        "': expected cpu or cuda");
+  if (a.sft.device == "cuda")
+    check(cuda_device_count() > 0, "sft self-taught: --device cuda: ", cuda_unavailable_reason());
   finish_config(a.sft);
   a.config.sft = a.sft.config;
   a.config.rollout.sampling.temperature = a.temperature;
@@ -206,6 +210,7 @@ void run_self_taught(SelfTaughtArgs& a) {
   if (a.limit > 0 && static_cast<int64_t>(ds.examples.size()) > a.limit) ds.examples.resize(static_cast<size_t>(a.limit));
   sql::Pool pool;
   rl::SelfTaughtOptions so{a.sft.out, a.sft.tokenizer, log_line};
+  so.device = a.sft.device;
   std::vector<rl::SelfTaughtRound> rounds = rl::self_taught(model, *tok, *protocol, pool, ds.examples, a.config, so);
   nlohmann::ordered_json report = nlohmann::ordered_json::array();
   std::printf("round  questions  rollouts  correct  solved  kept  coverage\n");
@@ -277,6 +282,8 @@ void add_sft_command(CLI::App& app) {
   st->add_option("--max-turn-tokens", s->config.rollout.max_turn_tokens, "sampled tokens per assistant turn");
   st->add_option("--max-total-tokens", s->config.rollout.max_total_tokens, "tokens per trajectory");
   st->add_option("--limit", s->limit, "first N questions only (0 = all)");
+  st->add_option("--device", s->sft.device,
+                 "cpu (f32) | cuda (rollouts and SFT on one GPU: bf16 weights, f32 master; head_dim 64 or 128)");
   add_training_options(st, s->sft);
   st->callback([s] { run_self_taught(*s); });
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "rl/policy.h"
 #include "rl/reward.h"
 #include "runtime/error.h"
 
@@ -73,6 +74,9 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
                                          const SelfTaughtConfig& config, const SelfTaughtOptions& options) {
   check(config.rounds >= 1, "self-taught: rounds must be at least 1, got ", config.rounds);
   check(config.rollout.group_size >= 1, "self-taught: samples per question must be at least 1");
+  check(options.device == "cpu" || options.device == "cuda", "self-taught: device '", options.device,
+        "' is not cpu or cuda");
+  const bool cuda = options.device == "cuda";
   const int32_t im_end = tok.token_id("<|im_end|>");
   const RewardPanel panel = make_reward_panel("mtsql");  // its raw "ex" and "em" terms (weights 1)
   RewardContext ctx(pool, config.rollout.sql_limits, config.compare);
@@ -95,7 +99,12 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
     for (size_t i : remaining) round_examples.push_back(examples[i]);
     for (const sql::Example& ex : round_examples)
       requests.push_back({&ex, build_prompt_tokens(protocol, tok, ex, schemas.get(pool, ex.db_path), ro)});
-    std::vector<Trajectory> trajs = rollout(model, tok, protocol, pool, requests, ro);
+    std::vector<Trajectory> trajs;
+    {
+      // This round's weights: the previous round's SFT changed them.
+      Policy policy = cuda ? cuda_policy(model) : cpu_policy(model);
+      trajs = rollout(policy, tok, protocol, pool, requests, ro);
+    }
     score_batch(panel, round_examples, trajs, ctx);
     rr.rollouts = static_cast<int64_t>(trajs.size());
     std::vector<ItemRollouts> items(round_examples.size());
@@ -144,8 +153,10 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
     // S3: fine-tune on the cumulative set (a fresh optimizer per round, as one SFT run each).
     rr.sft_sequences = static_cast<int64_t>(kept_all.size());
     if (!kept_all.empty()) {
-      OptimizerState opt = make_optimizer_state(model.num_params);
+      OptimizerState opt;  // CUDA: the moments live on the device
+      if (!cuda) opt = make_optimizer_state(model.num_params);
       SftRunOptions so;
+      so.device = options.device;
       if (!options.out_dir.empty())
         so.out_dir = (std::filesystem::path(options.out_dir) / ("round-" + std::to_string(r + 1))).string();
       so.tokenizer_path = options.tokenizer_path;

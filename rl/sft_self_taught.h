@@ -68,6 +68,9 @@ struct SelfTaughtOptions {
   std::string out_dir;            // round-<i>/: kept.jsonl (T so far, {tokens, mask}) and the SFT run folder; "" = none
   std::string tokenizer_path;     // copied into checkpoints
   std::function<void(const std::string&)> log;
+  // "cuda": each round's rollouts and SFT on CUDA device 0 (rl/policy.h; head_dim 64 or 128);
+  // `model` holds the trained master weights after every round, as on the CPU.
+  std::string device = "cpu";
 };
 
 // Runs Algorithm 1 on `examples` (training questions), updating `model` in place.

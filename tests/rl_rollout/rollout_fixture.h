@@ -50,7 +50,9 @@ struct Boosts {
 };
 
 // vocab_size 0 = the tokenizer's size (larger pads the vocabulary as the Qwen checkpoints do).
-inline QwenModel tiny_model(const Tokenizer& tok, Boosts boosts, int64_t vocab_size = 0, uint32_t seed = 11) {
+// head_dim 64 makes a model the CUDA attention takes (tests/rl_cuda); the boosts work alike.
+inline QwenModel tiny_model(const Tokenizer& tok, Boosts boosts, int64_t vocab_size = 0, uint32_t seed = 11,
+                            int64_t head_dim = 8) {
   QwenConfig c;
   c.arch = QwenArch::Qwen3;
   c.vocab_size = vocab_size > 0 ? vocab_size : static_cast<int64_t>(tok.size());
@@ -59,7 +61,7 @@ inline QwenModel tiny_model(const Tokenizer& tok, Boosts boosts, int64_t vocab_s
   c.num_hidden_layers = 2;
   c.num_attention_heads = 4;
   c.num_key_value_heads = 2;
-  c.head_dim = 8;
+  c.head_dim = head_dim;
   c.tie_word_embeddings = false;
   c.rope_theta = 10000.0;
   c.max_position_embeddings = 4096;

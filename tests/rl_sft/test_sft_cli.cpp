@@ -65,6 +65,20 @@ TEST(SftCli, BadInputIsOneLineNamingFileLineAndField) {
   EXPECT_NE(run.output.find(cuda_device_count() == 0 ? "sft: --device cuda: " : "head_dim"), std::string::npos)
       << run.output;
   EXPECT_FALSE(std::filesystem::exists(dir + "/run_cuda/checkpoints"));
+  // sft self-taught refuses alike (its rollouts would run on the device too), before any round.
+  const std::string self_taught = std::string(SQLRL_BINARY) + " sft self-taught --protocol skyrl --data " +
+                                  testing::small_bench() + " --weights " + dir + "/model --tokenizer " + dir +
+                                  "/tokenizer.json --out " + dir + "/st --limit 2 --device ";
+  run = testing::run_command(self_taught + "tpu");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("sft self-taught: --device 'tpu': expected cpu or cuda"), std::string::npos) << run.output;
+  run = testing::run_command(self_taught + "cuda");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+  EXPECT_NE(run.output.find(cuda_device_count() == 0 ? "sft self-taught: --device cuda: " : "head_dim"),
+            std::string::npos)
+      << run.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/st/round-1"));
 }
 
 }  // namespace
