@@ -1,5 +1,7 @@
 // `llm_sqlrl generate --device cuda` end to end (GPU only): the CLI wiring of generate_cuda,
-// whose tokens and log-probs test_infer.cpp holds against the CPU.
+// whose tokens and log-probs test_infer.cpp holds against the CPU. This test alone would also
+// pass if the flag were ignored; GenerateCli.DeviceCudaFailsInOneLineNamingWhy shows the branch
+// is taken (on a GPU it must refuse the fixture's head_dim 16, which the CPU path accepts).
 #include <gtest/gtest.h>
 
 #include <filesystem>
