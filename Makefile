@@ -28,7 +28,7 @@ bench: build
 clean:
 	rm -rf $(BUILD)
 
-# The embedded end-to-end run (rl/demo.h): synthetic data -> tokenizer -> tiny Qwen3 -> SFT ->
+# The embedded end-to-end run (rl/demo/demo.h): synthetic data -> tokenizer -> tiny Qwen3 -> SFT ->
 # multi-turn GRPO -> eval, on the CPU; prints the table, writes runs/demo/report.json.
 # DEMO_FLAGS="--full" for the hour-long run, "--seed 2", "--out DIR", "--protocol NAME".
 .PHONY: demo

@@ -1,16 +1,16 @@
 // `llm_sqlrl data stats`: load a benchmark (Spider, BIRD, SParC, CoSQL, SynSQL), print counts,
 // the difficulty histogram and the gold executability audit; --filter-empty writes the records
 // whose gold queries all ran and returned rows (MTIR-SQL's training filter).
-// `llm_sqlrl data synth`: write the built-in synthetic benchmark (sql/synth.h).
+// `llm_sqlrl data synth`: write the built-in synthetic benchmark (sql/data/synth.h).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 
 #include "app/commands.h"
 #include "runtime/error.h"
-#include "sql/datasets.h"
-#include "sql/pool.h"
-#include "sql/synth.h"
+#include "sql/data/datasets.h"
+#include "sql/exec/pool.h"
+#include "sql/data/synth.h"
 
 namespace sqlrl {
 

@@ -1,10 +1,10 @@
-// `llm_sqlrl demo`: the embedded end-to-end run (rl/demo.h) — synthetic benchmark, BPE
+// `llm_sqlrl demo`: the embedded end-to-end run (rl/demo/demo.h) — synthetic benchmark, BPE
 // tokenizer, tiny Qwen3, SFT on gold demos, multi-turn GRPO, evaluations — and its table.
 //   llm_sqlrl demo [--full] [--seed S] [--out DIR] [--protocol NAME] [--device cpu|cuda]
 #include <cstdio>
 
 #include "app/commands.h"
-#include "rl/demo.h"
+#include "rl/demo/demo.h"
 
 namespace sqlrl {
 namespace {

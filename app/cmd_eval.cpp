@@ -2,7 +2,7 @@
 //   llm_sqlrl eval --weights DIR [--tokenizer FILE] --dataset FORMAT:PATH [--split dev]
 //       [--protocol skyrl] [--mode greedy|vote|passk] [--samples k] [--temperature T] [--top-p P]
 //       [--single-turn] [--limit N] [--seed S] [--out DIR] [--device cpu|cuda]
-// Writes DIR/summary.json, DIR/summary.md and DIR/examples.jsonl (rl/eval.h) and prints the
+// Writes DIR/summary.json, DIR/summary.md and DIR/examples.jsonl (rl/eval/eval.h) and prints the
 // tables. Same seed and build -> the same bytes, except the wall-clock fields ("seconds" in each
 // line, "time" in the summary). Defaults: vote/passk 8 samples at T=1; EX semantics bird for
 // BIRD data, else spider; --limit takes the first N questions (dialogue turns, for SParC/CoSQL).
@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "app/commands.h"
-#include "rl/eval.h"
+#include "rl/eval/eval.h"
 #include "rl/policy.h"
 #include "runtime/device.h"
 #include "runtime/error.h"

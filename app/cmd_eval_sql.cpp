@@ -8,9 +8,9 @@
 
 #include "app/commands.h"
 #include "runtime/error.h"
-#include "sql/eval_bird.h"
-#include "sql/eval_spider_run.h"
-#include "sql/pool.h"
+#include "sql/eval/eval_bird.h"
+#include "sql/eval/eval_spider_run.h"
+#include "sql/exec/pool.h"
 
 namespace sqlrl {
 

@@ -1,26 +1,26 @@
-// `llm_sqlrl sft`: supervised fine-tuning on masked multi-turn data (rl/sft.h, rl/sft_data.h).
+// `llm_sqlrl sft`: supervised fine-tuning on masked multi-turn data (rl/sft/sft.h, rl/sft/sft_data.h).
 //   llm_sqlrl sft --data FILE.jsonl --weights DIR --tokenizer FILE --out DIR [--epochs N] [--lr X]
 //       [--max-steps N] [--micro-batch-tokens N] [--seed S] ...
 //   llm_sqlrl sft --resume DIR    continue a run from its latest checkpoint (or DIR = a step-N folder)
 //   llm_sqlrl sft synth-demos --protocol NAME --out FILE.jsonl [--data BENCH_DIR] [--format spider|sparc]
-//       gold demonstrations for the synthetic benchmark (rl/sft_demos.h); without --data the
+//       gold demonstrations for the synthetic benchmark (rl/sft/sft_demos.h); without --data the
 //       default benchmark is written to <out>.bench/ first
 //   llm_sqlrl sft self-taught --weights DIR --tokenizer FILE --data BENCH_DIR --protocol NAME --out DIR
-//       MTSQL-R1's self-taught warm start (rl/sft_self_taught.h)
+//       MTSQL-R1's self-taught warm start (rl/sft/sft_self_taught.h)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 
 #include "app/commands.h"
-#include "rl/sft.h"
-#include "rl/sft_demos.h"
-#include "rl/sft_self_taught.h"
+#include "rl/sft/sft.h"
+#include "rl/sft/sft_demos.h"
+#include "rl/sft/sft_self_taught.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
-#include "sql/datasets.h"
-#include "sql/synth.h"
+#include "sql/data/datasets.h"
+#include "sql/data/synth.h"
 
 namespace sqlrl {
 namespace {

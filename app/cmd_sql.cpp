@@ -4,9 +4,9 @@
 
 #include "app/commands.h"
 #include "runtime/error.h"
-#include "sql/format.h"
-#include "sql/pool.h"
-#include "sql/schema.h"
+#include "sql/exec/format.h"
+#include "sql/exec/pool.h"
+#include "sql/exec/schema.h"
 
 namespace sqlrl {
 

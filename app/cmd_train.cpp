@@ -1,4 +1,4 @@
-// `llm_sqlrl train`: multi-turn GRPO (rl/train.h). Every TrainConfig key is a flag (--group-size
+// `llm_sqlrl train`: multi-turn GRPO (rl/grpo/train.h). Every TrainConfig key is a flag (--group-size
 // 5) and a recipe key (configs/*.toml: `group-size = 5`); flags override the recipe. An unknown
 // key in a recipe is an error naming it.
 //   llm_sqlrl train [--config configs/skyrl.toml] [--weights DIR] [--out runs/x] [--max-steps N] ...
@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "app/commands.h"
-#include "rl/train.h"
+#include "rl/grpo/train.h"
 #include "runtime/error.h"
 
 namespace sqlrl {

@@ -1,4 +1,4 @@
-// Items evaluated per second by the Spider evaluation (sql/eval_spider_run.h) on the 1,034 dev
+// Items evaluated per second by the Spider evaluation (sql/eval/eval_spider_run.h) on the 1,034 dev
 // pairs of tests/fixtures/spider_eval: EM only (parse both, rebuild, partial match, hardness)
 // and all (EM + EX on the two populated databases of each db_id). One thread, so the figure is
 // comparable with the single-threaded official Python script.
@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "sql/eval_spider_run.h"
-#include "sql/pool.h"
+#include "sql/eval/eval_spider_run.h"
+#include "sql/exec/pool.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// CPU throughput of the GRPO numerics, and of the whole trainer step (rl/grpo) on a tiny Qwen3
+// CPU throughput of the GRPO numerics, and of the whole trainer step (rl/grpo/grpo) on a tiny Qwen3
 // (vocab 256, hidden 64, 2 layers) beside one plain forward + backward of the same packed
 // tokens: the step adds the old-log-prob forward, the loss and AdamW. Numerics: per-token loss fwd+bwd (bytes moved: logp, old, ref, adv
 // as f32, mask u8, dlogp f32 = 21 B/token), fused AdamW (p, m, v, g read + p, m, v written =
@@ -13,7 +13,7 @@
 #include "kernels/adamw.h"
 #include "kernels/grpo_loss.h"
 #include "model/train.h"
-#include "rl/grpo.h"
+#include "rl/grpo/grpo.h"
 #include "runtime/random.h"
 #include "runtime/tensor.h"
 

@@ -10,8 +10,8 @@
 
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
-#include "sql/compare.h"
-#include "sql/pool.h"
+#include "sql/exec/compare.h"
+#include "sql/exec/pool.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Golden outputs of NLTK's word tokenizer for tests/sql_eval (sql/lexer.cpp nltk_word_tokenize).
+# Golden outputs of NLTK's word tokenizer for tests/sql_eval (sql/eval/lexer.cpp nltk_word_tokenize).
 # Pinned: Python 3.11, nltk==3.8 (the version the Spider fixtures were made with).
 # The inputs have no quote characters, as in process_sql.tokenize (quotes become placeholders).
 # usage: make_nltk_tokenize_fixture.py out.jsonl

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "rl/demo.h"
+#include "rl/demo/demo.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 // (test_rollout_cuda.cpp says how far), so only one answer is required to agree.
 #include <gtest/gtest.h>
 
-#include "rl/eval.h"
+#include "rl/eval/eval.h"
 #include "tests/rl_cuda/rl_cuda_fixture.h"
 #include "tests/rl_rollout/rollout_fixture.h"
 #include "tests/test_util.h"

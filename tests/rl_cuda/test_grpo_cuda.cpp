@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "rl/grpo.h"
+#include "rl/grpo/grpo.h"
 #include "tests/model_cuda/model_cuda_util.h"
 #include "tests/rl_cuda/rl_cuda_fixture.h"
 #include "tests/rl_grpo/grpo_fixture.h"

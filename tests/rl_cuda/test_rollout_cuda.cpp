@@ -15,7 +15,7 @@
 #include <algorithm>
 
 #include "model/train.h"
-#include "rl/rollout.h"
+#include "rl/agent/rollout.h"
 #include "tests/rl_cuda/rl_cuda_fixture.h"
 #include "tests/rl_rollout/rollout_fixture.h"
 #include "tests/test_util.h"

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "rl/sft_self_taught.h"
+#include "rl/sft/sft_self_taught.h"
 #include "tests/rl_rollout/rollout_fixture.h"
 #include "tests/test_util.h"
 

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <random>
 
-#include "rl/sft.h"
+#include "rl/sft/sft.h"
 #include "tests/rl_cuda/rl_cuda_fixture.h"
 #include "tests/test_util.h"
 

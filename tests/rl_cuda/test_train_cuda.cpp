@@ -8,7 +8,7 @@
 
 #include "model/model.h"
 #include "rl/optimizer.h"
-#include "rl/train_log.h"
+#include "rl/grpo/train_log.h"
 #include "tests/model_cuda/model_cuda_util.h"
 #include "tests/rl_train/train_fixture.h"
 #include "tests/test_util.h"

@@ -1,11 +1,11 @@
 // The embedded end-to-end run at its "mini" size (seconds): every stage runs, the run folder
-// holds what rl/demo.h lists, and report.json carries the keys with EX values in [0, 1].
+// holds what rl/demo/demo.h lists, and report.json carries the keys with EX values in [0, 1].
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "rl/demo.h"
+#include "rl/demo/demo.h"
 #include "runtime/device.h"
 
 namespace fs = std::filesystem;

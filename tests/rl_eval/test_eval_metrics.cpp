@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "rl/eval.h"
+#include "rl/eval/eval.h"
 #include "runtime/error.h"
-#include "sql/compare.h"
+#include "sql/exec/compare.h"
 
 namespace sqlrl::rl {
 namespace {

@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
-#include "rl/eval.h"
-#include "rl/train.h"
-#include "sql/synth.h"
+#include "rl/eval/eval.h"
+#include "rl/grpo/train.h"
+#include "sql/data/synth.h"
 #include "tests/rl_rollout/rollout_fixture.h"
 #include "tests/test_util.h"
 
@@ -181,7 +181,7 @@ TEST(EvalRun, OutputsAreWrittenAndRepeatBitForBit) {
 }
 
 // A small synthetic benchmark, the embedded BPE tokenizer trained on it and a tiny Qwen3 of
-// that vocabulary (rl/train.h's embedded default), saved as a checkpoint for the CLI.
+// that vocabulary (rl/grpo/train.h's embedded default), saved as a checkpoint for the CLI.
 struct SynthWorld {
   std::string bench, weights;
   std::vector<sql::Example> dev, dialogue_dev;

@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "rl/eval.h"
+#include "rl/eval/eval.h"
 #include "runtime/error.h"
 #include "tests/sql/pool_test_db.h"
 

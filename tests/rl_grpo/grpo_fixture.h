@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "model/model.h"
-#include "rl/trajectory.h"
+#include "rl/agent/trajectory.h"
 #include "runtime/random.h"
 #include "runtime/tensor.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "rl/grpo.h"
+#include "rl/grpo/grpo.h"
 #include "tests/rl_grpo/grpo_fixture.h"
 #include "tests/test_util.h"
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include "rl/grpo.h"
+#include "rl/grpo/grpo.h"
 #include "tests/rl_grpo/grpo_fixture.h"
 #include "tests/test_util.h"
 

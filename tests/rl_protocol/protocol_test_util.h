@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "rl/protocol.h"
-#include "rl/untrusted.h"
+#include "rl/agent/protocol.h"
+#include "rl/agent/untrusted.h"
 
 namespace sqlrl::rl::testing {
 
@@ -26,7 +26,7 @@ inline sql::Example farm_example() {
   return e;
 }
 
-// The protocols' texts as shown: the data marks of rl/untrusted.h removed.
+// The protocols' texts as shown: the data marks of rl/agent/untrusted.h removed.
 inline std::vector<ChatMessage> prompt_text(const Protocol& p, const sql::Example& e, const sql::DatabaseSchema& s) {
   std::vector<ChatMessage> m = p.first_prompt(e, s);
   for (ChatMessage& x : m) x.content = strip_marks(x.content);

@@ -4,7 +4,7 @@
 // the case study D.1 shows them); and when each protocol ends an episode.
 #include <gtest/gtest.h>
 
-#include "rl/protocol.h"
+#include "rl/agent/protocol.h"
 #include "tests/rl_protocol/protocol_test_util.h"
 
 namespace sqlrl::rl {

@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "rl/protocol.h"
+#include "rl/agent/protocol.h"
 #include "tests/rl_protocol/protocol_test_util.h"
 
 namespace sqlrl::rl {

@@ -2,7 +2,7 @@
 // a chat rendering that ends on the assistant generation prompt.
 #include <gtest/gtest.h>
 
-#include "rl/protocol.h"
+#include "rl/agent/protocol.h"
 #include "tests/rl_protocol/protocol_test_util.h"
 
 namespace sqlrl::rl {

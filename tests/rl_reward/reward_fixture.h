@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "../sql/pool_test_db.h"
-#include "rl/reward.h"
+#include "rl/agent/reward.h"
 #include "runtime/error.h"
 
 namespace sqlrl::rl::testing {

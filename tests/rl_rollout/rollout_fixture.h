@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "model/model.h"
-#include "rl/protocol.h"
-#include "rl/rollout.h"
-#include "sql/schema.h"
+#include "rl/agent/protocol.h"
+#include "rl/agent/rollout.h"
+#include "sql/exec/schema.h"
 #include "tests/sql/pool_test_db.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/trainer.h"

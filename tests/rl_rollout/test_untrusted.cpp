@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "rl/untrusted.h"
+#include "rl/agent/untrusted.h"
 #include "tests/rl_rollout/rollout_fixture.h"
 
 namespace sqlrl::rl {

@@ -11,7 +11,7 @@
 
 #include "model/model.h"
 #include "tests/rl_grpo/grpo_fixture.h"
-#include "sql/synth.h"
+#include "sql/data/synth.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/trainer.h"
 

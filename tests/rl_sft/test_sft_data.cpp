@@ -4,8 +4,8 @@
 
 #include <fstream>
 
-#include "rl/sft.h"
-#include "rl/sft_data.h"
+#include "rl/sft/sft.h"
+#include "rl/sft/sft_data.h"
 #include "runtime/error.h"
 #include "tests/rl_sft/sft_fixture.h"
 

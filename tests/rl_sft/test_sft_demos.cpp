@@ -3,11 +3,11 @@
 // and every trap question must execute at least twice (probe + fix) and show the stored value.
 #include <gtest/gtest.h>
 
-#include "rl/rollout.h"
-#include "rl/sft_demos.h"
-#include "rl/untrusted.h"
-#include "sql/compare.h"
-#include "sql/schema.h"
+#include "rl/agent/rollout.h"
+#include "rl/sft/sft_demos.h"
+#include "rl/agent/untrusted.h"
+#include "sql/exec/compare.h"
+#include "sql/exec/schema.h"
 #include "tests/rl_sft/sft_fixture.h"
 
 namespace sqlrl::rl {

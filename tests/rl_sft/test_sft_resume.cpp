@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "rl/sft.h"
+#include "rl/sft/sft.h"
 #include "tests/rl_sft/sft_fixture.h"
 #include "tests/test_util.h"
 

@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "rl/sft_self_taught.h"
+#include "rl/sft/sft_self_taught.h"
 #include "tests/rl_rollout/rollout_fixture.h"
 
 namespace sqlrl::rl {

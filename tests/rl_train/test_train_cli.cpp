@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
-#include "rl/train.h"
-#include "rl/train_log.h"
+#include "rl/grpo/train.h"
+#include "rl/grpo/train_log.h"
 #include "tests/rl_train/train_fixture.h"
 #include "tests/test_util.h"
 

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "rl/train_log.h"
+#include "rl/grpo/train_log.h"
 #include "tests/rl_train/train_fixture.h"
 #include "tests/test_util.h"
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "rl/train.h"
+#include "rl/grpo/train.h"
 #include "runtime/random.h"
 #include "runtime/tensor.h"
-#include "sql/schema.h"
+#include "sql/exec/schema.h"
 #include "tests/sql/pool_test_db.h"
 #include "tokenizer/trainer.h"
 

@@ -2,7 +2,7 @@
 // in the comments from exec_eval.py's result_eq and BIRD's set(pred) == set(gold).
 #include <gtest/gtest.h>
 
-#include "sql/compare.h"
+#include "sql/exec/compare.h"
 #include "tests/sql/pool_test_db.h"
 
 namespace sqlrl::sql {

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 
-#include "sql/format.h"
-#include "sql/pool.h"
-#include "sql/pyrepr.h"
+#include "sql/exec/format.h"
+#include "sql/exec/pool.h"
+#include "sql/exec/pyrepr.h"
 #include "tests/sql/pool_test_db.h"
 #include "tests/test_util.h"
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "sql/format.h"
+#include "sql/exec/format.h"
 #include "tests/test_util.h"
 
 namespace sqlrl::sql {

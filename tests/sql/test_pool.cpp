@@ -5,8 +5,8 @@
 #include <future>
 #include <thread>
 
-#include "sql/compare.h"
-#include "sql/pool.h"
+#include "sql/exec/compare.h"
+#include "sql/exec/pool.h"
 #include "tests/sql/pool_test_db.h"
 
 namespace sqlrl::sql {

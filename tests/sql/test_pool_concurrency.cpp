@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "sql/pool.h"
+#include "sql/exec/pool.h"
 #include "tests/sql/pool_test_db.h"
 
 namespace sqlrl::sql {

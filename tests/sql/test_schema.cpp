@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "sql/schema.h"
+#include "sql/exec/schema.h"
 #include "tests/sql/pool_test_db.h"
 
 namespace sqlrl::sql {

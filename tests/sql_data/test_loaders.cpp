@@ -5,7 +5,7 @@
 #include <string>
 
 #include "runtime/error.h"
-#include "sql/datasets.h"
+#include "sql/data/datasets.h"
 #include "tests/test_util.h"
 
 using namespace sqlrl;

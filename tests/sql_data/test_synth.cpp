@@ -12,11 +12,11 @@
 #include <sstream>
 
 #include "runtime/error.h"
-#include "sql/datasets.h"
-#include "sql/eval_spider.h"
-#include "sql/parse.h"
-#include "sql/synth.h"
-#include "sql/synth_questions.h"
+#include "sql/data/datasets.h"
+#include "sql/eval/eval_spider.h"
+#include "sql/eval/parse.h"
+#include "sql/data/synth.h"
+#include "sql/data/synth_questions.h"
 
 using namespace sqlrl;
 using namespace sqlrl::sql;

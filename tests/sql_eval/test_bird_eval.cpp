@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "runtime/error.h"
-#include "sql/eval_bird.h"
-#include "sql/pool.h"
+#include "sql/eval/eval_bird.h"
+#include "sql/exec/pool.h"
 #include "tests/test_util.h"
 
 namespace sqlrl::sql {

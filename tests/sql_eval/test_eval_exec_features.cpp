@@ -1,8 +1,8 @@
 // EX text rewrites (parse.remove_distinct, postprocess, replace_cur_year), EX on a fixture
 // database, and the reward helpers.
 #include "runtime/error.h"
-#include "sql/eval_spider_exec.h"
-#include "sql/sql_features.h"
+#include "sql/eval/eval_spider_exec.h"
+#include "sql/eval/sql_features.h"
 #include "tests/test_util.h"
 
 namespace sqlrl::sql {

@@ -6,8 +6,8 @@
 
 #include <filesystem>
 
-#include "sql/eval_spider_exec.h"
-#include "sql/eval_spider_plug.h"
+#include "sql/eval/eval_spider_exec.h"
+#include "sql/eval/eval_spider_plug.h"
 #include "tests/test_util.h"
 
 namespace sqlrl::sql {

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
-#include "sql/eval_spider_run.h"
-#include "sql/pool.h"
+#include "sql/eval/eval_spider_run.h"
+#include "sql/exec/pool.h"
 #include "tests/test_util.h"
 
 namespace sqlrl::sql {

@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
-#include "sql/eval_spider.h"
-#include "sql/eval_spider_run.h"
-#include "sql/lexer.h"
-#include "sql/parse.h"
+#include "sql/eval/eval_spider.h"
+#include "sql/eval/eval_spider_run.h"
+#include "sql/eval/lexer.h"
+#include "sql/eval/parse.h"
 #include "tests/test_util.h"
 
 namespace sqlrl::sql {

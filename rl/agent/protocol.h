@@ -1,0 +1,80 @@
+// An agent protocol is one paper's way of talking to the database: the first prompt, how an
+// assistant turn is read into an Action, what text the environment injects after it, and when
+// the episode ends. The rollout engine knows nothing of tags or tools; it asks the protocol.
+//
+// Turn mechanics, as the rollout engine drives them:
+//   1. prompt tokens = encode_marked(render_chat(first_prompt(...), add_generation_prompt)).
+//   2. decode until one of stop_strings() appears in the decoded text of this turn (or EOS /
+//      <|im_end|>, or the token cap); the stop string's tokens are kept.
+//   3. action = parse(turn text). ExecSql runs on the SQLite pool; MemoryRetrieve reads the
+//      example's history; Answer and an Invalid turn may end the episode (see done()).
+//   4. if not done: inject(...) text is tokenized (encode_marked), appended with policy_mask 0 and prefilled;
+//      decoding resumes. The injected text closes the assistant turn and opens the next one
+//      where the paper's chat format does so (e.g. "<|im_end|>\n<|im_start|>user\n...").
+// first_prompt() contents and inject() texts carry the text that comes from the dataset or the
+// database (schema, sample values, question, evidence, results, errors, echoed SQL) wrapped by
+// untrusted() (rl/agent/untrusted.h), so that it never becomes a control token; strip_marks() gives the
+// plain text.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rl/agent/trajectory.h"
+#include "sql/data/datasets.h"
+#include "sql/exec/result.h"
+#include "sql/exec/schema.h"
+#include "tokenizer/chat_template.h"
+
+namespace sqlrl::rl {
+
+// What the environment did with an action, for inject().
+struct StepOutcome {
+  const sql::Result* result = nullptr;  // ExecSql: the pool's result (error/timeout inside); else null
+  std::string db_path;                  // as observations name it: sql::shown_db_path
+  int turns_left = 0;                   // assistant turns still allowed after this one
+  // The turn ended on a sampled end-of-turn token (<|im_end|> / EOS) rather than a stop string:
+  // the chat-markup protocols then do not write <|im_end|> again when they open the next turn.
+  bool turn_ended_with_eos = false;
+  // Qwen3 rendered with enable_thinking=false writes "<think>\n\n</think>\n\n" after each
+  // generation prompt; the protocols that open a new assistant turn then write it too.
+  bool empty_think_block = false;
+  // mtsql memory_retrieve: results of example.history[i].gold_sql, in order, when the engine ran
+  // them (the memory text then carries MTSQL-R1's "SQL Results" line per turn); null = omitted.
+  const std::vector<sql::Result>* history_results = nullptr;
+};
+
+struct Protocol {
+  virtual ~Protocol() = default;
+  virtual const char* name() const = 0;
+  // Turn budget (assistant turns, the answering turn included) and the strings that end a turn.
+  virtual int max_turns() const = 0;
+  virtual std::vector<std::string> stop_strings() const = 0;
+  // system + user messages (schema, evidence, question, dialogue history where the paper has it).
+  virtual std::vector<ChatMessage> first_prompt(const sql::Example& example, const sql::DatabaseSchema& schema) const = 0;
+  // Reads one assistant turn. Never throws: anything malformed is ActionKind::Invalid with `error`.
+  virtual Action parse(std::string_view turn_text) const = 0;
+  // Whether the episode ends after this action (answers always; invalid turns per paper).
+  virtual bool done(const Action& action, int turn_index) const = 0;
+  // Text injected after a turn that did not end the episode: the observation (or the paper's
+  // rethink line for an invalid turn), wrapped in the paper's chat markup.
+  virtual std::string inject(const Action& action, const StepOutcome& outcome, const sql::Example& example) const = 0;
+  // Whether the engine runs action.sql on the database before inject(): ExecSql always; mtsql's
+  // memory_retrieve too (its verifier text shows "The execution results of the proposed SQL").
+  virtual bool executes(const Action& action) const { return action.kind == ActionKind::ExecSql; }
+};
+
+// MTSQL-R1's verdicts written in one assistant turn (outside <think>), as written ("pass",
+// "no_pass", ...; the last one when repeated), "" when absent: for the E-/M-VERIFY rewards.
+struct VerifyVerdicts {
+  std::string exec;    // <exec_verify>...</exec_verify>
+  std::string memory;  // <memory_verify>...</memory_verify>
+};
+VerifyVerdicts mtsql_verdicts(std::string_view turn_text);
+
+// "skyrl", "sqltrail", "mtir", "mtsql"; anything else is an error listing the names.
+std::unique_ptr<Protocol> make_protocol(const std::string& name);
+std::vector<std::string> protocol_names();
+
+}  // namespace sqlrl::rl

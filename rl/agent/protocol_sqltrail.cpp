@@ -1,0 +1,123 @@
+// SQL-Trail (seed 001): <reasoning>…</reasoning> then <sql>…</sql> or <solution>…</solution>;
+// observations in a user turn with column headers and "You have N turns left"; Algorithm 1 of
+// appendix A.8 is the environment.
+#include "rl/agent/protocol_impl.h"
+#include "sql/exec/format.h"
+
+namespace sqlrl::rl::detail {
+namespace {
+
+// "System Prompt for Multi-turn Text-to-SQL Agent" (appendix A.8), verbatim; the PDF text has no
+// line breaks, so the layout follows the SkyRL-SQL prompt it extends (A.3 cites SkyRL-v0). The
+// paper prints "…" where SkyRL's code has "..."; we keep SkyRL's ASCII. "Relavent" and the stray
+// "nothing more." are the paper's. The example uses <think> although the format asks for
+// <reasoning>: the paper's, kept.
+constexpr const char* kSystemHead =
+    "Task Overview:\n"
+    "You are a helpful text-to-SQL expert assistant. Below, you are provided with a database schema and a natural "
+    "language question. Your task is to understand the schema and generate a valid SQL query to answer the "
+    "question within limited turns. You should breakdown the problem, draft your reasoning process, and generate "
+    "the solution.\n"
+    "\n"
+    "Database Engine:\n";
+constexpr const char* kSystemTail =
+    "Instructions:\n"
+    "1. Make sure you only output the information that is asked in the question. If the question asks for a "
+    "specific column, make sure to only include that column in the SELECT clause, nothing more.\n"
+    "2. The generated query should return all of the information asked in the question without any missing or "
+    "extra information.\n"
+    "3. In your first response, you must identify all tables and columns from the database schema that are "
+    "relevant to answering the question.\n"
+    "4. Before generating the final SQL query you should reflect through previous steps and refine any errors "
+    "previous steps.\n"
+    "\n"
+    "Format:\n"
+    "1. Conduct thinking inside <reasoning>...</reasoning> blocks every time you get new observation or "
+    "information. nothing more.\n"
+    "2. You can use SQL tool written within a single <sql>your sql</sql> block to explore or verify. SQL tool "
+    "output will be shown as dataframe inside <observation>...</observation>. Based on this observation, you can "
+    "think again and refine.\n"
+    "3. The returned dataframe will be truncated in 50 rows if observation is too long.\n"
+    "4. If you find no further exploration is needed or reaches max turns, directly provide the final sql in "
+    "<solution>...</solution>\n"
+    "------------------------ START OF EXAMPLE ------------------------\n"
+    "Question: what is the average price of all products?\n"
+    "\n"
+    "Database Schema:\n"
+    "    Table: products\n"
+    "    - id (INTEGER, PRIMARY KEY)\n"
+    "    - name (TEXT)\n"
+    "    - price (REAL)\n"
+    "\n"
+    "<think>I need to find the average price of all items listed in the products table.\n"
+    "\n"
+    "Relavent tables and columns:\n"
+    "- 'products':'price'\n"
+    "\n"
+    "To solve this problem I should issue a simple aggregate query using\n"
+    "AVG(price).</think>\n"
+    "<sql>SELECT AVG(price) FROM products;</sql>\n"
+    "<observation>\n"
+    "   AVG(price)\n"
+    "0       24.75\n"
+    "</observation>\n"
+    "<think>The result shows that the average product price is 24.75. The question asks\n"
+    "for the average price, so I can directly return this SQL query as the final\n"
+    "solution.</think>\n"
+    "<solution>SELECT AVG(price) FROM products;</solution>\n"
+    "------------------------ END OF EXAMPLE ------------------------";
+
+// Algorithm 1, line 22: the observation when the query's result "is invalid" (an SQLite error
+// or timeout). We also give it for a turn with no action (the algorithm appends nothing there
+// and would keep generating inside the same assistant turn, which a chat template cannot show).
+constexpr const char* kInvalid = "Your previous action is invalid. Think and try again.";
+
+struct SqlTrail final : Protocol {
+  const char* name() const override { return "sqltrail"; }
+  // Algorithm 1 runs T = 10 turns (A.5) and then, line 31, generates one final <solution>
+  // block: 11 assistant turns at most, the last one after "You have 1 turns left".
+  int max_turns() const override { return 11; }
+  // Algorithm 1 line 10 also breaks on </reasoning>; we do not: a reasoning-only segment
+  // would use up a turn, while the turn reward (A.4: simple ∧ t≤2) counts reasoning+SQL pairs.
+  std::vector<std::string> stop_strings() const override { return {"</sql>", "</solution>"}; }
+
+  // The A.8 template filled in (engine, SQL-Trail's "Table: t / - col (TYPE, PRIMARY KEY)" schema,
+  // external knowledge, question) as the system message; Algorithm 1's dialogue then starts from
+  // the question x as the user message.
+  std::vector<ChatMessage> first_prompt(const sql::Example& example, const sql::DatabaseSchema& schema) const override {
+    std::string system = kSystemHead;
+    system += "SQLite\n\nDatabase Schema:\n" + untrusted(trim(sql::schema_sqltrail(schema))) + "\n\nExternal Knowledge:\n" +
+              untrusted(example.evidence) + "\n\nQuestion:\n" + untrusted(example.question) + "\n\n" + kSystemTail;
+    return {ChatMessage{"system", std::move(system), std::nullopt, {}},
+            ChatMessage{"user", untrusted(example.question), std::nullopt, {}}};
+  }
+
+  Action parse(std::string_view turn_text) const override {
+    // The format asks for <reasoning>, the prompt's own example uses <think>: both are reasoning.
+    return parse_sql_or_solution(drop_blocks(drop_blocks(turn_text, "<reasoning>", "</reasoning>"), "<think>", "</think>"));
+  }
+
+  bool done(const Action& action, int) const override { return action.kind == ActionKind::Answer; }
+
+  // Algorithm 1 lines 24-27: "<observation>" o + "You have (T−t) turns left to complete the
+  // task." "</observation>", appended as a user turn (A.3: "appended to the conversation as user
+  // input"). o = ToString(DataFrame(r) with column headers): pandas to_string with index and
+  // column names, the first 50 rows after SkyRL's note when over 9000 characters. Line breaks
+  // around o follow the example in the system prompt.
+  std::string inject(const Action& action, const StepOutcome& outcome, const sql::Example&) const override {
+    std::string o = kInvalid;
+    if (action.kind == ActionKind::ExecSql && outcome.result != nullptr && outcome.result->ok()) {
+      o = untrusted(sql::format_df_observation(*outcome.result, sql::DataFrameStyle{},
+                                               sql::ObservationContext{outcome.db_path, action.sql}));
+    }
+    return user_turn("<observation>\n" + o + "\nYou have " + std::to_string(outcome.turns_left) +
+                         " turns left to complete the task.\n</observation>",
+                     outcome);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Protocol> make_sqltrail() { return std::make_unique<SqlTrail>(); }
+
+}  // namespace sqlrl::rl::detail

@@ -1,0 +1,85 @@
+// Reward panels: the four papers' rewards as named terms x weights, scored on finished
+// trajectories. A term's raw value is the paper's indicator/score; the weight is the paper's
+// coefficient, overridable per term by name (config "reward.<panel>.<term>=<w>").
+//
+//   mtir      format (±1) ×0.1, exec (+1/0/−1) ×0.1, result (+1/0/−1) ×1     MTIR-SQL §3.3 eq. 5-7
+//   sqltrail  exec ×5, turns ×2, schema, bigram, syntax, format (each 0..1) ×1  SQL-Trail §3.3.2, A.4
+//   skyrl     outcome (−1 bad format / 0 wrong / 1 right) ×1                  SkyRL-SQL §4.1
+//   mtsql     ex ×1, em ×1, clause_f1 ×0.8, verify (E-mean + M-mean, 0..2) ×0.1  MTSQL-R1 §3.3.2
+//
+// Execution comparison follows the SQL environment's EX (sql/exec/compare.h) in the context's mode;
+// gold results are executed once per (database, gold SQL) and shared by every sample.
+// Where a paper leaves a choice open, rl/agent/reward.cpp and rl/agent/reward_terms.cpp say what was chosen.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rl/agent/trajectory.h"
+#include "runtime/thread_pool.h"
+#include "sql/exec/compare.h"
+#include "sql/data/datasets.h"
+#include "sql/exec/pool.h"
+
+namespace sqlrl::rl {
+
+struct RewardTerm {
+  std::string name;
+  double weight = 1;
+};
+
+struct RewardPanel {
+  std::string name;               // "mtir", "sqltrail", "skyrl", "mtsql"
+  std::vector<RewardTerm> terms;  // fixed per panel, in the order reward_terms reports them
+};
+
+// The panel with the paper's weights; an unknown name is an error listing the names.
+RewardPanel make_reward_panel(const std::string& name);
+std::vector<std::string> reward_panel_names();
+
+// Sets one term's weight. `key` is the term name ("exec") or the config key
+// ("reward.sqltrail.exec"); an unknown term, or a key for another panel, is an error naming
+// the panel's terms.
+void set_reward_weight(RewardPanel& panel, std::string_view key, double weight);
+// "reward.sqltrail.exec=5" (config/CLI form); the value must be a finite number.
+void apply_reward_override(RewardPanel& panel, std::string_view assignment);
+
+struct RewardCaches;  // parsed gold queries and database schemas (rl/agent/reward.cpp)
+
+// Shared by every scoring thread of a run. Not copyable.
+struct RewardContext {
+  explicit RewardContext(sql::Pool& pool, sql::Limits limits = {}, sql::CompareMode mode = sql::CompareMode::Spider);
+  ~RewardContext();
+  RewardContext(const RewardContext&) = delete;
+  RewardContext& operator=(const RewardContext&) = delete;
+
+  sql::Pool& pool;
+  const sql::Limits limits;  // for predicted and gold queries alike
+  // Spider: test-suite-sql-eval's EX on the example's database (DISTINCT removed from both
+  // queries unless keep_distinct, bag of rows, order checked iff the gold says ORDER BY).
+  // BirdSet: BIRD / SkyRL set equality of rows.
+  const sql::CompareMode mode;
+  bool keep_distinct = false;
+  // SQL-Trail's turn budget T (A.4 eq. 7: hard/extra pay only when t < T). SQL-Trail trains
+  // with 10 turns (§4 / A.8); the trainer sets it from the recipe's max turns.
+  int turn_budget = 10;
+  // score_batch's threads; nullptr = default_thread_pool() (what the SQLite pool submits to).
+  ThreadPool* workers = nullptr;
+
+  sql::GoldCache gold;  // (db_path, processed gold SQL) -> result, executed once
+  std::unique_ptr<RewardCaches> caches;
+};
+
+// Fills traj.reward (the weighted sum) and traj.reward_terms (name -> weighted value, panel
+// order). Runs the predicted SQL once on the pool (and the gold once per context). Thread-safe
+// for distinct trajectories. Throws only for unusable input (an unknown difficulty label, a
+// database whose schema cannot be read).
+void score(const RewardPanel& panel, const sql::Example& example, Trajectory& traj, RewardContext& ctx);
+
+// score() for every trajectory, trajs[i] against examples[trajs[i].example_index], on the
+// context's worker threads. Distinct gold queries run first (once each), then the samples.
+void score_batch(const RewardPanel& panel, const std::vector<sql::Example>& examples, std::vector<Trajectory>& trajs,
+                 RewardContext& ctx);
+
+}  // namespace sqlrl::rl

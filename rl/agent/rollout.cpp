@@ -1,0 +1,403 @@
+// The rollout engine's scheduler. Each sample is a small state machine:
+//   Decode   - its next tokens to forward sit in `feed` (the last sampled token, plus injected
+//              observation tokens after a turn); every step forwards all Decode samples in one
+//              batched call and samples one token for each from its logits row;
+//   WaitSql  - its turn asked for SQL; the query runs on the pool while the others decode;
+//   Done     - answered, out of turns or truncated; its cache sequence is freed.
+// Invariant: a sample's last sampled token is not in the cache yet (it heads the next feed).
+#include "rl/agent/rollout.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <optional>
+
+#include "model/infer.h"
+#include "rl/agent/untrusted.h"
+#include "runtime/error.h"
+#include "sql/exec/format.h"
+#include "tokenizer/stream.h"
+
+namespace sqlrl::rl {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+enum class Phase : uint8_t { Waiting, Decode, WaitSql, Done };  // Waiting = not admitted yet
+
+struct Sample {
+  int64_t request = 0;
+  uint64_t stream_id = 0;  // Philox sequence id
+  int64_t handle = -1;     // cache sequence
+  Phase phase = Phase::Waiting;
+  std::vector<int32_t> feed;
+  std::optional<TokenStream> turn;  // the current assistant turn's decoded text and stop matcher
+  int64_t turn_begin = 0;           // index in tokens of the turn's first sampled token
+  bool eos_ended = false;           // the last turn ended on <|im_end|> / <|endoftext|>
+  std::future<sql::Result> sql;
+  std::vector<std::future<sql::Result>> history;  // memory_retrieve: the dialogue's gold SQL
+  int64_t sql_due = 0;                            // step at which a reproducible schedule takes the result
+};
+
+struct Engine {
+  const Policy& policy;
+  const Tokenizer& tok;
+  const Protocol& protocol;
+  sql::Pool& pool;
+  const std::vector<RolloutRequest>& requests;
+  const RolloutOptions& opt;
+  RolloutStats& stats;
+  PolicyKV cache;
+  std::vector<Trajectory> out{};
+  std::vector<Sample> samples{};
+  std::vector<std::string> stops{};
+  std::vector<int32_t> eos{};
+  int64_t cap = 0;  // tokens per trajectory
+  int max_turns = 0;
+  int64_t live = 0;  // admitted, not done
+  int64_t step = 0;
+  PolicyLogits logits{};
+};
+
+const sql::Example& example_of(const Engine& e, const Sample& s) { return *e.requests[s.request].example; }
+
+void finish(Engine& e, Sample& s) {
+  if (s.handle >= 0) kv_free(e.cache.book(), s.handle);
+  s.handle = -1;
+  s.phase = Phase::Done;
+  s.feed.clear();
+  --e.live;
+}
+
+void start_turn(Engine& e, Sample& s, Trajectory& t) {
+  s.turn.emplace(e.tok, e.stops);
+  s.turn_begin = static_cast<int64_t>(t.tokens.size());
+}
+
+// Appends the injected text (policy_mask 0) and resumes decoding, or ends the trajectory as
+// truncated when it would leave no room for another sampled token.
+void inject(Engine& e, Sample& s, Trajectory& t, const std::string& text) {
+  std::vector<int32_t> ids = encode_marked(e.tok, text);  // data spans cannot inject control tokens
+  if (static_cast<int64_t>(t.tokens.size() + ids.size()) >= e.cap) {
+    t.truncated = true;
+    finish(e, s);
+    return;
+  }
+  t.turns.back().observation = decode(e.tok, ids);
+  t.tokens.insert(t.tokens.end(), ids.begin(), ids.end());
+  t.policy_mask.insert(t.policy_mask.end(), ids.size(), 0);
+  t.sampler_logprobs.insert(t.sampler_logprobs.end(), ids.size(), 0.0f);
+  s.feed.insert(s.feed.end(), ids.begin(), ids.end());
+  e.stats.injected_tokens += static_cast<int64_t>(ids.size());
+  start_turn(e, s, t);
+  s.phase = Phase::Decode;
+}
+
+int turns_left(const Engine& e, const Trajectory& t) { return e.max_turns - static_cast<int>(t.turns.size()); }
+
+StepOutcome outcome_of(const Engine& e, const Sample& s, const Trajectory& t) {
+  StepOutcome outcome;
+  outcome.db_path = sql::shown_db_path(example_of(e, s).db_path);
+  outcome.turns_left = turns_left(e, t);
+  outcome.turn_ended_with_eos = s.eos_ended;
+  outcome.empty_think_block = e.opt.chat_template == ChatTemplate::qwen3 && !e.opt.enable_thinking;
+  return outcome;
+}
+
+// The turn just ended with `action`: end the episode, run its SQL, or inject the protocol's text.
+void act(Engine& e, Sample& s, Trajectory& t) {
+  const Action& a = t.turns.back().action;
+  const int turn_index = static_cast<int>(t.turns.size()) - 1;
+  if (a.kind == ActionKind::Invalid) ++t.invalid_actions;
+  bool gives_sql = a.kind == ActionKind::Answer || (e.opt.single_turn && a.kind == ActionKind::ExecSql);
+  if (gives_sql) {
+    t.answered = true;
+    t.final_sql = a.sql;
+    return finish(e, s);
+  }
+  if (e.protocol.done(a, turn_index)) return finish(e, s);
+  if (turns_left(e, t) <= 0) {
+    t.out_of_turns = true;
+    return finish(e, s);
+  }
+  if (static_cast<int64_t>(t.tokens.size()) >= e.cap) {
+    t.truncated = true;
+    return finish(e, s);
+  }
+  const sql::Example& ex = example_of(e, s);
+  if (e.protocol.executes(a) && !e.opt.single_turn) {
+    s.sql = e.pool.submit(ex.db_path, a.sql, e.opt.sql_limits);
+    // The memory a retrieval shows carries the results of the dialogue's earlier gold queries.
+    if (a.kind == ActionKind::MemoryRetrieve)
+      for (const sql::Turn& h : ex.history)
+        s.history.push_back(e.pool.submit(ex.db_path, h.gold_sql, e.opt.sql_limits));
+    s.sql_due = e.step + std::max<int64_t>(e.opt.sql_wait_steps, 0);
+    s.phase = Phase::WaitSql;
+    ++e.stats.sql_calls;
+    return;
+  }
+  inject(e, s, t, e.protocol.inject(a, outcome_of(e, s, t), ex));
+}
+
+void take_sql_result(Engine& e, Sample& s, Trajectory& t) {
+  sql::Result result = s.sql.get();
+  TurnRecord& turn = t.turns.back();
+  turn.executed = true;
+  turn.sql_error = !result.ok();
+  turn.rows = static_cast<int64_t>(result.rows.size());
+  turn.sql_seconds = result.elapsed_ms / 1000.0;
+  std::vector<sql::Result> history;
+  for (auto& f : s.history) {
+    history.push_back(f.get());
+    turn.sql_seconds += history.back().elapsed_ms / 1000.0;
+  }
+  s.history.clear();
+  t.sql_seconds += turn.sql_seconds;
+  e.stats.sql_seconds += turn.sql_seconds;
+  e.stats.sql_errors += turn.sql_error ? 1 : 0;
+  StepOutcome outcome = outcome_of(e, s, t);
+  outcome.result = &result;
+  if (turn.action.kind == ActionKind::MemoryRetrieve) outcome.history_results = &history;
+  inject(e, s, t, e.protocol.inject(turn.action, outcome, example_of(e, s)));
+}
+
+// The request for the next token of `s` (its Philox stream, at its next position).
+SamplingRequest draw_request(const Engine& e, const Sample& s, const Trajectory& t) {
+  return {e.opt.sampling, s.stream_id, static_cast<uint64_t>(t.tokens.size())};
+}
+
+// Appends the token drawn for `s` and advances its turn.
+void sample_next(Engine& e, Sample& s, Trajectory& t, const SampledToken& st) {
+  t.tokens.push_back(st.token);
+  t.policy_mask.push_back(1);
+  t.sampler_logprobs.push_back(st.logprob);
+  ++e.stats.sampled_tokens;
+  s.feed.assign(1, st.token);
+  s.turn->push(st.token);
+  const int64_t turn_tokens = static_cast<int64_t>(t.tokens.size()) - s.turn_begin;
+  bool is_eos = std::find(e.eos.begin(), e.eos.end(), st.token) != e.eos.end();
+  bool turn_over = s.turn->stopped || is_eos || turn_tokens >= e.opt.max_turn_tokens;
+  bool full = static_cast<int64_t>(t.tokens.size()) >= e.cap;
+  if (!turn_over && !full) return;
+  TurnRecord turn;
+  turn.assistant_text = decode(e.tok, std::span<const int32_t>(t.tokens).subspan(static_cast<size_t>(s.turn_begin)));
+  if (!turn_over) {  // cut mid-turn: kept for the logs, not parsed
+    turn.action.error = str_cat("truncated at ", t.tokens.size(), " tokens");
+    t.turns.push_back(std::move(turn));
+    t.truncated = true;
+    return finish(e, s);
+  }
+  if (!s.turn->stopped) s.turn->finish();
+  s.eos_ended = is_eos;
+  turn.action = e.protocol.parse(s.turn->text);
+  t.turns.push_back(std::move(turn));
+  act(e, s, t);
+}
+
+// Admits whole groups while the batch cap and the cache allow, prefills their prompts in one
+// call and draws each sample's first token from its group's prompt logits.
+void admit(Engine& e, size_t& next_request, int64_t per_sample_blocks) {
+  const int64_t G = e.opt.group_size;
+  const int64_t live_cap = std::min(std::max(e.opt.max_batch_sequences, G), e.cache.book().num_blocks / per_sample_blocks);
+  std::vector<size_t> groups;
+  std::vector<CachedInput> inputs;
+  while (next_request < e.requests.size() && e.live + G <= live_cap) {
+    size_t r = next_request++;
+    const std::vector<int32_t>& prompt = e.requests[r].prompt_tokens;
+    if (static_cast<int64_t>(prompt.size()) >= e.cap) {  // no room for a single token
+      for (int64_t g = 0; g < G; ++g) {
+        e.out[r * G + g].truncated = true;
+        e.samples[r * G + g].phase = Phase::Done;
+      }
+      continue;
+    }
+    e.live += G;
+    e.stats.prompt_tokens += static_cast<int64_t>(prompt.size());
+    groups.push_back(r);
+    inputs.push_back({kv_new_sequence(e.cache.book()), prompt});
+  }
+  if (groups.empty()) return;
+  auto t0 = Clock::now();
+  policy_forward_cached(e.policy, e.cache, inputs, e.logits);
+  e.stats.prefill_seconds += seconds_since(t0);
+  // Every sample of a group draws its first token from the group's prompt row.
+  std::vector<int64_t> rows;
+  std::vector<SamplingRequest> requests;
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (int64_t g = 0; g < G; ++g) {
+      size_t k = groups[i] * G + g;
+      Sample& s = e.samples[k];
+      s.handle = g == 0 ? inputs[i].sequence : kv_fork(e.cache.book(), inputs[i].sequence);
+      s.phase = Phase::Decode;
+      rows.push_back(static_cast<int64_t>(i));
+      requests.push_back(draw_request(e, s, e.out[k]));
+    }
+  std::vector<SampledToken> drawn =
+      policy_sample(e.policy, e.logits, rows, requests, static_cast<int64_t>(e.tok.size()));
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (int64_t g = 0; g < G; ++g) {
+      size_t k = groups[i] * G + g;
+      start_turn(e, e.samples[k], e.out[k]);
+      sample_next(e, e.samples[k], e.out[k], drawn[i * G + g]);
+    }
+}
+
+void collect_sql(Engine& e) {
+  for (size_t k = 0; k < e.samples.size(); ++k) {
+    Sample& s = e.samples[k];
+    if (s.phase != Phase::WaitSql) continue;
+    bool take =
+        e.opt.reproducible ? s.sql_due <= e.step : s.sql.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    if (take) take_sql_result(e, s, e.out[k]);
+  }
+}
+
+// Nothing can decode: a reproducible schedule jumps to the earliest due step; otherwise wait
+// until some query has finished.
+void wait_for_sql(Engine& e) {
+  if (e.opt.reproducible) {
+    int64_t due = INT64_MAX;
+    for (const Sample& s : e.samples)
+      if (s.phase == Phase::WaitSql) due = std::min(due, s.sql_due);
+    e.step = std::max(e.step, due);
+    return;
+  }
+  for (;;)
+    for (Sample& s : e.samples)
+      if (s.phase == Phase::WaitSql && s.sql.wait_for(std::chrono::milliseconds(1)) == std::future_status::ready)
+        return;
+}
+
+void decode_step(Engine& e, const std::vector<size_t>& batch) {
+  auto t0 = Clock::now();
+  std::vector<CachedInput> inputs;
+  for (size_t k : batch) inputs.push_back({e.samples[k].handle, e.samples[k].feed});
+  policy_forward_cached(e.policy, e.cache, inputs, e.logits);
+  const PagedKVCache& book = e.cache.book();
+  e.stats.kv_blocks_peak = std::max(e.stats.kv_blocks_peak, book.num_blocks - kv_free_block_count(book));
+  std::vector<int64_t> rows;
+  std::vector<SamplingRequest> requests;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    rows.push_back(static_cast<int64_t>(i));
+    requests.push_back(draw_request(e, e.samples[batch[i]], e.out[batch[i]]));
+  }
+  std::vector<SampledToken> drawn =
+      policy_sample(e.policy, e.logits, rows, requests, static_cast<int64_t>(e.tok.size()));
+  for (size_t i = 0; i < batch.size(); ++i) sample_next(e, e.samples[batch[i]], e.out[batch[i]], drawn[i]);
+  double dt = seconds_since(t0);
+  e.stats.decode_seconds += dt;
+  ++e.stats.decode_steps;
+  for (size_t k : batch) e.out[k].decode_seconds += dt;
+}
+
+}  // namespace
+
+std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokenizer, const Protocol& protocol,
+                                sql::Pool& pool, const std::vector<RolloutRequest>& requests,
+                                const RolloutOptions& options, RolloutStats* stats_out) {
+  return rollout(cpu_policy(model), tokenizer, protocol, pool, requests, options, stats_out);
+}
+
+std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer, const Protocol& protocol,
+                                sql::Pool& pool, const std::vector<RolloutRequest>& requests,
+                                const RolloutOptions& options, RolloutStats* stats_out) {
+  const QwenModel& model = *policy.host;
+  auto wall0 = Clock::now();
+  const int64_t G = options.group_size, V = model.config.vocab_size;
+  check(G > 0, "rollout: group_size must be positive, got ", G);
+  check(options.max_batch_sequences > 0, "rollout: max_batch_sequences must be positive, got ",
+        options.max_batch_sequences);
+  check(options.max_turn_tokens > 0, "rollout: max_turn_tokens must be positive, got ", options.max_turn_tokens);
+  check(options.kv_block_size > 0, "rollout: kv_block_size must be positive, got ", options.kv_block_size);
+  check(static_cast<int64_t>(tokenizer.size()) <= V, "rollout: the tokenizer has ", tokenizer.size(),
+        " ids but the model's vocabulary only ", V);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    check(requests[r].example != nullptr, "rollout: request ", r, " has no example");
+    check(!requests[r].prompt_tokens.empty(), "rollout: request ", r, " has an empty prompt");
+    for (int32_t id : requests[r].prompt_tokens)
+      check(id >= 0 && id < V, "rollout: request ", r, " has token id ", id, " outside the model's vocabulary of ", V);
+  }
+  RolloutStats local;
+  RolloutStats& stats = stats_out ? *stats_out : local;
+  stats = RolloutStats{};
+  if (requests.empty()) return {};
+
+  const int64_t total = static_cast<int64_t>(requests.size()) * G;
+  const int64_t cap = std::min(options.max_total_tokens, model.config.max_position_embeddings);
+  check(cap > 0, "rollout: max_total_tokens must be positive, got ", options.max_total_tokens);
+  const int64_t per_sample = (cap + options.kv_block_size - 1) / options.kv_block_size;
+  int64_t live_samples = std::min(options.max_batch_sequences, std::max<int64_t>(total, 1));
+  live_samples = (live_samples + G - 1) / G * G;
+  int64_t blocks = options.kv_cache_blocks;
+  if (blocks <= 0) {
+    int64_t block_bytes = policy_kv_block_bytes(policy, options.kv_block_size);
+    blocks = std::min(live_samples * per_sample,
+                      std::max<int64_t>(options.kv_cache_max_bytes / block_bytes, G * per_sample));
+  }
+  check(blocks >= G * per_sample, "rollout: kv_cache_blocks = ", blocks, " cannot hold one group of ", G,
+        " samples of up to ", cap, " tokens (", G * per_sample, " blocks of ", options.kv_block_size, ")");
+
+  Engine e{.policy = policy,
+           .tok = tokenizer,
+           .protocol = protocol,
+           .pool = pool,
+           .requests = requests,
+           .opt = options,
+           .stats = stats,
+           .cache = make_policy_kv(policy, blocks, options.kv_block_size),
+           .stops = protocol.stop_strings(),
+           .cap = cap,
+           .max_turns = options.max_turns > 0 ? options.max_turns : protocol.max_turns()};
+  check(e.max_turns > 0, "rollout: protocol ", protocol.name(), " allows no turns");
+  stats.kv_blocks = blocks;
+  for (const char* name : {"<|im_end|>", "<|endoftext|>"})
+    if (int32_t id = tokenizer.token_id(name); id >= 0) e.eos.push_back(id);
+  e.out.resize(static_cast<size_t>(total));
+  e.samples.resize(static_cast<size_t>(total));
+  for (int64_t k = 0; k < total; ++k) {
+    Trajectory& t = e.out[k];
+    const auto& prompt = requests[k / G].prompt_tokens;
+    t.example_index = k / G;
+    t.sample_index = k % G;
+    t.tokens = prompt;
+    t.prompt_length = static_cast<int64_t>(prompt.size());
+    t.policy_mask.assign(prompt.size(), 0);
+    t.sampler_logprobs.assign(prompt.size(), 0.0f);
+    e.samples[k].request = k / G;
+    e.samples[k].stream_id = options.first_sample_id + static_cast<uint64_t>(k);
+  }
+
+  size_t next_request = 0;
+  for (;;) {
+    admit(e, next_request, per_sample);
+    collect_sql(e);
+    std::vector<size_t> batch;
+    bool waiting = false;
+    for (size_t k = 0; k < e.samples.size(); ++k) {
+      if (e.samples[k].phase == Phase::Decode) batch.push_back(k);
+      waiting = waiting || e.samples[k].phase == Phase::WaitSql;
+    }
+    if (batch.empty()) {
+      if (waiting) {
+        wait_for_sql(e);
+        continue;
+      }
+      if (next_request < requests.size()) continue;
+      break;
+    }
+    for (size_t from = 0; from < batch.size(); from += static_cast<size_t>(options.max_batch_sequences)) {
+      size_t to = std::min(batch.size(), from + static_cast<size_t>(options.max_batch_sequences));
+      decode_step(e, std::vector<size_t>(batch.begin() + from, batch.begin() + to));
+    }
+    ++e.step;
+  }
+  check(kv_free_block_count(e.cache.book()) == blocks, "rollout: ", blocks - kv_free_block_count(e.cache.book()),
+        " KV blocks still held after every sample finished");
+  stats.wall_seconds = seconds_since(wall0);
+  return std::move(e.out);
+}
+
+}  // namespace sqlrl::rl

@@ -1,0 +1,93 @@
+// The multi-turn rollout engine: for a batch of prompts x G samples, prefill each prompt once
+// and share its KV blocks across its G samples, decode all live samples together, pause a
+// sample whose turn hit a stop string, run its action (SQL on the pool's worker threads while
+// the others keep decoding), prefill the injected observation into its cache and resume it,
+// until the answer, the turn budget or the token cap. Deterministic given the seed: sample s of
+// prompt p draws with Philox stream (first_sample_id + p * G + s), whatever else is in flight.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/sampling.h"
+#include "model/model.h"
+#include "rl/policy.h"
+#include "rl/agent/protocol.h"
+#include "rl/agent/trajectory.h"
+#include "sql/data/datasets.h"
+#include "sql/exec/pool.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sqlrl::rl {
+
+struct RolloutOptions {
+  int64_t group_size = 5;              // G samples per prompt
+  SamplingParams sampling;             // temperature / top-k / top-p / seed
+  uint64_t first_sample_id = 0;        // Philox stream base (the trainer advances it per step)
+  int max_turns = 0;                   // 0 = the protocol's budget
+  int64_t max_turn_tokens = 1024;      // sampled tokens per assistant turn
+  int64_t max_total_tokens = 4096;     // whole trajectory (prompt + turns + observations); over = truncated
+  int64_t max_batch_sequences = 64;    // live samples decoded together
+  int64_t kv_block_size = 16;
+  sql::Limits sql_limits;
+  ChatTemplate chat_template = ChatTemplate::qwen3;
+  bool enable_thinking = true;         // Qwen3 template flag (false renders the empty think block)
+  bool single_turn = false;            // eval: nothing runs on the database; the first SQL written
+                                       // (exec or answer) is the answer
+  // Reproducible schedule: a sample's SQL result is taken (waiting for it if need be) exactly
+  // sql_wait_steps decode steps after it was submitted, so the batches, and with them every
+  // rounding in the forward, repeat from run to run. false: results are taken as soon as they
+  // are ready (more overlap; tokens still agree up to rounding, floats need not be bitwise).
+  bool reproducible = true;
+  int64_t sql_wait_steps = 1;
+  // KV blocks in the cache; 0 = enough for min(max_batch_sequences, all samples) live samples at
+  // the full length (rounded up to whole groups), but at most kv_cache_max_bytes (then fewer
+  // samples are live at once; one group always fits). Groups are admitted only while every live
+  // sample could still reach the cap, so the cache never runs out mid-rollout.
+  int64_t kv_cache_blocks = 0;
+  int64_t kv_cache_max_bytes = int64_t(4) << 30;
+};
+
+struct RolloutRequest {
+  const sql::Example* example = nullptr;
+  std::vector<int32_t> prompt_tokens;  // from build_prompt_tokens
+};
+
+struct RolloutStats {
+  int64_t sampled_tokens = 0, injected_tokens = 0, prompt_tokens = 0;  // prompts counted once per request
+  int64_t sql_calls = 0, sql_errors = 0;  // turns whose SQL ran (a retrieval's history queries not counted)
+  double decode_seconds = 0, prefill_seconds = 0, sql_seconds = 0, wall_seconds = 0;
+  int64_t decode_steps = 0;                // forward_cached calls after the prompt prefills
+  int64_t kv_blocks = 0, kv_blocks_peak = 0;  // cache size and most blocks in use at once
+};
+
+// Reads (and caches) each database's schema through the pool. The reference get() returns stays
+// valid until a later get() reads a database not seen before (the vector may grow).
+struct SchemaCache {
+  std::vector<std::pair<std::string, sql::DatabaseSchema>> entries;  // db_path -> schema
+  const sql::DatabaseSchema& get(sql::Pool& pool, const std::string& db_path);
+};
+
+// encode_marked(render_chat(protocol.first_prompt(example, schema), add_generation_prompt)).
+std::vector<int32_t> build_prompt_tokens(const Protocol& protocol, const Tokenizer& tokenizer,
+                                         const sql::Example& example, const sql::DatabaseSchema& schema,
+                                         const RolloutOptions& options);
+
+// Trajectories in (request, sample) order: requests.size() * group_size of them.
+// A turn ends at a stop string, the tokenizer's <|im_end|> / <|endoftext|> token or
+// max_turn_tokens; the whole trajectory is capped at min(max_total_tokens, the model's context).
+// An observation that would leave no room for one more sampled token is not injected (the
+// trajectory is truncated). Sampled ids are limited to the tokenizer's ids when the model's
+// vocabulary is padded beyond them. Per-trajectory decode_seconds is the wall time of the
+// batched steps the sample took part in.
+std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokenizer, const Protocol& protocol,
+                                sql::Pool& pool, const std::vector<RolloutRequest>& requests,
+                                const RolloutOptions& options, RolloutStats* stats = nullptr);
+// The same on either device (rl/policy.h): on CUDA the cache is bf16 on the device and the
+// tokens are drawn by the device sampler (the same Philox draws as the CPU's).
+std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer, const Protocol& protocol,
+                                sql::Pool& pool, const std::vector<RolloutRequest>& requests,
+                                const RolloutOptions& options, RolloutStats* stats = nullptr);
+
+}  // namespace sqlrl::rl

@@ -1,0 +1,21 @@
+#include "rl/agent/trajectory.h"
+
+namespace sqlrl::rl {
+
+const char* action_kind_name(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::ExecSql: return "exec_sql";
+    case ActionKind::MemoryRetrieve: return "memory_retrieve";
+    case ActionKind::Answer: return "answer";
+    case ActionKind::Invalid: return "invalid";
+  }
+  return "unknown";
+}
+
+int64_t Trajectory::generated_tokens() const {
+  int64_t n = 0;
+  for (uint8_t m : policy_mask) n += m;
+  return n;
+}
+
+}  // namespace sqlrl::rl

@@ -1,0 +1,335 @@
+// run_demo: the embedded end-to-end run (see rl/demo/demo.h). Only composition lives here; every
+// stage is the library's own function.
+#include "rl/demo/demo.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "rl/policy.h"
+#include "rl/sft/sft.h"
+#include "rl/sft/sft_demos.h"
+#include "rl/grpo/train.h"
+#include "rl/grpo/train_log.h"
+#include "runtime/device.h"
+#include "runtime/error.h"
+#include "sql/data/datasets.h"
+#include "sql/data/synth.h"
+
+namespace fs = std::filesystem;
+
+namespace sqlrl::rl {
+namespace {
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), path, ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `limit` > 0 keeps that many examples: the first ones, or evenly spaced ones when `spread`
+// (the split lists its databases one after another).
+sql::Dataset load_split(const std::string& dir, const std::string& split, int64_t limit, bool spread) {
+  sql::LoadOptions o;
+  o.dir = dir;
+  o.split = split;
+  o.compute_difficulty = true;
+  sql::Dataset ds = sql::load_dataset(o);
+  const size_t n = ds.examples.size(), k = static_cast<size_t>(limit);
+  if (limit > 0 && k < n) {
+    std::vector<sql::Example> kept;
+    for (size_t i = 0; i < k; ++i) kept.push_back(ds.examples[spread ? i * n / k : i]);
+    ds.examples = std::move(kept);
+  }
+  check(!ds.examples.empty(), "demo: ", dir, " (", split, ") has no examples");
+  return ds;
+}
+
+// ensure_synth_benchmark with the run's sizes: written once into `dir` (via dir.tmp + rename).
+void write_benchmark(const std::string& dir, uint64_t seed, const DemoSizes& s) {
+  if (fs::exists(fs::path(dir) / "synth_info.json")) return;
+  sql::SynthOptions o;
+  o.seed = seed;
+  o.train_databases = static_cast<int>(s.train_databases);
+  o.dev_databases = static_cast<int>(s.dev_databases);
+  o.questions_per_database = static_cast<int>(s.questions_per_database);
+  const std::string tmp = dir + ".tmp";
+  fs::remove_all(tmp);
+  sql::write_synth_benchmark(tmp, o);
+  fs::remove_all(dir);
+  fs::rename(tmp, dir);
+}
+
+// The trainer's config for this run: the tiny-* sizes, the GRPO knobs, the rollout limits.
+TrainConfig train_config(const DemoConfig& c) {
+  const DemoSizes& s = c.sizes;
+  TrainConfig t;
+  t.out = (fs::path(c.out) / "rl").string();
+  t.seed = c.seed;
+  t.synth_seed = c.synth_seed;
+  t.protocol = c.protocol;
+  t.device = c.device;
+  t.tiny_vocab = s.vocab, t.tiny_hidden = s.hidden, t.tiny_layers = s.layers, t.tiny_heads = s.heads;
+  t.tiny_kv_heads = s.kv_heads, t.tiny_head_dim = s.head_dim, t.tiny_intermediate = s.intermediate;
+  t.max_steps = s.rl_steps;
+  t.save_every = 0;
+  t.batch_size = s.rl_batch;
+  t.group_size = s.rl_group;
+  t.lr = s.rl_lr;
+  t.lr_schedule = s.rl_cosine ? "cosine" : "constant";
+  t.min_lr_ratio = s.rl_min_lr_ratio;
+  t.temperature = s.rl_temperature;
+  t.top_p = s.rl_top_p;
+  t.max_turn_tokens = s.max_turn_tokens;
+  t.max_total_tokens = s.max_total_tokens;
+  t.micro_batch_tokens = std::max<int64_t>(8192, s.max_total_tokens);
+  // SkyRL-SQL's plain GRPO (configs/skyrl.toml): a malformed or truncated sample keeps its -1, so
+  // the group still learns the format; groups with one reward carry no advantage and are dropped.
+  t.filter_truncated = t.filter_malformed = t.filter_no_valid_action = false;
+  validate_config(t);
+  return t;
+}
+
+EvalSummary evaluate(const DemoConfig& c, const Policy& policy, const Tokenizer& tok, const Protocol& protocol,
+                     sql::Pool& pool, RewardContext& ctx, const std::vector<sql::Example>& dev,
+                     const std::string& stage, bool single_turn) {
+  EvalOptions o;
+  o.single_turn = single_turn;
+  o.rollout.sampling = {0.0f, 0, 1.0f, c.seed};
+  o.rollout.max_turn_tokens = c.sizes.max_turn_tokens;
+  o.rollout.max_total_tokens = c.sizes.max_total_tokens;
+  o.rollout.chat_template = ChatTemplate::qwen3;
+  o.rollout.enable_thinking = true;
+  EvalRun run = run_eval(policy, tok, protocol, pool, dev, o, ctx);
+  EvalInfo info{"synthetic", "dev", c.protocol, stage, "bird", c.seed, c.device};
+  write_eval_outputs((fs::path(c.out) / "eval" / (stage + (single_turn ? "-single" : "-multi"))).string(), dev, run, o,
+                     info);
+  if (c.log)
+    c.log(str_cat("demo: eval ", stage, single_turn ? " single-turn" : " multi-turn", ": EX ", run.summary.total.ex(),
+                  " (", run.summary.total.correct, "/", run.summary.total.n, "), ", run.seconds, " s"));
+  return run.summary;
+}
+
+}  // namespace
+
+DemoSizes demo_sizes(const std::string& name) {
+  DemoSizes s;
+  if (name == "default") return s;
+  if (name == "full") {
+    // Twice the demonstrations, 8 epochs, 150 GRPO steps, 360 dev questions: 20 min wall alone
+    // on 2 cores (seed 1: SFT 691 s, GRPO 332 s), SFT 65.8% -> GRPO 69.7% dev EX.
+    s.train_databases = 72;
+    s.dev_databases = 12;  // one per domain: 360 dev questions (the default has 120 on 4 domains)
+    s.sft_epochs = 8;
+    s.rl_steps = 150, s.rl_batch = 8, s.rl_group = 8;
+    return s;
+  }
+  if (name == "mini") {
+    s.train_databases = 2, s.dev_databases = 1, s.questions_per_database = 10;
+    s.vocab = 600, s.hidden = 32, s.heads = 2, s.kv_heads = 1, s.head_dim = 16, s.intermediate = 64;
+    s.sft_epochs = 1;
+    s.train_limit = 12;
+    s.rl_steps = 2, s.rl_batch = 2, s.rl_group = 2;
+    s.max_turn_tokens = 16, s.max_total_tokens = 3072;
+    s.dev_limit = 4;
+    return s;
+  }
+  fail("demo: unknown size '", name, "' (default | full | mini)");
+}
+
+std::vector<DemoSizeField> demo_size_fields(DemoSizes& z) {
+  return {{"train_databases", &z.train_databases, nullptr}, {"dev_databases", &z.dev_databases, nullptr},
+          {"questions_per_database", &z.questions_per_database, nullptr}, {"train_limit", &z.train_limit, nullptr},
+          {"dev_limit", &z.dev_limit, nullptr}, {"vocab", &z.vocab, nullptr}, {"hidden", &z.hidden, nullptr},
+          {"layers", &z.layers, nullptr}, {"heads", &z.heads, nullptr}, {"kv_heads", &z.kv_heads, nullptr},
+          {"head_dim", &z.head_dim, nullptr}, {"intermediate", &z.intermediate, nullptr},
+          {"sft_epochs", &z.sft_epochs, nullptr}, {"restate_question", &z.restate_question, nullptr}, {"sft_micro_batch_tokens", &z.sft_micro_batch_tokens, nullptr},
+          {"sft_share_group", &z.sft_share_group, nullptr},
+          {"sft_lr", nullptr, &z.sft_lr}, {"rl_steps", &z.rl_steps, nullptr}, {"rl_batch", &z.rl_batch, nullptr},
+          {"rl_group", &z.rl_group, nullptr}, {"rl_lr", nullptr, &z.rl_lr},
+          {"rl_cosine", &z.rl_cosine, nullptr}, {"rl_min_lr_ratio", nullptr, &z.rl_min_lr_ratio},
+          {"rl_temperature", nullptr, &z.rl_temperature}, {"rl_top_p", nullptr, &z.rl_top_p}, {"max_turn_tokens", &z.max_turn_tokens, nullptr},
+          {"max_total_tokens", &z.max_total_tokens, nullptr}};
+}
+
+void set_demo_size(DemoSizes& sizes, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  check(eq != std::string::npos, "demo --set: '", assignment, "' is not KEY=VALUE");
+  const std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  std::string known;
+  for (DemoSizeField& f : demo_size_fields(sizes)) {
+    known += std::string(known.empty() ? "" : ", ") + f.name;
+    if (key != f.name) continue;
+    char* end = nullptr;
+    if (f.integer) {
+      const long long v = std::strtoll(value.c_str(), &end, 10);
+      check(!value.empty() && *end == '\0' && v >= 0, "demo --set ", key, ": '", value, "' is not a whole number >= 0");
+      *f.integer = v;
+    } else {
+      const double v = std::strtod(value.c_str(), &end);
+      check(!value.empty() && *end == '\0' && v >= 0, "demo --set ", key, ": '", value, "' is not a number >= 0");
+      *f.real = v;
+    }
+    return;
+  }
+  fail("demo --set: unknown key '", key, "' (known: ", known, ")");
+}
+
+DemoReport run_demo(const DemoConfig& config) {
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = cpu_seconds();
+  auto log = [&](const std::string& line) {
+    if (config.log) config.log(line);
+  };
+  DemoReport rep;
+  rep.config = config;
+  const DemoSizes& s = config.sizes;
+  // Before anything is written: a CUDA run that cannot run says so now, not after the benchmark.
+  check(config.device == "cpu" || config.device == "cuda", "demo: device '", config.device, "' is not cpu or cuda");
+  const bool cuda = config.device == "cuda";
+  if (cuda) {
+    check(cuda_device_count() > 0, "demo: --device cuda: ", cuda_unavailable_reason());
+    check(s.head_dim == 64 || s.head_dim == 128, "demo: --device cuda: the model's head_dim is ", s.head_dim,
+          "; the CUDA attention kernels take 64 or 128 (add --set head_dim=64)");
+  }
+  TrainConfig tc = train_config(config);
+  std::unique_ptr<Protocol> protocol = make_protocol(config.protocol);
+  const fs::path out = config.out, cache = out / "cache";
+  for (const char* sub : {"sft", "rl", "eval"}) fs::remove_all(out / sub);
+  fs::create_directories(cache);
+
+  // ---- benchmark, tokenizer, model
+  const std::string synth = (cache / str_cat("synth-s", config.synth_seed, "-", s.train_databases, "x",
+                                             s.dev_databases, "x", s.questions_per_database)).string();
+  write_benchmark(synth, config.synth_seed, s);
+  sql::Dataset train = load_split(synth, "train", s.train_limit, false);
+  sql::Dataset dev = load_split(synth, "dev", s.dev_limit, true);
+  rep.train_questions = static_cast<int64_t>(train.examples.size());
+  rep.dev_questions = static_cast<int64_t>(dev.examples.size());
+  sql::Pool pool;
+  // The gold demonstrations come first: the tokenizer learns its merges on them too.
+  SynthDemoOptions dopt;
+  dopt.enable_thinking = true;  // the rollout's prompt (Qwen3 template, thinking on)
+  dopt.restate_question = s.restate_question != 0;
+  SynthDemoStats dstats;
+  std::vector<Demo> demos = synth_demos(*protocol, pool, train, dopt, &dstats);
+  check(!demos.empty(), "demo: no demonstrations for protocol ", config.protocol);
+  std::string demo_text;
+  {
+    std::ofstream f(out / "demos.jsonl", std::ios::binary | std::ios::trunc);
+    for (const Demo& d : demos) {
+      f << demo_jsonl(d, train.examples[d.example], *protocol) << "\n";
+      for (const SftSegment& seg : d.segments) demo_text += seg.text;
+    }
+    check(f.good(), (out / "demos.jsonl").string(), ": write failed");
+  }
+  // Keyed by the corpus's FNV-1a: another protocol or demo wording gets its own tokenizer.
+  uint64_t corpus_hash = 1469598103934665603ull;
+  for (unsigned char ch : demo_text) corpus_hash = (corpus_hash ^ ch) * 1099511628211ull;
+  const std::string tok_path = (cache / str_cat("tokenizer-s", config.synth_seed, "-v", s.vocab, "-n",
+                                                train.examples.size(), "-", std::hex, corpus_hash, ".json")).string();
+  if (!fs::exists(tok_path))
+    write_text_atomic(tok_path, train_embedded_tokenizer(train.examples, pool, static_cast<size_t>(s.vocab), demo_text));
+  const std::string tok_json = slurp(tok_path);
+  std::unique_ptr<Tokenizer> tok = load_tokenizer_from_string(tok_json, tok_path);
+  QwenModel model = make_embedded_model(tc, static_cast<int64_t>(tok->size()));
+  for (const char* eos : {"<|im_end|>", "<|endoftext|>"})
+    if (int32_t id = tok->token_id(eos); id >= 0) model.config.eos_token_ids.push_back(id);
+  rep.params = model.num_params;
+  log(str_cat("demo: ", rep.train_questions, " train / ", rep.dev_questions, " dev questions, tokenizer ", tok->size(),
+              " ids, tiny Qwen3 ", model.num_params, " parameters, protocol ", config.protocol, ", seed ", config.seed,
+              ", device ", config.device));
+
+  sql::Limits limits;
+  RewardContext eval_ctx(pool, limits, sql::CompareMode::BirdSet);
+  double eval_seconds = 0;
+  auto eval_stage = [&](const std::string& name) {
+    auto t = std::chrono::steady_clock::now();
+    DemoStage st{name, {}, {}};
+    Policy policy = cuda ? cuda_policy(model) : cpu_policy(model);
+    st.multi = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, dev.examples, name, false);
+    st.single = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, dev.examples, name, true);
+    rep.stages.push_back(std::move(st));
+    eval_seconds += since(t);
+  };
+  eval_stage("base");
+
+  // ---- SFT on gold multi-turn demonstrations of the train split
+  std::vector<SftSequence> seqs;
+  for (const Demo& d : demos) seqs.push_back(tokenize_segments(*tok, d.segments));
+  rep.demos = static_cast<int64_t>(seqs.size());
+  SftConfig sc;
+  sc.epochs = s.sft_epochs;
+  sc.lr = static_cast<float>(s.sft_lr);
+  sc.warmup_ratio = 0.05f;
+  sc.min_lr_ratio = 0.1f;
+  sc.micro_batch_tokens = s.sft_micro_batch_tokens;
+  sc.share_group = s.sft_share_group;
+  sc.seed = config.seed;
+  OptimizerState sft_opt;  // CUDA: the moments live on the device
+  if (!cuda) sft_opt = make_optimizer_state(model.num_params);
+  SftRunOptions so{(out / "sft").string(), tok_path, {}};
+  so.device = config.device;
+  SftRunStats ss = run_sft(model, sft_opt, std::move(seqs), sc, so);
+  rep.sft_first_loss = ss.first_loss, rep.sft_last_loss = ss.last_loss, rep.sft_seconds = ss.seconds;
+  {
+    // The held-out demonstrations' loss: how far the SFT model is from writing the dev gold
+    // trajectories (a cheap sign of generalisation before the slower greedy evaluation).
+    std::vector<SftSequence> dev_seqs;
+    for (const Demo& d : synth_demos(*protocol, pool, dev, dopt)) dev_seqs.push_back(tokenize_segments(*tok, d.segments));
+    TrainOptions topt;
+    topt.max_tokens = std::max<int64_t>(s.sft_micro_batch_tokens, 1);
+    for (const SftSequence& q : dev_seqs) topt.max_tokens = std::max<int64_t>(topt.max_tokens, static_cast<int64_t>(q.tokens.size()));
+    TrainState state = make_train_state(model.config, topt);
+    rep.sft_dev_loss = sft_eval_loss(model, state, dev_seqs, topt.max_tokens);
+  }
+  log(str_cat("demo: SFT on ", rep.demos, " demonstrations (", dstats.trap_demos, " with traps): ", ss.updates,
+              " updates, loss ", ss.first_loss, " -> ", ss.last_loss, ", dev demonstrations ", rep.sft_dev_loss, ", ",
+              ss.seconds, " s"));
+  eval_stage("sft");
+
+  // ---- multi-turn GRPO from the SFT weights on the train split
+  TrainEnv env;
+  env.config = tc;
+  env.model = model;
+  env.tokenizer = load_tokenizer_from_string(tok_json, tok_path);
+  env.tokenizer_json = tok_json;
+  env.protocol = make_protocol(config.protocol);
+  env.examples = train.examples;
+  env.pool = std::make_unique<sql::Pool>();
+  env.panel = make_reward_panel(config.protocol);
+  env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, sql::CompareMode::BirdSet);
+  env.score = panel_scorer(env.panel, *env.reward_context);
+  TrainSummary ts = run_training(env, /*quiet=*/!config.log);
+  rep.rl_reward_means = ts.reward_means;
+  rep.rl_seconds = ts.seconds;
+  model.params = env.model.params;
+  log(str_cat("demo: GRPO ", ts.last_step - ts.first_step, " steps, ", ts.seconds, " s"));
+  eval_stage("rl");
+
+  rep.eval_seconds = eval_seconds;
+  rep.seconds = since(start);
+  rep.cpu_seconds = cpu_seconds() - cpu_start;
+  write_text_atomic((out / "report.json").string(), demo_report_json(rep).dump(2) + "\n");
+  write_text_atomic((out / "report.md").string(), demo_table(rep));
+  return rep;
+}
+
+}  // namespace sqlrl::rl

@@ -1,0 +1,129 @@
+// The embedded end-to-end run (`llm_sqlrl demo`, `make demo`; issue 11): everything from nothing
+// on the CPU (or, with DemoConfig::device, one GPU), composed from the trainer's pieces:
+//   synthetic benchmark (rl/grpo/train.h ensure_synth_benchmark) -> BPE tokenizer trained on it
+//   (train_embedded_tokenizer) -> tiny Qwen3 from Philox (make_embedded_model) -> base eval ->
+//   SFT on gold multi-turn demonstrations of the train split (rl/sft/sft_demos.h, rl/sft/sft.h) -> eval
+//   -> multi-turn GRPO from the SFT weights (rl/grpo/train.h run_training) -> eval.
+// Evaluation is greedy pass@1 on the held-out dev split (databases disjoint from train), multi-
+// turn and single-turn (no execution), EX by difficulty (rl/eval/eval.h).
+//
+// Run folder (DemoConfig::out):
+//   cache/synth/, cache/tokenizer.json   the benchmark and tokenizer (kept between runs)
+//   demos.jsonl                          the SFT demonstrations
+//   sft/                                 SFT run folder (metrics.jsonl, checkpoints/)
+//   rl/                                  GRPO run folder (config.toml, metrics.jsonl, checkpoints/)
+//   eval/<stage>-<multi|single>/         summary.json, summary.md, examples.jsonl per evaluation
+//   report.json, report.md               the figures and the printed table
+// sft/, rl/ and eval/ are replaced on every run (they are this run's outputs).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rl/eval/eval.h"
+
+namespace sqlrl::rl {
+
+// The knobs that set the run's size. demo_sizes("default") takes about 8 minutes on 2 quiet
+// cores (measured, seed 1; README), "full" about 20 minutes (measured, seed 1), "mini" seconds
+// (tests).
+// The default's numbers come from runs on the 2-core machine (session notes, README):
+//   - SFT competence appears late and suddenly: 1080 demonstrations at 3 epochs reach 5% dev EX,
+//     at 6 epochs 26-42% (4 runs); 720 demonstrations at 6 epochs 8-16%. A 4-layer model learned no
+//     faster per update than 2 layers, so the compute goes into updates, not depth.
+//   - Packing each database's schema prompt once (share_group 4: runs of 4 demonstrations of one
+//     database) halves SFT's packed positions; it also halves the updates (8 demonstrations per
+//     update instead of ~4) at the same dev loss (0.207).
+//   - GRPO at lr 5e-4 constant collapses within 40 steps (entropy 0.3 -> 2.1); 4e-4 with cosine
+//     decay blew up one of three seeds (entropy 0.22 -> 0.96); 2e-4 is stable. 8 questions x 8
+//     rollouts with cosine decay over three SFT starts: 40 steps +0.8 / -0.9 / +0.8 points, 60
+//     steps +3.3 / -0.9 / +1.7 (T 0.8: +1.7 / -1.7 / +1.7; 4 x 8 at a constant lr, 40 steps:
+//     +0.0 / -1.7 / +3.3). A small effect: one dev question is 0.8 points.
+//   - Rollouts at SkyRL-SQL's T 0.6 / top-p 0.95 (§5) succeed about 30-40% of the time after SFT,
+//     at T 1.0 about 2% (3-epoch model), too rare for a group to carry a signal.
+//   - GRPO must train the policy that sampled, softmax(logits / 0.6) (GrpoConfig::temperature).
+//     With softmax(logits) the same 60 steps from the same three SFT checkpoints gave +0.0 / +3.3
+//     / +2.5 points on the 120 dev questions; at the rollout temperature +3.3 / +2.5 / +2.5 (on
+//     360 questions of 12 dev databases: +1.9 / +3.3 / +3.3 against +1.4 / +3.9 / +2.5).
+//   - Longer is not better yet: 200 cosine steps (softmax(logits)) collapsed near step 95
+//     (entropy 0.17 -> 1.0 within 10 steps, then every rollout malformed); dev EX at step 40 was
+//     27.5, at 80 25.0 (SFT 25.8).
+struct DemoSizes {
+  // The built-in benchmark (sql/data/synth.h). Its 12 domains go to databases in turn, so with 12
+  // train databases the dev databases are fresh instances (other rows, other values) of domains
+  // seen in training; with fewer, dev domains are unseen too.
+  int64_t train_databases = 36, dev_databases = 4, questions_per_database = 30;
+  int64_t train_limit = 0;  // first N train questions only (0 = all)
+  // model (TrainConfig tiny-* keys)
+  // vocab 2048 with merges learned on the demonstrations: the skyrl prompt is ~800 tokens, not ~1,140
+  int64_t vocab = 2048, hidden = 128, layers = 2, heads = 4, kv_heads = 2, head_dim = 32, intermediate = 384;
+  // SFT
+  int64_t sft_epochs = 6, sft_micro_batch_tokens = 4096;
+  int64_t sft_share_group = 4;  // SftConfig::share_group: runs of N same-database demos, schema packed once
+  int64_t restate_question = 1;  // gold demos restate the question in their first reasoning (rl/sft/sft_demos.h)
+  double sft_lr = 5e-3;
+  // GRPO
+  int64_t rl_steps = 60, rl_batch = 8, rl_group = 8;
+  double rl_lr = 2e-4, rl_temperature = 0.6, rl_top_p = 0.95;
+  int64_t rl_cosine = 1;         // cosine decay over rl_steps (0: constant lr)
+  double rl_min_lr_ratio = 0.1;  // the cosine's floor as a share of rl_lr
+  // rollout and eval limits
+  int64_t max_turn_tokens = 128, max_total_tokens = 2560;
+  int64_t dev_limit = 0;  // N dev questions evenly spaced over the split (every database; 0 = all)
+};
+DemoSizes demo_sizes(const std::string& name);  // "default" | "full" | "mini"
+
+// Every DemoSizes knob by its snake_case name (report.json "sizes", `demo --set KEY=VALUE`).
+struct DemoSizeField {
+  const char* name;
+  int64_t* integer;  // exactly one of the two is set
+  double* real;
+};
+std::vector<DemoSizeField> demo_size_fields(DemoSizes& sizes);
+// Sets one knob from "KEY=VALUE"; an unknown key or a bad number is an error naming it.
+void set_demo_size(DemoSizes& sizes, const std::string& assignment);
+
+struct DemoConfig {
+  std::string out = "runs/demo";
+  uint64_t seed = 1;        // model init, SFT order, GRPO sampling
+  uint64_t synth_seed = 1;  // the benchmark (fixed, so seeds compare on one dev set)
+  // skyrl by default: its gold demos replay exactly (the observation is part of the assistant's
+  // own stream, no chat turn boundaries to learn), its markup is the shortest of the four, and
+  // its -1/0/1 reward pays format from the first step.
+  std::string protocol = "skyrl";
+  DemoSizes sizes;
+  // cpu (f32) or cuda: SFT, evaluations and GRPO on one GPU (bf16 weights, f32 master). The CUDA
+  // attention takes head_dim 64 or 128, so a CUDA run needs sizes.head_dim set to one of them.
+  std::string device = "cpu";
+  std::function<void(const std::string&)> log;  // progress lines; may be empty
+};
+
+struct DemoStage {
+  std::string name;  // base | sft | rl
+  EvalSummary multi, single;
+};
+
+struct DemoReport {
+  DemoConfig config;
+  std::vector<DemoStage> stages;  // base, sft, rl
+  int64_t train_questions = 0, dev_questions = 0, demos = 0, params = 0;
+  double sft_first_loss = 0, sft_last_loss = 0;
+  double sft_dev_loss = 0;  // mean NLL per trained token of the dev split's gold demonstrations
+  std::vector<double> rl_reward_means;
+  double seconds = 0, cpu_seconds = 0;  // wall and process CPU time of the whole run
+  double sft_seconds = 0, rl_seconds = 0, eval_seconds = 0;
+};
+
+// Runs the pipeline, writing the run folder; returns the figures.
+DemoReport run_demo(const DemoConfig& config);
+
+// report.json: dev_ex {base, sft, rl} (multi-turn greedy EX), single_turn_ex and multi_turn_ex
+// (the RL model), seconds, cpu_seconds, plus per-stage breakdowns and the sizes.
+nlohmann::ordered_json demo_report_json(const DemoReport& report);
+// The papers' style tables: EX by difficulty for base / SFT / SFT+RL, single- vs multi-turn.
+std::string demo_table(const DemoReport& report);
+
+}  // namespace sqlrl::rl

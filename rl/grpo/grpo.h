@@ -1,0 +1,136 @@
+// The GRPO trainer step on the CPU model: trajectories of one rollout batch -> groups ->
+// advantages -> GRPO-Filter -> mini-batches of packed micro-batches -> old (and reference)
+// log-probs -> PPO epochs x mini-batches of clipped-ratio updates with gradient accumulation,
+// grad-norm clip and AdamW. The numerics are the kernels of kernels/advantage.h,
+// kernels/grpo_loss.h and kernels/adamw.h.
+//
+// Choices (verl's where it has one):
+// - Groups are the trajectories sharing example_index. Mean/std (unbiased) use every sample of
+//   the group, dropped ones included (their rewards, e.g. -1 for bad format, still shape the
+//   baseline); a group with zero reward variance is dropped whole. Filtered trajectories are
+//   then left out of the loss.
+// - A sequence of n tokens trains on n - 1 positions: input tokens[0, n-1), target tokens[t+1],
+//   mask policy_mask[t+1] (the log-prob of token t+1 is predicted at t).
+// - Mini-batches are contiguous slices of the kept trajectories (in batch order); each is packed
+//   greedily into micro-batches of at most TrainState::options.max_tokens tokens. The loss
+//   denominator (masked tokens, or sequences for seq-mean-token-mean) is the mini-batch's
+//   (plus its share of the zero-variance trajectories with zero_variance_in_denominator).
+// - Every log-prob is of softmax(logits / temperature), the rollout's sampling distribution
+//   before top-p/top-k truncation, as verl's actor computes it.
+// - The LR schedule advances once per trainer step (one rollout batch), as verl's actor.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/advantage.h"
+#include "kernels/grpo_loss.h"
+#include "model/train.h"
+#include "rl/optimizer.h"
+#include "rl/policy.h"
+#include "rl/agent/trajectory.h"
+
+namespace sqlrl::rl {
+
+struct GrpoFilterConfig {
+  bool drop_truncated = true;        // hit the token cap
+  bool drop_malformed = true;        // at least one invalid action
+  bool drop_no_valid_action = true;  // not one valid action (exec, memory, answer) in any turn
+  bool drop_zero_variance = true;    // whole groups whose rewards are all equal
+  // The loss's denominator (tokens, or sequences) also counts the trajectories dropped for zero
+  // variance alone: their advantage is 0, so without KL the update is the one of training on them
+  // (verl's token-mean without dynamic sampling) and a step with few informative groups moves the
+  // weights less. Off: the mean is over the kept trajectories only (DAPO's normalisation, without
+  // its refill of the batch).
+  bool zero_variance_in_denominator = false;
+};
+
+struct GrpoConfig {
+  AdvantageOptions advantage;
+  GrpoFilterConfig filter;
+  float clip_low = 0.2f, clip_high = 0.2f;  // clip-higher: clip_high > clip_low (DAPO 0.28)
+  float kl_coef = 0.0f;                     // > 0 needs a reference model
+  LossAgg agg = LossAgg::TokenMean;
+  bool use_sampler_logprobs = false;        // old log-probs from the sampler, not a training forward
+  // Log-probs (old, reference, trained) are those of softmax(logits / temperature), the policy
+  // that sampled the rollouts, as verl's actor divides its logits by the rollout temperature;
+  // 0 (greedy rollouts) trains softmax(logits).
+  float temperature = 1.0f;
+  int64_t ppo_epochs = 1;
+  int64_t mini_batches = 1;                 // optimizer updates per epoch
+  AdamWConfig adamw;
+  LrSchedule schedule;
+  float max_grad_norm = 1.0f;               // <= 0: no clipping
+  // A group's shared prompt is packed once (pack_micro_batches share_min_tokens), on either device.
+  bool share_prefixes = true;
+};
+// Shortest common start worth sharing: below it the copies cost more than the rows saved.
+constexpr int64_t kSharePrefixMinTokens = 32;
+
+struct FilterCounts {
+  int64_t truncated = 0, malformed = 0, no_valid_action = 0;  // trajectories (first reason counts)
+  int64_t zero_variance_groups = 0, zero_variance_trajectories = 0;
+  int64_t kept = 0, groups = 0, kept_groups = 0;
+};
+
+// The kept trajectories with their advantages.
+struct GrpoSelection {
+  std::vector<int64_t> kept;       // indices into the batch, in batch order
+  std::vector<int64_t> zero_variance;  // dropped for zero group variance alone, in batch order
+  std::vector<float> advantages;   // [batch.size()]: every trajectory's advantage (dropped ones too)
+  FilterCounts counts;
+};
+GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const GrpoConfig& config);
+
+// One packed micro-batch: per-token arrays over batch.num_tokens() positions.
+struct MicroBatch {
+  std::vector<int64_t> trajectories;  // batch indices, one per sequence
+  PackedBatch batch;                  // inputs tokens[0, n-1) of each trajectory (from its shared prefix on)
+  std::vector<int32_t> targets;       // tokens[t + 1]
+  std::vector<uint8_t> mask;          // policy_mask[t + 1]
+  std::vector<float> advantages;      // the trajectory's advantage on each position
+  std::vector<float> sampler_logprobs, old_logprobs, ref_logprobs;  // of targets; ref only with KL
+};
+// Packs `indices` (in order) greedily under max_tokens positions per micro-batch; fails naming
+// the trajectory when one alone is longer. Trajectories of fewer than 2 tokens are skipped.
+// share_min_tokens > 0 (CPU batches only): a trajectory whose first tokens, at least that many
+// and up to its first trained one, equal an earlier plain one's in the same micro-batch stores
+// only the rest (PackedBatch prefixes): a GRPO group's prompt is run once, not group-size times.
+// The log-probs, losses and gradients are those of the unshared batch up to fp32 rounding.
+std::vector<MicroBatch> pack_micro_batches(const std::vector<Trajectory>& batch, const std::vector<int64_t>& indices,
+                                           const std::vector<float>& advantages, int64_t max_tokens,
+                                           int64_t share_min_tokens = 0);
+
+struct GrpoStepStats {
+  double loss = 0;            // mean over updates of the mini-batch loss
+  double grad_norm = 0;       // mean over updates, before clipping
+  double grad_norm_max = 0;
+  double clip_fraction = 0;   // of masked tokens, over all epochs and mini-batches
+  double approx_kl = 0;       // mean of old - logp (verl's ppo_kl)
+  double ratio_mean = 0;
+  double ref_kl = 0;          // mean k3 to the reference (0 without KL)
+  // Mean policy entropy -sum p log p over the masked (policy) tokens, from the first epoch's
+  // training forward (verl logs it from its update forward too): before any update when there is
+  // one mini-batch.
+  double entropy = 0;
+  double reward_mean = 0;     // over the whole batch, before filtering
+  int64_t tokens = 0;         // trained (masked) tokens per epoch
+  int64_t positions = 0;      // packed positions per epoch
+  int64_t updates = 0;        // optimizer updates made
+  int64_t micro_batches = 0;  // per epoch
+  FilterCounts filtered;
+  float lr = 0;
+  double seconds = 0;
+};
+
+// One trainer step. `state` plans activations for the micro-batch budget
+// (state.options.max_tokens) and is shared with the reference forward; policy.grads must be
+// allocated; `reference` may be null when kl_coef == 0. With no trajectory left after the
+// filter, no update is made (the schedule still advances).
+GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, OptimizerState& optimizer, TrainState& state,
+                        const std::vector<Trajectory>& batch, const GrpoConfig& config);
+// The same on either device (rl/policy.h): `state` from policy_init_training; on CUDA the AdamW
+// moments are the policy's device ones (optimizer keeps the counters; its m/v are not read).
+GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState& optimizer, PolicyActivations& state,
+                        const std::vector<Trajectory>& batch, const GrpoConfig& config);
+
+}  // namespace sqlrl::rl

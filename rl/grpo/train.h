@@ -1,0 +1,97 @@
+// `llm_sqlrl train`: the multi-turn GRPO loop that ties the pieces together. Per step:
+//   batch_size examples from a seeded shuffle of the train split (cursor = step * batch_size,
+//   a new permutation per epoch) -> prompts (rl/agent/protocol) -> rollout of G samples each
+//   (rl/agent/rollout; Philox sample ids start at step * batch_size * G, so they depend only on the
+//   step and the seed) -> rewards (rl/agent/reward panel) -> grpo_step (rl/grpo/grpo) -> metrics.jsonl,
+//   trajectories.jsonl, and a checkpoint every save_every steps.
+//
+// Run folder (config.out):
+//   config.toml          the resolved configuration (CLI11 format; `--config` reads it back)
+//   metrics.jsonl        one JSON object per step
+//   trajectories.jsonl   a few readable trajectories per step
+//   checkpoints/step-N/  config.json + model.safetensors (HF layout), tokenizer.json,
+//                        optimizer.safetensors, trainer_state.json; written as .step-N.tmp then
+//                        renamed, so a crash never leaves a half checkpoint
+//   cache/               the built-in synthetic benchmark and the embedded tokenizer (embedded default only)
+//
+// Resume (config.resume = a run folder): the latest complete checkpoint's weights, optimizer
+// and step are loaded; metrics/trajectories lines past that step (a crash's leftovers) are
+// dropped; the next batch and samples are the ones an uninterrupted run would have drawn.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "rl/agent/protocol.h"
+#include "rl/agent/reward.h"
+#include "rl/agent/rollout.h"
+#include "rl/grpo/train_config.h"
+#include "sql/data/datasets.h"
+#include "sql/exec/pool.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sqlrl::rl {
+
+// Scores a rollout batch: fills traj.reward / reward_terms for trajs[i] against
+// examples[trajs[i].example_index]; *ex_out[i] = 1 when the final SQL's result matches the gold.
+using ScoreFn = std::function<void(const std::vector<sql::Example>& examples, std::vector<Trajectory>& trajs,
+                                   std::vector<uint8_t>* ex_out)>;
+
+// Everything one run trains with. make_train_env() resolves it from the config; tests may build
+// one by hand (their own protocol, scorer, model, examples).
+struct TrainEnv {
+  TrainConfig config;
+  QwenModel model;
+  std::unique_ptr<QwenModel> reference;  // initial weights, only when kl_coef > 0
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string tokenizer_json;            // copied into every checkpoint
+  ChatTemplate chat_template = ChatTemplate::qwen3;
+  std::unique_ptr<Protocol> protocol;
+  std::vector<sql::Example> examples;    // the train split
+  std::unique_ptr<sql::Pool> pool;
+  std::unique_ptr<RewardContext> reward_context;
+  RewardPanel panel;
+  ScoreFn score;
+  std::string description;  // model / tokenizer / dataset sources, printed at the start
+};
+
+// Checks every input (config values, weights, tokenizer, vocab sizes, dataset, protocol, reward
+// panel) before the run folder is touched; then, for the embedded default, generates the
+// synthetic benchmark and tokenizer into <out>/cache (once; atomic). Errors name the thing.
+TrainEnv make_train_env(const TrainConfig& config);
+
+// The default scorer: the reward panel plus an EX check of the final SQL against the gold under
+// the context's comparison mode. `context` must outlive the function.
+ScoreFn panel_scorer(const RewardPanel& panel, RewardContext& context);
+
+struct TrainSummary {
+  int64_t first_step = 0, last_step = 0;  // steps run: [first_step, last_step)
+  double seconds = 0;
+  std::vector<double> reward_means;       // per step run
+};
+
+// Runs steps until config.max_steps, writing the run folder (resuming when config.resume is
+// set). Progress goes to stderr on a terminal (one updating line), else a plain line per step
+// to stdout unless quiet.
+TrainSummary run_training(TrainEnv& env, bool quiet = false);
+
+// make_train_env + run_training.
+TrainSummary train(const TrainConfig& config);
+
+// The embedded default's pieces (rl/grpo/train_embedded.cpp).
+// Writes the built-in benchmark into `dir` (via dir.tmp + rename) unless dir/synth_info.json exists.
+void ensure_synth_benchmark(const std::string& dir, uint64_t seed);
+// BPE tokenizer.json trained on the benchmark's questions, SQL, schemas and every protocol's
+// first prompt (so the protocols' markup encodes compactly); Qwen3's added tokens included.
+// `extra_corpus` is appended to the training text (the demo passes its SFT demonstrations, so
+// the merges follow the text the model will actually read and write).
+std::string train_embedded_tokenizer(const std::vector<sql::Example>& examples, sql::Pool& pool, size_t vocab_size,
+                                     const std::string& extra_corpus = "");
+// A Qwen3-architecture model of the config's tiny-* sizes and `vocab` ids, weights N(0, std)
+// from Philox(seed), norms 1, tied embeddings.
+QwenModel make_embedded_model(const TrainConfig& config, int64_t vocab);
+
+}  // namespace sqlrl::rl

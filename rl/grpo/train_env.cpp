@@ -1,0 +1,200 @@
+// make_train_env: resolve the model, tokenizer, dataset, protocol and reward of a run from its
+// config. Every user-named input is checked before anything is written, so a bad flag leaves
+// no trace in the run folder.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+
+#include "rl/grpo/train.h"
+#include "rl/grpo/train_log.h"
+#include "runtime/device.h"
+#include "runtime/error.h"
+#include "sql/exec/compare.h"
+
+namespace fs = std::filesystem;
+
+namespace sqlrl::rl {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), path, ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The tokenizer.json to use: --tokenizer (a file or a folder), else the one next to the weights.
+// "" when neither names one (the embedded tokenizer is then trained).
+std::string tokenizer_path(const TrainConfig& c) {
+  if (!c.tokenizer.empty()) {
+    fs::path p = c.tokenizer;
+    if (fs::is_directory(p)) p /= "tokenizer.json";
+    check(fs::is_regular_file(p), "tokenizer: no such file: ", p.string());
+    return p.string();
+  }
+  if (c.weights.empty()) return "";
+  fs::path folder = fs::is_directory(c.weights) ? fs::path(c.weights) : fs::path(c.weights).parent_path();
+  fs::path p = folder / "tokenizer.json";
+  return fs::is_regular_file(p) ? p.string() : "";
+}
+
+bool run_folder_in_use(const std::string& dir) {
+  return fs::exists(fs::path(dir) / "metrics.jsonl") || fs::exists(fs::path(dir) / "checkpoints");
+}
+
+}  // namespace
+
+ScoreFn panel_scorer(const RewardPanel& panel, RewardContext& context) {
+  return [panel, &context](const std::vector<sql::Example>& examples, std::vector<Trajectory>& trajs,
+                           std::vector<uint8_t>* ex_out) {
+    RewardContext& ctx = context;
+    score_batch(panel, examples, trajs, ctx);
+    if (!ex_out) return;
+    // EX of the answer, as the evaluation counts it: the final SQL's result against the gold's.
+    ex_out->assign(trajs.size(), 0);
+    std::vector<std::future<sql::Result>> pending(trajs.size());
+    for (size_t i = 0; i < trajs.size(); ++i)
+      if (trajs[i].answered && !trajs[i].final_sql.empty())
+        pending[i] = ctx.pool.submit(examples[trajs[i].example_index].db_path, trajs[i].final_sql, ctx.limits);
+    for (size_t i = 0; i < trajs.size(); ++i) {
+      if (!pending[i].valid()) continue;
+      sql::Result pred = pending[i].get();
+      const sql::Example& ex = examples[trajs[i].example_index];
+      std::shared_ptr<const sql::Result> gold = ctx.gold.get(ex.db_path, ex.gold_sql);
+      sql::CompareOptions o;
+      o.mode = ctx.mode;
+      o.order_matters = sql::gold_has_order_by(ex.gold_sql);
+      (*ex_out)[i] = sql::results_match(pred, *gold, o) ? 1 : 0;
+    }
+  };
+}
+
+TrainEnv make_train_env(const TrainConfig& config) {
+  TrainEnv env;
+  env.config = config;
+  TrainConfig& c = env.config;
+  validate_config(c);
+  // --device cuda: a device must be there, and the model's head_dim one the CUDA attention takes.
+  const bool cuda = c.device == "cuda";
+  if (cuda) check(cuda_device_count() > 0, "device cuda: ", cuda_unavailable_reason());
+  auto check_head_dim = [&](int64_t head_dim, const std::string& model) {
+    check(!cuda || head_dim == 64 || head_dim == 128, "device cuda: ", model, " has head_dim ", head_dim,
+          "; the CUDA attention kernels take 64 or 128", c.weights.empty() ? " (set --tiny-head-dim 64)" : "");
+  };
+  if (c.weights.empty()) check_head_dim(c.tiny_head_dim, "the embedded model");
+
+  // ---- what the user named, checked before anything is written
+  env.protocol = make_protocol(c.protocol);
+  env.panel = make_reward_panel(c.reward.empty() ? c.protocol : c.reward);
+  for (const std::string& w : c.reward_weights) {
+    size_t eq = w.find('=');
+    check(eq != std::string::npos, "reward-weight '", w, "': expected TERM=WEIGHT");
+    char* end = nullptr;
+    std::string value = w.substr(eq + 1);
+    double weight = std::strtod(value.c_str(), &end);
+    check(!value.empty() && *end == 0 && std::isfinite(weight), "reward-weight '", w, "': not a number: ", value);
+    set_reward_weight(env.panel, w.substr(0, eq), weight);
+  }
+  const std::string dir = c.resume.empty() ? c.out : c.resume;
+  if (!c.resume.empty()) {
+    check(fs::is_directory(fs::path(c.resume) / "checkpoints"), "resume: ", c.resume,
+          " is not a run folder (no checkpoints/ in it)");
+    c.out = c.resume;
+  } else {
+    check(!run_folder_in_use(dir), "run folder ", dir,
+          " already holds a run (metrics.jsonl or checkpoints/); continue it with --resume ", dir,
+          " or choose another --out");
+  }
+  if (!c.weights.empty()) {
+    check(fs::exists(c.weights), "weights: no such file or folder: ", c.weights);
+    env.model = load_model(c.weights);
+    check_head_dim(env.model.config.head_dim, c.weights);
+  }
+  std::string tok_path = tokenizer_path(c);
+  if (!tok_path.empty()) {
+    env.tokenizer_json = read_file(tok_path);
+    env.tokenizer = load_tokenizer_from_string(env.tokenizer_json, tok_path);
+  }
+  if (!c.chat_template.empty()) env.chat_template = chat_template_from_name(c.chat_template);
+  else if (!tok_path.empty()) env.chat_template = detect_chat_template_for_tokenizer(tok_path).value_or(ChatTemplate::qwen3);
+  if (env.tokenizer && !c.weights.empty())
+    check(static_cast<int64_t>(env.tokenizer->size()) <= env.model.config.vocab_size, "tokenizer ", tok_path,
+          " has ", env.tokenizer->size(), " ids but the model ", c.weights, " has vocab_size ",
+          env.model.config.vocab_size);
+  sql::DatasetFormat format = sql::DatasetFormat::Spider;
+  if (!c.dataset.empty()) {
+    size_t colon = c.dataset.find(':');
+    check(colon != std::string::npos, "dataset '", c.dataset, "': expected FORMAT:PATH, e.g. spider:data/spider");
+    format = sql::parse_dataset_format(c.dataset.substr(0, colon));
+    sql::LoadOptions o;
+    o.format = format;
+    o.dir = c.dataset.substr(colon + 1);
+    o.split = c.split;
+    check(fs::is_directory(o.dir), "dataset: no such folder: ", o.dir);
+    env.examples = sql::load_dataset(o).examples;
+    check(!env.examples.empty(), "dataset ", c.dataset, " (", c.split, "): no examples");
+  }
+  bool bird_like = format == sql::DatasetFormat::Bird || (c.compare.empty() && c.protocol == "skyrl");
+  sql::CompareMode mode = c.compare.empty() ? (bird_like ? sql::CompareMode::BirdSet : sql::CompareMode::Spider)
+                                            : (c.compare == "bird" ? sql::CompareMode::BirdSet : sql::CompareMode::Spider);
+  env.pool = std::make_unique<sql::Pool>();
+  sql::Limits limits;
+  limits.timeout_ms = c.sql_timeout_ms;
+  limits.max_rows = static_cast<size_t>(c.sql_max_rows);
+
+  // A tokenizer trained here has at most tiny-vocab ids: refuse a smaller model before writing.
+  if (!env.tokenizer && !c.weights.empty())
+    check(c.tiny_vocab <= env.model.config.vocab_size, "no tokenizer next to ", c.weights,
+          ": the embedded one (tiny-vocab ", c.tiny_vocab, " ids) does not fit the model's vocab_size ",
+          env.model.config.vocab_size, "; pass --tokenizer");
+  // ---- the embedded default: benchmark and tokenizer cached under the run folder
+  if (c.dataset.empty() || !env.tokenizer) fs::create_directories(fs::path(dir) / "cache");
+  if (c.dataset.empty()) {
+    std::string synth = (fs::path(dir) / "cache" / "synth").string();
+    ensure_synth_benchmark(synth, c.synth_seed);
+    sql::LoadOptions o;
+    o.dir = synth;
+    o.split = c.split;
+    // MTSQL-R1 is a dialogue protocol (memory_retrieve reads earlier turns): its SParC-format dialogues.
+    if (c.protocol == "mtsql") o.format = sql::DatasetFormat::Sparc, o.dir = synth + "/sparc";
+    env.examples = sql::load_dataset(o).examples;
+  }
+  if (!env.tokenizer) {
+    tok_path = (fs::path(dir) / "cache" / "tokenizer.json").string();
+    if (!fs::exists(tok_path))
+      write_text_atomic(tok_path, train_embedded_tokenizer(env.examples, *env.pool, static_cast<size_t>(c.tiny_vocab)));
+    env.tokenizer_json = read_file(tok_path);
+    env.tokenizer = load_tokenizer_from_string(env.tokenizer_json, tok_path);
+    check(c.weights.empty() || static_cast<int64_t>(env.tokenizer->size()) <= env.model.config.vocab_size,
+          "embedded tokenizer ", tok_path, " has ", env.tokenizer->size(), " ids but the model ", c.weights,
+          " has vocab_size ", env.model.config.vocab_size);
+  }
+  if (c.weights.empty()) {
+    env.model = make_embedded_model(c, static_cast<int64_t>(env.tokenizer->size()));
+    for (const char* eos : {"<|im_end|>", "<|endoftext|>"})
+      if (int32_t id = env.tokenizer->token_id(eos); id >= 0) env.model.config.eos_token_ids.push_back(id);
+  }
+  if (c.kl_coef > 0) env.reference = std::make_unique<QwenModel>(env.model);
+
+  env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, mode);
+  if (c.reward_turn_budget > 0) env.reward_context->turn_budget = static_cast<int>(c.reward_turn_budget);
+  else if (c.max_turns > 0) env.reward_context->turn_budget = static_cast<int>(c.max_turns);
+  env.score = panel_scorer(env.panel, *env.reward_context);
+  env.description = str_cat("model ", c.weights.empty() ? "embedded tiny Qwen3" : c.weights, " (",
+                            env.model.num_params, " parameters, vocab ", env.model.config.vocab_size, "), tokenizer ",
+                            tok_path, " (", env.tokenizer->size(), " ids), ", env.examples.size(), " ", c.split,
+                            " examples from ", c.dataset.empty() ? "the built-in synthetic benchmark" : c.dataset,
+                            c.dataset.empty() && c.protocol == "mtsql" ? " (dialogues)" : "",
+                            ", protocol ", c.protocol, ", reward ", env.panel.name);
+  return env;
+}
+
+TrainSummary train(const TrainConfig& config) {
+  TrainEnv env = make_train_env(config);
+  return run_training(env);
+}
+
+}  // namespace sqlrl::rl

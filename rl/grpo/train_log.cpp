@@ -1,0 +1,230 @@
+#include "rl/grpo/train_log.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/error.h"
+
+namespace fs = std::filesystem;
+
+namespace sqlrl::rl {
+
+nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& panel) {
+  const std::vector<Trajectory>& trajs = *r.trajs;
+  const double n = std::max<double>(1, static_cast<double>(trajs.size()));
+  double reward = 0, reward_sq = 0, ex = 0, format = 0, answered = 0, truncated = 0, out_of_turns = 0, turns = 0;
+  double generated = 0, tokens = 0, invalid = 0;
+  std::vector<double> terms(panel.terms.size(), 0.0);
+  for (size_t i = 0; i < trajs.size(); ++i) {
+    const Trajectory& t = trajs[i];
+    reward += t.reward;
+    reward_sq += t.reward * t.reward;
+    ex += r.ex && i < r.ex->size() ? (*r.ex)[i] : 0;
+    format += t.answered && t.invalid_actions == 0 && !t.truncated;
+    answered += t.answered;
+    truncated += t.truncated;
+    out_of_turns += t.out_of_turns;
+    turns += static_cast<double>(t.turns.size());
+    invalid += static_cast<double>(t.invalid_actions);
+    generated += static_cast<double>(t.generated_tokens());
+    tokens += static_cast<double>(t.tokens.size());
+    for (const auto& [name, value] : t.reward_terms)
+      for (size_t k = 0; k < panel.terms.size(); ++k)
+        if (panel.terms[k].name == name) terms[k] += value;
+  }
+  const double mean = reward / n;
+  nlohmann::ordered_json j;
+  j["step"] = r.step;
+  j["epoch"] = r.epoch;
+  j["data_position"] = r.data_position;
+  j["trajectories"] = trajs.size();
+  j["lr"] = r.grpo.lr;
+  j["reward_mean"] = mean;
+  j["reward_std"] = std::sqrt(std::max(0.0, reward_sq / n - mean * mean));
+  nlohmann::ordered_json term_means = nlohmann::ordered_json::object();
+  for (size_t k = 0; k < panel.terms.size(); ++k) term_means[panel.terms[k].name] = terms[k] / n;
+  j["reward_terms"] = term_means;
+  j["ex"] = ex / n;
+  j["format_rate"] = format / n;
+  j["answered_rate"] = answered / n;
+  j["truncated_rate"] = truncated / n;
+  j["out_of_turns_rate"] = out_of_turns / n;
+  j["turns_mean"] = turns / n;
+  j["invalid_actions_mean"] = invalid / n;
+  j["generated_tokens_mean"] = generated / n;
+  j["tokens_mean"] = tokens / n;
+  j["sql_calls"] = r.rollout.sql_calls;
+  j["sql_errors"] = r.rollout.sql_errors;
+  const FilterCounts& f = r.grpo.filtered;
+  j["filtered"] = {{"truncated", f.truncated},
+                   {"malformed", f.malformed},
+                   {"no_valid_action", f.no_valid_action},
+                   {"zero_variance_groups", f.zero_variance_groups},
+                   {"zero_variance_trajectories", f.zero_variance_trajectories},
+                   {"kept", f.kept},
+                   {"groups", f.groups},
+                   {"kept_groups", f.kept_groups}};
+  j["loss"] = r.grpo.loss;
+  j["grad_norm"] = r.grpo.grad_norm;
+  j["grad_norm_max"] = r.grpo.grad_norm_max;
+  j["clip_fraction"] = r.grpo.clip_fraction;
+  j["approx_kl"] = r.grpo.approx_kl;
+  j["entropy"] = r.grpo.entropy;
+  j["ratio_mean"] = r.grpo.ratio_mean;
+  j["ref_kl"] = r.grpo.ref_kl;
+  j["updates"] = r.grpo.updates;
+  j["trained_tokens"] = r.grpo.tokens;
+  j["packed_positions"] = r.grpo.positions;
+  const RolloutStats& s = r.rollout;
+  auto rate = [](double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; };
+  j["time"] = {{"step_s", r.step_seconds},
+               {"rollout_s", s.wall_seconds},
+               {"decode_s", s.decode_seconds},
+               {"prefill_s", s.prefill_seconds},
+               {"sql_s", s.sql_seconds},
+               {"score_s", r.score_seconds},
+               {"train_s", r.grpo.seconds},
+               {"rollout_tokens_per_s", rate(static_cast<double>(s.sampled_tokens), s.wall_seconds)},
+               {"train_tokens_per_s", rate(static_cast<double>(r.grpo.positions * r.ppo_epochs), r.grpo.seconds)}};
+  return j;
+}
+
+std::vector<nlohmann::ordered_json> trajectory_json(const StepRecord& r, int64_t count) {
+  const std::vector<Trajectory>& trajs = *r.trajs;
+  std::vector<nlohmann::ordered_json> out;
+  const int64_t n = static_cast<int64_t>(trajs.size());
+  count = std::min(count, n);
+  for (int64_t k = 0; k < count; ++k) {
+    const Trajectory& t = trajs[static_cast<size_t>(k * n / count)];
+    const sql::Example& ex = (*r.examples)[static_cast<size_t>(t.example_index)];
+    nlohmann::ordered_json j;
+    j["step"] = r.step;
+    j["example_id"] = ex.id;
+    j["db_id"] = ex.db_id;
+    j["question"] = ex.question;
+    j["gold_sql"] = ex.gold_sql;
+    j["sample"] = t.sample_index;
+    nlohmann::ordered_json turns = nlohmann::ordered_json::array();
+    for (const TurnRecord& turn : t.turns) {
+      nlohmann::ordered_json tj;
+      tj["text"] = turn.assistant_text;
+      tj["action"] = action_kind_name(turn.action.kind);
+      if (!turn.action.sql.empty()) tj["sql"] = turn.action.sql;
+      if (!turn.action.tool.empty()) tj["tool"] = turn.action.tool;
+      if (!turn.action.verdict.empty()) tj["verdict"] = turn.action.verdict;
+      if (!turn.action.error.empty()) tj["error"] = turn.action.error;
+      if (turn.executed) tj["rows"] = turn.rows, tj["sql_error"] = turn.sql_error;
+      tj["observation"] = turn.observation;
+      turns.push_back(tj);
+    }
+    j["turns"] = turns;
+    j["answered"] = t.answered;
+    j["truncated"] = t.truncated;
+    j["final_sql"] = t.final_sql;
+    j["ex"] = r.ex ? (*r.ex)[static_cast<size_t>(k * n / count)] : 0;
+    j["reward"] = t.reward;
+    nlohmann::ordered_json terms = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : t.reward_terms) terms[name] = value;
+    j["reward_terms"] = terms;
+    j["generated_tokens"] = t.generated_tokens();
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
+  return (fs::path(run_dir) / "checkpoints" / ("step-" + std::to_string(step))).string();
+}
+
+void save_train_checkpoint(const std::string& run_dir, const TrainerState& state, const QwenModel& model,
+                           const std::string& tokenizer_json, const OptimizerState& optimizer) {
+  fs::path final_dir = checkpoint_dir(run_dir, state.step);
+  fs::path tmp = fs::path(run_dir) / "checkpoints" / (".step-" + std::to_string(state.step) + ".tmp");
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  save_model(model, tmp.string());
+  write_text_atomic((tmp / "tokenizer.json").string(), tokenizer_json);
+  save_optimizer(optimizer, (tmp / "optimizer.safetensors").string());
+  nlohmann::ordered_json j;
+  j["step"] = state.step;
+  j["seed"] = state.seed;
+  j["batch_size"] = state.batch_size;
+  j["group_size"] = state.group_size;
+  j["dataset_size"] = state.dataset_size;
+  // What the next step draws, for reading (the loop derives both from step and seed).
+  j["next_data_position"] = state.step * state.batch_size;
+  j["next_sample_id"] = state.step * state.batch_size * state.group_size;
+  j["adam_step"] = optimizer.adam_step;
+  write_text_atomic((tmp / "trainer_state.json").string(), j.dump(2) + "\n");
+  fs::remove_all(final_dir);
+  fs::rename(tmp, final_dir);
+}
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  fs::path dir = fs::path(run_dir) / "checkpoints";
+  int64_t best = -1;
+  std::string path;
+  if (!fs::is_directory(dir)) return "";
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || !entry.is_directory()) continue;
+    if (!fs::exists(entry.path() / "trainer_state.json")) continue;
+    char* end = nullptr;
+    long long step = std::strtoll(name.c_str() + 5, &end, 10);
+    if (*end == 0 && step > best) best = step, path = entry.path().string();
+  }
+  return path;
+}
+
+TrainerState read_trainer_state(const std::string& checkpoint) {
+  std::string path = (fs::path(checkpoint) / "trainer_state.json").string();
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), path, ": cannot read");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+    TrainerState s;
+    s.step = j.at("step").get<int64_t>();
+    s.seed = j.at("seed").get<uint64_t>();
+    s.batch_size = j.at("batch_size").get<int64_t>();
+    s.group_size = j.at("group_size").get<int64_t>();
+    s.dataset_size = j.at("dataset_size").get<int64_t>();
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": ", e.what());
+  }
+}
+
+void truncate_jsonl(const std::string& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  std::ifstream in(path, std::ios::binary);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("step") || j["step"].get<int64_t>() > step) continue;
+    kept += line + "\n";
+  }
+  in.close();
+  write_text_atomic(path, kept);
+}
+
+std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_step_seconds) {
+  double reward = 0, ex = 0;
+  for (size_t i = 0; i < r.trajs->size(); ++i) reward += (*r.trajs)[i].reward, ex += r.ex ? (*r.ex)[i] : 0;
+  double n = std::max<double>(1, static_cast<double>(r.trajs->size()));
+  int64_t eta = static_cast<int64_t>(mean_step_seconds * static_cast<double>(max_steps - r.step) + 0.5);
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "step %lld/%lld | reward %.4f | EX %.3f | loss %.4g | kept %lld/%zu | %.2f s/step | ETA %lldm%02llds",
+                static_cast<long long>(r.step), static_cast<long long>(max_steps), reward / n, ex / n, r.grpo.loss,
+                static_cast<long long>(r.grpo.filtered.kept), r.trajs->size(), r.step_seconds,
+                static_cast<long long>(eta / 60), static_cast<long long>(eta % 60));
+  return buf;
+}
+
+}  // namespace sqlrl::rl

@@ -1,0 +1,216 @@
+// run_training: the step loop (see rl/grpo/train.h for what a step does and how resume stays exact).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "rl/grpo/grpo.h"
+#include "rl/grpo/train.h"
+#include "rl/grpo/train_log.h"
+#include "runtime/error.h"
+#include "runtime/philox.h"
+
+namespace fs = std::filesystem;
+
+namespace sqlrl::rl {
+namespace {
+
+// Philox stream of the data shuffle (the sampler uses sample ids as streams under the same seed;
+// a different key half keeps the two apart).
+constexpr uint64_t kShuffleKey = 0x53485546464c45ull;  // "SHUFFLE"
+
+// The example order of one epoch: Fisher-Yates with Philox(seed ^ key, epoch, i) draws.
+std::vector<int64_t> epoch_order(uint64_t seed, int64_t epoch, int64_t n) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  for (int64_t i = n - 1; i > 0; --i) {
+    Philox4 r = philox_draw(seed ^ kShuffleKey, static_cast<uint64_t>(epoch), static_cast<uint64_t>(i));
+    uint64_t bits = (static_cast<uint64_t>(r.v[0]) << 32) | r.v[1];
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(bits % static_cast<uint64_t>(i + 1))]);
+  }
+  return order;
+}
+
+GrpoConfig grpo_config(const TrainConfig& c) {
+  GrpoConfig g;
+  g.advantage.eps = static_cast<float>(c.adv_eps);
+  g.advantage.divide_std = c.adv_std;
+  g.filter = {c.filter_truncated, c.filter_malformed, c.filter_no_valid_action, c.filter_zero_variance,
+              c.zero_variance_in_denominator};
+  g.clip_low = static_cast<float>(c.clip_low);
+  g.clip_high = static_cast<float>(c.clip_high);
+  g.kl_coef = static_cast<float>(c.kl_coef);
+  g.agg = c.loss_agg == "seq-mean-token-mean" ? LossAgg::SeqMeanTokenMean : LossAgg::TokenMean;
+  g.use_sampler_logprobs = c.sampler_logprobs;
+  g.temperature = static_cast<float>(c.temperature);
+  g.share_prefixes = c.share_prefixes;
+  g.ppo_epochs = c.ppo_epochs;
+  g.mini_batches = c.mini_batches;
+  g.adamw = {static_cast<float>(c.beta1), static_cast<float>(c.beta2), static_cast<float>(c.adam_eps),
+             static_cast<float>(c.weight_decay)};
+  g.schedule.lr = static_cast<float>(c.lr);
+  g.schedule.warmup_steps = c.warmup_steps;
+  g.schedule.total_steps = c.total_steps > 0 ? c.total_steps : c.max_steps;
+  g.schedule.decay = c.lr_schedule == "cosine" ? LrDecay::Cosine : LrDecay::Constant;
+  g.schedule.min_lr_ratio = static_cast<float>(c.min_lr_ratio);
+  g.max_grad_norm = static_cast<float>(c.max_grad_norm);
+  return g;
+}
+
+RolloutOptions rollout_options(const TrainConfig& c, ChatTemplate chat_template) {
+  RolloutOptions o;
+  o.group_size = c.group_size;
+  o.sampling = {static_cast<float>(c.temperature), c.top_k, static_cast<float>(c.top_p), c.seed};
+  o.max_turns = static_cast<int>(c.max_turns);
+  o.max_turn_tokens = c.max_turn_tokens;
+  o.max_total_tokens = c.max_total_tokens;
+  o.max_batch_sequences = c.max_batch_sequences;
+  o.sql_limits.timeout_ms = c.sql_timeout_ms;
+  o.sql_limits.max_rows = static_cast<size_t>(c.sql_max_rows);
+  o.chat_template = chat_template;
+  o.enable_thinking = c.enable_thinking;
+  o.reproducible = true;  // resume and repeat runs must draw the same tokens
+  return o;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+void append_line(std::ofstream& out, const std::string& path, const std::string& line) {
+  out << line << "\n";
+  out.flush();
+  check(out.good(), path, ": write failed");
+}
+
+}  // namespace
+
+TrainSummary run_training(TrainEnv& env, bool quiet) {
+  const TrainConfig& c = env.config;
+  check(env.protocol && env.tokenizer && env.score, "train: the environment lacks a protocol, tokenizer or scorer");
+  check(!env.examples.empty(), "train: no training examples");
+  const std::string dir = c.resume.empty() ? c.out : c.resume;
+  const fs::path run = dir;
+  const int64_t n_examples = static_cast<int64_t>(env.examples.size());
+
+  OptimizerState optimizer;
+  int64_t step = 0;
+  if (!c.resume.empty()) {
+    std::string ckpt = latest_checkpoint(dir);
+    check(!ckpt.empty(), "resume: ", dir, " has no complete checkpoint under checkpoints/");
+    TrainerState saved = read_trainer_state(ckpt);
+    auto same = [&](const char* what, int64_t a, int64_t b) {
+      check(a == b, "resume: ", ckpt, " was trained with ", what, " ", a, ", this run has ", b);
+    };
+    same("batch-size", saved.batch_size, c.batch_size);
+    same("group-size", saved.group_size, c.group_size);
+    same("dataset size", saved.dataset_size, n_examples);
+    same("seed", static_cast<int64_t>(saved.seed), static_cast<int64_t>(c.seed));
+    QwenModel loaded = load_model(ckpt);
+    check(loaded.num_params == env.model.num_params, "resume: ", ckpt, " holds ", loaded.num_params,
+          " parameters, the model has ", env.model.num_params);
+    env.model.params = std::move(loaded.params);
+    optimizer = load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(), env.model.num_params);
+    step = saved.step;
+    truncate_jsonl((run / "metrics.jsonl").string(), step);
+    truncate_jsonl((run / "trajectories.jsonl").string(), step);
+  } else {
+    check(!fs::exists(run / "metrics.jsonl"), "run folder ", dir, " already holds a run; use --resume ", dir);
+    fs::create_directories(run / "checkpoints");
+    // On CUDA the moments live on the device (rl/policy.h); the host copy is made per checkpoint.
+    if (c.device != "cuda") optimizer = make_optimizer_state(env.model.num_params);
+  }
+  TrainConfig resolved = c;
+  resolved.resume.clear();
+  resolved.out = dir;
+  write_text_atomic((run / "config.toml").string(), config_to_toml(resolved));
+
+  const GrpoConfig gc = grpo_config(c);
+  const RolloutOptions base = rollout_options(c, env.chat_template);
+  TrainOptions to;
+  to.max_tokens = std::max(c.micro_batch_tokens, std::min(c.max_total_tokens, env.model.config.max_position_embeddings));
+  // Upload once (after a resume loaded its weights); the host model is then only the shape and
+  // the staging buffer of each checkpoint's download.
+  const bool cuda = c.device == "cuda";
+  Policy policy = cuda ? cuda_policy(env.model) : cpu_policy(env.model);
+  Policy reference;
+  if (env.reference) reference = cuda ? cuda_reference(*env.reference) : cpu_policy(*env.reference);
+  PolicyActivations state = policy_init_training(policy, to, gc.adamw);
+  if (cuda && !optimizer.m.empty()) {  // resumed: the moments go to the device
+    policy_upload_optimizer(policy, optimizer);
+    optimizer.m = {}, optimizer.v = {};
+  }
+  SchemaCache schemas;
+
+  std::string metrics_path = (run / "metrics.jsonl").string(), traj_path = (run / "trajectories.jsonl").string();
+  std::ofstream metrics(metrics_path, std::ios::binary | std::ios::app);
+  std::ofstream traj_log(traj_path, std::ios::binary | std::ios::app);
+  check(metrics.good() && traj_log.good(), dir, ": cannot write metrics.jsonl / trajectories.jsonl");
+  const bool tty = !quiet && isatty(fileno(stderr));
+
+  TrainSummary summary;
+  summary.first_step = step;
+  auto run_start = std::chrono::steady_clock::now();
+  int64_t cached_epoch = -1;
+  std::vector<int64_t> order;
+  for (; step < c.max_steps; ++step) {
+    auto step_start = std::chrono::steady_clock::now();
+    // ---- the batch: positions step*B .. step*B+B-1 of the epoch-wise shuffled stream
+    std::vector<sql::Example> batch;
+    int64_t first_position = step * c.batch_size, epoch = first_position / n_examples;
+    for (int64_t i = 0; i < c.batch_size; ++i) {
+      int64_t pos = first_position + i, e = pos / n_examples;
+      if (e != cached_epoch) order = epoch_order(c.seed, e, n_examples), cached_epoch = e;
+      batch.push_back(env.examples[static_cast<size_t>(order[static_cast<size_t>(pos % n_examples)])]);
+    }
+    RolloutOptions ro = base;
+    ro.first_sample_id = static_cast<uint64_t>(step * c.batch_size * c.group_size);
+    std::vector<RolloutRequest> requests;
+    for (const sql::Example& ex : batch)
+      requests.push_back({&ex, build_prompt_tokens(*env.protocol, *env.tokenizer, ex,
+                                                   schemas.get(*env.pool, ex.db_path), ro)});
+
+    StepRecord rec;
+    rec.step = step + 1;
+    rec.epoch = epoch;
+    rec.data_position = first_position;
+    rec.ppo_epochs = c.ppo_epochs;
+    std::vector<Trajectory> trajs = rollout(policy, *env.tokenizer, *env.protocol, *env.pool, requests, ro, &rec.rollout);
+    auto score_start = std::chrono::steady_clock::now();
+    std::vector<uint8_t> ex;
+    env.score(batch, trajs, &ex);
+    rec.score_seconds = seconds_since(score_start);
+    rec.grpo = grpo_step(policy, env.reference ? &reference : nullptr, optimizer, state, trajs, gc);
+    rec.examples = &batch;
+    rec.trajs = &trajs;
+    rec.ex = &ex;
+    rec.step_seconds = seconds_since(step_start);
+
+    append_line(metrics, metrics_path, metrics_json(rec, env.panel).dump());
+    for (const auto& j : trajectory_json(rec, c.log_trajectories)) append_line(traj_log, traj_path, j.dump());
+    bool last = step + 1 == c.max_steps;
+    if (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)) {
+      policy_download(policy, env.model);  // CUDA: master weights and moments to the host
+      policy_download_optimizer(policy, optimizer);
+      save_train_checkpoint(dir, {step + 1, c.seed, c.batch_size, c.group_size, n_examples}, env.model,
+                            env.tokenizer_json, optimizer);
+      if (cuda) optimizer.m = {}, optimizer.v = {};
+    }
+
+    double reward = 0;
+    for (const Trajectory& t : trajs) reward += t.reward;
+    summary.reward_means.push_back(trajs.empty() ? 0.0 : reward / static_cast<double>(trajs.size()));
+    double mean_step = seconds_since(run_start) / static_cast<double>(step + 1 - summary.first_step);
+    std::string line = progress_line(rec, c.max_steps, mean_step);
+    if (tty) std::fprintf(stderr, "\r%s\x1b[K%s", line.c_str(), last ? "\n" : "");
+    else if (!quiet) std::printf("%s\n", line.c_str()), std::fflush(stdout);
+  }
+  summary.last_step = std::max(step, summary.first_step);
+  summary.seconds = seconds_since(run_start);
+  return summary;
+}
+
+}  // namespace sqlrl::rl

@@ -1,0 +1,365 @@
+#include "rl/sft/sft.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+#include "rl/grpo/train_log.h"
+
+namespace sqlrl::rl {
+namespace fs = std::filesystem;
+
+ClipStats clip_sequences(std::vector<SftSequence>& data, int64_t micro_batch_tokens) {
+  check(micro_batch_tokens >= 1, "sft: micro_batch_tokens must be at least 1, got ", micro_batch_tokens);
+  ClipStats st;
+  const size_t keep = static_cast<size_t>(micro_batch_tokens) + 1;
+  std::vector<SftSequence> out;
+  for (SftSequence& s : data) {
+    if (s.tokens.size() > keep) {
+      s.tokens.resize(keep);
+      s.mask.resize(keep);
+      ++st.cut;
+      // Position 0 is never a target.
+      if (std::count(s.mask.begin() + 1, s.mask.end(), uint8_t{1}) == 0) {
+        ++st.dropped;
+        continue;
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  data = std::move(out);
+  return st;
+}
+
+namespace {
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  if (!shuffle) return order;
+  uint64_t state = seed * 0x2545F4914F6CDD1Dull + static_cast<uint64_t>(epoch);
+  for (int64_t i = n - 1; i > 0; --i) {
+    // Multiply-shift keeps the draw unbiased enough for shuffling and identical everywhere.
+    uint64_t j = static_cast<uint64_t>((static_cast<unsigned __int128>(splitmix64(state)) * static_cast<uint64_t>(i + 1)) >> 64);
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+namespace {
+
+int64_t untrained_start(const SftSequence& s) {
+  int64_t n = 0;
+  while (n < static_cast<int64_t>(s.mask.size()) && !s.mask[n]) ++n;
+  return n;
+}
+
+int64_t common_start(const SftSequence& a, const SftSequence& b, int64_t cap) {
+  int64_t n = 0;
+  while (n < cap && a.tokens[n] == b.tokens[n]) ++n;
+  return n;
+}
+
+}  // namespace
+
+std::vector<int64_t> grouped_epoch_order(const std::vector<SftSequence>& data, uint64_t seed, int64_t epoch,
+                                         int64_t group) {
+  check(group >= 1, "sft: share_group must be at least 1, got ", group);
+  const int64_t n = static_cast<int64_t>(data.size());
+  std::vector<int64_t> start(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) start[i] = untrained_start(data[i]);
+  // Lexicographic order of the untrained starts puts long common starts next to each other;
+  // a family ends where the next start shares less than half of the shorter one.
+  std::vector<int64_t> sorted = epoch_order(n, 0, 0, false);
+  std::stable_sort(sorted.begin(), sorted.end(), [&](int64_t a, int64_t b) {
+    return std::lexicographical_compare(data[a].tokens.begin(), data[a].tokens.begin() + start[a],
+                                        data[b].tokens.begin(), data[b].tokens.begin() + start[b]);
+  });
+  std::vector<std::vector<int64_t>> families;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = sorted[k];
+    if (k > 0) {
+      const int64_t j = sorted[k - 1], shorter = std::min(start[i], start[j]);
+      if (2 * common_start(data[i], data[j], shorter) >= shorter && shorter > 0) {
+        families.back().push_back(i);
+        continue;
+      }
+    }
+    families.push_back({i});
+  }
+  std::vector<std::vector<int64_t>> runs;
+  for (size_t f = 0; f < families.size(); ++f) {
+    const std::vector<int64_t>& fam = families[f];
+    std::vector<int64_t> perm = epoch_order(static_cast<int64_t>(fam.size()), seed * 0x9E3779B97F4A7C15ull + f, epoch, true);
+    for (size_t r = 0; r < fam.size(); r += static_cast<size_t>(group)) {
+      runs.emplace_back();
+      for (size_t k = r; k < std::min(fam.size(), r + static_cast<size_t>(group)); ++k) runs.back().push_back(fam[perm[k]]);
+    }
+  }
+  std::vector<int64_t> order;
+  for (int64_t r : epoch_order(static_cast<int64_t>(runs.size()), seed, epoch, true))
+    order.insert(order.end(), runs[r].begin(), runs[r].end());
+  return order;
+}
+
+std::vector<MicroBatch> pack_sft(const std::vector<SftSequence>& data, const std::vector<int64_t>& order,
+                                 int64_t max_tokens, int64_t share_min_tokens) {
+  // pack_micro_batches reads tokens and policy_mask of a Trajectory; SFT has no advantages.
+  std::vector<Trajectory> trajs(data.size());
+  for (int64_t i : order) {
+    check(i >= 0 && i < static_cast<int64_t>(data.size()), "sft: order names sequence ", i, " of ", data.size());
+    check(data[i].tokens.size() == data[i].mask.size(), "sft: ", data[i].source, ": ", data[i].tokens.size(),
+          " tokens but ", data[i].mask.size(), " mask entries");
+    trajs[i].tokens = data[i].tokens;
+    trajs[i].policy_mask = data[i].mask;
+  }
+  std::vector<float> zero(data.size(), 0.0f);
+  return pack_micro_batches(trajs, order, zero, max_tokens, share_min_tokens);
+}
+
+SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActivations& acts,
+                          const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config) {
+  check(policy_training_ready(policy), "sft: gradients are not allocated (policy_init_training)");
+  const int64_t num_params = policy.on_cuda ? policy.cuda.num_params() : policy.host->num_params;
+  check(policy.on_cuda || static_cast<int64_t>(optimizer.m.size()) == num_params, "sft: optimizer state has ",
+        optimizer.m.size(), " moments for ", num_params, " parameters");
+  SftUpdateStats st;
+  st.lr = lr_at(schedule, optimizer.train_step);
+  ++optimizer.train_step;
+  for (const MicroBatch* mb : micro) {
+    for (uint8_t m : mb->mask) st.tokens += m;
+    st.positions += static_cast<int64_t>(mb->targets.size());
+  }
+  if (st.tokens == 0) return st;
+  const float scale = -1.0f / static_cast<float>(st.tokens);
+  policy_zero_grads(policy);
+  std::vector<float> logp, dlogp;
+  double nll = 0;
+  for (const MicroBatch* mb : micro) {
+    const size_t T = mb->targets.size();
+    logp.resize(T), dlogp.resize(T);
+    policy_forward_logprobs_masked(policy, acts, mb->batch, mb->targets, mb->mask.data(), logp.data());
+    for (size_t t = 0; t < T; ++t) {
+      dlogp[t] = mb->mask[t] ? scale : 0.0f;
+      if (mb->mask[t]) nll -= logp[t];
+    }
+    policy_backward_logprobs(policy, acts, mb->batch, mb->targets, dlogp.data());
+  }
+  st.loss = nll / static_cast<double>(st.tokens);
+  double sq = policy_grad_sq_sum(policy);
+  st.grad_norm = std::sqrt(sq);
+  ++optimizer.adam_step;
+  policy_adamw_step(policy, optimizer, config.adamw, st.lr, config.max_grad_norm, sq);
+  return st;
+}
+
+double sft_eval_loss(const QwenModel& model, TrainState& state, const std::vector<SftSequence>& data,
+                     int64_t max_tokens) {
+  std::vector<int64_t> order = epoch_order(static_cast<int64_t>(data.size()), 0, 0, false);
+  double nll = 0;
+  int64_t tokens = 0;
+  std::vector<float> logp;
+  for (const MicroBatch& mb : pack_sft(data, order, max_tokens)) {
+    logp.resize(mb.targets.size());
+    forward_logprobs_masked(model, state, mb.batch, mb.targets, mb.mask.data(), logp.data());
+    for (size_t t = 0; t < logp.size(); ++t)
+      if (mb.mask[t]) nll -= logp[t], ++tokens;
+  }
+  return tokens > 0 ? nll / static_cast<double>(tokens) : 0.0;
+}
+
+namespace {
+
+void append_line(const fs::path& path, const std::string& line) {
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  check(out.good(), path.string(), ": cannot append");
+  out << line << "\n";
+  check(out.good(), path.string(), ": write failed");
+}
+
+}  // namespace
+
+std::string save_sft_checkpoint(const std::string& out_dir, int64_t step, const QwenModel& model,
+                                const OptimizerState& optimizer, const std::string& tokenizer_path,
+                                const nlohmann::ordered_json& state) {
+  const std::string name = "step-" + std::to_string(step);
+  const fs::path final_dir = fs::path(out_dir) / "checkpoints" / name;
+  const fs::path tmp = fs::path(out_dir) / "checkpoints" / ("." + name + ".tmp");
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  save_model(model, tmp.string());
+  save_optimizer(optimizer, (tmp / "optimizer.safetensors").string());
+  if (!tokenizer_path.empty()) {
+    fs::path src = tokenizer_path;
+    fs::path folder = fs::is_directory(src) ? src : src.parent_path();
+    if (fs::is_directory(src)) src /= "tokenizer.json";
+    check(fs::is_regular_file(src), src.string(), ": tokenizer file not found");
+    fs::copy_file(src, tmp / "tokenizer.json", fs::copy_options::overwrite_existing);
+    // The chat template lives there: keep it so the checkpoint renders prompts the same way.
+    if (fs::is_regular_file(folder / "tokenizer_config.json"))
+      fs::copy_file(folder / "tokenizer_config.json", tmp / "tokenizer_config.json", fs::copy_options::overwrite_existing);
+  }
+  write_text_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
+  // Replace an older checkpoint of the same name only once the new one is complete.
+  if (fs::exists(final_dir)) {
+    const fs::path old = fs::path(out_dir) / "checkpoints" / ("." + name + ".old");
+    fs::remove_all(old);
+    fs::rename(final_dir, old);
+    fs::rename(tmp, final_dir);
+    fs::remove_all(old);
+  } else {
+    fs::rename(tmp, final_dir);
+  }
+  return final_dir.string();
+}
+
+SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<SftSequence> data,
+                    const SftConfig& given_config, const SftRunOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  const SftCheckpoint* resume = options.resume;
+  const SftConfig& config = resume ? resume->config : given_config;
+  check(config.epochs >= 1 || config.max_steps > 0, "sft: needs epochs >= 1 or max_steps > 0");
+  check(config.grad_accum >= 1, "sft: grad_accum must be at least 1, got ", config.grad_accum);
+  check(!data.empty(), "sft: no training sequence (every line had no trained token?)");
+  check(options.device == "cpu" || options.device == "cuda", "sft: device '", options.device,
+        "' is not cpu or cuda");
+  const bool cuda = options.device == "cuda";
+  // On CUDA the moments live on the device; a resumed run's host copy is uploaded below.
+  if (!cuda && optimizer.m.size() != model.params.size()) optimizer = make_optimizer_state(model.num_params);
+  SftRunStats run;
+  const size_t given = data.size();
+  run.clipped = clip_sequences(data, config.micro_batch_tokens);
+  check(!data.empty(), "sft: all ", given, " sequences lose every trained token when cut to the micro-batch budget of ",
+        config.micro_batch_tokens, " tokens (raise --micro-batch-tokens)");
+  const uint64_t fingerprint = sft_data_fingerprint(data);
+
+  // Each epoch's micro-batches, packed when first needed (max_steps beyond the configured epochs
+  // cycles on with the next epoch's order).
+  const int64_t n = static_cast<int64_t>(data.size());
+  std::vector<std::vector<MicroBatch>> plan;
+  auto plan_of = [&](int64_t e) -> const std::vector<MicroBatch>& {
+    while (static_cast<int64_t>(plan.size()) <= e)
+      plan.push_back(config.share_group > 0
+                         ? pack_sft(data, grouped_epoch_order(data, config.seed, static_cast<int64_t>(plan.size()),
+                                                              config.share_group),
+                                    config.micro_batch_tokens, kSharePrefixMinTokens)
+                         : pack_sft(data, epoch_order(n, config.seed, static_cast<int64_t>(plan.size()), config.shuffle),
+                                    config.micro_batch_tokens));
+    return plan[e];
+  };
+  const int64_t epochs = std::max<int64_t>(config.epochs, 1);
+  SftCursor cursor;
+  if (resume) {
+    const std::string state_file = (fs::path(resume->path) / "trainer_state.json").string();
+    check(fingerprint == resume->data_fingerprint && n == resume->sequences, "resume: ", state_file, " was trained on ",
+          resume->sequences, " sequences with fingerprint ", resume->data_fingerprint, ", this data has ", n,
+          " with fingerprint ", fingerprint, " (a different file, tokenizer or --micro-batch-tokens?)");
+    check(optimizer.train_step == resume->train_step, "resume: ", state_file, " is at train_step ", resume->train_step,
+          " but the optimizer given is at ", optimizer.train_step, " (load the checkpoint's optimizer.safetensors)");
+    cursor = resume->cursor;
+  } else {
+    // The cosine needs the total number of updates.
+    for (int64_t e = 0; e < epochs; ++e)
+      cursor.planned += (static_cast<int64_t>(plan_of(e).size()) + config.grad_accum - 1) / config.grad_accum;
+    if (config.max_steps > 0) cursor.planned = config.max_steps;
+    cursor.total_steps = optimizer.train_step + cursor.planned;
+    cursor.warmup_steps = static_cast<int64_t>(std::floor(config.warmup_ratio * static_cast<float>(cursor.planned)));
+    if (config.decay == LrDecay::Cosine && cursor.total_steps <= cursor.warmup_steps)
+      cursor.total_steps = cursor.warmup_steps + 1;
+  }
+  LrSchedule schedule;
+  schedule.lr = config.lr;
+  schedule.decay = config.decay;
+  schedule.min_lr_ratio = config.min_lr_ratio;
+  schedule.total_steps = cursor.total_steps;
+  schedule.warmup_steps = cursor.warmup_steps;
+
+  TrainOptions topt;
+  topt.max_tokens = config.micro_batch_tokens;
+  Policy policy = cuda ? cuda_policy(model) : cpu_policy(model);
+  PolicyActivations acts = policy_init_training(policy, topt, config.adamw);
+  if (cuda && !optimizer.m.empty()) policy_upload_optimizer(policy, optimizer);
+  const fs::path out = options.out_dir;
+  if (!options.out_dir.empty()) fs::create_directories(out);
+  if (resume && !options.out_dir.empty()) truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
+  auto trainer_state = [&] {
+    nlohmann::ordered_json s;
+    s["format"] = "sqlrl-sft";
+    s["train_step"] = optimizer.train_step;
+    s["adam_step"] = optimizer.adam_step;
+    s["epoch"] = cursor.epoch;
+    s["cursor"] = {{"epoch", cursor.epoch}, {"micro", cursor.micro}};
+    s["updates"] = cursor.updates;
+    s["planned_updates"] = cursor.planned;
+    s["lr"] = config.lr;
+    s["total_steps"] = schedule.total_steps;
+    s["warmup_steps"] = schedule.warmup_steps;
+    s["seed"] = config.seed;
+    s["sequences"] = data.size();
+    s["data_fingerprint"] = fingerprint;
+    s["config"] = sft_config_json(config);
+    s["run"] = resume ? resume->run : options.run_info;
+    return s;
+  };
+  int64_t saved_step = resume ? optimizer.train_step : -1;
+  auto save = [&] {
+    if (options.out_dir.empty() || saved_step == optimizer.train_step) return;
+    saved_step = optimizer.train_step;
+    policy_download(policy, model);
+    policy_download_optimizer(policy, optimizer);
+    run.checkpoints.push_back(save_sft_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
+                                                  options.tokenizer_path, trainer_state()));
+    if (options.log) options.log("saved " + run.checkpoints.back());
+  };
+
+  while (cursor.updates < cursor.planned) {
+    const std::vector<MicroBatch>& micro = plan_of(cursor.epoch);
+    if (cursor.micro >= static_cast<int64_t>(micro.size())) {
+      ++cursor.epoch, cursor.micro = 0;
+      continue;
+    }
+    std::vector<const MicroBatch*> group;
+    const size_t m = static_cast<size_t>(cursor.micro);
+    for (size_t k = m; k < std::min(micro.size(), m + config.grad_accum); ++k) group.push_back(&micro[k]);
+    auto t0 = std::chrono::steady_clock::now();
+    SftUpdateStats st = sft_update(policy, optimizer, acts, group, schedule, config);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (run.updates == 0) run.first_loss = st.loss;
+    run.last_loss = st.loss;
+    ++run.updates, ++cursor.updates;
+    run.trained_tokens += st.tokens;
+    nlohmann::ordered_json line;
+    line["step"] = optimizer.train_step;
+    line["epoch"] = cursor.epoch;
+    line["loss"] = st.loss;
+    line["tokens"] = st.tokens;
+    line["positions"] = st.positions;
+    line["lr"] = st.lr;
+    line["grad_norm"] = st.grad_norm;
+    line["tokens_per_s"] = seconds > 0 ? static_cast<double>(st.tokens) / seconds : 0.0;
+    line["seconds"] = seconds;
+    if (!options.out_dir.empty()) append_line(out / "metrics.jsonl", line.dump());
+    if (options.log) options.log(line.dump());
+    cursor.micro += config.grad_accum;
+    if (cursor.micro >= static_cast<int64_t>(micro.size())) ++cursor.epoch, cursor.micro = 0;
+    if (config.save_every > 0 && cursor.updates % config.save_every == 0) save();
+  }
+  run.epochs_done = cursor.epoch + (cursor.micro > 0 ? 1 : 0);  // epochs begun
+  save();
+  policy_download(policy, model);
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return run;
+}
+
+}  // namespace sqlrl::rl

@@ -1,0 +1,163 @@
+// Supervised fine-tuning on masked sequences (rl/sft/sft_data.h) with the GRPO trainer's pieces:
+// next-token packing under a token budget (rl/grpo/grpo.h pack_micro_batches), AdamW and the
+// warmup + cosine schedule (rl/optimizer.h), the fused masked log-prob forward/backward
+// (model/train.h).
+//
+// Loss of one optimizer update: -sum(mask * log p) / (masked tokens of the update), the update
+// being grad_accum consecutive micro-batches (token-mean over the update, as LlamaFactory /
+// transformers average the masked cross-entropy). Each epoch visits the sequences in a seeded
+// shuffled order (Fisher-Yates over splitmix64: the same bytes on every platform), packs them
+// greedily, and every update advances the LR schedule by one.
+//
+// Output folder (the GRPO trainer's run-folder layout):
+//   OUT/metrics.jsonl           one line per update: step, epoch, loss, tokens, positions, lr,
+//                               grad_norm, tokens_per_s (trained tokens), seconds
+//   OUT/checkpoints/step-N/     config.json + model.safetensors (HF layout, save_model),
+//                               tokenizer.json (+ tokenizer_config.json when beside it),
+//                               optimizer.safetensors, trainer_state.json; written as
+//                               OUT/checkpoints/.step-N.tmp then renamed (atomic). Every save_every
+//                               updates and always after the last one (the highest N is final).
+//
+// Resume: trainer_state.json holds the whole SftConfig, the LR schedule, the data cursor (epoch
+// and micro-batch of the next update) and a fingerprint of the data; run_sft given that cursor,
+// the checkpoint's weights and optimizer makes the same following updates as the uninterrupted
+// run, bit for bit (the epoch plans are recomputed from the seed and the data).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/train.h"
+#include "rl/grpo/grpo.h"
+#include "rl/optimizer.h"
+#include "rl/policy.h"
+#include "rl/sft/sft_data.h"
+
+namespace sqlrl::rl {
+
+struct SftConfig {
+  int64_t epochs = 1;
+  int64_t max_steps = 0;              // > 0: stop after this many updates (also sizes the cosine)
+  int64_t micro_batch_tokens = 2048;  // packed positions per micro-batch (TrainState max_tokens)
+  int64_t grad_accum = 1;             // micro-batches per optimizer update
+  // MTSQL-R1 appendix B (LlamaFactory): lr 5e-6, cosine; LlamaFactory's default warmup 0 and
+  // weight decay 0.
+  float lr = 5e-6f;
+  float warmup_ratio = 0.0f;          // of the total updates
+  float min_lr_ratio = 0.0f;
+  LrDecay decay = LrDecay::Cosine;
+  AdamWConfig adamw{0.9f, 0.999f, 1e-8f, 0.0f};
+  float max_grad_norm = 1.0f;         // <= 0: no clipping
+  uint64_t seed = 1;                  // shuffle order
+  bool shuffle = true;
+  int64_t save_every = 0;             // updates between checkpoints; 0 = only OUT/final
+  // > 0: visit sequences in runs of up to this many that share most of their untrained start
+  // (demonstrations on one database: the schema prompt) and pack each run's common start once
+  // (shared prefixes). 0: a plain shuffle, every sequence packed whole.
+  int64_t share_group = 0;
+};
+
+// Sequences longer than micro_batch_tokens + 1 tokens are cut to that length (their tail is
+// lost, like LlamaFactory's cutoff_len); a cut sequence left with no trained target is dropped.
+struct ClipStats {
+  int64_t cut = 0, dropped = 0;
+};
+ClipStats clip_sequences(std::vector<SftSequence>& data, int64_t micro_batch_tokens);
+
+// The visiting order of one epoch: 0..n-1, shuffled by (seed, epoch) when asked.
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);
+
+// Sequences whose untrained starts (tokens before the first trained one) share at least half
+// of their length form a family. The order of one epoch: each family shuffled by (seed, epoch)
+// and cut into runs of up to `group`; the runs shuffled and laid end to end.
+std::vector<int64_t> grouped_epoch_order(const std::vector<SftSequence>& data, uint64_t seed, int64_t epoch,
+                                         int64_t group);
+
+// Packs data[order[i]] in order into micro-batches (next-token targets, mask = the target's
+// mask): rl/grpo/grpo.h's packing, so a sequence never spans two micro-batches. share_min_tokens > 0
+// shares common starts (pack_micro_batches).
+std::vector<MicroBatch> pack_sft(const std::vector<SftSequence>& data, const std::vector<int64_t>& order,
+                                 int64_t max_tokens, int64_t share_min_tokens = 0);
+
+struct SftUpdateStats {
+  double loss = 0;        // mean NLL per trained token
+  double grad_norm = 0;   // before clipping
+  int64_t tokens = 0;     // trained tokens
+  int64_t positions = 0;  // packed positions
+  float lr = 0;
+};
+
+// One AdamW update over `micro` (their masked tokens form the denominator); the schedule's
+// clock is optimizer.train_step. An update with no trained token changes nothing but the clock.
+// On either device (rl/policy.h; policy_init_training first): CPU moments in optimizer.m/v,
+// CUDA moments on the device (optimizer keeps the counters).
+SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActivations& acts,
+                          const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config);
+
+// Mean NLL per trained token of `data` under `model` (no update); 0 trained tokens -> 0.
+double sft_eval_loss(const QwenModel& model, TrainState& state, const std::vector<SftSequence>& data,
+                     int64_t max_tokens);
+
+// Where a run stands between two updates (trainer_state.json's cursor).
+struct SftCursor {
+  int64_t epoch = 0, micro = 0;  // the next update starts at micro-batch `micro` of epoch `epoch`
+  int64_t updates = 0;           // updates the run has made
+  int64_t planned = 0;           // updates the run makes in all
+  int64_t total_steps = 0, warmup_steps = 0;  // the LR schedule (it spans the planned updates)
+};
+
+// A checkpoint's trainer_state.json, read back.
+struct SftCheckpoint {
+  std::string path;  // the checkpoint folder
+  SftConfig config;
+  SftCursor cursor;
+  int64_t train_step = 0;        // the optimizer's clock at the save
+  uint64_t data_fingerprint = 0;
+  int64_t sequences = 0;         // training sequences (after clipping)
+  nlohmann::ordered_json run;    // SftRunOptions::run_info as saved
+};
+
+struct SftRunOptions {
+  std::string out_dir;         // "" = write nothing (tests)
+  std::string tokenizer_path;  // tokenizer.json (or its folder) copied into checkpoints; "" = none
+  std::function<void(const std::string&)> log;  // one line per update and per checkpoint; may be empty
+  // Continue the run of this checkpoint (its weights and optimizer already in model/optimizer,
+  // the same data): its config replaces `config`, metrics.jsonl lines past its step are dropped.
+  const SftCheckpoint* resume = nullptr;
+  nlohmann::ordered_json run_info = nlohmann::ordered_json::object();  // saved as "run" (CLI: data paths)
+  // "cuda": train on CUDA device 0 (bf16 weights, f32 master, moments on the device; `model`
+  // receives the trained master weights at the end, checkpoints download them).
+  std::string device = "cpu";
+};
+
+struct SftRunStats {
+  int64_t updates = 0, epochs_done = 0;
+  ClipStats clipped;
+  int64_t trained_tokens = 0;
+  double first_loss = 0, last_loss = 0, seconds = 0;
+  std::vector<std::string> checkpoints;
+};
+
+// Trains `model` (grads allocated here when missing) on `data` for config.epochs (or
+// max_steps); `optimizer` continues from its counters (resume; on CUDA its m/v, when present,
+// are uploaded).
+SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<SftSequence> data,
+                    const SftConfig& config, const SftRunOptions& options);
+
+// Order-sensitive hash of the sequences' tokens and masks (FNV-1a 64): resume refuses other data.
+uint64_t sft_data_fingerprint(const std::vector<SftSequence>& data);
+// trainer_state.json of a checkpoint folder; errors name the file and the field.
+SftCheckpoint read_sft_checkpoint(const std::string& checkpoint);
+// `dir` is a checkpoint folder (holds trainer_state.json) or a run folder (its latest complete
+// checkpoints/step-N); errors name the folder.
+std::string resolve_sft_checkpoint(const std::string& dir);
+nlohmann::ordered_json sft_config_json(const SftConfig& config);
+SftConfig sft_config_from_json(const nlohmann::json& j);  // throws nlohmann errors on a missing key
+
+// OUT/checkpoints/step-<step>/ as above; `state` is trainer_state.json's content. Returns the folder.
+std::string save_sft_checkpoint(const std::string& out_dir, int64_t step, const QwenModel& model,
+                                const OptimizerState& optimizer, const std::string& tokenizer_path,
+                                const nlohmann::ordered_json& state);
+
+}  // namespace sqlrl::rl

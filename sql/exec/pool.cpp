@@ -1,0 +1,391 @@
+// Connections are opened read-only (mode=ro, immutable=1 unless told otherwise), with defensive
+// mode, no ATTACH slots, no extension loading, temp storage in memory with a page cap, and the
+// read-only authorizer. Limits are enforced inside SQLite by a progress handler, so a runaway
+// query stops where it runs instead of being abandoned by a timer (SkyRL #683).
+#include "sql/exec/pool.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "runtime/error.h"
+#include "sql/exec/authorizer.h"
+
+namespace sqlrl::sql {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Opcodes between progress callbacks: fine enough that a 1 ms deadline is honoured, coarse enough
+// that the clock read costs nothing measurable.
+constexpr int kProgressPeriod = 1000;
+
+std::string uri_for(const std::string& path, bool immutable) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c <= ' ' || c >= 0x7f) {
+      static const char* hex = "0123456789ABCDEF";
+      uri += '%';
+      uri += hex[c >> 4];
+      uri += hex[c & 15];
+    } else {
+      uri += static_cast<char>(c);
+    }
+  }
+  uri += "?mode=ro";
+  if (immutable) uri += "&immutable=1";
+  return uri;
+}
+
+// Whether anything but whitespace and comments is left in a statement tail.
+std::string meaningful_tail(const char* tail, const char* end) {
+  const char* p = tail;
+  while (p < end) {
+    if (std::isspace(static_cast<unsigned char>(*p)) || *p == ';') {
+      ++p;
+    } else if (p + 1 < end && p[0] == '-' && p[1] == '-') {
+      while (p < end && *p != '\n') ++p;
+    } else if (p + 1 < end && p[0] == '/' && p[1] == '*') {
+      const char* close = nullptr;
+      for (const char* q = p + 2; q + 1 < end; ++q)
+        if (q[0] == '*' && q[1] == '/') {
+          close = q;
+          break;
+        }
+      p = close ? close + 2 : end;
+    } else {
+      break;
+    }
+  }
+  if (p >= end) return {};
+  const char* e = end;
+  while (e > p && std::isspace(static_cast<unsigned char>(e[-1]))) --e;
+  return std::string(p, e);
+}
+
+void ensure_heap_limit(int64_t bytes) {
+  if (bytes <= 0) return;
+  static std::once_flag once;
+  std::call_once(once, [bytes] {
+    sqlite3_int64 current = sqlite3_hard_heap_limit64(-1);
+    if (current == 0 || current > bytes) sqlite3_hard_heap_limit64(bytes);
+  });
+}
+
+}  // namespace
+
+struct Pool::Connection {
+  sqlite3* db = nullptr;
+  AuthorizerState auth;
+  // Per-call limit state, read by the progress handler.
+  Clock::time_point deadline{};
+  bool has_deadline = false;
+  int64_t max_steps = 0;
+  int64_t steps = 0;
+  std::string stop_reason;
+
+  ~Connection() {
+    if (db) sqlite3_close_v2(db);
+  }
+};
+
+namespace {
+
+int progress_handler(void* user) {
+  auto* c = static_cast<Pool::Connection*>(user);
+  c->steps += kProgressPeriod;
+  if (c->max_steps > 0 && c->steps >= c->max_steps) {
+    c->stop_reason = str_cat("timeout after ", c->max_steps, " VM steps");
+    return 1;
+  }
+  if (c->has_deadline && Clock::now() >= c->deadline) return 1;  // reason filled in by the caller
+  return 0;
+}
+
+std::unique_ptr<Pool::Connection> open_connection(const std::string& path, const PoolOptions& options,
+                                                  std::string& error) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    error = str_cat("cannot open database '", path, "': ", std::strerror(errno));
+    return nullptr;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    error = str_cat("cannot open database '", path, "': not a regular file");
+    return nullptr;
+  }
+  auto conn = std::make_unique<Pool::Connection>();
+  std::string uri = uri_for(path, options.immutable);
+  int rc = sqlite3_open_v2(uri.c_str(), &conn->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    error = str_cat("cannot open database '", path, "': ",
+                    conn->db ? sqlite3_errmsg(conn->db) : sqlite3_errstr(rc));
+    return nullptr;
+  }
+  sqlite3* db = conn->db;
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
+  sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
+  std::string setup = str_cat("PRAGMA temp_store=MEMORY; PRAGMA mmap_size=", options.mmap_bytes,
+                              "; PRAGMA cache_size=", options.cache_pages,
+                              "; PRAGMA temp.max_page_count=", options.temp_max_pages,
+                              "; SELECT count(*) FROM sqlite_master;");
+  char* message = nullptr;
+  rc = sqlite3_exec(db, setup.c_str(), nullptr, nullptr, &message);
+  if (rc != SQLITE_OK) {
+    error = str_cat("cannot open database '", path, "': ", message ? message : sqlite3_errstr(rc));
+    sqlite3_free(message);
+    return nullptr;
+  }
+  install_read_only_authorizer(db, &conn->auth);
+  sqlite3_progress_handler(db, kProgressPeriod, progress_handler, conn.get());
+  return conn;
+}
+
+// Errors after which a connection is not trusted again.
+bool connection_broken(int rc) {
+  int primary = rc & 0xff;
+  return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_IOERR ||
+         primary == SQLITE_CANTOPEN;
+}
+
+Cell read_cell(sqlite3_stmt* stmt, int i, size_t& bytes) {
+  switch (sqlite3_column_type(stmt, i)) {
+    case SQLITE_INTEGER:
+      bytes += 8;
+      return Cell::of_integer(sqlite3_column_int64(stmt, i));
+    case SQLITE_FLOAT:
+      bytes += 8;
+      return Cell::of_real(sqlite3_column_double(stmt, i));
+    case SQLITE_TEXT: {
+      const char* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, i));
+      int n = sqlite3_column_bytes(stmt, i);
+      bytes += static_cast<size_t>(n);
+      return Cell::of_text(std::string(p ? p : "", static_cast<size_t>(n)));
+    }
+    case SQLITE_BLOB: {
+      const char* p = static_cast<const char*>(sqlite3_column_blob(stmt, i));
+      int n = sqlite3_column_bytes(stmt, i);
+      bytes += static_cast<size_t>(n);
+      return Cell::of_blob(std::string(p ? p : "", static_cast<size_t>(n)));
+    }
+    default:
+      bytes += 1;
+      return Cell::null();
+  }
+}
+
+// Runs the first statement of `sql` on an open connection. Returns the last SQLite code seen.
+int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& limits, Result& r) {
+  conn.auth.denied.clear();
+  conn.stop_reason.clear();
+  conn.steps = 0;
+  conn.max_steps = limits.max_vm_steps;
+  conn.has_deadline = limits.timeout_ms > 0;
+  if (conn.has_deadline) conn.deadline = Clock::now() + std::chrono::milliseconds(limits.timeout_ms);
+
+  auto timeout_message = [&] {
+    return conn.stop_reason.empty() ? str_cat("timeout after ", limits.timeout_ms, " ms") : conn.stop_reason;
+  };
+
+  sqlite3_stmt* stmt = nullptr;
+  const char* tail = nullptr;
+  int rc = sqlite3_prepare_v2(conn.db, sql.data(), static_cast<int>(sql.size()), &stmt, &tail);
+  if (rc != SQLITE_OK) {
+    if (!conn.auth.denied.empty()) {
+      r.error = conn.auth.denied;
+    } else if (rc == SQLITE_INTERRUPT) {
+      r.timed_out = true;
+      r.error = timeout_message();
+    } else {
+      r.error = sqlite3_errmsg(conn.db);
+    }
+    sqlite3_finalize(stmt);
+    return rc;
+  }
+  if (tail) r.ignored_tail = meaningful_tail(tail, sql.data() + sql.size());
+  if (!stmt) {
+    r.error = "no SQL statement to execute (the text is empty or only comments)";
+    return SQLITE_OK;
+  }
+  // The authorizer sees no action for some writers (VACUUM INTO); the statement's own verdict
+  // closes that gap.
+  if (!sqlite3_stmt_readonly(stmt)) {
+    r.error = "not authorized: only read-only statements run (the database is read-only)";
+    sqlite3_finalize(stmt);
+    return SQLITE_AUTH;
+  }
+  int ncols = sqlite3_column_count(stmt);
+  for (int i = 0; i < ncols; ++i) {
+    const char* name = sqlite3_column_name(stmt, i);
+    const char* decl = sqlite3_column_decltype(stmt, i);
+    r.columns.emplace_back(name ? name : "");
+    r.decltypes.emplace_back(decl ? decl : "");
+  }
+  size_t bytes = 0;
+  while (true) {
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+      if (r.rows.size() >= limits.max_rows) {
+        r.truncated = true;
+        break;
+      }
+      size_t row_bytes = 0;
+      Row row;
+      row.reserve(static_cast<size_t>(ncols));
+      for (int i = 0; i < ncols; ++i) row.push_back(read_cell(stmt, i, row_bytes));
+      if (bytes + row_bytes > limits.max_result_bytes) {
+        r.truncated = true;
+        break;
+      }
+      bytes += row_bytes;
+      r.rows.push_back(std::move(row));
+      continue;
+    }
+    if (rc == SQLITE_DONE) break;
+    if (rc == SQLITE_INTERRUPT) {
+      r.timed_out = true;
+      r.error = timeout_message();
+    } else if (!conn.auth.denied.empty()) {
+      r.error = conn.auth.denied;
+    } else {
+      r.error = sqlite3_errmsg(conn.db);
+    }
+    break;
+  }
+  r.result_bytes = bytes;
+  r.vm_steps = sqlite3_stmt_status(stmt, SQLITE_STMTSTATUS_VM_STEP, 0);
+  sqlite3_finalize(stmt);
+  if (rc == SQLITE_ROW || rc == SQLITE_DONE) rc = SQLITE_OK;
+  return rc;
+}
+
+}  // namespace
+
+Pool::Pool(PoolOptions options, ThreadPool* workers)
+    : options_(options), workers_(workers) {
+  check(options_.max_connections_per_db > 0, "sql pool: max_connections_per_db must be > 0");
+  check(workers_ != nullptr || options_.worker_threads > 0, "sql pool: worker_threads must be > 0");
+  ensure_heap_limit(options_.heap_limit_bytes);
+}
+
+Pool::~Pool() {
+  owned_workers_.reset();  // runs the queued jobs (they use the connections) and joins
+  std::lock_guard<std::mutex> lock(mutex_);
+  slots_.clear();
+}
+
+std::unique_ptr<Pool::Connection> Pool::acquire(const std::string& db_path, std::string& error) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto [it, inserted] = slots_.try_emplace(db_path);
+  if (inserted) ++stats_.databases;
+  DbSlot& slot = it->second;
+  slot_freed_.wait(lock, [&] { return !slot.idle.empty() || slot.in_use < options_.max_connections_per_db; });
+  ++slot.in_use;
+  ++stats_.in_use;
+  if (!slot.idle.empty()) {
+    std::unique_ptr<Connection> conn = std::move(slot.idle.back());
+    slot.idle.pop_back();
+    return conn;
+  }
+  lock.unlock();
+  std::unique_ptr<Connection> conn = open_connection(db_path, options_, error);
+  lock.lock();
+  if (!conn) {
+    --slot.in_use;
+    --stats_.in_use;
+    slot_freed_.notify_one();
+    return nullptr;
+  }
+  ++stats_.open;
+  ++stats_.opened_total;
+  return conn;
+}
+
+void Pool::release(const std::string& db_path, std::unique_ptr<Connection> conn) {
+  std::unique_ptr<Connection> to_close;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DbSlot& slot = slots_.at(db_path);
+    --slot.in_use;
+    --stats_.in_use;
+    if (conn->db) {
+      slot.idle.push_back(std::move(conn));
+    } else {
+      to_close = std::move(conn);
+      --stats_.open;
+      ++stats_.closed_total;
+    }
+  }
+  slot_freed_.notify_one();
+}
+
+Result Pool::execute(const std::string& db_path, const std::string& sql, const Limits& limits) {
+  auto start = Clock::now();
+  Result r;
+  if (sql.size() > limits.max_sql_bytes) {
+    r.error = str_cat("SQL too long: ", sql.size(), " bytes, limit ", limits.max_sql_bytes);
+  } else {
+    std::string error;
+    std::unique_ptr<Connection> conn = acquire(db_path, error);
+    if (!conn) {
+      r.error = error;
+    } else {
+      int rc = run_statement(*conn, sql, limits, r);
+      if (connection_broken(rc)) {
+        r.error = str_cat("database '", db_path, "': ", r.error);
+        sqlite3_close_v2(conn->db);
+        conn->db = nullptr;
+      }
+      release(db_path, std::move(conn));
+    }
+  }
+  r.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.executions;
+  if (r.timed_out) ++stats_.timeouts;
+  if (!r.ok()) ++stats_.errors;
+  return r;
+}
+
+ThreadPool& Pool::workers() {
+  if (workers_) return *workers_;
+  std::call_once(owned_started_, [this] { owned_workers_ = std::make_unique<ThreadPool>(options_.worker_threads); });
+  return *owned_workers_;
+}
+
+std::future<Result> Pool::submit(std::string db_path, std::string sql, Limits limits) {
+  return workers().submit([this, db_path = std::move(db_path), sql = std::move(sql), limits] {
+    return execute(db_path, sql, limits);
+  });
+}
+
+PoolStats Pool::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Pool::close_idle() {
+  std::vector<std::unique_ptr<Connection>> closing;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [path, slot] : slots_) {
+      for (auto& c : slot.idle) closing.push_back(std::move(c));
+      slot.idle.clear();
+    }
+    stats_.open -= closing.size();
+    stats_.closed_total += closing.size();
+  }
+}
+
+Result execute_once(const std::string& db_path, const std::string& sql, const Limits& limits) {
+  PoolOptions options;
+  options.max_connections_per_db = 1;
+  Pool pool(options);
+  return pool.execute(db_path, sql, limits);
+}
+
+}  // namespace sqlrl::sql

@@ -1,0 +1,102 @@
+// In-process SQLite pool for model-written queries: read-only connections per database file,
+// hard limits per call (wall clock, VM steps, rows, bytes, SQL length), an authorizer that lets
+// only reads through, temp storage in memory and capped. Thread-safe; a connection is used by one
+// thread at a time and always goes back to its pool (stats() counts them).
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/thread_pool.h"
+#include "sql/exec/result.h"
+
+struct sqlite3;
+
+namespace sqlrl::sql {
+
+struct Limits {
+  int64_t timeout_ms = 5000;         // wall clock; <= 0 = none. Reported as "timeout after N ms".
+  int64_t max_vm_steps = 0;          // deterministic budget in SQLite VM steps; 0 = none
+  size_t max_rows = 10000;           // rows fetched; more = truncated
+  size_t max_result_bytes = 16 << 20;  // sum of cell sizes (8 per number, length of text/blob)
+  size_t max_sql_bytes = 100000;     // longer SQL is refused before SQLite sees it
+};
+
+struct PoolOptions {
+  size_t max_connections_per_db = 16;  // callers beyond this wait for a free connection
+  bool immutable = true;               // open with immutable=1 (files nobody writes meanwhile)
+  int64_t temp_max_pages = 65536;      // temp schema cap (pages of 4 KiB: 256 MiB), in memory
+  int64_t cache_pages = 2000;          // page cache per connection (PRAGMA cache_size)
+  int64_t mmap_bytes = int64_t(256) << 20;  // PRAGMA mmap_size: read pages without a read() each
+  // Process-wide hard heap limit for SQLite (sqlite3_hard_heap_limit64), set when the first pool
+  // is built if > 0 and no smaller limit is already set. Caps in-memory temp storage and sorts.
+  int64_t heap_limit_bytes = int64_t(4) << 30;
+  // Threads of the pool's own worker pool (started on the first submit()) when no pool is given.
+  // Not default_thread_pool(): the CPU kernels fill that one, so a query would wait behind the
+  // decoder's matmuls (or even run inside one: parallel_for's caller works off the queue),
+  // losing the overlap of SQL with decoding. Four: the threads sleep unless a query runs, and
+  // four let three queries that run into their timeout_ms still leave one thread for the next;
+  // queries are CPU-bound, so more threads than that only compete with the decoder for cores.
+  size_t worker_threads = 4;
+};
+
+struct PoolStats {
+  size_t open = 0;          // connections open now (idle + in use)
+  size_t in_use = 0;        // connections held by a running query now
+  size_t opened_total = 0;  // ever opened
+  size_t closed_total = 0;  // ever closed
+  size_t executions = 0;    // execute() calls finished
+  size_t timeouts = 0;      // of which timed out
+  size_t errors = 0;        // of which ended with an error (timeouts included)
+  size_t databases = 0;     // distinct database files seen
+};
+
+class Pool {
+ public:
+  // `workers` runs submit()'s jobs; nullptr = a pool of options.worker_threads owned by this Pool.
+  explicit Pool(PoolOptions options = {}, ThreadPool* workers = nullptr);
+  ~Pool();  // closes every connection; no query may be running
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // Runs the first statement of `sql` on `db_path` (a file path). Never throws for anything the
+  // query or the database does: problems come back in Result::error.
+  Result execute(const std::string& db_path, const std::string& sql, const Limits& limits = {});
+
+  // execute() on the worker pool.
+  std::future<Result> submit(std::string db_path, std::string sql, Limits limits = {});
+
+  PoolStats stats() const;
+  void close_idle();  // closes connections nobody holds (e.g. before a database file changes)
+
+  struct Connection;  // one sqlite3 handle plus its per-call limit state (pool.cpp)
+
+ private:
+  struct DbSlot {
+    std::vector<std::unique_ptr<Connection>> idle;
+    size_t in_use = 0;
+  };
+  std::unique_ptr<Connection> acquire(const std::string& db_path, std::string& error);
+  void release(const std::string& db_path, std::unique_ptr<Connection> conn);
+
+  ThreadPool& workers();  // the given pool, or the owned one (started on first use)
+
+  PoolOptions options_;
+  ThreadPool* workers_;  // given by the caller; null = owned_workers_
+  std::once_flag owned_started_;
+  std::unique_ptr<ThreadPool> owned_workers_;
+  mutable std::mutex mutex_;
+  std::condition_variable slot_freed_;
+  std::map<std::string, DbSlot> slots_;
+  PoolStats stats_;
+};
+
+// One-shot execution with a private connection (CLI, tools); same limits and safety as Pool.
+Result execute_once(const std::string& db_path, const std::string& sql, const Limits& limits = {});
+
+}  // namespace sqlrl::sql
