@@ -1,7 +1,7 @@
 // CPU throughput of the GRPO numerics, and of the whole trainer step (rl/grpo/grpo) on a tiny Qwen3
 // (vocab 256, hidden 64, 2 layers) beside one plain forward + backward of the same packed
-// tokens: the step adds the old-log-prob forward, the loss and AdamW. Numerics: per-token loss fwd+bwd (bytes moved: logp, old, ref, adv
-// as f32, mask u8, dlogp f32 = 21 B/token), fused AdamW (p, m, v, g read + p, m, v written =
+// tokens: the step adds the old-log-prob forward, the loss and AdamW. Numerics: per-token loss fwd+bwd (bytes moved: logp, old, ref, adv,
+// weight, dlogp as f32 = 24 B/token), fused AdamW (p, m, v, g read + p, m, v written =
 // 28 B/param) and the grad-norm sum of squares (4 B/param), beside a memcpy of the same bytes
 // in the same run. Threads: the default pool (SQLRL_THREADS or all cores).
 #include <benchmark/benchmark.h>
@@ -30,21 +30,16 @@ void BM_GrpoLoss(benchmark::State& state) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> lp(T), old(T), ref(T), adv(T), d(T);
-  std::vector<uint8_t> mask(T);
+  std::vector<float> w(T);  // 1 in 7 tokens untrained; sequence-mean weights differ per sequence
   for (int64_t t = 0; t < T; ++t)
     old[t] = -std::fabs(normal(rng)), lp[t] = old[t] + 0.2f * normal(rng), ref[t] = lp[t] + 0.2f * normal(rng),
-    adv[t] = normal(rng), mask[t] = t % 7 != 0;
-  std::vector<int32_t> cu;
-  for (int64_t t = 0; t < T; t += seq) cu.push_back(static_cast<int32_t>(t));
-  cu.push_back(static_cast<int32_t>(T));
-  GrpoLossConfig cfg{0.2f, 0.28f, 0.01f, state.range(1) ? LossAgg::SeqMeanTokenMean : LossAgg::TokenMean,
-                     static_cast<double>(T)};
+    adv[t] = normal(rng), w[t] = t % 7 == 0 ? 0.0f : 1.0f / static_cast<float>(state.range(1) ? (t / seq + 1) * T : T);
+  GrpoLossConfig cfg{0.2f, 0.28f, 0.01f};
   for (auto _ : state) {
-    GrpoLossStats st = grpo_loss_cpu(d.data(), lp.data(), old.data(), ref.data(), adv.data(), mask.data(), cu.data(),
-                                     static_cast<int64_t>(cu.size()) - 1, cfg);
+    GrpoLossStats st = grpo_loss_cpu(d.data(), lp.data(), old.data(), ref.data(), adv.data(), w.data(), T, cfg);
     benchmark::DoNotOptimize(st);
   }
-  set_bytes(state, 21.0 * T);
+  set_bytes(state, 24.0 * T);
 }
 BENCHMARK(BM_GrpoLoss)->ArgNames({"tokens", "seqmean"})->Args({1 << 16, 0})->Args({1 << 20, 0})->Args({1 << 20, 1})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -6,6 +6,18 @@
 
 namespace sqlrl {
 
+namespace {
+
+// The per-group formula, after the float64 sums.
+float normalise_advantage(double r, double sum, double sum_sq_dev, int64_t n, AdvantageOptions o) {
+  double mean = n == 1 ? 0.0 : sum / static_cast<double>(n);  // verl: mean 0, std 1 for one sample
+  if (!o.divide_std) return static_cast<float>(r - mean);
+  double sd = n == 1 ? 1.0 : sqrt(sum_sq_dev / static_cast<double>(n - 1));
+  return static_cast<float>((r - mean) / (sd + static_cast<double>(o.eps)));
+}
+
+}  // namespace
+
 void group_advantage_cpu(float* advantages, const float* rewards, int64_t groups, int64_t group_size,
                          AdvantageOptions options) {
   check(groups >= 0 && group_size > 0, "advantage: groups ", groups, " x group_size ", group_size,
@@ -19,15 +31,6 @@ void group_advantage_cpu(float* advantages, const float* rewards, int64_t groups
     double mean = sum / static_cast<double>(group_size), dev = 0;
     for (int64_t i = 0; i < group_size; ++i) dev += (r[i] - mean) * (r[i] - mean);
     for (int64_t i = 0; i < group_size; ++i) a[i] = normalise_advantage(r[i], sum, dev, group_size, options);
-  }
-}
-
-void broadcast_spans_cpu(float* token_values, const float* seq_values, const int32_t* offsets, int64_t num_seqs) {
-  check(num_seqs >= 0 && (num_seqs == 0 || offsets[0] == 0), "advantage: span offsets must start at 0");
-  for (int64_t s = 0; s < num_seqs; ++s) {
-    check(offsets[s + 1] >= offsets[s], "advantage: span offsets decrease at sequence ", s, " (", offsets[s],
-          " -> ", offsets[s + 1], ")");
-    for (int32_t t = offsets[s]; t < offsets[s + 1]; ++t) token_values[t] = seq_values[s];
   }
 }
 

@@ -151,26 +151,15 @@ std::vector<MicroBatch> pack_micro_batches(const std::vector<Trajectory>& batch,
 
 namespace {
 
-// Trained tokens (or, for seq-mean-token-mean, trajectories with any) of trajectories not packed.
-double dropped_denominator(const std::vector<Trajectory>& batch, const std::vector<int64_t>& indices, LossAgg agg) {
-  double tokens = 0, seqs = 0;
+// The denominator units (rl/grpo/loss_agg.h) of trajectories that are not packed.
+double dropped_units(const std::vector<Trajectory>& batch, const std::vector<int64_t>& indices, LossAgg agg) {
+  double units = 0;
   for (int64_t i : indices) {
     int64_t n = 0;
     for (size_t p = 1; p < batch[i].policy_mask.size(); ++p) n += batch[i].policy_mask[p] ? 1 : 0;
-    tokens += static_cast<double>(n), seqs += n > 0;
+    units += loss_agg_units(agg, n);
   }
-  return agg == LossAgg::TokenMean ? tokens : seqs;
-}
-
-double loss_denominator(const std::vector<MicroBatch>& micro, LossAgg agg) {
-  double tokens = 0, seqs = 0;
-  for (const MicroBatch& mb : micro)
-    for (int64_t s = 0; s < mb.batch.num_seqs(); ++s) {
-      int64_t n = 0;
-      for (int32_t t = mb.batch.cu_seqlens[s]; t < mb.batch.cu_seqlens[s + 1]; ++t) n += mb.mask[t];
-      tokens += static_cast<double>(n), seqs += n > 0;
-    }
-  return agg == LossAgg::TokenMean ? tokens : seqs;
+  return units;
 }
 
 }  // namespace
@@ -223,7 +212,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
   // Each mini-batch's share of the zero-variance trajectories' count (config.filter).
   const double dropped_share =
       config.filter.zero_variance_in_denominator && M > 0
-          ? dropped_denominator(batch, sel.zero_variance, config.agg) / static_cast<double>(M)
+          ? dropped_units(batch, sel.zero_variance, config.agg) / static_cast<double>(M)
           : 0.0;
   std::vector<std::vector<MicroBatch>> minis;
   for (int64_t b = 0; b < M; ++b) {
@@ -257,12 +246,13 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
   for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
     for (size_t b = 0; b < minis.size(); ++b) {
       std::vector<MicroBatch>& mini = minis[b];
-      GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef, config.agg, loss_denominator(mini, config.agg)};
-      if (lc.denominator <= 0) continue;  // nothing to learn from in this slice
-      lc.denominator += dropped_share;
+      const GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef};
+      const LossWeights weights = loss_weights(mini, config.agg, dropped_share);
+      if (weights.own_units <= 0) continue;  // nothing to learn from in this slice
       policy_zero_grads(policy);
       double mini_loss = 0;
-      for (MicroBatch& mb : mini) {
+      for (size_t k = 0; k < mini.size(); ++k) {
+        MicroBatch& mb = mini[k];
         const size_t T = mb.targets.size();
         logp.resize(T), dlogp.resize(T);
         if (epoch == 0) entropy.resize(T);
@@ -274,7 +264,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
             if (mb.mask[t]) entropy_sum += entropy[t], ++entropy_tokens;
         GrpoLossStats s = grpo_loss_cpu(dlogp.data(), logp.data(), mb.old_logprobs.data(),
                                         config.kl_coef > 0 ? mb.ref_logprobs.data() : nullptr, mb.advantages.data(),
-                                        mb.mask.data(), mb.batch.cu_seqlens.data(), mb.batch.num_seqs(), lc);
+                                        weights.per_micro[k].data(), static_cast<int64_t>(T), lc);
         policy_backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data());
         mini_loss += s.loss;
         totals.add(s);

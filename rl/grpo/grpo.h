@@ -13,8 +13,8 @@
 //   mask policy_mask[t+1] (the log-prob of token t+1 is predicted at t).
 // - Mini-batches are contiguous slices of the kept trajectories (in batch order); each is packed
 //   greedily into micro-batches of at most TrainState::options.max_tokens tokens. The loss
-//   denominator (masked tokens, or sequences for seq-mean-token-mean) is the mini-batch's
-//   (plus its share of the zero-variance trajectories with zero_variance_in_denominator).
+//   aggregation over a mini-batch is rl/grpo/loss_agg.h's (plus the mini-batch's share of the
+//   zero-variance trajectories with zero_variance_in_denominator).
 // - Every log-prob is of softmax(logits / temperature), the rollout's sampling distribution
 //   before top-p/top-k truncation, as verl's actor computes it.
 // - The LR schedule advances once per trainer step (one rollout batch), as verl's actor.
@@ -26,8 +26,9 @@
 #include "kernels/grpo_loss.h"
 #include "model/train.h"
 #include "rl/optimizer.h"
-#include "rl/policy.h"
 #include "rl/agent/trajectory.h"
+#include "rl/grpo/loss_agg.h"
+#include "rl/policy.h"
 
 namespace sqlrl::rl {
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "rl/grpo/loss_agg.h"
 #include "runtime/error.h"
 
 namespace sqlrl::rl {
@@ -63,7 +64,7 @@ std::vector<ConfigField> config_fields(TrainConfig& c) {
       {"clip-low", "PPO ratio clip below (1 - clip-low)", &c.clip_low},
       {"clip-high", "PPO ratio clip above (1 + clip-high); > clip-low = clip-higher", &c.clip_high},
       {"kl-coef", "k3 KL to the initial model (0 = off)", &c.kl_coef},
-      {"loss-agg", "token-mean | seq-mean-token-mean", &c.loss_agg},
+      {"loss-agg", "token-mean | seq-mean-token-mean (rl/grpo/loss_agg.h)", &c.loss_agg},
       {"sampler-logprobs", "old log-probs from the sampler instead of a training forward", &c.sampler_logprobs},
       {"ppo-epochs", "passes over each rollout batch", &c.ppo_epochs},
       {"mini-batches", "optimizer updates per epoch", &c.mini_batches},
@@ -164,8 +165,11 @@ void validate_config(const TrainConfig& c) {
   check(c.lr >= 0 && std::isfinite(c.lr), "config: lr must be a finite number >= 0, got ", c.lr);
   check(one_of(c.lr_schedule, {"constant", "cosine"}), "config: lr-schedule '", c.lr_schedule,
         "' is not constant or cosine");
-  check(one_of(c.loss_agg, {"token-mean", "seq-mean-token-mean"}), "config: loss-agg '", c.loss_agg,
-        "' is not token-mean or seq-mean-token-mean");
+  try {
+    parse_loss_agg(c.loss_agg);
+  } catch (const Error& e) {
+    fail("config: ", e.what());
+  }
   check(c.compare.empty() || one_of(c.compare, {"spider", "bird"}), "config: compare '", c.compare,
         "' is not spider or bird");
   check(c.clip_low >= 0 && c.clip_high >= 0, "config: clip-low/clip-high must be >= 0");

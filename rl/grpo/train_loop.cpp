@@ -43,7 +43,7 @@ GrpoConfig grpo_config(const TrainConfig& c) {
   g.clip_low = static_cast<float>(c.clip_low);
   g.clip_high = static_cast<float>(c.clip_high);
   g.kl_coef = static_cast<float>(c.kl_coef);
-  g.agg = c.loss_agg == "seq-mean-token-mean" ? LossAgg::SeqMeanTokenMean : LossAgg::TokenMean;
+  g.agg = parse_loss_agg(c.loss_agg);
   g.use_sampler_logprobs = c.sampler_logprobs;
   g.temperature = static_cast<float>(c.temperature);
   g.share_prefixes = c.share_prefixes;

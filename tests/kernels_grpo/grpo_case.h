@@ -25,7 +25,6 @@ struct LossCase {
   std::vector<float> logp, old, ref, adv;
   std::vector<uint8_t> mask;
   std::vector<int32_t> cu;
-  int64_t num_seqs() const { return static_cast<int64_t>(cu.size()) - 1; }
   double denominator(bool token_mean) const {
     double tokens = 0, seqs = 0;
     for (size_t s = 0; s + 1 < cu.size(); ++s) {
@@ -35,11 +34,19 @@ struct LossCase {
     }
     return std::max(1.0, token_mean ? tokens : seqs);
   }
-  RefLoss reference(const GrpoLossConfig& c, const std::vector<double>& lp) const {
-    return ref_grpo_loss(lp, old, &ref, adv, mask, cu, c.clip_low, c.clip_high, c.kl_coef,
-                         c.agg == LossAgg::TokenMean, c.denominator);
+  // The aggregation's weights (float64 and as the float array the kernel takes).
+  std::vector<double> weights(bool token_mean) const { return ref_loss_weights(mask, cu, token_mean, denominator(token_mean)); }
+  std::vector<float> weights_f32(bool token_mean) const {
+    std::vector<double> w = weights(token_mean);
+    return std::vector<float>(w.begin(), w.end());
   }
-  RefLoss reference(const GrpoLossConfig& c) const { return reference(c, std::vector<double>(logp.begin(), logp.end())); }
+  RefLoss reference(const GrpoLossConfig& c, const std::vector<float>& w, const std::vector<double>& lp) const {
+    return ref_grpo_loss_weighted(lp, old, &ref, adv, std::vector<double>(w.begin(), w.end()), c.clip_low, c.clip_high,
+                                  c.kl_coef);
+  }
+  RefLoss reference(const GrpoLossConfig& c, const std::vector<float>& w) const {
+    return reference(c, w, std::vector<double>(logp.begin(), logp.end()));
+  }
 };
 
 // Sequences of 0..40 tokens (empty ones included) tiling T; one sequence fully masked out;

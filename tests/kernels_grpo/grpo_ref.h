@@ -29,39 +29,57 @@ struct RefLoss {
   std::vector<double> dlogp;
 };
 
-// token_mean: w = 1/denominator; else 1/(n_s denominator). Same clamps as verl.
+// The per-token loss under weights w_t (0 = not trained). Same clamps as verl.
+inline RefLoss ref_grpo_loss_weighted(const std::vector<double>& logp, const std::vector<float>& old,
+                                      const std::vector<float>* ref, const std::vector<float>& adv,
+                                      const std::vector<double>& weights, double clip_low, double clip_high,
+                                      double kl_coef) {
+  RefLoss out;
+  out.dlogp.assign(logp.size(), 0.0);
+  for (size_t t = 0; t < logp.size(); ++t) {
+    const double w = weights[t];
+    if (w == 0) continue;
+    double lr = logp[t] - old[t];
+    double r = std::exp(std::clamp(lr, -20.0, 20.0));
+    double rc = std::clamp(r, 1 - clip_low, 1 + clip_high);
+    double a = adv[t], pg1 = -a * r, pg2 = -a * rc;
+    bool clipped = pg2 > pg1;
+    double l = std::max(pg1, pg2), dl = clipped || std::fabs(lr) >= 20 ? 0.0 : -a * r;
+    double kl = 0;
+    if (kl_coef > 0) {
+      double d = (*ref)[t] - logp[t], dc = std::clamp(d, -20.0, 20.0);
+      double k = std::exp(dc) - dc - 1;
+      kl = std::clamp(k, -10.0, 10.0);
+      l += kl_coef * kl;
+      if (std::fabs(d) < 20 && std::fabs(k) < 10) dl += kl_coef * (1 - std::exp(d));
+    }
+    out.loss += w * l;
+    out.dlogp[t] = w * dl;
+    out.tokens += 1, out.clipped += clipped, out.ratio += r, out.approx_kl += old[t] - logp[t], out.ref_kl += kl;
+  }
+  return out;
+}
+
+// The aggregation weights from their definitions: token_mean w = 1/denominator, else
+// 1/(n_s denominator), n_s the masked tokens of t's sequence; 0 where the mask is 0.
+inline std::vector<double> ref_loss_weights(const std::vector<uint8_t>& mask, const std::vector<int32_t>& cu,
+                                            bool token_mean, double denominator) {
+  std::vector<double> w(mask.size(), 0.0);
+  for (size_t s = 0; s + 1 < cu.size(); ++s) {
+    double n = 0;
+    for (int32_t t = cu[s]; t < cu[s + 1]; ++t) n += mask[t];
+    for (int32_t t = cu[s]; t < cu[s + 1]; ++t)
+      if (mask[t]) w[t] = token_mean ? 1.0 / denominator : 1.0 / (n * denominator);
+  }
+  return w;
+}
+
 inline RefLoss ref_grpo_loss(const std::vector<double>& logp, const std::vector<float>& old,
                              const std::vector<float>* ref, const std::vector<float>& adv,
                              const std::vector<uint8_t>& mask, const std::vector<int32_t>& cu, double clip_low,
                              double clip_high, double kl_coef, bool token_mean, double denominator) {
-  RefLoss out;
-  out.dlogp.assign(logp.size(), 0.0);
-  for (size_t s = 0; s + 1 < cu.size(); ++s) {
-    double n = 0;
-    for (int32_t t = cu[s]; t < cu[s + 1]; ++t) n += mask[t];
-    for (int32_t t = cu[s]; t < cu[s + 1]; ++t) {
-      if (!mask[t]) continue;
-      double w = token_mean ? 1.0 / denominator : 1.0 / (n * denominator);
-      double lr = logp[t] - old[t];
-      double r = std::exp(std::clamp(lr, -20.0, 20.0));
-      double rc = std::clamp(r, 1 - clip_low, 1 + clip_high);
-      double a = adv[t], pg1 = -a * r, pg2 = -a * rc;
-      bool clipped = pg2 > pg1;
-      double l = std::max(pg1, pg2), dl = clipped || std::fabs(lr) >= 20 ? 0.0 : -a * r;
-      double kl = 0;
-      if (kl_coef > 0) {
-        double d = (*ref)[t] - logp[t], dc = std::clamp(d, -20.0, 20.0);
-        double k = std::exp(dc) - dc - 1;
-        kl = std::clamp(k, -10.0, 10.0);
-        l += kl_coef * kl;
-        if (std::fabs(d) < 20 && std::fabs(k) < 10) dl += kl_coef * (1 - std::exp(d));
-      }
-      out.loss += w * l;
-      out.dlogp[t] = w * dl;
-      out.tokens += 1, out.clipped += clipped, out.ratio += r, out.approx_kl += old[t] - logp[t], out.ref_kl += kl;
-    }
-  }
-  return out;
+  return ref_grpo_loss_weighted(logp, old, ref, adv, ref_loss_weights(mask, cu, token_mean, denominator), clip_low,
+                                clip_high, kl_coef);
 }
 
 struct RefAdam {

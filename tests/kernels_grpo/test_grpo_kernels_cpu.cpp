@@ -1,4 +1,4 @@
-// CPU GRPO kernels (advantage, loss, AdamW, grad norm) against the float64 references of
+// CPU GRPO kernels (advantage, weighted loss, AdamW, grad norm) against the float64 references of
 // grpo_ref.h on random inputs with odd sizes, zero-variance groups and all-zero mask rows.
 #include <random>
 
@@ -34,29 +34,23 @@ TEST(GrpoKernelsCpu, AdvantageMatchesFloat64) {
   }
 }
 
-TEST(GrpoKernelsCpu, BroadcastSpansWithEmptyAndSingleTokenSpans) {
-  std::vector<int32_t> offsets = {0, 3, 3, 4, 9, 9};
-  std::vector<float> values = {1.5f, -2.0f, 0.25f, 7.0f, 9.0f};
-  std::vector<float> out(9, NAN);
-  broadcast_spans_cpu(out.data(), values.data(), offsets.data(), 5);
-  EXPECT_EQ(out, (std::vector<float>{1.5f, 1.5f, 1.5f, 0.25f, 7.0f, 7.0f, 7.0f, 7.0f, 7.0f}));
-}
-
-TEST(GrpoKernelsCpu, LossMatchesFloat64AllModes) {
+// Both aggregations' weights (token-mean: equal; sequence mean: differing per sequence).
+TEST(GrpoKernelsCpu, LossMatchesFloat64BothWeightings) {
   std::mt19937 rng(std::random_device{}());
   for (int64_t T : {1, 17, 1000, 10000}) {  // 10000: several 4096-token tiles
     for (bool token_mean : {true, false}) {
       for (float kl : {0.0f, 0.1f}) {
         LossCase c = random_loss_case(rng, T);
-        GrpoLossConfig cfg{0.2f, 0.28f, kl, token_mean ? LossAgg::TokenMean : LossAgg::SeqMeanTokenMean,
-                           c.denominator(token_mean)};
+        GrpoLossConfig cfg{0.2f, 0.28f, kl};
+        const std::vector<float> w = c.weights_f32(token_mean);
+        const double denominator = c.denominator(token_mean);
         std::vector<float> dlogp(static_cast<size_t>(T), NAN);
         GrpoLossStats st = grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(),
-                                         c.mask.data(), c.cu.data(), c.num_seqs(), cfg);
-        RefLoss want = c.reference(cfg);
+                                         w.data(), T, cfg);
+        RefLoss want = c.reference(cfg, w);
         SCOPED_TRACE("T=" + std::to_string(T) + " token_mean=" + std::to_string(token_mean) + " kl=" + std::to_string(kl));
         // dlogp is w * d, w ~ 1/tokens: the absolute floor scales with it.
-        EXPECT_LE(error_budget_ratio(dlogp, want.dlogp, kAtol / cfg.denominator, kRtol), 1.0);
+        EXPECT_LE(error_budget_ratio(dlogp, want.dlogp, kAtol / denominator, kRtol), 1.0);
         EXPECT_NEAR(st.loss, want.loss, 1e-5 * (1 + std::fabs(want.loss)));
         EXPECT_EQ(st.tokens, want.tokens);
         EXPECT_EQ(st.clipped, want.clipped);
@@ -69,7 +63,7 @@ TEST(GrpoKernelsCpu, LossMatchesFloat64AllModes) {
         // Repeatable bits.
         std::vector<float> again(dlogp.size());
         GrpoLossStats st2 = grpo_loss_cpu(again.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(),
-                                          c.mask.data(), c.cu.data(), c.num_seqs(), cfg);
+                                          w.data(), T, cfg);
         EXPECT_EQ(again, dlogp);
         EXPECT_EQ(st2.loss, st.loss);
       }
@@ -83,11 +77,12 @@ TEST(GrpoKernelsCpu, LossBackwardMatchesFiniteDifferences) {
   std::mt19937 rng(std::random_device{}());
   LossCase c = random_loss_case(rng, 64);
   for (bool token_mean : {true, false}) {
-    GrpoLossConfig cfg{0.2f, 0.28f, 0.1f, token_mean ? LossAgg::TokenMean : LossAgg::SeqMeanTokenMean,
-                       c.denominator(token_mean)};
+    GrpoLossConfig cfg{0.2f, 0.28f, 0.1f};
+    const std::vector<float> w = c.weights_f32(token_mean);
+    const double denominator = c.denominator(token_mean);
     std::vector<float> dlogp(c.logp.size());
-    grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), c.mask.data(), c.cu.data(),
-                  c.num_seqs(), cfg);
+    grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(),
+                  static_cast<int64_t>(c.logp.size()), cfg);
     const double h = 1e-6;
     int checked = 0;
     for (size_t t = 0; t < c.logp.size() && checked < 12; ++t) {
@@ -95,12 +90,12 @@ TEST(GrpoKernelsCpu, LossBackwardMatchesFiniteDifferences) {
       if (!c.mask[t] || std::fabs(ratio - 0.8) < 1e-3 || std::fabs(ratio - 1.28) < 1e-3) continue;
       std::vector<double> lp(c.logp.begin(), c.logp.end());
       lp[t] += h;
-      double up = c.reference(cfg, lp).loss;
+      double up = c.reference(cfg, w, lp).loss;
       lp[t] -= 2 * h;
-      double down = c.reference(cfg, lp).loss;
+      double down = c.reference(cfg, w, lp).loss;
       double fd = (up - down) / (2 * h);
       // fd in float64 is good to ~1e-9 relative; the kernel's fp32 dlogp to ~1e-6.
-      EXPECT_NEAR(dlogp[t], fd, 1e-7 / cfg.denominator + 1e-5 * std::fabs(fd)) << "token " << t;
+      EXPECT_NEAR(dlogp[t], fd, 1e-7 / denominator + 1e-5 * std::fabs(fd)) << "token " << t;
       ++checked;
     }
     EXPECT_GE(checked, 6);

@@ -14,6 +14,7 @@
 namespace sqlrl::testing {
 namespace {
 
+using rl::LossAgg;
 using rl::Trajectory;
 
 TrainOptions train_options(int64_t max_tokens) {

@@ -1,0 +1,68 @@
+#include "rl/grpo/loss_agg.h"
+
+#include "rl/grpo/grpo.h"
+
+#include "runtime/error.h"
+
+namespace sqlrl::rl {
+
+namespace {
+constexpr LossAgg kModes[] = {LossAgg::TokenMean, LossAgg::SeqMeanTokenMean};
+}
+
+const char* loss_agg_name(LossAgg agg) {
+  switch (agg) {
+    case LossAgg::TokenMean: return "token-mean";
+    case LossAgg::SeqMeanTokenMean: return "seq-mean-token-mean";
+  }
+  return "?";
+}
+
+std::string loss_agg_choices() {
+  std::string out;
+  for (LossAgg a : kModes) out += (out.empty() ? "" : " | ") + std::string(loss_agg_name(a));
+  return out;
+}
+
+LossAgg parse_loss_agg(const std::string& name) {
+  for (LossAgg a : kModes)
+    if (name == loss_agg_name(a)) return a;
+  fail("loss-agg '", name, "' is not one of ", loss_agg_choices());
+}
+
+double loss_agg_units(LossAgg agg, int64_t trained_tokens) {
+  return agg == LossAgg::TokenMean ? static_cast<double>(trained_tokens) : (trained_tokens > 0 ? 1.0 : 0.0);
+}
+
+LossWeights loss_weights(const std::vector<MicroBatch>& mini, LossAgg agg, double extra_units) {
+  LossWeights out;
+  // n_s of every sequence, in micro-batch order, then D.
+  std::vector<std::vector<int64_t>> counts(mini.size());
+  for (size_t m = 0; m < mini.size(); ++m) {
+    const MicroBatch& mb = mini[m];
+    for (int64_t s = 0; s < mb.batch.num_seqs(); ++s) {
+      int64_t n = 0;
+      for (int32_t t = mb.batch.cu_seqlens[s]; t < mb.batch.cu_seqlens[s + 1]; ++t) n += mb.mask[t];
+      counts[m].push_back(n);
+      out.own_units += loss_agg_units(agg, n);
+    }
+  }
+  if (out.own_units <= 0) return out;
+  const double D = out.own_units + extra_units;
+  for (size_t m = 0; m < mini.size(); ++m) {
+    const MicroBatch& mb = mini[m];
+    std::vector<float> w(mb.mask.size(), 0.0f);
+    for (int64_t s = 0; s < mb.batch.num_seqs(); ++s) {
+      const int64_t n = counts[m][static_cast<size_t>(s)];
+      if (n == 0) continue;
+      // The weight is rounded to float once per sequence (the kernel multiplies in float).
+      const float ws = static_cast<float>(agg == LossAgg::TokenMean ? 1.0 / D : 1.0 / (static_cast<double>(n) * D));
+      for (int32_t t = mb.batch.cu_seqlens[s]; t < mb.batch.cu_seqlens[s + 1]; ++t)
+        if (mb.mask[t]) w[static_cast<size_t>(t)] = ws;
+    }
+    out.per_micro.push_back(std::move(w));
+  }
+  return out;
+}
+
+}  // namespace sqlrl::rl

@@ -1,0 +1,37 @@
+// How the GRPO loss of a mini-batch aggregates its tokens: the one place that knows the
+// aggregation modes. It turns (mode, mask, sequence bounds, denominator policy) into per-token
+// weights w_t that the loss kernel multiplies in (kernels/grpo_loss.h: loss = sum_t w_t loss_t),
+// so a new mode is a new enum value, its name, and its branch below.
+//
+//   token-mean           w_t = 1 / D, D = trained tokens of the mini-batch (verl's default)
+//   seq-mean-token-mean  w_t = 1 / (n_s D), n_s = trained tokens of t's sequence, D = sequences
+//                        with n_s > 0 in the mini-batch
+//
+// D counts the whole mini-batch, so gradient accumulation over its micro-batches sums to the
+// mini-batch loss. The denominator policy adds `extra_units` to D: the trainer's share of the
+// trajectories dropped for zero variance (GrpoFilterConfig::zero_variance_in_denominator).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sqlrl::rl {
+
+enum class LossAgg : uint8_t { TokenMean, SeqMeanTokenMean };
+struct MicroBatch;  // rl/grpo/grpo.h
+
+// "token-mean", "seq-mean-token-mean"; parse_loss_agg errors name the accepted values.
+const char* loss_agg_name(LossAgg agg);
+LossAgg parse_loss_agg(const std::string& name);
+std::string loss_agg_choices();  // "token-mean | seq-mean-token-mean" (help texts and errors)
+
+// What a sequence with `trained_tokens` trained tokens adds to the denominator D.
+double loss_agg_units(LossAgg agg, int64_t trained_tokens);
+
+struct LossWeights {
+  double own_units = 0;                       // D before extra_units: 0 means nothing to train on
+  std::vector<std::vector<float>> per_micro;  // [micro-batch][token] w_t, 0 where mask_t = 0
+};
+LossWeights loss_weights(const std::vector<MicroBatch>& mini, LossAgg agg, double extra_units = 0);
+
+}  // namespace sqlrl::rl
