@@ -76,7 +76,7 @@ rl::SftCheckpoint prepare_resume(SftArgs& a, QwenModel& model, rl::OptimizerStat
     check(o->count() == 0, "sft --resume: ", o->get_name(), " cannot be given: a resumed run keeps its checkpoint's "
           "training settings");
   check(a.weights.empty(), "sft --resume: --weights cannot be given: the weights are the checkpoint's");
-  const std::string ckpt = rl::resolve_sft_checkpoint(a.resume);
+  const std::string ckpt = rl::resolve_checkpoint(a.resume);
   rl::SftCheckpoint ck = rl::read_sft_checkpoint(ckpt);
   const std::string state_file = (fs::path(ckpt) / "trainer_state.json").string();
   auto recorded = [&](const char* key) {

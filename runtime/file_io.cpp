@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "runtime/error.h"
 
@@ -23,6 +24,14 @@ void write_text_atomic(const std::string& path, const std::string& text) {
     std::remove(tmp.c_str());
     fail(path, ": cannot rename ", tmp, " into place: ", std::strerror(error));
   }
+}
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), path, ": cannot read");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
 }
 
 }  // namespace sqlrl

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace sqlrl {
 namespace {
@@ -243,14 +244,6 @@ std::string render_chat_qwen2_5(const std::vector<ChatMessage>& messages, const 
   return out;
 }
 
-std::string read_file_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string(), ": cannot open");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 }  // namespace
 
 std::string render_chat(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
@@ -283,7 +276,7 @@ std::optional<ChatTemplate> detect_chat_template_for_tokenizer(const std::string
   fs::path dir = fs::is_directory(tokenizer_path) ? fs::path(tokenizer_path) : fs::path(tokenizer_path).parent_path();
   if (dir.empty()) dir = ".";
   // Newer transformers save the template on its own next to tokenizer_config.json.
-  if (fs::is_regular_file(dir / "chat_template.jinja")) return detect_chat_template(read_file_text(dir / "chat_template.jinja"));
+  if (fs::is_regular_file(dir / "chat_template.jinja")) return detect_chat_template(read_file_text((dir / "chat_template.jinja").string()));
   fs::path config_path = dir / "tokenizer_config.json";
   if (!fs::is_regular_file(config_path)) return std::nullopt;
   nlohmann::json config;

@@ -310,7 +310,7 @@ DemoReport run_demo(const DemoConfig& config) {
   env.config = tc;
   env.model = model;
   env.tokenizer = load_tokenizer_from_string(tok_json, tok_path);
-  env.tokenizer_json = tok_json;
+  env.tokenizer_path = tok_path;
   env.protocol = make_protocol(config.protocol);
   env.examples = train.examples;
   env.pool = std::make_unique<sql::Pool>();

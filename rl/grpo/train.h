@@ -29,6 +29,7 @@
 #include "rl/agent/reward.h"
 #include "rl/agent/rollout.h"
 #include "rl/grpo/train_config.h"
+#include "rl/run_folder.h"
 #include "sql/data/datasets.h"
 #include "sql/exec/pool.h"
 #include "tokenizer/tokenizer.h"
@@ -47,7 +48,7 @@ struct TrainEnv {
   QwenModel model;
   std::unique_ptr<QwenModel> reference;  // initial weights, only when kl_coef > 0
   std::unique_ptr<Tokenizer> tokenizer;
-  std::string tokenizer_json;            // copied into every checkpoint
+  std::string tokenizer_path;            // tokenizer.json read; it and its folder's tokenizer files go into every checkpoint
   ChatTemplate chat_template = ChatTemplate::qwen3;
   std::unique_ptr<Protocol> protocol;
   std::vector<sql::Example> examples;    // the train split
@@ -56,6 +57,7 @@ struct TrainEnv {
   RewardPanel panel;
   ScoreFn score;
   std::string description;  // model / tokenizer / dataset sources, printed at the start
+  RunLock lock;             // the run folder's, once make_train_env writes into it (else run_training takes it)
 };
 
 // Checks every input (config values, weights, tokenizer, vocab sizes, dataset, protocol, reward

@@ -9,22 +9,16 @@
 
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_log.h"
+#include "rl/run_folder.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 #include "sql/exec/compare.h"
 
 namespace fs = std::filesystem;
 
 namespace sqlrl::rl {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), path, ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The tokenizer.json to use: --tokenizer (a file or a folder), else the one next to the weights.
 // "" when neither names one (the embedded tokenizer is then trained).
@@ -39,10 +33,6 @@ std::string tokenizer_path(const TrainConfig& c) {
   fs::path folder = fs::is_directory(c.weights) ? fs::path(c.weights) : fs::path(c.weights).parent_path();
   fs::path p = folder / "tokenizer.json";
   return fs::is_regular_file(p) ? p.string() : "";
-}
-
-bool run_folder_in_use(const std::string& dir) {
-  return fs::exists(fs::path(dir) / "metrics.jsonl") || fs::exists(fs::path(dir) / "checkpoints");
 }
 
 }  // namespace
@@ -104,9 +94,7 @@ TrainEnv make_train_env(const TrainConfig& config) {
           " is not a run folder (no checkpoints/ in it)");
     c.out = c.resume;
   } else {
-    check(!run_folder_in_use(dir), "run folder ", dir,
-          " already holds a run (metrics.jsonl or checkpoints/); continue it with --resume ", dir,
-          " or choose another --out");
+    check_no_run_in(dir, str_cat("continue it with --resume ", dir, " or choose another --out"));
   }
   if (!c.weights.empty()) {
     check(fs::exists(c.weights), "weights: no such file or folder: ", c.weights);
@@ -115,8 +103,8 @@ TrainEnv make_train_env(const TrainConfig& config) {
   }
   std::string tok_path = tokenizer_path(c);
   if (!tok_path.empty()) {
-    env.tokenizer_json = read_file(tok_path);
-    env.tokenizer = load_tokenizer_from_string(env.tokenizer_json, tok_path);
+    env.tokenizer_path = tok_path;
+    env.tokenizer = load_tokenizer_from_string(read_file_text(tok_path), tok_path);
   }
   if (!c.chat_template.empty()) env.chat_template = chat_template_from_name(c.chat_template);
   else if (!tok_path.empty()) env.chat_template = detect_chat_template_for_tokenizer(tok_path).value_or(ChatTemplate::qwen3);
@@ -151,7 +139,10 @@ TrainEnv make_train_env(const TrainConfig& config) {
           ": the embedded one (tiny-vocab ", c.tiny_vocab, " ids) does not fit the model's vocab_size ",
           env.model.config.vocab_size, "; pass --tokenizer");
   // ---- the embedded default: benchmark and tokenizer cached under the run folder
-  if (c.dataset.empty() || !env.tokenizer) fs::create_directories(fs::path(dir) / "cache");
+  if (c.dataset.empty() || !env.tokenizer) {
+    env.lock = lock_run_folder(dir);  // before the first write: two runs never share cache/
+    fs::create_directories(fs::path(dir) / "cache");
+  }
   if (c.dataset.empty()) {
     std::string synth = (fs::path(dir) / "cache" / "synth").string();
     ensure_synth_benchmark(synth, c.synth_seed);
@@ -166,8 +157,8 @@ TrainEnv make_train_env(const TrainConfig& config) {
     tok_path = (fs::path(dir) / "cache" / "tokenizer.json").string();
     if (!fs::exists(tok_path))
       write_text_atomic(tok_path, train_embedded_tokenizer(env.examples, *env.pool, static_cast<size_t>(c.tiny_vocab)));
-    env.tokenizer_json = read_file(tok_path);
-    env.tokenizer = load_tokenizer_from_string(env.tokenizer_json, tok_path);
+    env.tokenizer_path = tok_path;
+    env.tokenizer = load_tokenizer_from_string(read_file_text(tok_path), tok_path);
     check(c.weights.empty() || static_cast<int64_t>(env.tokenizer->size()) <= env.model.config.vocab_size,
           "embedded tokenizer ", tok_path, " has ", env.tokenizer->size(), " ids but the model ", c.weights,
           " has vocab_size ", env.model.config.vocab_size);

@@ -3,13 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "runtime/error.h"
-
-namespace fs = std::filesystem;
 
 namespace sqlrl::rl {
 
@@ -134,83 +130,6 @@ std::vector<nlohmann::ordered_json> trajectory_json(const StepRecord& r, int64_t
     out.push_back(std::move(j));
   }
   return out;
-}
-
-std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
-  return (fs::path(run_dir) / "checkpoints" / ("step-" + std::to_string(step))).string();
-}
-
-void save_train_checkpoint(const std::string& run_dir, const TrainerState& state, const QwenModel& model,
-                           const std::string& tokenizer_json, const OptimizerState& optimizer) {
-  fs::path final_dir = checkpoint_dir(run_dir, state.step);
-  fs::path tmp = fs::path(run_dir) / "checkpoints" / (".step-" + std::to_string(state.step) + ".tmp");
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  save_model(model, tmp.string());
-  write_text_atomic((tmp / "tokenizer.json").string(), tokenizer_json);
-  save_optimizer(optimizer, (tmp / "optimizer.safetensors").string());
-  nlohmann::ordered_json j;
-  j["step"] = state.step;
-  j["seed"] = state.seed;
-  j["batch_size"] = state.batch_size;
-  j["group_size"] = state.group_size;
-  j["dataset_size"] = state.dataset_size;
-  // What the next step draws, for reading (the loop derives both from step and seed).
-  j["next_data_position"] = state.step * state.batch_size;
-  j["next_sample_id"] = state.step * state.batch_size * state.group_size;
-  j["adam_step"] = optimizer.adam_step;
-  write_text_atomic((tmp / "trainer_state.json").string(), j.dump(2) + "\n");
-  fs::remove_all(final_dir);
-  fs::rename(tmp, final_dir);
-}
-
-std::string latest_checkpoint(const std::string& run_dir) {
-  fs::path dir = fs::path(run_dir) / "checkpoints";
-  int64_t best = -1;
-  std::string path;
-  if (!fs::is_directory(dir)) return "";
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || !entry.is_directory()) continue;
-    if (!fs::exists(entry.path() / "trainer_state.json")) continue;
-    char* end = nullptr;
-    long long step = std::strtoll(name.c_str() + 5, &end, 10);
-    if (*end == 0 && step > best) best = step, path = entry.path().string();
-  }
-  return path;
-}
-
-TrainerState read_trainer_state(const std::string& checkpoint) {
-  std::string path = (fs::path(checkpoint) / "trainer_state.json").string();
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), path, ": cannot read");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-    TrainerState s;
-    s.step = j.at("step").get<int64_t>();
-    s.seed = j.at("seed").get<uint64_t>();
-    s.batch_size = j.at("batch_size").get<int64_t>();
-    s.group_size = j.at("group_size").get<int64_t>();
-    s.dataset_size = j.at("dataset_size").get<int64_t>();
-    return s;
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, ": ", e.what());
-  }
-}
-
-void truncate_jsonl(const std::string& path, int64_t step) {
-  if (!fs::exists(path)) return;
-  std::ifstream in(path, std::ios::binary);
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("step") || j["step"].get<int64_t>() > step) continue;
-    kept += line + "\n";
-  }
-  in.close();
-  write_text_atomic(path, kept);
 }
 
 std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_step_seconds) {

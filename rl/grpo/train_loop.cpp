@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
 
 #include "rl/grpo/grpo.h"
@@ -80,10 +79,17 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-void append_line(std::ofstream& out, const std::string& path, const std::string& line) {
-  out << line << "\n";
-  out.flush();
-  check(out.good(), path, ": write failed");
+// trainer_state.json (rl/run_folder.h) with what resume checks and, for reading, what the next
+// step draws (the loop derives both from step and seed).
+nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const TrainConfig& c, int64_t dataset_size) {
+  nlohmann::ordered_json j = trainer_state_head("grpo", optimizer);
+  j["seed"] = c.seed;
+  j["batch_size"] = c.batch_size;
+  j["group_size"] = c.group_size;
+  j["dataset_size"] = dataset_size;
+  j["next_data_position"] = optimizer.train_step * c.batch_size;
+  j["next_sample_id"] = optimizer.train_step * c.batch_size * c.group_size;
+  return j;
 }
 
 }  // namespace
@@ -96,29 +102,37 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   const fs::path run = dir;
   const int64_t n_examples = static_cast<int64_t>(env.examples.size());
 
+  RunLock own_lock;
+  if (env.lock.fd < 0) own_lock = lock_run_folder(dir);
   OptimizerState optimizer;
   int64_t step = 0;
   if (!c.resume.empty()) {
     std::string ckpt = latest_checkpoint(dir);
     check(!ckpt.empty(), "resume: ", dir, " has no complete checkpoint under checkpoints/");
-    TrainerState saved = read_trainer_state(ckpt);
-    auto same = [&](const char* what, int64_t a, int64_t b) {
+    const nlohmann::json saved = read_trainer_state(ckpt, "grpo");
+    auto same = [&](const char* what, const char* key, int64_t b) {
+      int64_t a = 0;
+      try {
+        a = saved.at(key).get<int64_t>();
+      } catch (const nlohmann::json::exception& e) {
+        fail(ckpt, "/trainer_state.json: field '", key, "': ", e.what());
+      }
       check(a == b, "resume: ", ckpt, " was trained with ", what, " ", a, ", this run has ", b);
     };
-    same("batch-size", saved.batch_size, c.batch_size);
-    same("group-size", saved.group_size, c.group_size);
-    same("dataset size", saved.dataset_size, n_examples);
-    same("seed", static_cast<int64_t>(saved.seed), static_cast<int64_t>(c.seed));
+    same("batch-size", "batch_size", c.batch_size);
+    same("group-size", "group_size", c.group_size);
+    same("dataset size", "dataset_size", n_examples);
+    same("seed", "seed", static_cast<int64_t>(c.seed));
     QwenModel loaded = load_model(ckpt);
     check(loaded.num_params == env.model.num_params, "resume: ", ckpt, " holds ", loaded.num_params,
           " parameters, the model has ", env.model.num_params);
     env.model.params = std::move(loaded.params);
     optimizer = load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(), env.model.num_params);
-    step = saved.step;
+    step = saved["step"].get<int64_t>();
     truncate_jsonl((run / "metrics.jsonl").string(), step);
     truncate_jsonl((run / "trajectories.jsonl").string(), step);
   } else {
-    check(!fs::exists(run / "metrics.jsonl"), "run folder ", dir, " already holds a run; use --resume ", dir);
+    check_no_run_in(dir, str_cat("use --resume ", dir));
     fs::create_directories(run / "checkpoints");
     // On CUDA the moments live on the device (rl/policy.h); the host copy is made per checkpoint.
     if (c.device != "cuda") optimizer = make_optimizer_state(env.model.num_params);
@@ -145,10 +159,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   }
   SchemaCache schemas;
 
-  std::string metrics_path = (run / "metrics.jsonl").string(), traj_path = (run / "trajectories.jsonl").string();
-  std::ofstream metrics(metrics_path, std::ios::binary | std::ios::app);
-  std::ofstream traj_log(traj_path, std::ios::binary | std::ios::app);
-  check(metrics.good() && traj_log.good(), dir, ": cannot write metrics.jsonl / trajectories.jsonl");
+  JsonlWriter metrics((run / "metrics.jsonl").string()), traj_log((run / "trajectories.jsonl").string());
   const bool tty = !quiet && isatty(fileno(stderr));
 
   TrainSummary summary;
@@ -189,14 +200,14 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     rec.ex = &ex;
     rec.step_seconds = seconds_since(step_start);
 
-    append_line(metrics, metrics_path, metrics_json(rec, env.panel).dump());
-    for (const auto& j : trajectory_json(rec, c.log_trajectories)) append_line(traj_log, traj_path, j.dump());
+    metrics.append(metrics_json(rec, env.panel).dump());
+    for (const auto& j : trajectory_json(rec, c.log_trajectories)) traj_log.append(j.dump());
     bool last = step + 1 == c.max_steps;
     if (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)) {
       policy_download(policy, env.model);  // CUDA: master weights and moments to the host
       policy_download_optimizer(policy, optimizer);
-      save_train_checkpoint(dir, {step + 1, c.seed, c.batch_size, c.group_size, n_examples}, env.model,
-                            env.tokenizer_json, optimizer);
+      save_checkpoint(dir, step + 1, env.model, optimizer, env.tokenizer_path,
+                      grpo_trainer_state(optimizer, c, n_examples));
       if (cuda) optimizer.m = {}, optimizer.v = {};
     }
 

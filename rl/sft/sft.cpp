@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 
 #include "runtime/error.h"
 #include "runtime/file_io.h"
-#include "rl/grpo/train_log.h"
+#include "rl/run_folder.h"
 
 namespace sqlrl::rl {
 namespace fs = std::filesystem;
@@ -179,51 +179,6 @@ double sft_eval_loss(const QwenModel& model, TrainState& state, const std::vecto
   return tokens > 0 ? nll / static_cast<double>(tokens) : 0.0;
 }
 
-namespace {
-
-void append_line(const fs::path& path, const std::string& line) {
-  std::ofstream out(path, std::ios::binary | std::ios::app);
-  check(out.good(), path.string(), ": cannot append");
-  out << line << "\n";
-  check(out.good(), path.string(), ": write failed");
-}
-
-}  // namespace
-
-std::string save_sft_checkpoint(const std::string& out_dir, int64_t step, const QwenModel& model,
-                                const OptimizerState& optimizer, const std::string& tokenizer_path,
-                                const nlohmann::ordered_json& state) {
-  const std::string name = "step-" + std::to_string(step);
-  const fs::path final_dir = fs::path(out_dir) / "checkpoints" / name;
-  const fs::path tmp = fs::path(out_dir) / "checkpoints" / ("." + name + ".tmp");
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  save_model(model, tmp.string());
-  save_optimizer(optimizer, (tmp / "optimizer.safetensors").string());
-  if (!tokenizer_path.empty()) {
-    fs::path src = tokenizer_path;
-    fs::path folder = fs::is_directory(src) ? src : src.parent_path();
-    if (fs::is_directory(src)) src /= "tokenizer.json";
-    check(fs::is_regular_file(src), src.string(), ": tokenizer file not found");
-    fs::copy_file(src, tmp / "tokenizer.json", fs::copy_options::overwrite_existing);
-    // The chat template lives there: keep it so the checkpoint renders prompts the same way.
-    if (fs::is_regular_file(folder / "tokenizer_config.json"))
-      fs::copy_file(folder / "tokenizer_config.json", tmp / "tokenizer_config.json", fs::copy_options::overwrite_existing);
-  }
-  write_text_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
-  // Replace an older checkpoint of the same name only once the new one is complete.
-  if (fs::exists(final_dir)) {
-    const fs::path old = fs::path(out_dir) / "checkpoints" / ("." + name + ".old");
-    fs::remove_all(old);
-    fs::rename(final_dir, old);
-    fs::rename(tmp, final_dir);
-    fs::remove_all(old);
-  } else {
-    fs::rename(tmp, final_dir);
-  }
-  return final_dir.string();
-}
-
 SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<SftSequence> data,
                     const SftConfig& given_config, const SftRunOptions& options) {
   auto start = std::chrono::steady_clock::now();
@@ -291,13 +246,16 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   PolicyActivations acts = policy_init_training(policy, topt, config.adamw);
   if (cuda && !optimizer.m.empty()) policy_upload_optimizer(policy, optimizer);
   const fs::path out = options.out_dir;
-  if (!options.out_dir.empty()) fs::create_directories(out);
-  if (resume && !options.out_dir.empty()) truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
+  RunLock lock;
+  std::unique_ptr<JsonlWriter> metrics;
+  if (!options.out_dir.empty()) {
+    lock = lock_run_folder(options.out_dir);
+    if (resume) truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
+    else check_no_run_in(options.out_dir, str_cat("continue it with sft --resume ", options.out_dir, " or choose another --out"));
+    metrics = std::make_unique<JsonlWriter>((out / "metrics.jsonl").string());
+  }
   auto trainer_state = [&] {
-    nlohmann::ordered_json s;
-    s["format"] = "sqlrl-sft";
-    s["train_step"] = optimizer.train_step;
-    s["adam_step"] = optimizer.adam_step;
+    nlohmann::ordered_json s = trainer_state_head("sft", optimizer);
     s["epoch"] = cursor.epoch;
     s["cursor"] = {{"epoch", cursor.epoch}, {"micro", cursor.micro}};
     s["updates"] = cursor.updates;
@@ -318,8 +276,8 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     saved_step = optimizer.train_step;
     policy_download(policy, model);
     policy_download_optimizer(policy, optimizer);
-    run.checkpoints.push_back(save_sft_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
-                                                  options.tokenizer_path, trainer_state()));
+    run.checkpoints.push_back(save_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
+                                              options.tokenizer_path, trainer_state()));
     if (options.log) options.log("saved " + run.checkpoints.back());
   };
 
@@ -349,7 +307,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     line["grad_norm"] = st.grad_norm;
     line["tokens_per_s"] = seconds > 0 ? static_cast<double>(st.tokens) / seconds : 0.0;
     line["seconds"] = seconds;
-    if (!options.out_dir.empty()) append_line(out / "metrics.jsonl", line.dump());
+    if (metrics) metrics->append(line.dump());
     if (options.log) options.log(line.dump());
     cursor.micro += config.grad_accum;
     if (cursor.micro >= static_cast<int64_t>(micro.size())) ++cursor.epoch, cursor.micro = 0;

@@ -9,14 +9,11 @@
 // shuffled order (Fisher-Yates over splitmix64: the same bytes on every platform), packs them
 // greedily, and every update advances the LR schedule by one.
 //
-// Output folder (the GRPO trainer's run-folder layout):
+// Output folder (rl/run_folder.h, as GRPO's):
 //   OUT/metrics.jsonl           one line per update: step, epoch, loss, tokens, positions, lr,
 //                               grad_norm, tokens_per_s (trained tokens), seconds
-//   OUT/checkpoints/step-N/     config.json + model.safetensors (HF layout, save_model),
-//                               tokenizer.json (+ tokenizer_config.json when beside it),
-//                               optimizer.safetensors, trainer_state.json; written as
-//                               OUT/checkpoints/.step-N.tmp then renamed (atomic). Every save_every
-//                               updates and always after the last one (the highest N is final).
+//   OUT/checkpoints/step-N/     every save_every updates and always after the last one (the
+//                               highest N is final)
 //
 // Resume: trainer_state.json holds the whole SftConfig, the LR schedule, the data cursor (epoch
 // and micro-batch of the next update) and a fingerprint of the data; run_sft given that cursor,
@@ -32,6 +29,7 @@
 #include "rl/grpo/grpo.h"
 #include "rl/optimizer.h"
 #include "rl/policy.h"
+#include "rl/run_folder.h"
 #include "rl/sft/sft_data.h"
 
 namespace sqlrl::rl {
@@ -147,17 +145,10 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
 
 // Order-sensitive hash of the sequences' tokens and masks (FNV-1a 64): resume refuses other data.
 uint64_t sft_data_fingerprint(const std::vector<SftSequence>& data);
-// trainer_state.json of a checkpoint folder; errors name the file and the field.
+// trainer_state.json of an SFT checkpoint folder (rl/run_folder.h resolve_checkpoint finds it in
+// a run folder); errors name the file and the field.
 SftCheckpoint read_sft_checkpoint(const std::string& checkpoint);
-// `dir` is a checkpoint folder (holds trainer_state.json) or a run folder (its latest complete
-// checkpoints/step-N); errors name the folder.
-std::string resolve_sft_checkpoint(const std::string& dir);
 nlohmann::ordered_json sft_config_json(const SftConfig& config);
 SftConfig sft_config_from_json(const nlohmann::json& j);  // throws nlohmann errors on a missing key
-
-// OUT/checkpoints/step-<step>/ as above; `state` is trainer_state.json's content. Returns the folder.
-std::string save_sft_checkpoint(const std::string& out_dir, int64_t step, const QwenModel& model,
-                                const OptimizerState& optimizer, const std::string& tokenizer_path,
-                                const nlohmann::ordered_json& state);
 
 }  // namespace sqlrl::rl

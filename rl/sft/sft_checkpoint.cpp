@@ -1,10 +1,9 @@
 // What an SFT checkpoint records beyond weights and optimizer, so that `sft --resume` continues
 // exactly: the configuration, the LR schedule, the data cursor and a fingerprint of the data.
 #include <filesystem>
-#include <fstream>
 
 #include "rl/sft/sft.h"
-#include "rl/grpo/train_log.h"
+#include "rl/run_folder.h"
 #include "runtime/error.h"
 
 namespace sqlrl::rl {
@@ -70,19 +69,16 @@ SftConfig sft_config_from_json(const nlohmann::json& j) {
 }
 
 SftCheckpoint read_sft_checkpoint(const std::string& checkpoint) {
+  const nlohmann::json j = read_trainer_state(checkpoint, "sft");
   const std::string path = (fs::path(checkpoint) / "trainer_state.json").string();
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), path, ": cannot read (not an sft checkpoint folder?)");
   SftCheckpoint ck;
   ck.path = checkpoint;
   std::string field;
   try {
-    nlohmann::json j = nlohmann::json::parse(in);
     auto at = [&](const char* key) -> const nlohmann::json& {
       field = key;
       return j.at(key);
     };
-    check(at("format").get<std::string>() == "sqlrl-sft", path, ": format is not sqlrl-sft");
     ck.config = sft_config_from_json(at("config"));
     const nlohmann::json& c = at("cursor");
     field = "cursor";
@@ -92,7 +88,7 @@ SftCheckpoint read_sft_checkpoint(const std::string& checkpoint) {
     ck.cursor.planned = at("planned_updates").get<int64_t>();
     ck.cursor.total_steps = at("total_steps").get<int64_t>();
     ck.cursor.warmup_steps = at("warmup_steps").get<int64_t>();
-    ck.train_step = at("train_step").get<int64_t>();
+    ck.train_step = at("step").get<int64_t>();
     ck.data_fingerprint = at("data_fingerprint").get<uint64_t>();
     ck.sequences = at("sequences").get<int64_t>();
     if (j.contains("run")) ck.run = j["run"];
@@ -103,17 +99,6 @@ SftCheckpoint read_sft_checkpoint(const std::string& checkpoint) {
         path, ": cursor epoch ", ck.cursor.epoch, " micro ", ck.cursor.micro, " after ", ck.cursor.updates, " of ",
         ck.cursor.planned, " updates is not a position in a run");
   return ck;
-}
-
-std::string resolve_sft_checkpoint(const std::string& dir) {
-  check(fs::is_directory(dir), "resume: ", dir, " is not a folder");
-  fs::path folder = fs::path(dir).lexically_normal();
-  if (!folder.has_filename()) folder = folder.parent_path();  // "run/checkpoints/step-2/"
-  if (fs::exists(folder / "trainer_state.json")) return folder.string();
-  std::string latest = latest_checkpoint(dir);
-  check(!latest.empty(), "resume: ", dir, " is neither a checkpoint (no trainer_state.json) nor a run folder with a "
-        "complete checkpoints/step-N");
-  return latest;
 }
 
 }  // namespace sqlrl::rl

@@ -77,6 +77,8 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
   check(options.device == "cpu" || options.device == "cuda", "self-taught: device '", options.device,
         "' is not cpu or cuda");
   const bool cuda = options.device == "cuda";
+  RunLock lock;  // the whole self-taught folder; each round's SFT locks its own round-<i>/ too
+  if (!options.out_dir.empty()) lock = lock_run_folder(options.out_dir);
   const int32_t im_end = tok.token_id("<|im_end|>");
   const RewardPanel panel = make_reward_panel("mtsql");  // its raw "ex" and "em" terms (weights 1)
   RewardContext ctx(pool, config.rollout.sql_limits, config.compare);

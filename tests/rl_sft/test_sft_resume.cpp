@@ -87,9 +87,9 @@ TEST(SftResume, ContinuingFromEachCheckpointEqualsTheUninterruptedRunBitForBit) 
     fs::copy(root + "/full", run, fs::copy_options::recursive);
     for (int64_t later = k + 2; later <= 11; later += 2) fs::remove_all(run + "/checkpoints/step-" + std::to_string(later));
     fs::remove_all(run + "/checkpoints/step-11");
-    const std::string ckpt = resolve_sft_checkpoint(run);  // the run folder: its latest, step-k
+    const std::string ckpt = resolve_checkpoint(run);  // the run folder: its latest, step-k
     ASSERT_EQ(fs::path(ckpt).filename().string(), "step-" + std::to_string(k));
-    EXPECT_EQ(resolve_sft_checkpoint(ckpt + "/"), ckpt);  // the checkpoint itself, however written
+    EXPECT_EQ(resolve_checkpoint(ckpt + "/"), ckpt);  // the checkpoint itself, however written
     SftCheckpoint ck = read_sft_checkpoint(ckpt);
     EXPECT_EQ(ck.cursor.updates, k);
     QwenModel model = load_model(ckpt);
@@ -138,7 +138,7 @@ TEST(SftResume, OtherDataOrAnotherOptimizerIsRefusedNamingTheCheckpointFile) {
   OptimizerState fresh;
   fresh = make_optimizer_state(model.num_params);
   EXPECT_THROW(run_sft(model, fresh, resume_data(), cfg, ro), std::exception);
-  std::ofstream(ckpt + "/trainer_state.json") << "{\"format\": \"sqlrl-sft\"}";
+  std::ofstream(ckpt + "/trainer_state.json") << "{\"format\": \"sqlrl-sft\", \"train_step\": 3}";
   try {
     read_sft_checkpoint(ckpt);
     ADD_FAILURE() << "a trainer_state.json without a config was read";
@@ -146,7 +146,7 @@ TEST(SftResume, OtherDataOrAnotherOptimizerIsRefusedNamingTheCheckpointFile) {
     EXPECT_NE(std::string(e.what()).find(ckpt + "/trainer_state.json"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("'config'"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(resolve_sft_checkpoint(root + "/checkpoints"), std::exception);
+  EXPECT_THROW(resolve_checkpoint(root + "/checkpoints"), std::exception);
 }
 
 TEST(SftResume, CliResumeFromTheRunFolderEqualsTheUninterruptedRun) {

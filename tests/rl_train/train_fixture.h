@@ -2,7 +2,10 @@
 // the turn's text, and a reward that pays for writing a fixed short SQL. A tiny random Qwen3 and
 // a BPE tokenizer trained here; everything else is the real loop (rollout, GRPO, run folder).
 #pragma once
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +32,18 @@ inline const std::string& toy_tokenizer_json() {
     return train_bpe(corpus, options).tokenizer_json;
   }();
   return json;
+}
+
+// toy_tokenizer_json() as a file (checkpoints copy the tokenizer from a path), one per process.
+inline const std::string& toy_tokenizer_path() {
+  static std::string path = [] {
+    std::filesystem::path dir = std::filesystem::temp_directory_path() / ("sqlrl-toy-tokenizer-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::string file = (dir / "tokenizer.json").string();
+    std::ofstream(file, std::ios::binary) << toy_tokenizer_json();
+    return file;
+  }();
+  return path;
 }
 
 // Reward: the share of kTarget's tokens (5 with this tokenizer) that the answer's first sampled
@@ -110,8 +125,8 @@ inline TrainConfig toy_config(const std::string& out) {
 inline TrainEnv toy_env(const TrainConfig& config) {
   TrainEnv env;
   env.config = config;
-  env.tokenizer_json = toy_tokenizer_json();
-  env.tokenizer = load_tokenizer_from_string(env.tokenizer_json, "toy-bpe");
+  env.tokenizer_path = toy_tokenizer_path();
+  env.tokenizer = load_tokenizer_from_string(toy_tokenizer_json(), "toy-bpe");
   TrainConfig m = config;
   m.seed = 3;
   m.tiny_hidden = 32, m.tiny_layers = 2, m.tiny_heads = 4, m.tiny_kv_heads = 2, m.tiny_head_dim = 8;

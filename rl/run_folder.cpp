@@ -1,0 +1,194 @@
+#include "rl/run_folder.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+
+namespace sqlrl::rl {
+namespace fs = std::filesystem;
+
+RunLock& RunLock::operator=(RunLock&& o) noexcept {
+  if (this != &o) {
+    if (fd >= 0) ::close(fd);
+    fd = o.fd, path = std::move(o.path), o.fd = -1;
+  }
+  return *this;
+}
+
+RunLock::~RunLock() {
+  if (fd >= 0) ::close(fd);  // releases the flock; the file stays (a later run reuses it)
+}
+
+RunLock lock_run_folder(const std::string& dir) {
+  fs::create_directories(dir);
+  RunLock lock;
+  lock.path = (fs::path(dir) / ".lock").string();
+  lock.fd = ::open(lock.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  check(lock.fd >= 0, lock.path, ": cannot open the run folder's lock: ", std::strerror(errno));
+  if (::flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[32] = {};
+    ssize_t n = ::pread(lock.fd, buf, sizeof buf - 1, 0);
+    std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    check(err != EWOULDBLOCK, "run folder ", dir, " is in use by process ", pid, " (", lock.path,
+          "); wait for it to finish or choose another folder");
+    fail(lock.path, ": cannot lock: ", std::strerror(err));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  check(::ftruncate(lock.fd, 0) == 0 && ::pwrite(lock.fd, pid.data(), pid.size(), 0) == static_cast<ssize_t>(pid.size()),
+        lock.path, ": cannot write the pid: ", std::strerror(errno));
+  return lock;
+}
+
+void check_no_run_in(const std::string& dir, const std::string& resume_hint) {
+  const fs::path run = dir;
+  check(!fs::exists(run / "metrics.jsonl") && latest_checkpoint(dir).empty(), "run folder ", dir,
+        " already holds a run; ", resume_hint);
+}
+
+std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
+  return (fs::path(run_dir) / "checkpoints" / ("step-" + std::to_string(step))).string();
+}
+
+const std::vector<std::string>& tokenizer_file_names() {
+  static const std::vector<std::string> names = {
+      "tokenizer.json",         "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+      "chat_template.jinja",    "vocab.json",            "merges.txt",              "generation_config.json"};
+  return names;
+}
+
+void copy_tokenizer_files(const std::string& tokenizer_path, const std::string& dest_dir) {
+  if (tokenizer_path.empty()) return;
+  fs::path src = tokenizer_path;
+  const fs::path folder = fs::is_directory(src) ? src : src.parent_path();
+  if (fs::is_directory(src)) src /= "tokenizer.json";
+  check(fs::is_regular_file(src), src.string(), ": tokenizer file not found");
+  fs::copy_file(src, fs::path(dest_dir) / "tokenizer.json", fs::copy_options::overwrite_existing);
+  for (const std::string& name : tokenizer_file_names()) {
+    if (name == "tokenizer.json") continue;  // the one given, whatever its name
+    const fs::path f = folder / name;
+    // generation_config.json is the model's; a tokenizer folder that is also the weights folder
+    // has it, and save_model does not write one.
+    if (fs::is_regular_file(f)) fs::copy_file(f, fs::path(dest_dir) / name, fs::copy_options::overwrite_existing);
+  }
+}
+
+nlohmann::ordered_json trainer_state_head(const char* trainer, const OptimizerState& optimizer) {
+  nlohmann::ordered_json j;
+  j["version"] = kTrainerStateVersion;
+  j["trainer"] = trainer;
+  j["step"] = optimizer.train_step;
+  j["adam_step"] = optimizer.adam_step;
+  return j;
+}
+
+std::string save_checkpoint(const std::string& run_dir, int64_t step, const QwenModel& model,
+                            const OptimizerState& optimizer, const std::string& tokenizer_path,
+                            const nlohmann::ordered_json& trainer_state) {
+  const std::string name = "step-" + std::to_string(step);
+  const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
+  const fs::path final_dir = checkpoints / name, tmp = checkpoints / ("." + name + ".tmp");
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  try {
+    save_model(model, tmp.string());
+    save_optimizer(optimizer, (tmp / "optimizer.safetensors").string());
+    copy_tokenizer_files(tokenizer_path, tmp.string());
+    write_text_atomic((tmp / "trainer_state.json").string(), trainer_state.dump(2) + "\n");
+  } catch (...) {
+    std::error_code ignored;  // a full disk: give the space back, keep the previous checkpoint
+    fs::remove_all(tmp, ignored);
+    throw;
+  }
+  if (fs::exists(final_dir)) {
+    const fs::path old = checkpoints / ("." + name + ".old");
+    fs::remove_all(old);
+    fs::rename(final_dir, old);
+    fs::rename(tmp, final_dir);
+    fs::remove_all(old);
+  } else {
+    fs::rename(tmp, final_dir);
+  }
+  return final_dir.string();
+}
+
+nlohmann::json read_trainer_state(const std::string& checkpoint, const char* trainer) {
+  const std::string path = (fs::path(checkpoint) / "trainer_state.json").string();
+  check(fs::is_regular_file(path), path, ": cannot read (not a checkpoint folder?)");
+  nlohmann::json j = nlohmann::json::parse(read_file(path), nullptr, false);
+  check(!j.is_discarded() && j.is_object(), path, ": not a JSON object");
+  if (!j.contains("version")) {
+    // Before version 1: SFT wrote "format": "sqlrl-sft" and "train_step", GRPO neither.
+    const bool sft = j.value("format", std::string()) == "sqlrl-sft";
+    j["version"] = kTrainerStateVersion;
+    j["trainer"] = sft ? "sft" : "grpo";
+    if (sft && j.contains("train_step")) j["step"] = j["train_step"];
+  }
+  check(j["version"].is_number_integer() && j["version"].get<int64_t>() <= kTrainerStateVersion, path,
+        ": version ", j["version"].dump(), " is newer than this build reads (", kTrainerStateVersion, ")");
+  const std::string written_by = j.value("trainer", std::string("?"));
+  check(written_by == trainer, path, ": a checkpoint of ", written_by, ", not of ", trainer);
+  check(j.contains("step") && j["step"].is_number_integer(), path, ": field 'step' is missing or not an integer");
+  return j;
+}
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  const fs::path dir = fs::path(run_dir) / "checkpoints";
+  int64_t best = -1;
+  std::string path;
+  if (!fs::is_directory(dir)) return "";
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || !entry.is_directory()) continue;
+    if (!fs::exists(entry.path() / "trainer_state.json")) continue;
+    char* end = nullptr;
+    long long step = std::strtoll(name.c_str() + 5, &end, 10);
+    if (*end == 0 && step > best) best = step, path = entry.path().string();
+  }
+  return path;
+}
+
+std::string resolve_checkpoint(const std::string& dir) {
+  check(fs::is_directory(dir), "resume: ", dir, " is not a folder");
+  fs::path folder = fs::path(dir).lexically_normal();
+  if (!folder.has_filename()) folder = folder.parent_path();  // "run/checkpoints/step-2/"
+  if (fs::exists(folder / "trainer_state.json")) return folder.string();
+  std::string latest = latest_checkpoint(dir);
+  check(!latest.empty(), "resume: ", dir, " is neither a checkpoint (no trainer_state.json) nor a run folder with a "
+        "complete checkpoints/step-N");
+  return latest;
+}
+
+void truncate_jsonl(const std::string& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  std::ifstream in(path, std::ios::binary);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("step") || j["step"].get<int64_t>() > step) continue;
+    kept += line + "\n";
+  }
+  in.close();
+  write_text_atomic(path, kept);
+}
+
+JsonlWriter::JsonlWriter(std::string file) : path(std::move(file)), out(path, std::ios::binary | std::ios::app) {
+  check(out.good(), path, ": cannot open for appending");
+}
+
+void JsonlWriter::append(const std::string& json_line) {
+  out << json_line << "\n";
+  out.flush();
+  check(out.good(), path, ": write failed");
+}
+
+}  // namespace sqlrl::rl

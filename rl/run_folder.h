@@ -1,0 +1,86 @@
+// The run folder: the one owner of what every trainer (GRPO, SFT, self-taught rounds) writes.
+//
+//   RUN/.lock                 held (flock) by the one process writing RUN, which wrote its pid in
+//                             it; the kernel releases it when the process ends, even by kill -9
+//   RUN/config.toml           the resolved configuration (the command's options table)
+//   RUN/metrics.jsonl         one JSON object per optimizer step, "step" first
+//   RUN/trajectories.jsonl    GRPO: sampled trajectories of each step, "step" first
+//   RUN/checkpoints/step-N/   config.json + model.safetensors (HF layout), every tokenizer file of
+//                             the source folder (tokenizer.json, tokenizer_config.json with the
+//                             chat template, ...), optimizer.safetensors, trainer_state.json
+//
+// A checkpoint is written as checkpoints/.step-N.tmp and renamed into place; a step-N already
+// there is moved aside first and removed only after the rename, so some complete step-N exists at
+// every instant. trainer_state.json has one schema for every trainer:
+//   {"version": 1, "trainer": "grpo" | "sft", "step": N, "adam_step": A, ...the trainer's fields}
+// where N is the optimizer's train_step (the schedule's clock). Files from before the version
+// field still load: GRPO's had no "format", SFT's had "format": "sqlrl-sft" and "train_step".
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "rl/optimizer.h"
+
+namespace sqlrl::rl {
+
+constexpr int64_t kTrainerStateVersion = 1;
+
+// Exclusive use of a run folder (created if missing) while the returned value lives. A second
+// process gets an error naming the folder and the holder's pid.
+struct RunLock {
+  int fd = -1;
+  std::string path;
+  RunLock() = default;
+  RunLock(RunLock&& o) noexcept : fd(o.fd), path(std::move(o.path)) { o.fd = -1; }
+  RunLock& operator=(RunLock&& o) noexcept;
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+  ~RunLock();
+};
+RunLock lock_run_folder(const std::string& dir);
+
+// A fresh run refuses a folder that already holds one (metrics.jsonl or a checkpoint), naming
+// the way to continue it.
+void check_no_run_in(const std::string& dir, const std::string& resume_hint);
+
+std::string checkpoint_dir(const std::string& run_dir, int64_t step);
+
+// The files a Hugging Face tokenizer folder may hold beside tokenizer.json; each one present is
+// copied into checkpoints (tokenizer_config.json carries the chat template).
+const std::vector<std::string>& tokenizer_file_names();
+// tokenizer_path: tokenizer.json or its folder; "" copies nothing.
+void copy_tokenizer_files(const std::string& tokenizer_path, const std::string& dest_dir);
+
+// The common head of trainer_state.json; the trainer adds its own fields after it.
+nlohmann::ordered_json trainer_state_head(const char* trainer, const OptimizerState& optimizer);
+// Writes checkpoints/step-<step>/ of run_dir atomically (see above); returns the folder.
+std::string save_checkpoint(const std::string& run_dir, int64_t step, const QwenModel& model,
+                            const OptimizerState& optimizer, const std::string& tokenizer_path,
+                            const nlohmann::ordered_json& trainer_state);
+
+// trainer_state.json of a checkpoint, checked to be `trainer`'s and of a known version, with the
+// pre-version files brought to version 1 ("step" set). Errors name the file.
+nlohmann::json read_trainer_state(const std::string& checkpoint, const char* trainer);
+
+// The highest complete checkpoints/step-N (one with trainer_state.json), "" when none.
+std::string latest_checkpoint(const std::string& run_dir);
+// `dir` is a checkpoint folder (holds trainer_state.json) or a run folder (its latest complete
+// checkpoint); errors name the folder.
+std::string resolve_checkpoint(const std::string& dir);
+
+// Keeps the lines of a .jsonl file whose "step" is <= step (drops a crash's leftovers).
+void truncate_jsonl(const std::string& path, int64_t step);
+
+// An append-only JSON-lines file, flushed per line so a crash loses at most the line in flight.
+struct JsonlWriter {
+  std::string path;
+  std::ofstream out;
+  explicit JsonlWriter(std::string file);
+  void append(const std::string& json_line);
+};
+
+}  // namespace sqlrl::rl
