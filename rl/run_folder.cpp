@@ -123,7 +123,7 @@ std::string save_checkpoint(const std::string& run_dir, int64_t step, const Qwen
 nlohmann::json read_trainer_state(const std::string& checkpoint, const char* trainer) {
   const std::string path = (fs::path(checkpoint) / "trainer_state.json").string();
   check(fs::is_regular_file(path), path, ": cannot read (not a checkpoint folder?)");
-  nlohmann::json j = nlohmann::json::parse(read_file(path), nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(read_file_text(path), nullptr, false);
   check(!j.is_discarded() && j.is_object(), path, ": not a JSON object");
   if (!j.contains("version")) {
     // Before version 1: SFT wrote "format": "sqlrl-sft" and "train_step", GRPO neither.

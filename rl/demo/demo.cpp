@@ -17,6 +17,7 @@
 #include "rl/grpo/train_log.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 #include "sql/data/datasets.h"
 #include "sql/data/synth.h"
 

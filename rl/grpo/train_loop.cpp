@@ -10,6 +10,7 @@
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_log.h"
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 #include "runtime/philox.h"
 
 namespace fs = std::filesystem;
