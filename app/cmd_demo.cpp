@@ -1,25 +1,85 @@
 // `llm_sqlrl demo`: the embedded end-to-end run (rl/demo/demo.h) — synthetic benchmark, BPE
 // tokenizer, tiny Qwen3, SFT on gold demos, multi-turn GRPO, evaluations — and its table.
-//   llm_sqlrl demo [--full] [--seed S] [--out DIR] [--protocol NAME] [--device cpu|cuda]
+//   llm_sqlrl demo [--full] [--seed S] [--out DIR] [--protocol NAME] [--device cpu|cuda] [--config FILE]
+// The resolved settings are written to DIR/config.toml (app/options.h).
 #include <cstdio>
+#include <filesystem>
 
 #include "app/commands.h"
+#include "app/options.h"
 #include "rl/demo/demo.h"
+#include "rl/options.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace sqlrl {
 namespace {
 
-struct DemoArgs {
-  rl::DemoConfig config;
-  bool full = false, quiet = false;
+struct DemoSettings : rl::OutputOptions, rl::DeviceOptions, rl::ProtocolOptions {
+  DemoSettings() {
+    const rl::DemoConfig d;
+    out = d.out, device = d.device, protocol = d.protocol;
+    seed = d.seed, synth_seed = d.synth_seed;
+  }
+  uint64_t seed = 0, synth_seed = 0;
+  bool full = false;
   std::string size;
   int64_t dev_limit = -1, train_limit = -1, sft_epochs = -1, rl_steps = -1;  // < 0: the size's value
   double rl_lr = -1, sft_lr = -1;
   std::vector<std::string> sets;  // KEY=VALUE, applied last
 };
 
-void run_demo_command(DemoArgs& a) {
-  rl::DemoConfig c = a.config;
+const std::string& set_help() {
+  static const std::string help = [] {
+    rl::DemoSizes probe;
+    std::string keys;
+    for (const rl::DemoSizeField& f : rl::demo_size_fields(probe)) keys += std::string(keys.empty() ? "" : ", ") + f.name;
+    return "KEY=VALUE over the size's knobs (repeatable): " + keys;
+  }();
+  return help;
+}
+
+OptionTable demo_options(DemoSettings& s) {
+  OptionTable t;
+  t.push_back({"full", "the larger run (about 20 minutes on 2 cores: 2,160 demonstrations, 150 GRPO steps, 360 dev "
+               "questions) instead of the default (8 minutes)", &s.full});
+  t.push_back({"size", "default | full | mini (mini: seconds, for tests)", &s.size});
+  t.push_back({"seed", "model init, SFT order and GRPO sampling", &s.seed});
+  t.push_back({"synth-seed", "the benchmark's generator seed", &s.synth_seed});
+  rl::add_output_options(t, s, "run folder (default runs/demo)");
+  rl::add_protocol_options(t, s);
+  t.insert(t.end(), {
+      {"dev-limit", "first N dev questions (0 = all; default: the size's)", &s.dev_limit},
+      {"train-limit", "first N train questions (0 = all; default: the size's)", &s.train_limit},
+      {"sft-epochs", "SFT epochs (default: the size's)", &s.sft_epochs},
+      {"sft-lr", "SFT peak learning rate (default: the size's)", &s.sft_lr},
+      {"rl-steps", "GRPO steps (default: the size's)", &s.rl_steps},
+      {"rl-lr", "GRPO learning rate (default: the size's)", &s.rl_lr},
+      {"set", set_help().c_str(), &s.sets},
+  });
+  rl::add_device_options(t, s);
+  set_option_help(t, "device", "cpu (f32) | cuda (one GPU: SFT, evaluations and GRPO; bf16 weights; needs --set head_dim=64)");
+  return t;
+}
+
+struct DemoArgs {
+  DemoSettings settings;  // the flags' values
+  TableFlags flags;
+  bool quiet = false;
+};
+
+void run_demo_command(DemoArgs& args) {
+  DemoSettings a = resolve_options(args.flags, args.settings, DemoSettings{}, demo_options);
+  try {
+    rl::validate(static_cast<const rl::DeviceOptions&>(a));
+    rl::validate(static_cast<const rl::ProtocolOptions&>(a));
+  } catch (const Error& e) {
+    fail("demo: ", e.what());
+  }
+  check(a.size.empty() || a.size == "default" || a.size == "full" || a.size == "mini", "demo: size '", a.size,
+        "' is not default, full or mini");
+  rl::DemoConfig c;
+  c.out = a.out, c.device = a.device, c.protocol = a.protocol, c.seed = a.seed, c.synth_seed = a.synth_seed;
   c.sizes = rl::demo_sizes(!a.size.empty() ? a.size : a.full ? "full" : "default");
   if (a.dev_limit >= 0) c.sizes.dev_limit = a.dev_limit;
   if (a.train_limit >= 0) c.sizes.train_limit = a.train_limit;
@@ -28,11 +88,14 @@ void run_demo_command(DemoArgs& a) {
   if (a.rl_lr > 0) c.sizes.rl_lr = a.rl_lr;
   if (a.sft_lr > 0) c.sizes.sft_lr = a.sft_lr;
   for (const std::string& kv : a.sets) rl::set_demo_size(c.sizes, kv);
-  if (!a.quiet)
+  if (!args.quiet)
     c.log = [](const std::string& line) {
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);
     };
+  std::filesystem::create_directories(c.out);
+  write_text_atomic((std::filesystem::path(c.out) / "config.toml").string(),
+                    options_to_toml(demo_options(a), "llm_sqlrl demo: the resolved configuration (llm_sqlrl demo --config FILE)"));
   rl::DemoReport r = rl::run_demo(c);
   std::printf("\n%s\nwrote %s/report.json and report.md\n", rl::demo_table(r).c_str(), c.out.c_str());
 }
@@ -47,29 +110,7 @@ void run_default_demo() {
 void add_demo_command(CLI::App& app) {
   auto a = std::make_shared<DemoArgs>();
   CLI::App* cmd = app.add_subcommand("demo", "The embedded end-to-end run: synth data, SFT, multi-turn GRPO, eval (CPU, or --device cuda)");
-  cmd->add_flag("--full", a->full, "the larger run (about 20 minutes on 2 cores: 2,160 demonstrations, 150 GRPO steps, 360 dev questions) instead of the default (8 minutes)");
-  cmd->add_option("--size", a->size, "default | full | mini (mini: seconds, for tests)")
-      ->check(CLI::IsMember({"default", "full", "mini"}));
-  cmd->add_option("--seed", a->config.seed, "model init, SFT order and GRPO sampling");
-  cmd->add_option("--synth-seed", a->config.synth_seed, "the benchmark's generator seed");
-  cmd->add_option("--out", a->config.out, "run folder (default runs/demo)");
-  cmd->add_option("--protocol", a->config.protocol, "skyrl | sqltrail | mtir | mtsql")
-      ->check(CLI::IsMember({"skyrl", "sqltrail", "mtir", "mtsql"}));
-  cmd->add_option("--dev-limit", a->dev_limit, "first N dev questions (0 = all; default: the size's)");
-  cmd->add_option("--train-limit", a->train_limit, "first N train questions (0 = all; default: the size's)");
-  cmd->add_option("--sft-epochs", a->sft_epochs, "SFT epochs (default: the size's)");
-  cmd->add_option("--sft-lr", a->sft_lr, "SFT peak learning rate (default: the size's)");
-  cmd->add_option("--rl-steps", a->rl_steps, "GRPO steps (default: the size's)");
-  cmd->add_option("--rl-lr", a->rl_lr, "GRPO learning rate (default: the size's)");
-  {
-    rl::DemoSizes probe;
-    std::string keys;
-    for (const rl::DemoSizeField& f : rl::demo_size_fields(probe)) keys += std::string(keys.empty() ? "" : ", ") + f.name;
-    cmd->add_option("--set", a->sets, "KEY=VALUE over the size's knobs (repeatable): " + keys);
-  }
-  cmd->add_option("--device", a->config.device,
-                  "cpu (f32) | cuda (one GPU: SFT, evaluations and GRPO; bf16 weights; needs --set head_dim=64)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  add_table_flags(cmd, demo_options(a->settings), a->flags);
   cmd->add_flag("--quiet", a->quiet, "only the final table");
   cmd->callback([a] { run_demo_command(*a); });
 }

@@ -1,8 +1,9 @@
 // `llm_sqlrl eval`: evaluate a checkpoint as a multi-turn (or single-turn) SQL agent.
 //   llm_sqlrl eval --weights DIR [--tokenizer FILE] --dataset FORMAT:PATH [--split dev]
 //       [--protocol skyrl] [--mode greedy|vote|passk] [--samples k] [--temperature T] [--top-p P]
-//       [--single-turn] [--limit N] [--seed S] [--out DIR] [--device cpu|cuda]
-// Writes DIR/summary.json, DIR/summary.md and DIR/examples.jsonl (rl/eval/eval.h) and prints the
+//       [--single-turn] [--limit N] [--seed S] [--out DIR] [--device cpu|cuda] [--config FILE]
+// Writes DIR/summary.json, DIR/summary.md, DIR/examples.jsonl (rl/eval/eval.h) and the resolved
+// DIR/config.toml (app/options.h: it reads back with --config), and prints the
 // tables. Same seed and build -> the same bytes, except the wall-clock fields ("seconds" in each
 // line, "time" in the summary). Defaults: vote/passk 8 samples at T=1; EX semantics bird for
 // BIRD data, else spider; --limit takes the first N questions (dialogue turns, for SParC/CoSQL).
@@ -11,10 +12,13 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "app/options.h"
 #include "rl/eval/eval.h"
+#include "rl/options.h"
 #include "rl/policy.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 #include "tokenizer/chat_template.h"
 
 namespace fs = std::filesystem;
@@ -22,34 +26,75 @@ namespace fs = std::filesystem;
 namespace sqlrl {
 namespace {
 
-struct EvalArgs {
-  std::string weights, tokenizer, dataset, split = "dev", protocol = "skyrl", mode = "greedy", compare,
-                                           out = "runs/eval", device = "cpu";
-  std::string chat_template;
-  int64_t samples = 0;      // 0 = the mode's default
-  double temperature = -1;  // < 0 = the mode's default
-  double top_p = 1.0;
-  int64_t top_k = 0;
-  bool single_turn = false, no_thinking = false, quiet = false;
-  int64_t limit = 0;
+// Every setting of an evaluation; the shared groups are rl/options.h's.
+struct EvalConfig : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::TemplateOptions, rl::ProtocolOptions,
+                    rl::SamplingOptions, rl::TurnOptions, rl::SqlOptions {
+  EvalConfig() {
+    out = "runs/eval";
+    temperature = -1;  // < 0 = the mode's default (greedy 0, else 1)
+  }
+  std::string dataset, split = "dev", mode = "greedy", compare;
+  int64_t samples = 0;  // 0 = the mode's default
+  int64_t limit = 0, batch = 32;
   uint64_t seed = 0;
-  int64_t max_turns = 0, max_turn_tokens = 1024, max_total_tokens = 4096, batch = 32, sql_timeout_ms = 5000;
+  bool single_turn = false;
 };
 
-void run_eval_command(const EvalArgs& a) {
-  // ---- every flag checked before the model is read
+OptionTable eval_options(EvalConfig& c) {
+  OptionTable t;
+  rl::add_model_options(t, c);
+  rl::add_template_options(t, c);
+  t.push_back({"dataset", "FORMAT:PATH, FORMAT one of spider, bird, sparc, cosql, synsql (required)", &c.dataset});
+  t.push_back({"split", "dataset split (train | dev)", &c.split});
+  rl::add_protocol_options(t, c);
+  t.push_back({"mode", "greedy (T=0, pass@1) | vote (majority by execution result) | passk", &c.mode});
+  t.push_back({"samples", "k samples per question (greedy 1, else default 8)", &c.samples});
+  rl::add_sampling_options(t, c);
+  set_option_help(t, "temperature", "sampling temperature (default: greedy 0, else 1)");
+  t.push_back({"single-turn", "no execution: the first SQL written is the answer (one turn)", &c.single_turn});
+  t.push_back({"limit", "first N questions only (0 = all)", &c.limit});
+  t.push_back({"seed", "Philox seed of the samples", &c.seed});
+  rl::add_output_options(t, c, "output folder: summary.json, summary.md, examples.jsonl, config.toml");
+  rl::add_device_options(t, c);
+  t.push_back({"compare", "EX semantics: spider (test-suite) | bird (set); default by dataset", &c.compare});
+  rl::add_turn_options(t, c);
+  t.push_back({"batch", "questions rolled out together", &c.batch});
+  rl::add_sql_options(t, c);
+  return t;
+}
+
+struct EvalArgs {
+  EvalConfig config;  // the flags' values
+  TableFlags flags;
+  bool quiet = false;
+};
+
+void run_eval_command(EvalArgs& args) {
+  EvalConfig a = resolve_options(args.flags, args.config, EvalConfig{}, eval_options);
+  // ---- every setting checked before the model is read
+  check(!a.weights.empty(), "eval: --weights is required (a checkpoint file or folder)");
+  check(!a.dataset.empty(), "eval: --dataset is required (FORMAT:PATH)");
   rl::EvalOptions options;
   options.mode = rl::parse_eval_mode(a.mode);
   const bool greedy = options.mode == rl::EvalMode::Greedy;
   options.samples = a.samples > 0 ? a.samples : (greedy ? 1 : 8);
   check(!greedy || options.samples == 1, "eval: --mode greedy takes one sample; --samples ", a.samples,
         " needs --mode vote or passk");
-  const double temperature = a.temperature >= 0 ? a.temperature : (greedy ? 0.0 : 1.0);
-  check(!greedy || temperature == 0, "eval: --mode greedy decodes at temperature 0; --temperature ", a.temperature,
+  check(a.samples >= 0 && a.limit >= 0 && a.batch > 0, "eval: samples and limit must be >= 0, batch positive");
+  const double given_temperature = a.temperature;
+  if (a.temperature < 0) a.temperature = greedy ? 0.0 : 1.0;
+  check(!greedy || a.temperature == 0, "eval: --mode greedy decodes at temperature 0; --temperature ", given_temperature,
         " needs --mode vote or passk");
-  check(greedy || temperature > 0, "eval: --mode ", a.mode, " at --temperature 0 draws ", options.samples,
+  check(greedy || a.temperature > 0, "eval: --mode ", a.mode, " at --temperature 0 draws ", options.samples,
         " identical samples; give a temperature > 0");
-  check(a.device == "cpu" || a.device == "cuda", "eval: --device '", a.device, "': expected cpu or cuda");
+  try {
+    rl::validate(static_cast<const rl::DeviceOptions&>(a));
+    rl::validate(static_cast<const rl::SamplingOptions&>(a));
+    rl::validate(static_cast<const rl::TurnOptions&>(a));
+    rl::validate(static_cast<const rl::SqlOptions&>(a));
+  } catch (const Error& e) {
+    fail("eval: ", e.what());
+  }
   const bool cuda = a.device == "cuda";
   if (cuda) check(cuda_device_count() > 0, "eval: --device cuda: ", cuda_unavailable_reason());
   std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);
@@ -86,18 +131,15 @@ void run_eval_command(const EvalArgs& a) {
   options.single_turn = a.single_turn;
   options.dialogue = load.format == sql::DatasetFormat::Sparc || load.format == sql::DatasetFormat::Cosql;
   options.batch_questions = a.batch;
-  options.progress = !a.quiet;
+  options.progress = !args.quiet;
   rl::RolloutOptions& ro = options.rollout;
-  ro.sampling = {static_cast<float>(temperature), a.top_k, static_cast<float>(a.top_p), a.seed};
-  ro.max_turns = static_cast<int>(a.max_turns);
-  ro.max_turn_tokens = a.max_turn_tokens;
-  ro.max_total_tokens = a.max_total_tokens;
-  ro.sql_limits.timeout_ms = a.sql_timeout_ms;
-  ro.enable_thinking = !a.no_thinking;
+  rl::apply_to_rollout(ro, a, a.seed, a, a);
+  ro.enable_thinking = a.enable_thinking;
   if (!a.chat_template.empty())
     ro.chat_template = chat_template_from_name(a.chat_template);
   else
     ro.chat_template = detect_chat_template_for_tokenizer(tok_path.string()).value_or(ChatTemplate::qwen3);
+  a.chat_template = chat_template_name(ro.chat_template);  // config.toml records the one used
 
   const bool bird = a.compare.empty() ? load.format == sql::DatasetFormat::Bird : a.compare == "bird";
   sql::Pool pool;
@@ -106,12 +148,14 @@ void run_eval_command(const EvalArgs& a) {
   // CUDA: bf16 weights on the device (rl/policy.h); it fails naming the model's head_dim when the
   // CUDA attention does not take it.
   rl::Policy policy = cuda ? rl::cuda_policy(model) : rl::cpu_policy(model);
-  if (!a.quiet)
+  if (!args.quiet)
     std::fprintf(stderr, "eval: %zu questions, %s x %lld samples, protocol %s, %s, on %s\n", examples.size(),
                  a.mode.c_str(), static_cast<long long>(options.samples), a.protocol.c_str(),
                  a.single_turn ? "single-turn" : "multi-turn", a.device.c_str());
   rl::EvalRun run = rl::run_eval(policy, *tokenizer, *protocol, pool, examples, options, ctx);
   rl::write_eval_outputs(a.out, examples, run, options, info);
+  write_text_atomic((fs::path(a.out) / "config.toml").string(),
+                    options_to_toml(eval_options(a), "llm_sqlrl eval: the resolved configuration (llm_sqlrl eval --config FILE)"));
   std::fputs(rl::summary_markdown(run, options, info).c_str(), stdout);
   std::printf("\neval: %.1f s; wrote %s/{summary.json,summary.md,examples.jsonl}\n", run.seconds, a.out.c_str());
 }
@@ -121,32 +165,7 @@ void run_eval_command(const EvalArgs& a) {
 void add_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint as a text-to-SQL agent (EX, EM, vote, pass@k)");
-  cmd->add_option("--weights", a->weights, "checkpoint file or folder (HF layout)")->required();
-  cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json or its folder (default: the weights folder's)");
-  cmd->add_option("--dataset", a->dataset, "FORMAT:PATH, FORMAT one of spider, bird, sparc, cosql, synsql")->required();
-  cmd->add_option("--split", a->split, "dataset split (train | dev)");
-  cmd->add_option("--protocol", a->protocol, "agent protocol: skyrl | sqltrail | mtir | mtsql");
-  cmd->add_option("--mode", a->mode, "greedy (T=0, pass@1) | vote (majority by execution result) | passk");
-  cmd->add_option("--samples", a->samples, "k samples per question (greedy 1, else default 8)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--temperature", a->temperature, "sampling temperature (greedy 0, else default 1)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", a->top_p, "nucleus mass, 1 = off")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--top-k", a->top_k, "0 = off")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--single-turn", a->single_turn, "no execution: the first SQL written is the answer (one turn)");
-  cmd->add_option("--limit", a->limit, "first N questions only")->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", a->seed, "Philox seed of the samples");
-  cmd->add_option("--out", a->out, "output folder");
-  cmd->add_option("--device", a->device, "cpu (f32) | cuda (one GPU, bf16 weights; head_dim 64 or 128)");
-  cmd->add_option("--compare", a->compare, "EX semantics: spider (test-suite) | bird (set); default by dataset");
-  cmd->add_option("--max-turns", a->max_turns, "assistant turns (0 = the protocol's budget)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-turn-tokens", a->max_turn_tokens, "sampled tokens per turn")->check(CLI::PositiveNumber);
-  cmd->add_option("--max-total-tokens", a->max_total_tokens, "tokens per trajectory")->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", a->batch, "questions rolled out together")->check(CLI::PositiveNumber);
-  cmd->add_option("--sql-timeout-ms", a->sql_timeout_ms, "per-query wall-clock limit")->check(CLI::PositiveNumber);
-  cmd->add_option("--chat-template", a->chat_template, "qwen3 | qwen2.5 (default: detected from the tokenizer)");
-  cmd->add_flag("--no-thinking", a->no_thinking, "Qwen3 template with enable_thinking=false");
+  add_table_flags(cmd, eval_options(a->config), a->flags);
   cmd->add_flag("--quiet", a->quiet, "no progress lines on stderr");
   cmd->callback([a] { run_eval_command(*a); });
 }

@@ -2,7 +2,7 @@
 // (bf16 weights, device sampler), streaming the decoded text to stdout as tokens arrive.
 //   llm_sqlrl generate --weights DIR --tokenizer tokenizer.json --prompt TEXT | --chat FILE
 //       [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR...]
-//       [--device cpu|cuda]
+//       [--device cpu|cuda] [--config FILE]
 // --prompt-ids / --print-ids bypass the tokenizer (tiny test models have byte-sized
 // vocabularies); --resave DIR writes the loaded model back out (HF layout, f32) and exits.
 #include <cstdio>
@@ -11,9 +11,11 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "app/options.h"
 #include "model/cuda_model.h"
 #include "model/infer.h"
 #include "model/model.h"
+#include "rl/options.h"
 #include "rl/policy.h"
 #include "runtime/error.h"
 #include "tokenizer/chat_template.h"
@@ -23,17 +25,35 @@
 namespace sqlrl {
 namespace {
 
-struct GenerateArgs {
-  std::string weights, tokenizer, prompt, chat, resave;
-  std::vector<int32_t> prompt_ids;
+// The settings (one options table: flags and --config FILE); the prompt and the output mode are
+// this call's inputs, plain flags.
+struct GenerateSettings : rl::DeviceOptions, rl::ModelOptions, rl::SamplingOptions {
   int64_t max_new_tokens = 128;
-  float temperature = 1.0f, top_p = 1.0f;
-  int64_t top_k = 0;
   uint64_t seed = 0;
   int64_t block_size = 16;
   std::vector<std::string> stops;
+};
+
+OptionTable generate_options(GenerateSettings& s) {
+  OptionTable t;
+  rl::add_model_options(t, s);
+  t.push_back({"max-new-tokens", "tokens to generate at most", &s.max_new_tokens});
+  rl::add_sampling_options(t, s);
+  t.insert(t.end(), {
+      {"seed", "Philox seed", &s.seed},
+      {"stop", "stop strings (kept in the output)", &s.stops},
+      {"block-size", "KV-cache block size", &s.block_size},
+  });
+  rl::add_device_options(t, s);
+  return t;
+}
+
+struct GenerateArgs {
+  GenerateSettings settings;  // the flags' values
+  TableFlags flags;
+  std::string prompt, chat, resave;
+  std::vector<int32_t> prompt_ids;
   bool print_ids = false;
-  std::string device = "cpu";
 };
 
 std::string read_text(const std::string& path) {
@@ -44,9 +64,17 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-void run_generate(const GenerateArgs& args) {
-  check(args.device == "cpu" || args.device == "cuda", "generate: --device '", args.device, "': expected cpu or cuda");
-  QwenModel model = load_model(args.weights);
+void run_generate(GenerateArgs& args) {
+  const GenerateSettings s = resolve_options(args.flags, args.settings, GenerateSettings{}, generate_options);
+  try {
+    rl::validate(static_cast<const rl::DeviceOptions&>(s));
+    rl::validate(static_cast<const rl::SamplingOptions&>(s));
+  } catch (const Error& e) {
+    fail("generate: ", e.what());
+  }
+  check(!s.weights.empty(), "generate: --weights is required (a checkpoint file or folder)");
+  check(s.max_new_tokens > 0 && s.block_size > 0, "generate: max-new-tokens and block-size must be positive");
+  QwenModel model = load_model(s.weights);
   if (!args.resave.empty()) {
     save_model(model, args.resave);
     std::printf("saved %lld parameters to %s\n", static_cast<long long>(model.num_params), args.resave.c_str());
@@ -55,7 +83,7 @@ void run_generate(const GenerateArgs& args) {
   int sources = !args.prompt.empty() + !args.chat.empty() + !args.prompt_ids.empty();
   check(sources == 1, "generate: give exactly one of --prompt, --chat, --prompt-ids");
   std::unique_ptr<Tokenizer> tok;
-  if (!args.tokenizer.empty()) tok = load_tokenizer(args.tokenizer);
+  if (!s.tokenizer.empty()) tok = load_tokenizer(s.tokenizer);
   check(tok || (args.print_ids && !args.prompt_ids.empty()),
         "generate: --tokenizer PATH is required unless --prompt-ids and --print-ids are given");
   std::vector<int32_t> prompt = args.prompt_ids;
@@ -73,14 +101,14 @@ void run_generate(const GenerateArgs& args) {
           " is outside the model's vocabulary of ", model.config.vocab_size);
 
   GenerateOptions options;
-  options.max_new_tokens = args.max_new_tokens;
-  options.sampling = {args.temperature, args.top_k, args.top_p, args.seed};
+  options.max_new_tokens = s.max_new_tokens;
+  options.sampling = {static_cast<float>(s.temperature), s.top_k, static_cast<float>(s.top_p), s.seed};
   for (int64_t id : model.config.eos_token_ids) options.stop_tokens.push_back(static_cast<int32_t>(id));
-  int64_t total = static_cast<int64_t>(prompt.size()) + args.max_new_tokens;
-  int64_t blocks = (total + args.block_size - 1) / args.block_size + 1;
+  int64_t total = static_cast<int64_t>(prompt.size()) + s.max_new_tokens;
+  int64_t blocks = (total + s.block_size - 1) / s.block_size + 1;
 
   std::unique_ptr<TokenStream> stream;
-  if (tok && !args.print_ids) stream = std::make_unique<TokenStream>(*tok, args.stops, true);
+  if (tok && !args.print_ids) stream = std::make_unique<TokenStream>(*tok, s.stops, true);
   auto on_token = [&](int64_t, int32_t token) {
     if (!stream) return true;
     TokenStream::Step step = stream->push(token);
@@ -89,13 +117,13 @@ void run_generate(const GenerateArgs& args) {
     return step.stop < 0;
   };
   std::vector<GeneratedSample> samples;
-  if (args.device == "cuda") {
+  if (s.device == "cuda") {
     // Fails in one line naming why: no device, or a head_dim the CUDA attention does not take.
     rl::Policy policy = rl::cuda_policy(model);
-    CudaKVCache cache = make_cuda_kv_cache(policy.cuda, blocks, args.block_size);
+    CudaKVCache cache = make_cuda_kv_cache(policy.cuda, blocks, s.block_size);
     samples = generate_cuda(policy.cuda, cache, prompt, 1, options, on_token);
   } else {
-    PagedKVCache cache = make_kv_cache(model.config, blocks, args.block_size);
+    PagedKVCache cache = make_kv_cache(model.config, blocks, s.block_size);
     samples = generate(model, cache, prompt, 1, options, on_token);
   }
   if (stream) {
@@ -115,20 +143,11 @@ void run_generate(const GenerateArgs& args) {
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text with a Qwen2/Qwen3 checkpoint (CPU or one GPU)");
-  cmd->add_option("--weights", args->weights, "checkpoint file or folder")->required();
-  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json");
+  add_table_flags(cmd, generate_options(args->settings), args->flags);
   cmd->add_option("--prompt", args->prompt, "prompt text");
   cmd->add_option("--chat", args->chat, "JSON file {\"messages\": [...]} rendered with the ChatML template");
   cmd->add_option("--prompt-ids", args->prompt_ids, "prompt as token ids (no tokenizer)")->delimiter(',');
-  cmd->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate at most")->check(CLI::PositiveNumber);
-  cmd->add_option("--temperature", args->temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", args->top_k, "0 = off")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", args->top_p, "nucleus mass, 1 = off")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", args->seed, "Philox seed");
-  cmd->add_option("--stop", args->stops, "stop strings (kept in the output)");
-  cmd->add_option("--block-size", args->block_size, "KV-cache block size")->check(CLI::PositiveNumber);
   cmd->add_flag("--print-ids", args->print_ids, "print generated token ids instead of text");
-  cmd->add_option("--device", args->device, "cpu (f32) | cuda (one GPU, bf16 weights; head_dim 64 or 128)");
   cmd->add_option("--resave", args->resave, "save the loaded model to this folder and exit");
   cmd->callback([args] { run_generate(*args); });
 }

@@ -1,18 +1,23 @@
 // `llm_sqlrl sft`: supervised fine-tuning on masked multi-turn data (rl/sft/sft.h, rl/sft/sft_data.h).
 //   llm_sqlrl sft --data FILE.jsonl --weights DIR --tokenizer FILE --out DIR [--epochs N] [--lr X]
-//       [--max-steps N] [--micro-batch-tokens N] [--seed S] ...
+//       [--max-steps N] [--micro-batch-tokens N] [--seed S] [--config FILE] ...
 //   llm_sqlrl sft --resume DIR    continue a run from its latest checkpoint (or DIR = a step-N folder)
 //   llm_sqlrl sft synth-demos --protocol NAME --out FILE.jsonl [--data BENCH_DIR] [--format spider|sparc]
 //       gold demonstrations for the synthetic benchmark (rl/sft/sft_demos.h); without --data the
 //       default benchmark is written to <out>.bench/ first
 //   llm_sqlrl sft self-taught --weights DIR --tokenizer FILE --data BENCH_DIR --protocol NAME --out DIR
 //       MTSQL-R1's self-taught warm start (rl/sft/sft_self_taught.h)
+// Each one's settings are one options table (app/options.h): flags, --config FILE, and the
+// resolved config.toml written into the output folder (sft, self-taught).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 
 #include "app/commands.h"
+#include "app/options.h"
+#include "rl/options.h"
 #include "rl/sft/sft.h"
 #include "rl/sft/sft_demos.h"
 #include "rl/sft/sft_self_taught.h"
@@ -26,43 +31,71 @@ namespace sqlrl {
 namespace {
 namespace fs = std::filesystem;
 
-struct SftArgs {
-  std::string data, weights, tokenizer, out, chat_template, resume;
-  std::string device = "cpu";  // not a training setting: a resumed run may move to another device
+// The SFT settings a resumed run takes from its checkpoint (SftConfig), as table entries.
+struct SftTraining {
   rl::SftConfig config;
-  std::string decay = "cosine";
-  std::vector<CLI::Option*> training;  // the flags a resumed run takes from its checkpoint instead
+  std::string decay = "cosine";  // config.decay by name
 };
 
-void add_training_options(CLI::App* cmd, SftArgs& a) {
-  const size_t before = cmd->get_options().size();
-  cmd->add_option("--epochs", a.config.epochs, "passes over the data")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--lr", a.config.lr, "peak learning rate (MTSQL-R1: 5e-6)")->check(CLI::PositiveNumber);
-  cmd->add_option("--max-steps", a.config.max_steps, "stop after this many updates (0 = epochs decide)");
-  cmd->add_option("--micro-batch-tokens", a.config.micro_batch_tokens, "packed positions per micro-batch")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--grad-accum", a.config.grad_accum, "micro-batches per optimizer update")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup-ratio", a.config.warmup_ratio, "linear warmup share of the updates")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--min-lr-ratio", a.config.min_lr_ratio, "cosine floor as a share of --lr")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--decay", a.decay, "cosine | constant")->check(CLI::IsMember({"cosine", "constant"}));
-  cmd->add_option("--weight-decay", a.config.adamw.weight_decay, "AdamW decoupled weight decay");
-  cmd->add_option("--max-grad-norm", a.config.max_grad_norm, "global grad-norm clip (<= 0: off)");
-  cmd->add_option("--seed", a.config.seed, "shuffle seed");
-  cmd->add_option("--save-every", a.config.save_every, "updates between checkpoints (0 = only the last)");
-  cmd->add_option("--share-group", a.config.share_group,
-                  "visit sequences with a common prompt in runs of N and pack the prompt once (0 = off)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--chat-template", a.chat_template, "qwen3 | qwen2.5 (default: detected from the tokenizer, else qwen3)");
-  std::vector<CLI::Option*> all = cmd->get_options();
-  a.training.assign(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
+void add_sft_training_options(OptionTable& t, SftTraining& s) {
+  rl::SftConfig& c = s.config;
+  t.insert(t.end(), {
+      {"epochs", "passes over the data", &c.epochs},
+      {"lr", "peak learning rate (MTSQL-R1: 5e-6)", &c.lr},
+      {"max-steps", "stop after this many updates (0 = epochs decide)", &c.max_steps},
+      {"micro-batch-tokens", "packed positions per micro-batch", &c.micro_batch_tokens},
+      {"grad-accum", "micro-batches per optimizer update", &c.grad_accum},
+      {"warmup-ratio", "linear warmup share of the updates", &c.warmup_ratio},
+      {"min-lr-ratio", "cosine floor as a share of --lr", &c.min_lr_ratio},
+      {"decay", "cosine | constant", &s.decay},
+      {"weight-decay", "AdamW decoupled weight decay", &c.adamw.weight_decay},
+      {"max-grad-norm", "global grad-norm clip (<= 0: off)", &c.max_grad_norm},
+      {"seed", "shuffle seed", &c.seed},
+      {"save-every", "updates between checkpoints (0 = only the last)", &c.save_every},
+      {"share-group", "visit sequences with a common prompt in runs of N and pack the prompt once (0 = off)",
+       &c.share_group},
+  });
 }
+
+// The checks CLI11 made per flag before the table, now on the resolved values.
+void finish_sft_training(SftTraining& s, const char* command) {
+  const rl::SftConfig& c = s.config;
+  check(c.epochs >= 0 && c.max_steps >= 0 && c.save_every >= 0 && c.share_group >= 0, command,
+        ": epochs, max-steps, save-every and share-group must be >= 0");
+  check(c.lr > 0, command, ": lr must be positive, got ", c.lr);
+  check(c.micro_batch_tokens > 0 && c.grad_accum > 0, command, ": micro-batch-tokens and grad-accum must be positive");
+  check(c.warmup_ratio >= 0 && c.warmup_ratio <= 1 && c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1, command,
+        ": warmup-ratio and min-lr-ratio must be in [0, 1]");
+  check(s.decay == "cosine" || s.decay == "constant", command, ": decay '", s.decay, "' is not cosine or constant");
+  s.config.decay = s.decay == "constant" ? rl::LrDecay::Constant : rl::LrDecay::Cosine;
+}
+
+struct SftSettings : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::TemplateOptions, SftTraining {
+  std::string data, resume;
+};
+
+OptionTable sft_options(SftSettings& s) {
+  OptionTable t;
+  t.push_back({"data", "JSONL: {messages}, {segments} or {tokens, mask} per line", &s.data});
+  rl::add_model_options(t, s);
+  rl::add_output_options(t, s, "run folder: metrics.jsonl, checkpoints/step-N/, config.toml");
+  t.push_back({"resume", "continue a run: its folder (latest checkpoint) or a checkpoints/step-N folder; the settings, "
+               "data and tokenizer are the run's own", &s.resume});
+  rl::add_device_options(t, s);
+  rl::add_template_options(t, s);
+  add_sft_training_options(t, s);
+  return t;
+}
+
+struct SftArgs {
+  SftSettings settings;  // the flags' values
+  TableFlags flags;
+};
 
 ChatTemplate template_for(const std::string& name, const std::string& tokenizer) {
   if (!name.empty()) return chat_template_from_name(name);
   return detect_chat_template_for_tokenizer(tokenizer).value_or(ChatTemplate::qwen3);
 }
-
-void finish_config(SftArgs& a) { a.config.decay = a.decay == "constant" ? rl::LrDecay::Constant : rl::LrDecay::Cosine; }
 
 void log_line(const std::string& line) {
   std::printf("%s\n", line.c_str());
@@ -71,11 +104,19 @@ void log_line(const std::string& line) {
 
 // --resume DIR: the checkpoint's weights, optimizer and settings; data and tokenizer as the run
 // recorded them unless given again (the data's fingerprint must match).
-rl::SftCheckpoint prepare_resume(SftArgs& a, QwenModel& model, rl::OptimizerState& opt) {
-  for (CLI::Option* o : a.training)
-    check(o->count() == 0, "sft --resume: ", o->get_name(), " cannot be given: a resumed run keeps its checkpoint's "
-          "training settings");
-  check(a.weights.empty(), "sft --resume: --weights cannot be given: the weights are the checkpoint's");
+rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel& model, rl::OptimizerState& opt) {
+  // Every key a resumed run takes from its checkpoint: the training settings and the template.
+  SftTraining probe;
+  OptionTable training;
+  add_sft_training_options(training, probe);
+  std::set<std::string> fixed = {"weights", "chat-template", "enable-thinking"};
+  for (const Option& o : training) fixed.insert(o.key);
+  SftSettings scratch;
+  const OptionTable table = sft_options(scratch);
+  for (size_t i = 0; i < table.size(); ++i)
+    check(!fixed.count(table[i].key) || args.flags.flags[i]->count() == 0, "sft --resume: --", table[i].key,
+          " cannot be given: a resumed run keeps its checkpoint's training settings");
+  check(args.flags.config.empty(), "sft --resume: --config cannot be given: a resumed run keeps its checkpoint's settings");
   const std::string ckpt = rl::resolve_checkpoint(a.resume);
   rl::SftCheckpoint ck = rl::read_sft_checkpoint(ckpt);
   const std::string state_file = (fs::path(ckpt) / "trainer_state.json").string();
@@ -89,6 +130,7 @@ rl::SftCheckpoint prepare_resume(SftArgs& a, QwenModel& model, rl::OptimizerStat
     a.tokenizer = fs::exists(fs::path(ckpt) / "tokenizer.json") ? (fs::path(ckpt) / "tokenizer.json").string()
                                                                  : recorded("tokenizer");
   a.chat_template = recorded("chat_template");
+  if (ck.run.contains("enable_thinking")) a.enable_thinking = ck.run["enable_thinking"].get<bool>();
   // The run folder holding checkpoints/step-N.
   if (a.out.empty()) a.out = fs::path(ckpt).parent_path().parent_path().string();
   model = load_model(ckpt);
@@ -98,17 +140,22 @@ rl::SftCheckpoint prepare_resume(SftArgs& a, QwenModel& model, rl::OptimizerStat
   return ck;
 }
 
-void run_sft_command(SftArgs& a) {
-  check(a.device == "cpu" || a.device == "cuda", "sft: --device '", a.device, "': expected cpu or cuda");
+void run_sft_command(SftArgs& args) {
+  SftSettings a = resolve_options(args.flags, args.settings, SftSettings{}, sft_options);
+  try {
+    rl::validate(static_cast<const rl::DeviceOptions&>(a));
+  } catch (const Error& e) {
+    fail("sft: ", e.what());
+  }
   if (a.device == "cuda") check(cuda_device_count() > 0, "sft: --device cuda: ", cuda_unavailable_reason());
   QwenModel model;
   rl::OptimizerState opt;
   std::optional<rl::SftCheckpoint> resume;
-  if (!a.resume.empty()) resume = prepare_resume(a, model, opt);
+  if (!a.resume.empty()) resume = prepare_resume(args, a, model, opt);
   check(!a.data.empty() && (resume || !a.weights.empty()) && !a.tokenizer.empty() && !a.out.empty(),
         "sft: --data, --weights, --tokenizer and --out are required (or --resume DIR, or a subcommand: synth-demos, "
         "self-taught)");
-  finish_config(a);
+  finish_sft_training(a, "sft");
   if (!resume) {
     model = load_model(a.weights);
     if (a.device == "cpu") opt = rl::make_optimizer_state(model.num_params);  // CUDA: moments on the device
@@ -116,6 +163,7 @@ void run_sft_command(SftArgs& a) {
   std::unique_ptr<Tokenizer> tok = load_tokenizer(a.tokenizer);
   ChatOptions chat;
   chat.chat_template = resume ? chat_template_from_name(a.chat_template) : template_for(a.chat_template, a.tokenizer);
+  if (!a.enable_thinking) chat.enable_thinking = false;  // unset renders as true (the template's default)
   rl::SftLoadStats ls;
   std::vector<rl::SftSequence> data = rl::load_sft_jsonl(a.data, *tok, chat, model.config.vocab_size, &ls);
   std::printf("%s: %lld lines, %lld sequences (%lld without a trained token skipped), %lld tokens, %lld trained\n",
@@ -127,7 +175,12 @@ void run_sft_command(SftArgs& a) {
   ro.device = a.device;
   ro.run_info = {{"data", fs::absolute(a.data).string()},
                  {"tokenizer", fs::absolute(a.tokenizer).string()},
-                 {"chat_template", chat_template_name(chat.chat_template)}};
+                 {"chat_template", chat_template_name(chat.chat_template)},
+                 {"enable_thinking", a.enable_thinking}};
+  if (!resume) {
+    a.chat_template = chat_template_name(chat.chat_template);
+    ro.config_toml = options_to_toml(sft_options(a), "llm_sqlrl sft: the resolved configuration (llm_sqlrl sft --config FILE)");
+  }
   rl::SftRunStats st = rl::run_sft(model, opt, std::move(data), a.config, ro);
   std::printf("sft: %lld updates over %lld epochs, loss %.4f -> %.4f, %lld trained tokens, %lld sequences cut "
               "(%lld dropped: no target left), %.1f s; weights in %s\n",
@@ -137,13 +190,38 @@ void run_sft_command(SftArgs& a) {
               st.checkpoints.empty() ? "(none)" : st.checkpoints.back().c_str());
 }
 
-struct DemoArgs {
-  std::string protocol, out, data, split = "train", thinking, format = "spider";
-  bool no_naive = false;
+struct DemoSettings : rl::ProtocolOptions {
+  DemoSettings() { protocol.clear(); }  // required: no default
+  std::string out, data, split = "train", format = "spider";
+  bool enable_thinking = true, naive = true;
   uint64_t synth_seed = 1;
 };
 
-void run_synth_demos(const DemoArgs& a) {
+OptionTable synth_demo_options(DemoSettings& s) {
+  OptionTable t;
+  rl::add_protocol_options(t, s);
+  t.insert(t.end(), {
+      {"out", "output JSONL", &s.out},
+      {"data", "synthetic benchmark folder (llm_sqlrl data synth); default: write one", &s.data},
+      {"split", "train | dev", &s.split},
+      {"format", "spider (questions) | sparc (dialogue turns, <data>/sparc)", &s.format},
+      {"synth-seed", "seed of the benchmark written when --data is absent", &s.synth_seed},
+  });
+  rl::add_thinking_option(t, s.enable_thinking);
+  t.push_back({"naive", "trap demos start with the naive query (=false: with the probe)", &s.naive});
+  return t;
+}
+
+struct DemoArgs {
+  DemoSettings settings;
+  TableFlags flags;
+};
+
+void run_synth_demos(DemoArgs& args) {
+  DemoSettings a = resolve_options(args.flags, args.settings, DemoSettings{}, synth_demo_options);
+  check(!a.protocol.empty() && !a.out.empty(), "sft synth-demos: --protocol and --out are required");
+  check(a.split == "train" || a.split == "dev", "sft synth-demos: split '", a.split, "' is not train or dev");
+  check(a.format == "spider" || a.format == "sparc", "sft synth-demos: format '", a.format, "' is not spider or sparc");
   std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);
   std::string dir = a.data;
   if (dir.empty()) {
@@ -161,8 +239,8 @@ void run_synth_demos(const DemoArgs& a) {
   sql::Dataset ds = sql::load_dataset(lo);
   sql::Pool pool;
   rl::SynthDemoOptions o;
-  o.naive_first = !a.no_naive;
-  if (!a.thinking.empty()) o.enable_thinking = a.thinking == "true";
+  o.naive_first = a.naive;
+  if (!a.enable_thinking) o.enable_thinking = false;  // unset renders as true
   rl::SynthDemoStats st;
   std::vector<rl::Demo> demos = rl::synth_demos(*protocol, pool, ds, o, &st);
   std::string jsonl;
@@ -176,42 +254,101 @@ void run_synth_demos(const DemoArgs& a) {
               static_cast<long long>(st.skipped_probe), static_cast<long long>(st.skipped_not_ex));
 }
 
-struct SelfTaughtArgs {
-  SftArgs sft;
-  std::string protocol, split = "train", format = "spider";
-  rl::SelfTaughtConfig config;
-  float temperature = 0.7f, top_p = 1.0f;
+struct SelfTaughtSettings : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::TemplateOptions,
+                            rl::ProtocolOptions, rl::SamplingOptions, rl::TurnOptions, rl::SqlOptions, SftTraining {
+  SelfTaughtSettings() {
+    const rl::SelfTaughtConfig d;
+    protocol.clear();  // required: no default
+    temperature = 0.7;  // MTSQL-R1 §3.2.2
+    top_p = d.rollout.sampling.top_p, top_k = d.rollout.sampling.top_k;
+    max_turns = d.rollout.max_turns, max_turn_tokens = d.rollout.max_turn_tokens;
+    max_total_tokens = d.rollout.max_total_tokens;
+    sql_timeout_ms = d.rollout.sql_limits.timeout_ms, sql_max_rows = static_cast<int64_t>(d.rollout.sql_limits.max_rows);
+    rounds = d.rounds, samples = d.rollout.group_size, easy_keep = d.easy_keep, hard_keep = d.hard_keep;
+    require_em = d.require_em;
+  }
+  std::string data, split = "train", format = "spider";
+  int64_t rounds = 0, samples = 0, easy_keep = 0, hard_keep = 0, limit = 0;
+  bool require_em = false;
   uint64_t sample_seed = 0;
-  int64_t limit = 0;
 };
 
-void run_self_taught(SelfTaughtArgs& a) {
-  check(!a.sft.data.empty() && !a.sft.weights.empty() && !a.sft.tokenizer.empty() && !a.sft.out.empty(),
+OptionTable self_taught_options(SelfTaughtSettings& s) {
+  OptionTable t;
+  t.push_back({"data", "benchmark folder (its training split)", &s.data});
+  t.push_back({"format", "spider | bird | sparc | cosql | synsql", &s.format});
+  t.push_back({"split", "train | dev", &s.split});
+  rl::add_model_options(t, s);
+  rl::add_output_options(t, s, "run folder: round-<i>/ (metrics, checkpoints), self_taught.json, config.toml");
+  rl::add_protocol_options(t, s);
+  t.insert(t.end(), {
+      {"rounds", "rounds R (paper: 3)", &s.rounds},
+      {"samples", "rollouts N per question (paper: 20)", &s.samples},
+  });
+  rl::add_sampling_options(t, s);
+  set_option_help(t, "temperature", "sampling temperature (paper: 0.7)");
+  t.insert(t.end(), {
+      {"sample-seed", "Philox seed of the rollouts", &s.sample_seed},
+      {"require-em", "keep only trajectories that are EX and EM correct", &s.require_em},
+      {"easy-keep", "short trajectories kept per easy/fully-solved question", &s.easy_keep},
+      {"hard-keep", "long trajectories kept per hard question", &s.hard_keep},
+  });
+  rl::add_turn_options(t, s);
+  rl::add_sql_options(t, s);
+  t.push_back({"limit", "first N questions only (0 = all)", &s.limit});
+  rl::add_device_options(t, s);
+  rl::add_template_options(t, s);
+  add_sft_training_options(t, s);
+  return t;
+}
+
+struct SelfTaughtArgs {
+  SelfTaughtSettings settings;
+  TableFlags flags;
+};
+
+void run_self_taught(SelfTaughtArgs& args) {
+  SelfTaughtSettings a = resolve_options(args.flags, args.settings, SelfTaughtSettings{}, self_taught_options);
+  check(!a.data.empty() && !a.weights.empty() && !a.tokenizer.empty() && !a.out.empty() && !a.protocol.empty(),
         "sft self-taught: --data, --weights, --tokenizer, --out and --protocol are required");
-  check(a.sft.device == "cpu" || a.sft.device == "cuda", "sft self-taught: --device '", a.sft.device,
-        "': expected cpu or cuda");
-  if (a.sft.device == "cuda")
+  try {
+    rl::validate(static_cast<const rl::DeviceOptions&>(a));
+    rl::validate(static_cast<const rl::SamplingOptions&>(a));
+    rl::validate(static_cast<const rl::TurnOptions&>(a));
+    rl::validate(static_cast<const rl::SqlOptions&>(a));
+  } catch (const Error& e) {
+    fail("sft self-taught: ", e.what());
+  }
+  check(a.rounds > 0 && a.samples > 0 && a.easy_keep >= 0 && a.hard_keep >= 0 && a.limit >= 0,
+        "sft self-taught: rounds and samples must be positive, easy-keep, hard-keep and limit >= 0");
+  if (a.device == "cuda")
     check(cuda_device_count() > 0, "sft self-taught: --device cuda: ", cuda_unavailable_reason());
-  finish_config(a.sft);
-  a.config.sft = a.sft.config;
-  a.config.rollout.sampling.temperature = a.temperature;
-  a.config.rollout.sampling.top_p = a.top_p;
-  a.config.rollout.sampling.seed = a.sample_seed;
-  a.config.rollout.chat_template = template_for(a.sft.chat_template, a.sft.tokenizer);
-  QwenModel model = load_model(a.sft.weights);
-  std::unique_ptr<Tokenizer> tok = load_tokenizer(a.sft.tokenizer);
+  finish_sft_training(a, "sft self-taught");
+  rl::SelfTaughtConfig config;
+  config.rounds = static_cast<int>(a.rounds);
+  config.require_em = a.require_em;
+  config.easy_keep = static_cast<int>(a.easy_keep), config.hard_keep = static_cast<int>(a.hard_keep);
+  config.sft = a.config;
+  config.rollout.group_size = a.samples;
+  rl::apply_to_rollout(config.rollout, a, a.sample_seed, a, a);
+  config.rollout.chat_template = template_for(a.chat_template, a.tokenizer);
+  config.rollout.enable_thinking = a.enable_thinking;
+  QwenModel model = load_model(a.weights);
+  std::unique_ptr<Tokenizer> tok = load_tokenizer(a.tokenizer);
   std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);
   sql::LoadOptions lo;
   lo.format = sql::parse_dataset_format(a.format);
-  lo.dir = a.sft.data;
+  lo.dir = a.data;
   lo.split = a.split;
   lo.compute_difficulty = true;
   sql::Dataset ds = sql::load_dataset(lo);
   if (a.limit > 0 && static_cast<int64_t>(ds.examples.size()) > a.limit) ds.examples.resize(static_cast<size_t>(a.limit));
   sql::Pool pool;
-  rl::SelfTaughtOptions so{a.sft.out, a.sft.tokenizer, log_line};
-  so.device = a.sft.device;
-  std::vector<rl::SelfTaughtRound> rounds = rl::self_taught(model, *tok, *protocol, pool, ds.examples, a.config, so);
+  rl::SelfTaughtOptions so{a.out, a.tokenizer, log_line};
+  so.device = a.device;
+  a.chat_template = chat_template_name(config.rollout.chat_template);
+  so.config_toml = options_to_toml(self_taught_options(a), "llm_sqlrl sft self-taught: the resolved configuration");
+  std::vector<rl::SelfTaughtRound> rounds = rl::self_taught(model, *tok, *protocol, pool, ds.examples, config, so);
   nlohmann::ordered_json report = nlohmann::ordered_json::array();
   std::printf("round  questions  rollouts  correct  solved  kept  coverage\n");
   for (const rl::SelfTaughtRound& r : rounds) {
@@ -225,66 +362,29 @@ void run_self_taught(SelfTaughtArgs& a) {
                       {"sft_last_loss", r.sft_last_loss}, {"rollout_seconds", r.rollout_seconds},
                       {"sft_seconds", r.sft_seconds}});
   }
-  fs::create_directories(a.sft.out);
-  std::ofstream out(fs::path(a.sft.out) / "self_taught.json", std::ios::binary | std::ios::trunc);
+  fs::create_directories(a.out);
+  std::ofstream out(fs::path(a.out) / "self_taught.json", std::ios::binary | std::ios::trunc);
   out << report.dump(2) << "\n";
-  check(out.good(), a.sft.out, "/self_taught.json: write failed");
+  check(out.good(), a.out, "/self_taught.json: write failed");
 }
 
 }  // namespace
+
 
 void add_sft_command(CLI::App& app) {
   auto a = std::make_shared<SftArgs>();
   CLI::App* cmd = app.add_subcommand("sft", "Supervised fine-tuning on masked multi-turn data (JSONL)");
   cmd->require_subcommand(0, 1);
-  cmd->add_option("--data", a->data, "JSONL: {messages}, {segments} or {tokens, mask} per line");
-  cmd->add_option("--weights", a->weights, "checkpoint file or folder (HF layout)");
-  cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (or its folder)");
-  cmd->add_option("--out", a->out, "run folder: metrics.jsonl, checkpoints/step-N/");
-  cmd->add_option("--resume", a->resume,
-                  "continue a run: its folder (latest checkpoint) or a checkpoints/step-N folder; the settings, data "
-                  "and tokenizer are the run's own");
-  cmd->add_option("--device", a->device,
-                  "cpu (f32) | cuda (one GPU: bf16 weights, f32 master and moments; head_dim 64 or 128)");
-  add_training_options(cmd, *a);
+  add_table_flags(cmd, sft_options(a->settings), a->flags);
 
   auto d = std::make_shared<DemoArgs>();
   CLI::App* demos = cmd->add_subcommand("synth-demos", "Gold multi-turn demonstrations for the synthetic benchmark");
-  demos->add_option("--protocol", d->protocol, "skyrl | sqltrail | mtir | mtsql")->required();
-  demos->add_option("--out", d->out, "output JSONL")->required();
-  demos->add_option("--data", d->data, "synthetic benchmark folder (llm_sqlrl data synth); default: write one");
-  demos->add_option("--split", d->split, "train | dev")->check(CLI::IsMember({"train", "dev"}));
-  demos->add_option("--format", d->format, "spider (questions) | sparc (dialogue turns, <data>/sparc)")
-      ->check(CLI::IsMember({"spider", "sparc"}));
-  demos->add_option("--synth-seed", d->synth_seed, "seed of the benchmark written when --data is absent");
-  demos->add_option("--enable-thinking", d->thinking, "Qwen3 template flag for the prompt: true | false")
-      ->check(CLI::IsMember({"true", "false"}));
-  demos->add_flag("--no-naive", d->no_naive, "trap demos start with the probe, not with the naive query");
+  add_table_flags(demos, synth_demo_options(d->settings), d->flags);
   demos->callback([d] { run_synth_demos(*d); });
 
   auto s = std::make_shared<SelfTaughtArgs>();
   CLI::App* st = cmd->add_subcommand("self-taught", "MTSQL-R1 self-taught warm start (Algorithm 1)");
-  st->add_option("--data", s->sft.data, "benchmark folder (its training split)");
-  st->add_option("--format", s->format, "spider | bird | sparc | cosql | synsql");
-  st->add_option("--split", s->split, "train | dev");
-  st->add_option("--weights", s->sft.weights, "starting checkpoint");
-  st->add_option("--tokenizer", s->sft.tokenizer, "tokenizer.json");
-  st->add_option("--out", s->sft.out, "run folder: round-<i>/ (metrics, checkpoints), self_taught.json");
-  st->add_option("--protocol", s->protocol, "skyrl | sqltrail | mtir | mtsql")->required();
-  st->add_option("--rounds", s->config.rounds, "rounds R (paper: 3)")->check(CLI::PositiveNumber);
-  st->add_option("--samples", s->config.rollout.group_size, "rollouts N per question (paper: 20)")->check(CLI::PositiveNumber);
-  st->add_option("--temperature", s->temperature, "sampling temperature (paper: 0.7)");
-  st->add_option("--top-p", s->top_p, "nucleus mass");
-  st->add_option("--sample-seed", s->sample_seed, "Philox seed of the rollouts");
-  st->add_flag("--require-em", s->config.require_em, "keep only trajectories that are EX and EM correct");
-  st->add_option("--easy-keep", s->config.easy_keep, "short trajectories kept per easy/fully-solved question");
-  st->add_option("--hard-keep", s->config.hard_keep, "long trajectories kept per hard question");
-  st->add_option("--max-turn-tokens", s->config.rollout.max_turn_tokens, "sampled tokens per assistant turn");
-  st->add_option("--max-total-tokens", s->config.rollout.max_total_tokens, "tokens per trajectory");
-  st->add_option("--limit", s->limit, "first N questions only (0 = all)");
-  st->add_option("--device", s->sft.device,
-                 "cpu (f32) | cuda (rollouts and SFT on one GPU: bf16 weights, f32 master; head_dim 64 or 128)");
-  add_training_options(st, s->sft);
+  add_table_flags(st, self_taught_options(s->settings), s->flags);
   st->callback([s] { run_self_taught(*s); });
 
   cmd->callback([a, cmd] {

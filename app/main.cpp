@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "app/options.h"
 #include "runtime/error.h"
 
 int main(int argc, char** argv) {
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   sqlrl::add_eval_command(app);
   sqlrl::add_demo_command(app);
   try {
+    sqlrl::refuse_old_spellings(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

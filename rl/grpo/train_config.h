@@ -1,32 +1,37 @@
-// Every knob of `llm_sqlrl train`, as one flat struct. The defaults are the embedded CPU default
-// (configs/tiny.toml lists the same values): a tiny model, short turns, a large learning rate.
-// The same table of fields drives the CLI
-// flags (--group-size 5), the recipe files (configs/*.toml, `group-size = 5`) and the resolved
-// config.toml written into the run folder, so a key means the same thing everywhere.
+// Every knob of `llm_sqlrl train`, as one flat struct: the shared groups (rl/options.h) and the
+// trainer's own fields. The defaults are the embedded CPU default (configs/tiny.toml lists the
+// same values): a tiny model, short turns, a large learning rate. One table of fields
+// (runtime/options.h) drives the CLI flags (--group-size 5), the recipe files (configs/*.toml,
+// `group-size = 5`) and the resolved config.toml written into the run folder, so a key means
+// the same thing everywhere.
 #pragma once
 #include <cstdint>
 #include <string>
-#include <variant>
 #include <vector>
+
+#include "rl/options.h"
+#include "runtime/options.h"
 
 namespace sqlrl::rl {
 
-struct TrainConfig {
+// Group fields (out, device, weights, tokenizer, chat_template, enable_thinking, protocol,
+// temperature, top_p, top_k, max_turns, max_turn_tokens, max_total_tokens, sql_timeout_ms,
+// sql_max_rows) are rl/options.h's; the constructor sets train's defaults of them.
+struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions, ProtocolOptions, SamplingOptions,
+                     TurnOptions, SqlOptions {
+  TrainConfig() {
+    out = "runs/train";
+    max_turn_tokens = 48;
+    max_total_tokens = 2048;
+  }
   // ---- run
-  std::string out = "runs/train";  // run folder
   std::string resume;              // run folder to continue from its latest checkpoint
-  std::string device = "cpu";      // cpu | cuda
   int64_t max_steps = 20;         // trainer steps (rollout batches) to reach
   uint64_t seed = 1;               // data shuffle, sampling (Philox) and the embedded model's init
   int64_t save_every = 10;         // checkpoint every N steps (the last step always); 0 = last only
   int64_t log_trajectories = 2;    // trajectories per step written to trajectories.jsonl
 
-  // ---- model and tokenizer
-  std::string weights;        // HF file or folder; "" = the embedded tiny model
-  std::string tokenizer;      // tokenizer.json or folder; "" = the weights folder's, else the embedded one
-  std::string chat_template;  // qwen3 | qwen2.5; "" = detected from the tokenizer folder, else qwen3
-  bool enable_thinking = true;
-
+  // weights "" = the embedded tiny model; tokenizer "" = the weights folder's, else the embedded one
   // ---- the embedded default (used only without --weights)
   int64_t tiny_vocab = 1024;  // BPE vocabulary trained on the synthetic benchmark (added tokens included)
   int64_t tiny_hidden = 64;
@@ -44,8 +49,7 @@ struct TrainConfig {
   uint64_t synth_seed = 1;        // the built-in benchmark's generator seed
   std::string compare;            // spider | bird (set equality); "" = bird for BIRD data and skyrl, else spider
 
-  // ---- protocol and reward
-  std::string protocol = "skyrl";  // skyrl | sqltrail | mtir | mtsql
+  // ---- reward (the protocol's panel by default)
   std::string reward;              // panel; "" = the protocol's own
   std::vector<std::string> reward_weights;  // "term=w" overrides of the panel's weights
   int64_t reward_turn_budget = 0;  // SQL-Trail's T in the turn reward; 0 = max-turns if set, else 10 (A.4)
@@ -53,14 +57,7 @@ struct TrainConfig {
   // ---- rollout
   int64_t batch_size = 2;  // prompts per step
   int64_t group_size = 4;  // G samples per prompt
-  double temperature = 1.0, top_p = 1.0;
-  int64_t top_k = 0;
-  int64_t max_turns = 0;  // 0 = the protocol's budget
-  int64_t max_turn_tokens = 48;
-  int64_t max_total_tokens = 2048;
   int64_t max_batch_sequences = 64;
-  int64_t sql_timeout_ms = 5000;
-  int64_t sql_max_rows = 10000;
 
   // ---- GRPO
   double lr = 1e-3;
@@ -84,16 +81,8 @@ struct TrainConfig {
   bool share_prefixes = true;  // CPU: pack a group's common prompt once
 };
 
-using ConfigValue = std::variant<int64_t*, uint64_t*, double*, bool*, std::string*, std::vector<std::string>*>;
-
-struct ConfigField {
-  const char* key;   // flag without the dashes, and the config-file key
-  const char* help;
-  ConfigValue value;  // points into the TrainConfig the table was made for
-};
-
 // The table, in config.toml order, pointing into `config`.
-std::vector<ConfigField> config_fields(TrainConfig& config);
+OptionTable config_fields(TrainConfig& config);
 
 // Checks enumerations and ranges; a bad value is a one-line error naming the key.
 void validate_config(const TrainConfig& config);

@@ -63,13 +63,8 @@ GrpoConfig grpo_config(const TrainConfig& c) {
 RolloutOptions rollout_options(const TrainConfig& c, ChatTemplate chat_template) {
   RolloutOptions o;
   o.group_size = c.group_size;
-  o.sampling = {static_cast<float>(c.temperature), c.top_k, static_cast<float>(c.top_p), c.seed};
-  o.max_turns = static_cast<int>(c.max_turns);
-  o.max_turn_tokens = c.max_turn_tokens;
-  o.max_total_tokens = c.max_total_tokens;
+  apply_to_rollout(o, c, c.seed, c, c);
   o.max_batch_sequences = c.max_batch_sequences;
-  o.sql_limits.timeout_ms = c.sql_timeout_ms;
-  o.sql_limits.max_rows = static_cast<size_t>(c.sql_max_rows);
   o.chat_template = chat_template;
   o.enable_thinking = c.enable_thinking;
   o.reproducible = true;  // resume and repeat runs must draw the same tokens

@@ -252,6 +252,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     lock = lock_run_folder(options.out_dir);
     if (resume) truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
     else check_no_run_in(options.out_dir, str_cat("continue it with sft --resume ", options.out_dir, " or choose another --out"));
+    if (!options.config_toml.empty()) write_text_atomic((out / "config.toml").string(), options.config_toml);
     metrics = std::make_unique<JsonlWriter>((out / "metrics.jsonl").string());
   }
   auto trainer_state = [&] {

@@ -124,6 +124,8 @@ struct SftRunOptions {
   // the same data): its config replaces `config`, metrics.jsonl lines past its step are dropped.
   const SftCheckpoint* resume = nullptr;
   nlohmann::ordered_json run_info = nlohmann::ordered_json::object();  // saved as "run" (CLI: data paths)
+  // Written as OUT/config.toml once the folder is locked and holds no other run ("" = none).
+  std::string config_toml = "";
   // "cuda": train on CUDA device 0 (bf16 weights, f32 master, moments on the device; `model`
   // receives the trained master weights at the end, checkpoints download them).
   std::string device = "cpu";

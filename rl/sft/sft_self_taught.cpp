@@ -9,6 +9,7 @@
 #include "rl/policy.h"
 #include "rl/agent/reward.h"
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace sqlrl::rl {
 
@@ -78,7 +79,11 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
         "' is not cpu or cuda");
   const bool cuda = options.device == "cuda";
   RunLock lock;  // the whole self-taught folder; each round's SFT locks its own round-<i>/ too
-  if (!options.out_dir.empty()) lock = lock_run_folder(options.out_dir);
+  if (!options.out_dir.empty()) {
+    lock = lock_run_folder(options.out_dir);
+    if (!options.config_toml.empty())
+      write_text_atomic((std::filesystem::path(options.out_dir) / "config.toml").string(), options.config_toml);
+  }
   const int32_t im_end = tok.token_id("<|im_end|>");
   const RewardPanel panel = make_reward_panel("mtsql");  // its raw "ex" and "em" terms (weights 1)
   RewardContext ctx(pool, config.rollout.sql_limits, config.compare);

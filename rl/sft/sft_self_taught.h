@@ -71,6 +71,7 @@ struct SelfTaughtOptions {
   // "cuda": each round's rollouts and SFT on CUDA device 0 (rl/policy.h; head_dim 64 or 128);
   // `model` holds the trained master weights after every round, as on the CPU.
   std::string device = "cpu";
+  std::string config_toml = "";  // written as out_dir/config.toml once the folder is locked ("" = none)
 };
 
 // Runs Algorithm 1 on `examples` (training questions), updating `model` in place.

@@ -59,6 +59,12 @@ std::string deterministic_part(const std::string& dir) {
   return out;
 }
 
+// A config.toml with its `out = "..."` line pointing at `out`.
+std::string config_with_out(const std::string& config, const std::string& out) {
+  const size_t a = config.find("\nout = "), b = config.find('\n', a + 1);
+  return config.substr(0, a) + "\nout = \"" + out + "\"" + config.substr(b);
+}
+
 std::vector<sql::Example> city_examples_with_gold() {
   std::vector<sql::Example> examples = testing::city_examples();
   // The tag protocol always answers "SELECT count(*) FROM city": right for the first only.
@@ -311,7 +317,8 @@ TEST(EvalCli, RunsTwiceBitIdenticalAndRejectsBadInput) {
       {" --mode vote --temperature 0", "identical samples"},
       {" --protocol nope", "nope"},
       {" --compare exact", "--compare 'exact'"},
-      {" --device tpu", "--device 'tpu': expected cpu or cuda"},
+      {" --device tpu", "device 'tpu' is not cpu or cuda"},
+      {" --no-thinking", "--no-thinking is now spelled --enable-thinking=false"},
   };
   for (const Bad& b : bad) {
     sqlrl::testing::CommandResult r = sqlrl::testing::run_command(base + b.flags + " --out " + temp_dir() + "/cli_bad");
@@ -330,6 +337,30 @@ TEST(EvalCli, RunsTwiceBitIdenticalAndRejectsBadInput) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("no such file or folder"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(temp_dir() + "/cli_bad"));
+}
+
+// The resolved config.toml an evaluation writes reads back with --config: the same evaluation,
+// byte for byte; a flag given beside it wins over the file's key.
+TEST(EvalCli, ItsConfigTomlReproducesTheRun) {
+  if (!fs::exists(SQLRL_BINARY)) GTEST_SKIP() << SQLRL_BINARY << " is not built";
+  const SynthWorld& w = synth_world();
+  const std::string bin = std::string(SQLRL_BINARY) + " eval --quiet";
+  const std::string first = temp_dir() + "/cfg_a", again = temp_dir() + "/cfg_b", other = temp_dir() + "/cfg_c";
+  sqlrl::testing::CommandResult r = sqlrl::testing::run_command(
+      bin + " --weights " + w.weights + " --dataset spider:" + w.bench +
+      " --limit 2 --max-turns 2 --max-turn-tokens 12 --seed 4 --mode vote --samples 2 --protocol sqltrail "
+      "--enable-thinking=false --out " + first);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string config = read_file(fs::path(first) / "config.toml");
+  EXPECT_NE(config.find("enable-thinking = false"), std::string::npos) << config;
+  EXPECT_NE(config.find("temperature = 1.0"), std::string::npos) << "the mode's default, resolved: " << config;
+  r = sqlrl::testing::run_command(bin + " --config " + first + "/config.toml --out " + again);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(deterministic_part(first), deterministic_part(again));
+  EXPECT_EQ(read_file(fs::path(again) / "config.toml"), config_with_out(config, again));
+  r = sqlrl::testing::run_command(bin + " --config " + first + "/config.toml --seed 5 --out " + other);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(read_file(fs::path(other) / "config.toml").find("seed = 5"), std::string::npos);
 }
 
 // Without a GPU, --device cuda stops before anything is read, saying why. With one, this tiny

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/file_io.h"
 #include "tests/rl_sft/sft_fixture.h"
 #include "tests/test_util.h"
 
@@ -35,6 +36,28 @@ TEST(SftCli, SynthDemosThenSftWritesACheckpoint) {
     EXPECT_GT(nlohmann::json::parse(line)["tokens"].get<int64_t>(), 0) << line;  // demos fit: targets are trained
   }
   EXPECT_EQ(lines, 2);
+
+  // The resolved settings read back with --config: the same updates, bit for bit.
+  const std::string config = read_file_text(dir + "/run/config.toml");
+  EXPECT_NE(config.find("max-steps = 2"), std::string::npos) << config;
+  EXPECT_NE(config.find("chat-template = \"qwen3\""), std::string::npos) << "the detected template, resolved: " << config;
+  run = testing::run_command(std::string(SQLRL_BINARY) + " sft --config " + dir + "/run/config.toml --out " + dir +
+                             "/run_again");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(read_file_text(dir + "/run_again/checkpoints/step-2/model.safetensors"),
+            read_file_text(dir + "/run/checkpoints/step-2/model.safetensors"));
+  // A fresh run into a folder that holds one is refused, and nothing of it changes.
+  run = testing::run_command(std::string(SQLRL_BINARY) + " sft --config " + dir + "/run/config.toml");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("already holds a run; continue it with sft --resume"), std::string::npos) << run.output;
+  EXPECT_EQ(read_file_text(dir + "/run/config.toml"), config);
+  // Spellings that changed are refused naming the new one.
+  for (const auto& [flags, now] : {std::pair<std::string, std::string>{"synth-demos --no-naive", "--naive=false"},
+                                   {"synth-demos --enable-thinking false", "--enable-thinking=false"}}) {
+    run = testing::run_command(std::string(SQLRL_BINARY) + " sft " + flags + " --protocol skyrl --out " + dir + "/x.jsonl");
+    EXPECT_NE(run.exit_code, 0) << flags;
+    EXPECT_NE(run.output.find("is now spelled " + now), std::string::npos) << run.output;
+  }
 }
 
 TEST(SftCli, BadInputIsOneLineNamingFileLineAndField) {
@@ -55,7 +78,7 @@ TEST(SftCli, BadInputIsOneLineNamingFileLineAndField) {
   EXPECT_NE(run.output.find("--data"), std::string::npos) << run.output;
   run = testing::run_command(std::string(SQLRL_BINARY) + " sft --device tpu --weights " + dir + "/model");
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_NE(run.output.find("--device 'tpu': expected cpu or cuda"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("sft: device 'tpu' is not cpu or cuda"), std::string::npos) << run.output;
   // Without a GPU --device cuda stops before the model is read; with one, this model's head_dim
   // (not 64 or 128) is refused by name. Either way one line, and no run folder.
   run = testing::run_command(std::string(SQLRL_BINARY) + " sft --device cuda --data " + dir + "/good.jsonl --weights " +
@@ -71,7 +94,7 @@ TEST(SftCli, BadInputIsOneLineNamingFileLineAndField) {
                                   "/tokenizer.json --out " + dir + "/st --limit 2 --device ";
   run = testing::run_command(self_taught + "tpu");
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_NE(run.output.find("sft self-taught: --device 'tpu': expected cpu or cuda"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("sft self-taught: device 'tpu' is not cpu or cuda"), std::string::npos) << run.output;
   run = testing::run_command(self_taught + "cuda");
   EXPECT_NE(run.exit_code, 0);
   EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;

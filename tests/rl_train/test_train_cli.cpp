@@ -83,6 +83,38 @@ TEST(TrainCli, EmbeddedDefaultTwoStepsThenResume) {
   EXPECT_TRUE(fs::exists(checkpoint_dir(dir, 3) + "/model.safetensors"));
 }
 
+// A run whose tokenizer folder holds tokenizer_config.json (here Qwen2.5's chat template) carries
+// it into every checkpoint, so `eval --weights RUN/checkpoints/step-N` renders with the template
+// the run used (eval's config.toml records the one it detected).
+TEST(TrainCli, CheckpointsKeepTheTokenizerConfigAndEvalUsesItsTemplate) {
+  const std::string seed_run = fresh_dir("cli_tpl_seed"), weights = fresh_dir("cli_tpl_weights");
+  CliRun r = run_train("--max-steps 1 --out " + seed_run);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // An HF-style folder: the seed run's weights and tokenizer, plus a Qwen2.5 tokenizer_config.json.
+  fs::create_directories(weights);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+    fs::copy_file(checkpoint_dir(seed_run, 1) + "/" + f, weights + "/" + f);
+  nlohmann::json tokenizer_config;
+  tokenizer_config["chat_template"] =
+      sql::testing::file_bytes(std::string(SQLRL_FIXTURES_DIR) + "/chat_template/qwen2_5_chat_template.jinja");
+  std::ofstream(weights + "/tokenizer_config.json") << tokenizer_config.dump();
+  const std::string run = fresh_dir("cli_tpl_run");
+  r = run_train("--weights " + weights + " --dataset spider:" + seed_run + "/cache/synth --max-steps 1 --out " + run);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(sql::testing::file_bytes(run + "/config.toml").find("chat-template = \"\""), std::string::npos)
+      << "the run detects the template itself";
+  const std::string ckpt = checkpoint_dir(run, 1);
+  EXPECT_EQ(sql::testing::file_bytes(ckpt + "/tokenizer_config.json"),
+            sql::testing::file_bytes(weights + "/tokenizer_config.json"));
+  const std::string eval_out = fresh_dir("cli_tpl_eval");
+  const std::string cmd = std::string(SQLRL_BINARY) + " eval --quiet --weights " + ckpt + " --dataset spider:" +
+                          seed_run + "/cache/synth --limit 1 --max-turns 1 --max-turn-tokens 4 --out " + eval_out +
+                          " > " + eval_out + ".log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << sql::testing::file_bytes(eval_out + ".log");
+  const std::string eval_config = sql::testing::file_bytes(eval_out + "/config.toml");
+  EXPECT_NE(eval_config.find("chat-template = \"qwen2.5\""), std::string::npos) << eval_config;
+}
+
 TEST(TrainCli, BadInputFailsCleanly) {
   std::string out = sql::testing::temp_dir() + "/cli_bad_run";
   fs::remove_all(out);

@@ -1,0 +1,47 @@
+// A command's options table (runtime/options.h) on the command line: one flag per entry, plus
+// --config FILE, resolved in layers. Every command with settings registers itself this way, so a
+// knob has one spelling, one help line and one config-file key everywhere.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/options.h"
+
+namespace sqlrl {
+
+struct TableFlags {
+  std::string config;               // --config FILE
+  std::vector<CLI::Option*> flags;  // one per table entry, in table order
+  bool any_given() const;           // --config or any flag on the command line
+};
+
+// Registers --config FILE and one flag per entry of `table` (whose fields receive the parsed
+// values). A bool entry is a flag: `--enable-thinking`, `--enable-thinking=false`.
+void add_table_flags(CLI::App* cmd, const OptionTable& table, TableFlags& flags);
+
+// Layers, later ones winning: `base` (the defaults, or a resumed run's own config), the keys the
+// --config file sets, then the flags given on the command line. `parsed` is the instance the
+// flags wrote into; table_of(x) gives the table of instance x (same layout for every instance).
+template <class Config, class TableOf>
+Config resolve_options(const TableFlags& flags, Config& parsed, Config base, TableOf table_of) {
+  if (!flags.config.empty()) {
+    check(std::filesystem::is_regular_file(flags.config), "config: no such file: ", flags.config);
+    Config file;
+    std::vector<size_t> present;
+    read_options_toml(flags.config, table_of(file), &present);
+    const OptionTable src = table_of(file), dst = table_of(base);
+    for (size_t i : present) copy_option(src, dst, i);
+  }
+  const OptionTable src = table_of(parsed), dst = table_of(base);
+  for (size_t i = 0; i < flags.flags.size(); ++i)
+    if (flags.flags[i]->count() > 0) copy_option(src, dst, i);
+  return base;
+}
+
+// Spellings that changed: a command line using one fails before parsing, naming the new one.
+void refuse_old_spellings(int argc, char** argv);
+
+}  // namespace sqlrl

@@ -1,0 +1,92 @@
+#include "rl/options.h"
+
+#include <cmath>
+
+#include "rl/agent/protocol.h"
+#include "runtime/error.h"
+
+namespace sqlrl::rl {
+
+void add_output_options(OptionTable& t, OutputOptions& o, const char* help) { t.push_back({"out", help, &o.out}); }
+
+void add_device_options(OptionTable& t, DeviceOptions& o) {
+  t.push_back({"device", "cpu | cuda (one GPU: bf16 weights, f32 master weights and moments; head_dim 64 or 128)",
+               &o.device});
+}
+
+void add_model_options(OptionTable& t, ModelOptions& o) {
+  t.push_back({"weights", "Hugging Face checkpoint file or folder", &o.weights});
+  t.push_back({"tokenizer", "tokenizer.json or its folder (default: the weights folder's)", &o.tokenizer});
+}
+
+void add_template_options(OptionTable& t, TemplateOptions& o) {
+  t.push_back({"chat-template", "qwen3 | qwen2.5 (default: detected from the tokenizer folder, else qwen3)",
+               &o.chat_template});
+  add_thinking_option(t, o.enable_thinking);
+}
+
+void add_thinking_option(OptionTable& t, bool& enable_thinking) {
+  t.push_back({"enable-thinking", "Qwen3 template flag (false renders the empty think block)", &enable_thinking});
+}
+
+void add_protocol_options(OptionTable& t, ProtocolOptions& o) {
+  t.push_back({"protocol", "agent protocol: skyrl | sqltrail | mtir | mtsql (prompt, tags, tools, reward panel)",
+               &o.protocol});
+}
+
+void add_sampling_options(OptionTable& t, SamplingOptions& o) {
+  t.push_back({"temperature", "sampling temperature (0 = greedy)", &o.temperature});
+  t.push_back({"top-p", "nucleus mass (1 = off)", &o.top_p});
+  t.push_back({"top-k", "top-k (0 = off)", &o.top_k});
+}
+
+void add_turn_options(OptionTable& t, TurnOptions& o) {
+  t.push_back({"max-turns", "assistant turns (0 = the protocol's budget)", &o.max_turns});
+  t.push_back({"max-turn-tokens", "sampled tokens per assistant turn", &o.max_turn_tokens});
+  t.push_back({"max-total-tokens", "tokens per trajectory (prompt + turns + observations)", &o.max_total_tokens});
+}
+
+void add_sql_options(OptionTable& t, SqlOptions& o) {
+  t.push_back({"sql-timeout-ms", "wall-clock limit per SQL call (0 = none)", &o.sql_timeout_ms});
+  t.push_back({"sql-max-rows", "rows fetched per SQL call", &o.sql_max_rows});
+}
+
+void validate(const DeviceOptions& o) {
+  check(o.device == "cpu" || o.device == "cuda", "device '", o.device, "' is not cpu or cuda");
+}
+
+void validate(const ProtocolOptions& o) {
+  bool known = false;
+  std::string names;
+  for (const std::string& n : protocol_names()) known = known || n == o.protocol, names += (names.empty() ? "" : " | ") + n;
+  check(known, "protocol '", o.protocol, "' is not one of ", names);
+}
+
+void validate(const SamplingOptions& o) {
+  check(o.temperature >= 0 && std::isfinite(o.temperature), "temperature must be >= 0, got ", o.temperature);
+  check(o.top_p > 0 && o.top_p <= 1, "top-p must be in (0, 1], got ", o.top_p);
+  check(o.top_k >= 0, "top-k must be >= 0, got ", o.top_k);
+}
+
+void validate(const TurnOptions& o) {
+  check(o.max_turns >= 0, "max-turns must be >= 0, got ", o.max_turns);
+  check(o.max_turn_tokens > 0, "max-turn-tokens must be positive, got ", o.max_turn_tokens);
+  check(o.max_total_tokens > 0, "max-total-tokens must be positive, got ", o.max_total_tokens);
+}
+
+void validate(const SqlOptions& o) {
+  check(o.sql_timeout_ms >= 0, "sql-timeout-ms must be >= 0 (0 = none), got ", o.sql_timeout_ms);
+  check(o.sql_max_rows > 0, "sql-max-rows must be positive, got ", o.sql_max_rows);
+}
+
+void apply_to_rollout(RolloutOptions& ro, const SamplingOptions& s, uint64_t seed, const TurnOptions& t,
+                      const SqlOptions& q) {
+  ro.sampling = {static_cast<float>(s.temperature), s.top_k, static_cast<float>(s.top_p), seed};
+  ro.max_turns = static_cast<int>(t.max_turns);
+  ro.max_turn_tokens = t.max_turn_tokens;
+  ro.max_total_tokens = t.max_total_tokens;
+  ro.sql_limits.timeout_ms = q.sql_timeout_ms;
+  ro.sql_limits.max_rows = static_cast<size_t>(q.sql_max_rows);
+}
+
+}  // namespace sqlrl::rl

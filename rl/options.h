@@ -1,0 +1,77 @@
+// The option groups that several commands share, declared once (runtime/options.h tables). A
+// command's config struct derives from the groups it has and sets its own defaults in its
+// constructor; its table function adds each group with add_*_options, so the key, the help line
+// and the checks of a knob are the same in every command that takes it.
+//
+//   group      keys                                                    commands
+//   output     out                                                     train sft self-taught eval demo
+//   device     device                                                  train sft self-taught eval generate demo
+//   model      weights tokenizer                                       train sft self-taught eval generate
+//   template   chat-template enable-thinking                           train sft self-taught eval (synth-demos:
+//                                                                      enable-thinking)
+//   protocol   protocol                                                train self-taught eval demo synth-demos
+//   sampling   temperature top-p top-k                                 train self-taught eval generate
+//   turns      max-turns max-turn-tokens max-total-tokens              train self-taught eval
+//   sql        sql-timeout-ms sql-max-rows                             train self-taught eval
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "rl/agent/rollout.h"
+#include "runtime/options.h"
+
+namespace sqlrl::rl {
+
+struct OutputOptions {
+  std::string out;  // the command's output (run) folder
+};
+struct DeviceOptions {
+  std::string device = "cpu";  // cpu | cuda
+};
+struct ModelOptions {
+  std::string weights;    // HF checkpoint file or folder
+  std::string tokenizer;  // tokenizer.json or its folder; "" = the weights folder's
+};
+struct TemplateOptions {
+  std::string chat_template;    // qwen3 | qwen2.5; "" = detected from the tokenizer folder, else qwen3
+  bool enable_thinking = true;  // Qwen3 template flag
+};
+struct ProtocolOptions {
+  std::string protocol = "skyrl";  // skyrl | sqltrail | mtir | mtsql
+};
+struct SamplingOptions {
+  double temperature = 1.0, top_p = 1.0;
+  int64_t top_k = 0;
+};
+struct TurnOptions {
+  int64_t max_turns = 0;  // 0 = the protocol's budget
+  int64_t max_turn_tokens = 1024;
+  int64_t max_total_tokens = 4096;
+};
+struct SqlOptions {
+  int64_t sql_timeout_ms = 5000;
+  int64_t sql_max_rows = 10000;
+};
+
+void add_output_options(OptionTable& table, OutputOptions& o, const char* help);
+void add_device_options(OptionTable& table, DeviceOptions& o);
+void add_model_options(OptionTable& table, ModelOptions& o);
+void add_template_options(OptionTable& table, TemplateOptions& o);
+void add_thinking_option(OptionTable& table, bool& enable_thinking);  // the template group's second key alone
+void add_protocol_options(OptionTable& table, ProtocolOptions& o);
+void add_sampling_options(OptionTable& table, SamplingOptions& o);
+void add_turn_options(OptionTable& table, TurnOptions& o);
+void add_sql_options(OptionTable& table, SqlOptions& o);
+
+// One-line errors naming the key ("max-turn-tokens must be positive, got 0").
+void validate(const DeviceOptions& o);
+void validate(const ProtocolOptions& o);
+void validate(const SamplingOptions& o);
+void validate(const TurnOptions& o);
+void validate(const SqlOptions& o);
+
+// The groups' share of a rollout: sampling (seed given), turn caps, SQL limits.
+void apply_to_rollout(RolloutOptions& ro, const SamplingOptions& s, uint64_t seed, const TurnOptions& t,
+                      const SqlOptions& q);
+
+}  // namespace sqlrl::rl

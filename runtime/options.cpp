@@ -1,0 +1,164 @@
+#include "runtime/options.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string_view>
+#include <type_traits>
+
+#include "runtime/error.h"
+
+namespace sqlrl {
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+// %.17g (double) or %.9g (float) reads back to the same bits; TOML floats need a '.' or an
+// exponent, and %g gives "1" for 1.0.
+std::string format_floating(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+// A TOML basic string or a bare word, unescaped.
+std::string parse_string(std::string_view v, const std::string& where) {
+  if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'')) {
+    check(v.back() == v.front(), where, ": unterminated string");
+    std::string out;
+    for (size_t i = 1; i + 1 < v.size(); ++i) {
+      if (v.front() == '"' && v[i] == '\\' && i + 2 < v.size()) ++i;
+      out += v[i];
+    }
+    return out;
+  }
+  return std::string(v);
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// The value text with a trailing '# comment' removed (a '#' inside quotes is kept).
+std::string_view strip_comment(std::string_view s) {
+  char in = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (in) {
+      if (s[i] == '\\' && in == '"') ++i;
+      else if (s[i] == in) in = 0;
+    } else if (s[i] == '"' || s[i] == '\'') {
+      in = s[i];
+    } else if (s[i] == '#') {
+      return s.substr(0, i);
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string option_value_text(const Option& option) {
+  std::string out;
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, bool>) out = *p ? "true" : "false";
+        else if constexpr (std::is_same_v<T, double>) out = format_floating(*p, 17);
+        else if constexpr (std::is_same_v<T, float>) out = format_floating(*p, 9);
+        else if constexpr (std::is_same_v<T, std::string>) out = quote(*p);
+        else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          out = "[";
+          for (size_t i = 0; i < p->size(); ++i) out += (i ? ", " : "") + quote((*p)[i]);
+          out += "]";
+        } else out = std::to_string(*p);
+      },
+      option.value);
+  return out;
+}
+
+std::string options_to_toml(const OptionTable& table, const std::string& title) {
+  std::string out = "# " + title + "\n";
+  for (const Option& o : table) out += std::string(o.key) + " = " + option_value_text(o) + "\n";
+  return out;
+}
+
+void read_options_toml(const std::string& path, const OptionTable& table, std::vector<size_t>* present) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), path, ": cannot read the config file");
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    std::string_view s = trim(strip_comment(line));
+    if (s.empty() || s.front() == '[') continue;  // CLI11 accepts a [section] header
+    size_t eq = s.find('=');
+    std::string where = str_cat(path, ":", line_no);
+    check(eq != std::string_view::npos, where, ": expected key = value");
+    std::string key(trim(s.substr(0, eq)));
+    std::string_view value = trim(s.substr(eq + 1));
+    const Option* option = nullptr;
+    for (const Option& o : table)
+      if (key == o.key) option = &o;
+    check(option != nullptr, where, ": unknown config key '", key, "'");
+    if (present) present->push_back(static_cast<size_t>(option - table.data()));
+    where += str_cat(" (", key, ")");
+    std::visit(
+        [&](auto* p) {
+          using T = std::remove_pointer_t<decltype(p)>;
+          std::string text = parse_string(value, where);
+          if constexpr (std::is_same_v<T, bool>) {
+            check(text == "true" || text == "false", where, ": expected true or false, got ", text);
+            *p = text == "true";
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            *p = text;
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            p->clear();
+            check(value.size() >= 2 && value.front() == '[' && value.back() == ']', where, ": expected [\"...\", ...]");
+            std::string_view body = trim(value.substr(1, value.size() - 2));
+            while (!body.empty()) {
+              size_t end = body.find(',');
+              if (body.front() == '"') end = body.find(',', body.find('"', 1));
+              p->push_back(parse_string(trim(body.substr(0, end)), where));
+              body = end == std::string_view::npos ? std::string_view{} : trim(body.substr(end + 1));
+            }
+          } else {
+            errno = 0;
+            char* end = nullptr;
+            if constexpr (std::is_same_v<T, double>) *p = std::strtod(text.c_str(), &end);
+            else if constexpr (std::is_same_v<T, float>) *p = std::strtof(text.c_str(), &end);
+            else if constexpr (std::is_same_v<T, uint64_t>) *p = std::strtoull(text.c_str(), &end, 10);
+            else *p = std::strtoll(text.c_str(), &end, 10);
+            check(!text.empty() && end && *end == 0 && errno == 0, where, ": not a number: ", text);
+          }
+        },
+        option->value);
+  }
+}
+
+void set_option_help(OptionTable& table, const char* key, const char* help) {
+  for (Option& o : table)
+    if (std::string_view(o.key) == key) {
+      o.help = help;
+      return;
+    }
+  fail("option table has no key '", key, "'");
+}
+
+void copy_option(const OptionTable& from, const OptionTable& to, size_t index) {
+  check(index < from.size() && index < to.size(), "option index ", index, " out of range");
+  std::visit([&](auto* s) { *std::get<decltype(s)>(to[index].value) = *s; }, from[index].value);
+}
+
+}  // namespace sqlrl

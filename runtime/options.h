@@ -1,0 +1,44 @@
+// One table of options per command. Each entry names a field of the command's config struct,
+// its key (the --flag without the dashes, and the config-file key) and its help line. The same
+// table drives the CLI flags (app/options.h), the config files a command reads (--config FILE)
+// and the resolved config.toml it writes into its output folder, so a key means the same thing
+// everywhere. Shared groups of options (model, sampling, turn caps, ...) are rl/options.h.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace sqlrl {
+
+using OptionValue =
+    std::variant<int64_t*, uint64_t*, double*, float*, bool*, std::string*, std::vector<std::string>*>;
+
+struct Option {
+  const char* key;   // flag without the dashes, and the config-file key
+  const char* help;
+  OptionValue value;  // points into the struct the table was made for
+};
+using OptionTable = std::vector<Option>;
+
+// The table's values as a TOML file in CLI11's config format: `# title`, then one `key = value`
+// line per entry (strings quoted, arrays ["a", "b"], floats that read back to the same bits).
+std::string options_to_toml(const OptionTable& table, const std::string& title);
+
+// Reads flat `key = value` lines (strings quoted or bare, arrays ["a", "b"], # comments, section
+// headers such as [train] ignored) into the table's fields; keys not in the file keep their
+// values, and `present` (when given) receives the table indices the file set. An unknown key, a
+// malformed line or value is a one-line error naming the file, the line and the key.
+void read_options_toml(const std::string& path, const OptionTable& table, std::vector<size_t>* present = nullptr);
+
+// *to[index] = *from[index] for two tables of the same layout (two instances of one struct).
+void copy_option(const OptionTable& from, const OptionTable& to, size_t index);
+
+// Replaces the help line of `key` (a command's own wording of a shared option); fails when the
+// table has no such key.
+void set_option_help(OptionTable& table, const char* key, const char* help);
+
+// The value as the TOML file writes it (for messages).
+std::string option_value_text(const Option& option);
+
+}  // namespace sqlrl

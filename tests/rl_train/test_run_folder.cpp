@@ -1,0 +1,121 @@
+// rl/run_folder.h: one owner of a run folder for every trainer. The lock refuses a second
+// holder by pid, checkpoints carry every tokenizer file of the source folder and replace an
+// older one of the same step atomically, trainer_state.json files from before the version field
+// still read, and JSONL logs are cut back to a resumed step.
+#include "rl/run_folder.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "rl/grpo/train.h"
+#include "tests/rl_train/train_fixture.h"
+#include "tests/test_util.h"
+
+namespace sqlrl::rl::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string made_dir(const std::string& name) {
+  const std::string dir = fresh_dir(name);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RunFolder, ASecondHolderIsRefusedNamingThePid) {
+  const std::string dir = fresh_dir("lock");
+  {
+    RunLock first = lock_run_folder(dir);
+    // flock belongs to the open file, so a second open in this very process conflicts as another
+    // process's would.
+    const std::string err = error_of([&] { lock_run_folder(dir); });
+    EXPECT_NE(err.find("run folder " + dir + " is in use by process " + std::to_string(::getpid())),
+              std::string::npos) << err;
+    RunLock moved = std::move(first);  // still held after a move
+    EXPECT_NE(error_of([&] { lock_run_folder(dir); }), "");
+  }
+  EXPECT_EQ(error_of([&] { RunLock again = lock_run_folder(dir); }), "") << "released when its holder went away";
+}
+
+TEST(RunFolder, AFreshRunRefusesAFolderHoldingOne) {
+  const std::string dir = made_dir("fresh");
+  EXPECT_EQ(error_of([&] { check_no_run_in(dir, "hint"); }), "");
+  std::ofstream(dir + "/metrics.jsonl") << "{\"step\": 1}\n";
+  const std::string err = error_of([&] { check_no_run_in(dir, "continue it with --resume"); });
+  EXPECT_NE(err.find("already holds a run; continue it with --resume"), std::string::npos) << err;
+}
+
+TEST(RunFolder, CheckpointsCarryEveryTokenizerFileAndReplaceAtomically) {
+  const std::string dir = fresh_dir("ckpt"), src = made_dir("ckpt_tokenizer");
+  std::ofstream(src + "/tokenizer.json") << toy_tokenizer_json();
+  std::ofstream(src + "/tokenizer_config.json") << "{\"chat_template\": \"{{ x }}\"}";
+  std::ofstream(src + "/special_tokens_map.json") << "{}";
+  std::ofstream(src + "/unrelated.txt") << "not a tokenizer file";
+  TrainConfig c;
+  c.tiny_hidden = 16, c.tiny_layers = 1, c.tiny_heads = 2, c.tiny_kv_heads = 1, c.tiny_head_dim = 8;
+  c.tiny_intermediate = 16;
+  QwenModel model = make_embedded_model(c, 400);
+  OptimizerState opt = make_optimizer_state(model.num_params);
+  opt.train_step = 3, opt.adam_step = 3;
+  nlohmann::ordered_json state = trainer_state_head("grpo", opt);
+  state["seed"] = 9;
+  const std::string ckpt = save_checkpoint(dir, 3, model, opt, src + "/tokenizer.json", state);
+  EXPECT_EQ(ckpt, checkpoint_dir(dir, 3));
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
+    EXPECT_EQ(sql::testing::file_bytes(ckpt + "/" + f), sql::testing::file_bytes(src + "/" + f)) << f;
+  EXPECT_FALSE(fs::exists(ckpt + "/unrelated.txt"));
+  // The same step again (a resumed run re-saving): the new content, no leftovers.
+  state["seed"] = 10;
+  save_checkpoint(dir, 3, model, opt, src, state);  // the folder form of the tokenizer path
+  EXPECT_EQ(read_trainer_state(ckpt, "grpo")["seed"], 10);
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
+    EXPECT_EQ(e.path().filename().string(), "step-3") << "left behind: " << e.path();
+  EXPECT_EQ(latest_checkpoint(dir), ckpt);
+  EXPECT_EQ(resolve_checkpoint(dir), ckpt);
+  EXPECT_EQ(resolve_checkpoint(ckpt + "/"), ckpt);
+}
+
+TEST(RunFolder, TrainerStateOfEveryVersionReadsAndAWrongOneIsRefusedByName) {
+  const std::string dir = made_dir("states");
+  auto write = [&](const std::string& text) {
+    std::ofstream(dir + "/trainer_state.json") << text;
+    return dir;
+  };
+  // Before the version field: GRPO wrote no "format", SFT "format": "sqlrl-sft" and "train_step".
+  nlohmann::json grpo = read_trainer_state(write("{\"step\": 4, \"seed\": 1, \"batch_size\": 2}"), "grpo");
+  EXPECT_EQ(grpo["step"], 4);
+  EXPECT_EQ(grpo["version"], kTrainerStateVersion);
+  nlohmann::json sft = read_trainer_state(write("{\"format\": \"sqlrl-sft\", \"train_step\": 7}"), "sft");
+  EXPECT_EQ(sft["step"], 7);
+  std::string err = error_of([&] { read_trainer_state(write("{\"format\": \"sqlrl-sft\", \"train_step\": 7}"), "grpo"); });
+  EXPECT_NE(err.find(dir + "/trainer_state.json: a checkpoint of sft, not of grpo"), std::string::npos) << err;
+  err = error_of([&] { read_trainer_state(write("{\"version\": 99, \"trainer\": \"grpo\", \"step\": 1}"), "grpo"); });
+  EXPECT_NE(err.find("version 99 is newer"), std::string::npos) << err;
+  err = error_of([&] { read_trainer_state(write("{\"version\": 1, \"trainer\": \"grpo\"}"), "grpo"); });
+  EXPECT_NE(err.find("field 'step'"), std::string::npos) << err;
+}
+
+TEST(RunFolder, JsonlIsCutBackToTheResumedStep) {
+  const std::string path = made_dir("jsonl") + "/metrics.jsonl";
+  {
+    JsonlWriter w(path);
+    for (int s = 1; s <= 5; ++s) w.append("{\"step\": " + std::to_string(s) + "}");
+  }
+  std::ofstream(path, std::ios::app) << "{\"step\": 6, \"half a li";  // a crash mid-line
+  truncate_jsonl(path, 3);
+  EXPECT_EQ(sql::testing::file_bytes(path), "{\"step\": 1}\n{\"step\": 2}\n{\"step\": 3}\n");
+}
+
+}  // namespace
+}  // namespace sqlrl::rl::testing
