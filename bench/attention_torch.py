@@ -5,8 +5,8 @@ PyTorch scaled_dot_product_attention restricted to the flash backend, bf16, caus
 and the same FLOP convention (forward 4 * seq^2 * D * heads * batch / 2, backward 2.5x).
 Times are the median of 20 CUDA-event timings after 3 warm-up runs. The GQA row repeats k/v
 to 32 heads before timing (the flash backend takes equal head counts).
-Runs on the lent GPU machine's preinstalled torch (2.11 in KINDS.md; no network there, so
-nothing is installed); the heading prints the version that ran. Markdown rows as bench/cuda_bench.h."""
+Runs on the GPU machine's preinstalled torch (2.11 on the machines this was written for; no
+network there, so nothing is installed); the heading prints the version that ran. Markdown rows as bench/cuda_bench.h."""
 import sys
 
 import torch_timing

@@ -10,8 +10,8 @@ figure includes its inputs).
 Sampling: softmax(logits / T), top-p by a full sort + cumsum, torch.multinomial: the path
 transformers / plain PyTorch samplers take. Rows/s at 64 and 256 rows of 151,936.
 
-Runs on the lent GPU machine's preinstalled torch (2.11 in KINDS.md; any 2.x with
-torch.cuda.Event works); the headings print the version that ran. Prints markdown tables.
+Runs on the GPU machine's preinstalled torch (2.11 on the machines this was written for; any
+2.x with torch.cuda.Event works); the headings print the version that ran. Prints markdown tables.
 """
 import sys
 

@@ -2,7 +2,8 @@
 # Peer for bench/bench_model.cpp: transformers Qwen3ForCausalLM on the CPU, float32, eager
 # attention, the same configs and batch shapes, the same thread count.
 # Run by hand, never by CI:
-#   /work/main/.venv-fixtures/bin/python bench/model_peer.py [--threads 2] [--repeats 3]
+#   .venv-fixtures/bin/python bench/model_peer.py [--threads 2] [--repeats 3]
+#   (.venv-fixtures: the virtual environment tools/make_weight_fixtures.py's docstring creates)
 # Pinned: torch==2.9.1 (PyPI wheel; BLAS_INFO=mkl), transformers==4.57.6.
 #
 # Train step: input_ids [16, 256] (16 sequences of 256 tokens: the same tokens and FLOPs as our

@@ -9,7 +9,7 @@
 # two for its run). With --ours it also runs `llm_sqlrl tokenize` on the corpus and compares the
 # ids document by document; --fuzz N adds N random short texts (ASCII, white-space oddities,
 # any assigned or unassigned code point up to U+2FFFF except U+FEFF/U+0085, see
-# tests/fixtures/README.md) and compares those too.
+# tests/fixtures/tokenizer/README.md) and compares those too.
 # Pinned: Python 3.11, tokenizers==0.21.1.
 import argparse
 import json

@@ -4,7 +4,7 @@
 # their PyTorch baselines, and write OUT_DIR/gpu_report.md (device, commit, each stage's time,
 # each test's result, each benchmark's figures).
 #   scripts/gpu_check.sh OUT_DIR [STAGES]     STAGES: comma list of build,test,bench (default all)
-# A lent machine (the device tool) stops a command at 10 minutes and has no network:
+# Made for a borrowed GPU machine that stops a command at 10 minutes and has no network:
 #  * the report is rewritten after every stage and every benchmark, so a command stopped at its
 #    limit still leaves what ran; benchmarks not started before SQLRL_GPU_BUDGET_S seconds
 #    (default 540) are listed as not run;

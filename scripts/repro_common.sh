@@ -15,6 +15,17 @@
 # SQLRL_EXTRA_TRAIN_FLAGS (appended to the train command).
 set -euo pipefail
 
+# The paper behind $PAPER, as the table cites it.
+paper_citation() {
+  case $PAPER in
+    mtir) echo "MTIR-SQL, arXiv 2510.25510" ;;
+    sqltrail) echo "SQL-Trail, arXiv 2601.17699" ;;
+    skyrl) echo "SkyRL-SQL, MTI-LLM workshop at NeurIPS 2025, OpenReview VNPGUGbC1p" ;;
+    mtsql) echo "MTSQL-R1, arXiv 2510.12831" ;;
+    *) echo "the $PAPER paper" ;;
+  esac
+}
+
 repro_main() {
   local root
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -110,7 +121,7 @@ repro_main() {
         "$out/eval-${stages[$i]}/summary.json"
     done
     echo
-    echo "The paper's numbers (EX %; from /work/shared/seeds):"
+    echo "The paper's numbers (EX %; from $(paper_citation)):"
     echo
     echo "| Model | Benchmark | EX (%) | source |"
     echo "|---|---|---:|---|"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MTIR-SQL (seeds/000): multi-turn tool-integrated GRPO-Filter from Qwen3-4B, no SFT, pass@1.
+# MTIR-SQL (arXiv 2510.25510): multi-turn tool-integrated GRPO-Filter from Qwen3-4B, no SFT, pass@1.
 #   scripts/repro_mtir.sh bird:data/bird Qwen3-4B/ [OUT]; SQLRL_SMOKE=1 for CI
 PAPER=mtir PROTOCOL=mtir SFT=none
 EVAL_FLAGS=()

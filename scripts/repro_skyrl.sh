@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SkyRL-SQL (seeds/002): multi-turn GRPO from Qwen2.5-Coder-7B-Instruct, no SFT, greedy eval.
+# SkyRL-SQL (MTI-LLM workshop at NeurIPS 2025, OpenReview VNPGUGbC1p): multi-turn GRPO from Qwen2.5-Coder-7B-Instruct, no SFT, greedy eval.
 #   scripts/repro_skyrl.sh spider:data/spider Qwen2.5-Coder-7B-Instruct/ [OUT]; SQLRL_SMOKE=1 for CI
 PAPER=skyrl PROTOCOL=skyrl SFT=none
 EVAL_FLAGS=(--compare bird)  # §4.1: set equality of result rows

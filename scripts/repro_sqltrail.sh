@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SQL-Trail (seeds/001): SFT (distilled agent trajectories, SQLRL_SFT_DATA) then multi-turn GRPO
+# SQL-Trail (arXiv 2601.17699): SFT (distilled agent trajectories, SQLRL_SFT_DATA) then multi-turn GRPO
 # from Qwen2.5-Coder; majority-vote eval over 6 samples (Table 1 "Maj").
 #   SQLRL_SFT_DATA=traj.jsonl scripts/repro_sqltrail.sh bird:data/bird Qwen2.5-Coder-7B/ [OUT]
 #   SQLRL_SMOKE=1 scripts/repro_sqltrail.sh  (SFT on the synthetic benchmark's gold demos)

@@ -4,7 +4,7 @@
 #
 # Pinned: Python 3.11, jinja2==3.1.6 (PyPI: pip install jinja2==3.1.6).
 # The jinja2 sandbox is configured as Hugging Face transformers configures it for
-# apply_chat_template (and as shared/fixtures/README.md describes for the Qwen3 goldens):
+# apply_chat_template (and as the Qwen3 goldens were rendered, tests/fixtures/chat_template/README.md):
 # ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks, the loopcontrols extension,
 # `tojson` = json.dumps(ensure_ascii=False) and a `raise_exception` global.
 #

@@ -15,7 +15,7 @@
 // i sits at key position P + i. ptxas (nvcc 13.0): 255 registers, no spills
 // on sm_90a for D = 128 (8 bytes spilled on sm_80); 2 blocks (8 warps) per SM.
 //
-// Two numbers (METHOD.md), batch 4 x 16 heads x seq 4096, D 128, causal: 4 * 64 * 4096^2 / 2 *
+// Two numbers (compute and memory floors, docs/ARCHITECTURE.md §7), batch 4 x 16 heads x seq 4096, D 128, causal: 4 * 64 * 4096^2 / 2 *
 // 128 = 2.75e11 FLOP, at the H100's 989 TFLOP/s dense bf16 spec 0.28 ms; bytes q, k, v, out
 // once = 4 * 16384 * 16 * 128 * 2 = 268 MB, at 3.35 TB/s 0.08 ms. Compute-bound: the floor is the
 // tensor-core rate, and mma.sync (not wgmma) reaches roughly two thirds of it on Hopper.

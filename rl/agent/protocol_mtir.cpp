@@ -1,4 +1,4 @@
-// MTIR-SQL (seed 000): Qwen3 tool calling. <think>…</think> then either
+// MTIR-SQL (arXiv 2510.25510): Qwen3 tool calling. <think>…</think> then either
 // <tool_call>{"name": "sql-execute_sql_query", "arguments": {"db_name": …, "sql": …}}</tool_call>
 // or <answer>```sql …</answer>; tool results come back as <tool_response> JSON (≤ 10 records);
 // a turn with neither gets "My action is not correct. Let me rethink." (Algorithm 1, appendix B).

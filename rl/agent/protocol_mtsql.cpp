@@ -1,4 +1,4 @@
-// MTSQL-R1 (seed 003): verl multi-turn tool calling with two tools, exec_sql{code} and
+// MTSQL-R1 (arXiv 2510.12831): verl multi-turn tool calling with two tools, exec_sql{code} and
 // memory_retrieve{code} (appendix B.0.1); the agent writes <exec_verify>/<memory_verify> verdicts
 // and ends with <answer_sql>…</answer_sql>. Tool results are verl tool messages, which Qwen3's
 // template renders as a user turn holding <tool_response>.

@@ -1,4 +1,4 @@
-// SkyRL-SQL (seed 002): <think>…</think> then <sql>…</sql> or <solution>…</solution>.
+// SkyRL-SQL (MTI-LLM workshop at NeurIPS 2025, OpenReview VNPGUGbC1p): <think>…</think> then <sql>…</sql> or <solution>…</solution>.
 //
 // The paper's appendix A prints the prompt; its public code (NovaSky-AI/SkyRL,
 // skyrl-train/examples/text_to_sql/sql_dataset.py, the data behind SkyRL-SQL-653) uses that text

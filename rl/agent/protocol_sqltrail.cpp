@@ -1,4 +1,4 @@
-// SQL-Trail (seed 001): <reasoning>…</reasoning> then <sql>…</sql> or <solution>…</solution>;
+// SQL-Trail (arXiv 2601.17699): <reasoning>…</reasoning> then <sql>…</sql> or <solution>…</solution>;
 // observations in a user turn with column headers and "You have N turns left"; Algorithm 1 of
 // appendix A.8 is the environment.
 #include "rl/agent/protocol_impl.h"

@@ -38,7 +38,7 @@ const std::vector<RewardPanel>& panels() {
       {"skyrl", {{"outcome", 1}}},
       // MTSQL-R1 §3.3.2: R_all = w1·EX + w2·EM + w3·R_propose/self-correct + w4·(R_E-verify +
       // R_M-verify). The paper only says the w are grid-searched; these are the authors' released
-      // reward (taichengguo/MTSQL-R1 text2sql_process.py, see shared/PEERS.md): 1, 1, 0.8, 0.1.
+      // reward (taichengguo/MTSQL-R1 verl/utils/reward_score/text2sql_process.py): 1, 1, 0.8, 0.1.
       {"mtsql", {{"ex", 1}, {"em", 1}, {"clause_f1", 0.8}, {"verify", 0.1}}},
   };
   return all;

@@ -1,5 +1,6 @@
-// The embedded end-to-end run (`llm_sqlrl demo`, `make demo`; issue 11): everything from nothing
-// on the CPU (or, with DemoConfig::device, one GPU), composed from the trainer's pieces:
+// The embedded end-to-end run (`llm_sqlrl demo`, `make demo`, `train` with no arguments):
+// everything from nothing on the CPU (or, with DemoConfig::device, one GPU), composed from the
+// trainer's pieces:
 //   synthetic benchmark (rl/grpo/train.h ensure_synth_benchmark) -> BPE tokenizer trained on it
 //   (train_embedded_tokenizer) -> tiny Qwen3 from Philox (make_embedded_model) -> base eval ->
 //   SFT on gold multi-turn demonstrations of the train split (rl/sft/sft_demos.h, rl/sft/sft.h) -> eval

@@ -1,7 +1,7 @@
 // Gold multi-turn demonstrations for the built-in synthetic benchmark (sql/data/synth.h): the
 // generator wrote down each question's traps, so a demonstration can act them out in a
-// protocol's exact format, to bootstrap a model from scratch (issue 11, "gold trajectory
-// synthesis").
+// protocol's exact format, to bootstrap a model from scratch (the embedded end-to-end run's SFT
+// data: gold trajectory synthesis).
 //
 // Per question (turns are assistant turns; every observation is the REAL result of the turn's
 // SQL on the question's database through the pool, formatted by the protocol's inject()):

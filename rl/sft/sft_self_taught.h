@@ -1,7 +1,8 @@
 // Self-taught warm start (MTSQL-R1 §3.2.2, Algorithm 1): R rounds of
 //   S1 roll out N samples per remaining training question with the current model (rl/agent/rollout.h),
 //      keep those whose final SQL is EX-correct (and EM-correct when asked: Algorithm 1 line 5
-//      asks both; the issue makes EM optional), judged by the reward context as the rewards are;
+//      asks both; here EM is optional, SelfTaughtConfig::require_em), judged by the reward context
+//      as the rewards are;
 //   S2 difficulty-aware selection per question: an easy question (Spider hardness "easy") or one
 //      solved by all N samples keeps up to easy_keep of its SHORTEST correct trajectories (fewest
 //      assistant turns, then fewest tokens; the paper keeps <= 2 interactions); any other keeps up

@@ -1,5 +1,5 @@
 // The embedded end-to-end run at its "mini" size (seconds): every stage runs, the run folder
-// holds what rl/demo/demo.h lists, and report.json carries the keys with EX values in [0, 1].
+// holds what rl/demo/demo.h lists, and report.json carries the keys rl/demo/demo.h documents, with EX values in [0, 1].
 #include <gtest/gtest.h>
 
 #include <filesystem>

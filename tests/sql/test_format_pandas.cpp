@@ -1,5 +1,6 @@
-// pandas_to_string against 300 renderings made by pandas 1.5.3 (tests/fixtures/sql/
-// pandas_df_golden.jsonl, copied from shared/fixtures/observations; see its README section).
+// pandas_to_string against 300 renderings made by pandas 1.5.3, Debian python3-pandas
+// (tests/fixtures/sql/pandas_df_golden.jsonl: SQLite result sets with pd.DataFrame(rows,
+// columns=columns).to_string(), .to_string(index=False) and the first 50 rows rendered).
 #include <gtest/gtest.h>
 
 #include <fstream>

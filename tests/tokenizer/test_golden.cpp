@@ -1,5 +1,5 @@
 // Every golden case of tests/fixtures/tokenizer/qwen3_golden.jsonl (ids and decoded text made by
-// an independent implementation of the Qwen3 tokenizer, see tests/fixtures/README.md).
+// an independent implementation of the Qwen3 tokenizer, see tests/fixtures/tokenizer/README.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
