@@ -70,12 +70,7 @@ struct DemoArgs {
 
 void run_demo_command(DemoArgs& args) {
   DemoSettings a = resolve_options(args.flags, args.settings, DemoSettings{}, demo_options);
-  try {
-    rl::validate(static_cast<const rl::DeviceOptions&>(a));
-    rl::validate(static_cast<const rl::ProtocolOptions&>(a));
-  } catch (const Error& e) {
-    fail("demo: ", e.what());
-  }
+  rl::validate_groups(a, "demo");
   check(a.size.empty() || a.size == "default" || a.size == "full" || a.size == "mini", "demo: size '", a.size,
         "' is not default, full or mini");
   rl::DemoConfig c;

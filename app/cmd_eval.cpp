@@ -87,14 +87,7 @@ void run_eval_command(EvalArgs& args) {
         " needs --mode vote or passk");
   check(greedy || a.temperature > 0, "eval: --mode ", a.mode, " at --temperature 0 draws ", options.samples,
         " identical samples; give a temperature > 0");
-  try {
-    rl::validate(static_cast<const rl::DeviceOptions&>(a));
-    rl::validate(static_cast<const rl::SamplingOptions&>(a));
-    rl::validate(static_cast<const rl::TurnOptions&>(a));
-    rl::validate(static_cast<const rl::SqlOptions&>(a));
-  } catch (const Error& e) {
-    fail("eval: ", e.what());
-  }
+  rl::validate_groups(a, "eval");
   const bool cuda = a.device == "cuda";
   if (cuda) check(cuda_device_count() > 0, "eval: --device cuda: ", cuda_unavailable_reason());
   std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);

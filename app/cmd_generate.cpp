@@ -66,12 +66,7 @@ std::string read_text(const std::string& path) {
 
 void run_generate(GenerateArgs& args) {
   const GenerateSettings s = resolve_options(args.flags, args.settings, GenerateSettings{}, generate_options);
-  try {
-    rl::validate(static_cast<const rl::DeviceOptions&>(s));
-    rl::validate(static_cast<const rl::SamplingOptions&>(s));
-  } catch (const Error& e) {
-    fail("generate: ", e.what());
-  }
+  rl::validate_groups(s, "generate");
   check(!s.weights.empty(), "generate: --weights is required (a checkpoint file or folder)");
   check(s.max_new_tokens > 0 && s.block_size > 0, "generate: max-new-tokens and block-size must be positive");
   QwenModel model = load_model(s.weights);

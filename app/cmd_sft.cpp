@@ -82,15 +82,13 @@ OptionTable sft_options(SftSettings& s) {
   t.push_back({"resume", "continue a run: its folder (latest checkpoint) or a checkpoints/step-N folder; the settings, "
                "data and tokenizer are the run's own", &s.resume});
   rl::add_device_options(t, s);
+  set_option_help(t, "device", "cpu (f32) | cuda (one GPU: bf16 weights, f32 master and moments; head_dim 64 or 128)");
   rl::add_template_options(t, s);
   add_sft_training_options(t, s);
   return t;
 }
 
-struct SftArgs {
-  SftSettings settings;  // the flags' values
-  TableFlags flags;
-};
+using SftArgs = TableArgs<SftSettings>;
 
 ChatTemplate template_for(const std::string& name, const std::string& tokenizer) {
   if (!name.empty()) return chat_template_from_name(name);
@@ -142,11 +140,7 @@ rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel&
 
 void run_sft_command(SftArgs& args) {
   SftSettings a = resolve_options(args.flags, args.settings, SftSettings{}, sft_options);
-  try {
-    rl::validate(static_cast<const rl::DeviceOptions&>(a));
-  } catch (const Error& e) {
-    fail("sft: ", e.what());
-  }
+  rl::validate_groups(a, "sft");
   if (a.device == "cuda") check(cuda_device_count() > 0, "sft: --device cuda: ", cuda_unavailable_reason());
   QwenModel model;
   rl::OptimizerState opt;
@@ -212,14 +206,12 @@ OptionTable synth_demo_options(DemoSettings& s) {
   return t;
 }
 
-struct DemoArgs {
-  DemoSettings settings;
-  TableFlags flags;
-};
+using DemoArgs = TableArgs<DemoSettings>;
 
 void run_synth_demos(DemoArgs& args) {
   DemoSettings a = resolve_options(args.flags, args.settings, DemoSettings{}, synth_demo_options);
   check(!a.protocol.empty() && !a.out.empty(), "sft synth-demos: --protocol and --out are required");
+  rl::validate_groups(a, "sft synth-demos");
   check(a.split == "train" || a.split == "dev", "sft synth-demos: split '", a.split, "' is not train or dev");
   check(a.format == "spider" || a.format == "sparc", "sft synth-demos: format '", a.format, "' is not spider or sparc");
   std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);
@@ -297,28 +289,19 @@ OptionTable self_taught_options(SelfTaughtSettings& s) {
   rl::add_sql_options(t, s);
   t.push_back({"limit", "first N questions only (0 = all)", &s.limit});
   rl::add_device_options(t, s);
+  set_option_help(t, "device", "cpu (f32) | cuda (rollouts and SFT on one GPU: bf16 weights, f32 master; head_dim 64 or 128)");
   rl::add_template_options(t, s);
   add_sft_training_options(t, s);
   return t;
 }
 
-struct SelfTaughtArgs {
-  SelfTaughtSettings settings;
-  TableFlags flags;
-};
+using SelfTaughtArgs = TableArgs<SelfTaughtSettings>;
 
 void run_self_taught(SelfTaughtArgs& args) {
   SelfTaughtSettings a = resolve_options(args.flags, args.settings, SelfTaughtSettings{}, self_taught_options);
   check(!a.data.empty() && !a.weights.empty() && !a.tokenizer.empty() && !a.out.empty() && !a.protocol.empty(),
         "sft self-taught: --data, --weights, --tokenizer, --out and --protocol are required");
-  try {
-    rl::validate(static_cast<const rl::DeviceOptions&>(a));
-    rl::validate(static_cast<const rl::SamplingOptions&>(a));
-    rl::validate(static_cast<const rl::TurnOptions&>(a));
-    rl::validate(static_cast<const rl::SqlOptions&>(a));
-  } catch (const Error& e) {
-    fail("sft self-taught: ", e.what());
-  }
+  rl::validate_groups(a, "sft self-taught");
   check(a.rounds > 0 && a.samples > 0 && a.easy_keep >= 0 && a.hard_keep >= 0 && a.limit >= 0,
         "sft self-taught: rounds and samples must be positive, easy-keep, hard-keep and limit >= 0");
   if (a.device == "cuda")

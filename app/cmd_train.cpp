@@ -16,10 +16,7 @@
 namespace sqlrl {
 namespace {
 
-struct TrainArgs {
-  rl::TrainConfig config;  // the flags' values
-  TableFlags flags;
-};
+using TrainArgs = TableArgs<rl::TrainConfig>;
 
 void run_train(TrainArgs& args) {
   // No argument at all: the embedded end-to-end run. GRPO straight from a random tiny
@@ -35,12 +32,12 @@ void run_train(TrainArgs& args) {
   // Layers, later ones winning: the defaults (or the resumed run's own config.toml), the
   // recipe's keys, then the flags given on the command line.
   rl::TrainConfig base;
-  if (!args.config.resume.empty()) {
-    std::string saved = (std::filesystem::path(args.config.resume) / "config.toml").string();
-    check(std::filesystem::exists(saved), "resume: ", args.config.resume, " is not a run folder (no config.toml in it)");
+  if (!args.settings.resume.empty()) {
+    std::string saved = (std::filesystem::path(args.settings.resume) / "config.toml").string();
+    check(std::filesystem::exists(saved), "resume: ", args.settings.resume, " is not a run folder (no config.toml in it)");
     base = rl::read_config_toml(saved);
   }
-  rl::TrainConfig config = resolve_options(args.flags, args.config, base, rl::config_fields);
+  rl::TrainConfig config = resolve_options(args.flags, args.settings, base, rl::config_fields);
   rl::TrainEnv env = rl::make_train_env(config);
   std::printf("train: %s\n", env.description.c_str());
   std::printf("train: run folder %s, steps %lld\n", env.config.out.c_str(), static_cast<long long>(env.config.max_steps));
@@ -57,7 +54,7 @@ void run_train(TrainArgs& args) {
 void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "Train a text-to-SQL agent with multi-turn GRPO (--device cpu or cuda); with no arguments, the embedded demo");
-  add_table_flags(cmd, rl::config_fields(args->config), args->flags);
+  add_table_flags(cmd, rl::config_fields(args->settings), args->flags);
   cmd->callback([args] { run_train(*args); });
 }
 

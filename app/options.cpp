@@ -23,7 +23,7 @@ void add_table_flags(CLI::App* cmd, const OptionTable& table, TableFlags& flags)
           using T = std::remove_pointer_t<decltype(p)>;
           if constexpr (std::is_same_v<T, bool>)
             return cmd->add_flag(flag, *p, std::string(o.help) + (*p ? " (on by default; " + flag + "=false turns it off)" : ""));
-          else return cmd->add_option(flag, *p, o.help);
+          else return cmd->add_option(flag, *p, o.help)->capture_default_str();  // --help shows the default
         },
         o.value);
     flags.flags.push_back(opt);

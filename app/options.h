@@ -18,6 +18,13 @@ struct TableFlags {
   bool any_given() const;           // --config or any flag on the command line
 };
 
+// A command's parsed command line: the settings instance its flags wrote into, and which were given.
+template <class Settings>
+struct TableArgs {
+  Settings settings;
+  TableFlags flags;
+};
+
 // Registers --config FILE and one flag per entry of `table` (whose fields receive the parsed
 // values). A bool entry is a flag: `--enable-thinking`, `--enable-thinking=false`.
 void add_table_flags(CLI::App* cmd, const OptionTable& table, TableFlags& flags);

@@ -10,8 +10,7 @@ namespace sqlrl::rl {
 void add_output_options(OptionTable& t, OutputOptions& o, const char* help) { t.push_back({"out", help, &o.out}); }
 
 void add_device_options(OptionTable& t, DeviceOptions& o) {
-  t.push_back({"device", "cpu | cuda (one GPU: bf16 weights, f32 master weights and moments; head_dim 64 or 128)",
-               &o.device});
+  t.push_back({"device", "cpu (f32) | cuda (one GPU, bf16 weights; head_dim 64 or 128)", &o.device});
 }
 
 void add_model_options(OptionTable& t, ModelOptions& o) {

@@ -16,8 +16,10 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "rl/agent/rollout.h"
+#include "runtime/error.h"
 #include "runtime/options.h"
 
 namespace sqlrl::rl {
@@ -69,6 +71,20 @@ void validate(const ProtocolOptions& o);
 void validate(const SamplingOptions& o);
 void validate(const TurnOptions& o);
 void validate(const SqlOptions& o);
+
+// Checks every shared group that `config` derives from; an error reads "<command>: <what>".
+template <class Config>
+void validate_groups(const Config& config, const char* command) {
+  try {
+    if constexpr (std::is_base_of_v<DeviceOptions, Config>) validate(static_cast<const DeviceOptions&>(config));
+    if constexpr (std::is_base_of_v<ProtocolOptions, Config>) validate(static_cast<const ProtocolOptions&>(config));
+    if constexpr (std::is_base_of_v<SamplingOptions, Config>) validate(static_cast<const SamplingOptions&>(config));
+    if constexpr (std::is_base_of_v<TurnOptions, Config>) validate(static_cast<const TurnOptions&>(config));
+    if constexpr (std::is_base_of_v<SqlOptions, Config>) validate(static_cast<const SqlOptions&>(config));
+  } catch (const std::exception& e) {
+    fail(command, ": ", e.what());
+  }
+}
 
 // The groups' share of a rollout: sampling (seed given), turn caps, SQL limits.
 void apply_to_rollout(RolloutOptions& ro, const SamplingOptions& s, uint64_t seed, const TurnOptions& t,

@@ -94,11 +94,8 @@ bool one_of(const std::string& value, std::initializer_list<const char*> names) 
 }  // namespace
 
 void validate_config(const TrainConfig& c) {
+  validate_groups(c, "config");
   try {
-    validate(static_cast<const DeviceOptions&>(c));
-    validate(static_cast<const SamplingOptions&>(c));
-    validate(static_cast<const TurnOptions&>(c));
-    validate(static_cast<const SqlOptions&>(c));
     parse_loss_agg(c.loss_agg);
   } catch (const Error& e) {
     fail("config: ", e.what());

@@ -54,7 +54,7 @@ TEST(GenerateCli, UnknownDeviceIsRefusedByName) {
   auto run = testing::run_command(std::string(SQLRL_BINARY) + " generate --device tpu --weights " +
                                   testing::fixture_path("model/qwen3_tied") + " --prompt-ids 5 --print-ids");
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_NE(run.output.find("generate: --device 'tpu': expected cpu or cuda"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("generate: device 'tpu' is not cpu or cuda"), std::string::npos) << run.output;
 }
 
 }  // namespace
