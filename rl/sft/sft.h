@@ -63,7 +63,10 @@ struct ClipStats {
 };
 ClipStats clip_sequences(std::vector<SftSequence>& data, int64_t micro_batch_tokens);
 
-// The visiting order of one epoch: 0..n-1, shuffled by (seed, epoch) when asked.
+// The visiting order of one epoch: 0..n-1, shuffled by (seed, epoch) when asked. (GRPO's example
+// order is rl/grpo/train_loop.cpp's Fisher-Yates over Philox draws. Making the two one function
+// changes the order of one trainer and so every published demo figure: that belongs in a change
+// that re-measures the demo, not in a refactor.)
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);
 
 // Sequences whose untrained starts (tokens before the first trained one) share at least half
