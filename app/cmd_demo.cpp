@@ -33,7 +33,7 @@ const std::string& set_help() {
   static const std::string help = [] {
     rl::DemoSizes probe;
     std::string keys;
-    for (const rl::DemoSizeField& f : rl::demo_size_fields(probe)) keys += std::string(keys.empty() ? "" : ", ") + f.name;
+    for (const Option& o : rl::demo_size_options(probe)) keys += std::string(keys.empty() ? "" : ", ") + o.key;
     return "KEY=VALUE over the size's knobs (repeatable): " + keys;
   }();
   return help;

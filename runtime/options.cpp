@@ -94,6 +94,41 @@ std::string options_to_toml(const OptionTable& table, const std::string& title) 
   return out;
 }
 
+void set_option_value(const Option& option, std::string_view value, const std::string& where) {
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        std::string text = parse_string(value, where);
+        if constexpr (std::is_same_v<T, bool>) {
+          check(text == "true" || text == "false", where, ": expected true or false, got ", text);
+          *p = text == "true";
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          *p = text;
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          check(value.size() >= 2 && value.front() == '[' && value.back() == ']', where, ": expected [\"...\", ...]");
+          p->clear();
+          std::string_view body = trim(value.substr(1, value.size() - 2));
+          while (!body.empty()) {
+            size_t end = body.find(',');
+            if (body.front() == '"') end = body.find(',', body.find('"', 1));
+            p->push_back(parse_string(trim(body.substr(0, end)), where));
+            body = end == std::string_view::npos ? std::string_view{} : trim(body.substr(end + 1));
+          }
+        } else {
+          errno = 0;
+          char* end = nullptr;
+          T parsed{};  // the field changes only when the whole text is a number
+          if constexpr (std::is_same_v<T, double>) parsed = std::strtod(text.c_str(), &end);
+          else if constexpr (std::is_same_v<T, float>) parsed = std::strtof(text.c_str(), &end);
+          else if constexpr (std::is_same_v<T, uint64_t>) parsed = std::strtoull(text.c_str(), &end, 10);
+          else parsed = std::strtoll(text.c_str(), &end, 10);
+          check(!text.empty() && end && *end == 0 && errno == 0, where, ": not a number: ", text);
+          *p = parsed;
+        }
+      },
+      option.value);
+}
+
 void read_options_toml(const std::string& path, const OptionTable& table, std::vector<size_t>* present) {
   std::ifstream in(path, std::ios::binary);
   check(in.good(), path, ": cannot read the config file");
@@ -113,37 +148,7 @@ void read_options_toml(const std::string& path, const OptionTable& table, std::v
       if (key == o.key) option = &o;
     check(option != nullptr, where, ": unknown config key '", key, "'");
     if (present) present->push_back(static_cast<size_t>(option - table.data()));
-    where += str_cat(" (", key, ")");
-    std::visit(
-        [&](auto* p) {
-          using T = std::remove_pointer_t<decltype(p)>;
-          std::string text = parse_string(value, where);
-          if constexpr (std::is_same_v<T, bool>) {
-            check(text == "true" || text == "false", where, ": expected true or false, got ", text);
-            *p = text == "true";
-          } else if constexpr (std::is_same_v<T, std::string>) {
-            *p = text;
-          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-            p->clear();
-            check(value.size() >= 2 && value.front() == '[' && value.back() == ']', where, ": expected [\"...\", ...]");
-            std::string_view body = trim(value.substr(1, value.size() - 2));
-            while (!body.empty()) {
-              size_t end = body.find(',');
-              if (body.front() == '"') end = body.find(',', body.find('"', 1));
-              p->push_back(parse_string(trim(body.substr(0, end)), where));
-              body = end == std::string_view::npos ? std::string_view{} : trim(body.substr(end + 1));
-            }
-          } else {
-            errno = 0;
-            char* end = nullptr;
-            if constexpr (std::is_same_v<T, double>) *p = std::strtod(text.c_str(), &end);
-            else if constexpr (std::is_same_v<T, float>) *p = std::strtof(text.c_str(), &end);
-            else if constexpr (std::is_same_v<T, uint64_t>) *p = std::strtoull(text.c_str(), &end, 10);
-            else *p = std::strtoll(text.c_str(), &end, 10);
-            check(!text.empty() && end && *end == 0 && errno == 0, where, ": not a number: ", text);
-          }
-        },
-        option->value);
+    set_option_value(*option, value, str_cat(where, " (", key, ")"));
   }
 }
 

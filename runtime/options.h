@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -30,6 +31,10 @@ std::string options_to_toml(const OptionTable& table, const std::string& title);
 // values, and `present` (when given) receives the table indices the file set. An unknown key, a
 // malformed line or value is a one-line error naming the file, the line and the key.
 void read_options_toml(const std::string& path, const OptionTable& table, std::vector<size_t>* present = nullptr);
+
+// Parses `value` (TOML: a quoted or bare string, a number, true/false, ["a", "b"]) into the
+// option's field; errors name `where`.
+void set_option_value(const Option& option, std::string_view value, const std::string& where);
 
 // *to[index] = *from[index] for two tables of the same layout (two instances of one struct).
 void copy_option(const OptionTable& from, const OptionTable& to, size_t index);

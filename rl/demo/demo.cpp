@@ -155,19 +155,19 @@ DemoSizes demo_sizes(const std::string& name) {
   fail("demo: unknown size '", name, "' (default | full | mini)");
 }
 
-std::vector<DemoSizeField> demo_size_fields(DemoSizes& z) {
-  return {{"train_databases", &z.train_databases, nullptr}, {"dev_databases", &z.dev_databases, nullptr},
-          {"questions_per_database", &z.questions_per_database, nullptr}, {"train_limit", &z.train_limit, nullptr},
-          {"dev_limit", &z.dev_limit, nullptr}, {"vocab", &z.vocab, nullptr}, {"hidden", &z.hidden, nullptr},
-          {"layers", &z.layers, nullptr}, {"heads", &z.heads, nullptr}, {"kv_heads", &z.kv_heads, nullptr},
-          {"head_dim", &z.head_dim, nullptr}, {"intermediate", &z.intermediate, nullptr},
-          {"sft_epochs", &z.sft_epochs, nullptr}, {"restate_question", &z.restate_question, nullptr}, {"sft_micro_batch_tokens", &z.sft_micro_batch_tokens, nullptr},
-          {"sft_share_group", &z.sft_share_group, nullptr},
-          {"sft_lr", nullptr, &z.sft_lr}, {"rl_steps", &z.rl_steps, nullptr}, {"rl_batch", &z.rl_batch, nullptr},
-          {"rl_group", &z.rl_group, nullptr}, {"rl_lr", nullptr, &z.rl_lr},
-          {"rl_cosine", &z.rl_cosine, nullptr}, {"rl_min_lr_ratio", nullptr, &z.rl_min_lr_ratio},
-          {"rl_temperature", nullptr, &z.rl_temperature}, {"rl_top_p", nullptr, &z.rl_top_p}, {"max_turn_tokens", &z.max_turn_tokens, nullptr},
-          {"max_total_tokens", &z.max_total_tokens, nullptr}};
+OptionTable demo_size_options(DemoSizes& z) {
+  return {{"train_databases", "", &z.train_databases}, {"dev_databases", "", &z.dev_databases},
+          {"questions_per_database", "", &z.questions_per_database}, {"train_limit", "", &z.train_limit},
+          {"dev_limit", "", &z.dev_limit}, {"vocab", "", &z.vocab}, {"hidden", "", &z.hidden},
+          {"layers", "", &z.layers}, {"heads", "", &z.heads}, {"kv_heads", "", &z.kv_heads},
+          {"head_dim", "", &z.head_dim}, {"intermediate", "", &z.intermediate},
+          {"sft_epochs", "", &z.sft_epochs}, {"restate_question", "", &z.restate_question},
+          {"sft_micro_batch_tokens", "", &z.sft_micro_batch_tokens}, {"sft_share_group", "", &z.sft_share_group},
+          {"sft_lr", "", &z.sft_lr}, {"rl_steps", "", &z.rl_steps}, {"rl_batch", "", &z.rl_batch},
+          {"rl_group", "", &z.rl_group}, {"rl_lr", "", &z.rl_lr}, {"rl_cosine", "", &z.rl_cosine},
+          {"rl_min_lr_ratio", "", &z.rl_min_lr_ratio}, {"rl_temperature", "", &z.rl_temperature},
+          {"rl_top_p", "", &z.rl_top_p}, {"max_turn_tokens", "", &z.max_turn_tokens},
+          {"max_total_tokens", "", &z.max_total_tokens}};
 }
 
 void set_demo_size(DemoSizes& sizes, const std::string& assignment) {
@@ -175,19 +175,11 @@ void set_demo_size(DemoSizes& sizes, const std::string& assignment) {
   check(eq != std::string::npos, "demo --set: '", assignment, "' is not KEY=VALUE");
   const std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
   std::string known;
-  for (DemoSizeField& f : demo_size_fields(sizes)) {
-    known += std::string(known.empty() ? "" : ", ") + f.name;
-    if (key != f.name) continue;
-    char* end = nullptr;
-    if (f.integer) {
-      const long long v = std::strtoll(value.c_str(), &end, 10);
-      check(!value.empty() && *end == '\0' && v >= 0, "demo --set ", key, ": '", value, "' is not a whole number >= 0");
-      *f.integer = v;
-    } else {
-      const double v = std::strtod(value.c_str(), &end);
-      check(!value.empty() && *end == '\0' && v >= 0, "demo --set ", key, ": '", value, "' is not a number >= 0");
-      *f.real = v;
-    }
+  for (const Option& o : demo_size_options(sizes)) {
+    known += std::string(known.empty() ? "" : ", ") + o.key;
+    if (key != o.key) continue;
+    check(!value.empty() && value.front() != '-', "demo --set ", key, ": '", value, "' is not a number >= 0");
+    set_option_value(o, value, "demo --set " + key);
     return;
   }
   fail("demo --set: unknown key '", key, "' (known: ", known, ")");

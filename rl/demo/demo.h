@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rl/eval/eval.h"
+#include "runtime/options.h"
 
 namespace sqlrl::rl {
 
@@ -77,14 +78,10 @@ struct DemoSizes {
 };
 DemoSizes demo_sizes(const std::string& name);  // "default" | "full" | "mini"
 
-// Every DemoSizes knob by its snake_case name (report.json "sizes", `demo --set KEY=VALUE`).
-struct DemoSizeField {
-  const char* name;
-  int64_t* integer;  // exactly one of the two is set
-  double* real;
-};
-std::vector<DemoSizeField> demo_size_fields(DemoSizes& sizes);
-// Sets one knob from "KEY=VALUE"; an unknown key or a bad number is an error naming it.
+// Every DemoSizes knob by its snake_case name (report.json "sizes", `demo --set KEY=VALUE`), as an
+// options table (runtime/options.h).
+OptionTable demo_size_options(DemoSizes& sizes);
+// Sets one knob from "KEY=VALUE" (a number >= 0); an unknown key or a bad number is an error naming it.
 void set_demo_size(DemoSizes& sizes, const std::string& assignment);
 
 struct DemoConfig {

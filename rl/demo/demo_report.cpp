@@ -1,5 +1,6 @@
 // The demo's report.json and its printed tables (rl/demo/demo.h).
 #include <cstdio>
+#include <type_traits>
 
 #include "rl/demo/demo.h"
 #include "runtime/error.h"
@@ -70,10 +71,12 @@ nlohmann::ordered_json demo_report_json(const DemoReport& r) {
   j["stages"] = stages;
   DemoSizes z = r.config.sizes;
   nlohmann::ordered_json sizes = nlohmann::ordered_json::object();
-  for (const DemoSizeField& f : demo_size_fields(z)) {
-    if (f.integer) sizes[f.name] = *f.integer;
-    else sizes[f.name] = *f.real;
-  }
+  for (const Option& o : demo_size_options(z))
+    std::visit(
+        [&](auto* p) {
+          if constexpr (std::is_arithmetic_v<std::remove_pointer_t<decltype(p)>>) sizes[o.key] = *p;
+        },
+        o.value);
   j["sizes"] = sizes;
   return j;
 }

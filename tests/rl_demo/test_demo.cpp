@@ -63,6 +63,42 @@ TEST(Demo, MiniRunWritesReport) {
 
 TEST(Demo, UnknownSizeIsAnError) { EXPECT_ANY_THROW(demo_sizes("huge")); }
 
+// `demo --set KEY=VALUE` reaches every knob by name, whole and real ones, and report.json's
+// "sizes" lists each knob with its value.
+TEST(Demo, SetReachesEveryKnobAndTheReportListsThem) {
+  DemoSizes z = demo_sizes("mini");
+  set_demo_size(z, "rl_steps=7");
+  set_demo_size(z, "rl_lr=0.00025");
+  set_demo_size(z, "head_dim=64");
+  EXPECT_EQ(z.rl_steps, 7);
+  EXPECT_EQ(z.rl_lr, 0.00025);
+  EXPECT_EQ(z.head_dim, 64);
+  auto error_of = [&](const std::string& kv) {
+    try {
+      set_demo_size(z, kv);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of("rl_stepz=3").find("unknown key 'rl_stepz' (known: train_databases, "), std::string::npos);
+  EXPECT_NE(error_of("rl_steps=-1").find("is not a number >= 0"), std::string::npos);
+  EXPECT_NE(error_of("rl_steps=1.5").find("not a number"), std::string::npos);
+  EXPECT_NE(error_of("rl_steps").find("is not KEY=VALUE"), std::string::npos);
+  DemoReport r;
+  r.config.sizes = z;
+  for (const char* name : {"base", "sft", "rl"}) {
+    DemoStage stage;
+    stage.name = name;
+    r.stages.push_back(stage);
+  }
+  nlohmann::ordered_json sizes = demo_report_json(r)["sizes"];
+  EXPECT_EQ(sizes.size(), demo_size_options(z).size());
+  EXPECT_EQ(sizes["rl_steps"], 7);
+  EXPECT_EQ(sizes["rl_lr"], 0.00025);
+  EXPECT_EQ(sizes["max_total_tokens"], z.max_total_tokens);
+}
+
 // A CUDA run that cannot run fails before the benchmark, the tokenizer or any folder is made:
 // without a GPU naming why, with one naming the head_dim (mini's 16; the kernels take 64, 128).
 TEST(Demo, CudaRunThatCannotRunFailsBeforeWritingAnything) {
