@@ -57,10 +57,12 @@ write_report() {
     if [ -s "$ctest_log" ]; then
       echo "## Tests"
       echo
+      echo "The kernels are one harness: Ops/Kernel.MatchesFloat64/<op>_<backend> (test_kernels, label kernels); the <op>_cuda rows are the CUDA kernels against float64."
+      echo
       echo "| test | result | time |"
       echo "|---|---|---|"
       grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+:" "$ctest_log" |
-        sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.*[* ]*([A-Za-z ]+[A-Za-z])[ ]+([0-9.]+ sec).*/| \1 | \2 | \3 |/'
+        sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+)( +# GetParam\(\) = [^ ]+)? \.*[* ]*([A-Za-z ]+[A-Za-z])[ ]+([0-9.]+ sec).*/| \1 | \3 | \4 |/'
       echo
       echo "## Failures"
       echo '```'

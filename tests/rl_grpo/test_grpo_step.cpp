@@ -7,7 +7,7 @@
 
 #include "model/train.h"
 #include "rl/grpo/grpo.h"
-#include "tests/kernels_grpo/grpo_ref.h"
+#include "tests/kernels/ref.h"
 #include "tests/rl_grpo/grpo_fixture.h"
 #include "tests/test_util.h"
 

@@ -1,11 +1,11 @@
 // rl/grpo/loss_agg.h: the per-token weights of each aggregation mode over a mini-batch packed
-// into several micro-batches, against the definitions (tests/kernels_grpo/grpo_ref.h), with the
+// into several micro-batches, against the definitions (tests/kernels/ref.h), with the
 // denominator policy's extra units; mode names round-trip and a bad one is refused by name.
 #include "rl/grpo/loss_agg.h"
 
 #include "rl/grpo/grpo.h"
 #include "runtime/error.h"
-#include "tests/kernels_grpo/grpo_ref.h"
+#include "tests/kernels/ref.h"
 #include "tests/rl_grpo/grpo_fixture.h"
 #include "tests/test_util.h"
 

@@ -1,6 +1,6 @@
 // Driver of tools/cuda_emu/run.sh: the emulated CUDA attention launchers against the CPU kernels
 // on small shapes (host memory plays device memory), with the tolerances of
-// tests/kernels_attention (per-sequence relative L2 <= 1e-2, paged 5e-3, absolute floor).
+// the attention*_cuda cases of tests/kernels (per-sequence relative L2 <= 1e-2, paged 5e-3, absolute floor).
 // Outputs start as NaN: an element left unwritten fails. Fixed seed: reruns are comparable.
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // Driver of tools/cuda_emu_ops/run.sh: the emulated CUDA launchers of RMSNorm, RoPE, SwiGLU,
 // embedding, sampling and masked log-prob against the CPU kernels on small shapes (host memory
-// plays device memory), with the tolerances of tests/kernels_cuda. Outputs start as NaN.
+// plays device memory), with the tolerances of tests/kernels' CUDA cases. Outputs start as NaN.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -2,7 +2,7 @@
 # Runs the CUDA RMSNorm/RoPE/SwiGLU/embedding/sampling/log-prob kernels on the CPU through the
 # attention emulator's shim (tools/cuda_emu) plus shim/ here, and compares them with the CPU
 # kernels: a check of indexing, team/warp mapping, reductions and select logic for machines
-# without a GPU, not a substitute for tests/kernels_cuda on a GPU (no timing, no real memory
+# without a GPU, not a substitute for tests/kernels' CUDA cases on a GPU (no timing, no real memory
 # model; CUB's sort and cuBLASLt are replaced by host code).
 #   tools/cuda_emu_ops/run.sh CPU_BUILD_DIR [all|norm|rope|swiglu|embedding|logprob|sampling]
 # CPU_BUILD_DIR: a build configured with -DSQLRL_WITH_CUDA=OFF that has built sqlrl_kernels.

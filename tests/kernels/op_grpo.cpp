@@ -1,0 +1,327 @@
+// The GRPO step's kernels: group advantage (kernels/advantage.h) and the weighted policy loss
+// (kernels/grpo_loss.h), CPU only (rewards and log-probs are on the host; see their headers);
+// AdamW and the gradient norm (kernels/adamw.h) on the CPU and on CUDA. Inputs are fresh per
+// run (Rng::fresh, the seed in the trace): odd sizes, zero-variance groups, all-zero mask rows.
+//
+// Tolerances.
+//  advantage: float64 sums, then one rounding to f32: <= u_f32 relative; budget 2 u_f32 with the
+//    floor 2 u_f32 x RMS.
+//  grpo_loss: each token's term is a handful of f32 operations (a subtraction, exp, clamps, a
+//    product or two), each <= u_f32 of the magnitudes involved; k3 = e^d - d - 1 cancels down to
+//    ~d^2/2, but its absolute error stays a few u_f32 of its terms e^d + |d| + 1. So dlogp_t is
+//    held to 8 u_f32 x w_t (|A_t| ratio_t where the unclipped branch is active, plus
+//    kl_coef (1 + e^d)), and each float64-summed stat to 8 u_f32 x the sum of its terms'
+//    magnitudes; token and clipped counts are exact. (Both are below the earlier 1e-6 /
+//    denominator + 1e-5 relative and 1e-5 x (1 + |loss|) or x tokens for every element.)
+//  adamw: five fp32 steps of size ~lr: errors ~1e-7 relative per step on parameters of size ~1:
+//    params 1e-6 + 1e-5 relative, m 1e-7 + 1e-5, v 1e-9 + 1e-5 (kept: a per-element derivation
+//    from the moments' magnitudes was not tighter everywhere). CUDA runs adamw_element, the same
+//    inline code, and must agree with the CPU to 1e-6 relative every step (FMA contraction is
+//    the only difference), and with float64 within the CPU's budget plus that 1e-6.
+//  grad_norm: a float64 sum of n exact f32 squares: 16 u_f64 sqrt(n) relative (< 1e-12 for every
+//    n here); the clip coefficient (<= 1) is then one f32 rounding (<= u_f32 of it): 1.5 u_f32
+//    (< 1e-7, the earlier absolute budget).
+#include "kernels/adamw.h"
+#include "kernels/advantage.h"
+#include "kernels/grpo_loss.h"
+#include "tests/kernels/cases.h"
+
+namespace sqlrl::testing {
+namespace {
+
+// --- advantage -----------------------------------------------------------------------------
+// Group 0 has equal rewards (zero variance); a third of the rest are binary (0/1, as EX rewards),
+// the others uniform in [-1, 2).
+std::vector<float> random_rewards(Rng& rng, int64_t groups, int64_t G) {
+  std::uniform_real_distribution<float> u(-1.0f, 2.0f);
+  std::vector<float> r(static_cast<size_t>(groups * G));
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t i = 0; i < G; ++i) {
+      const float x = u(rng.engine());
+      r[g * G + i] = g == 0 ? 0.75f : (g % 3 == 1 ? (x > 0.5f ? 1.0f : 0.0f) : x);
+    }
+  return r;
+}
+
+void run_advantage_cpu() {
+  Rng rng = Rng::fresh();
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  const double rtol = reduction_rtol(Precision::F32, 1, 2.0);
+  for (int64_t G : {1, 2, 5, 17})
+    for (int64_t groups : {1, 17, 1000})
+      for (bool divide_std : {true, false}) {
+        SCOPED_TRACE("G " + std::to_string(G) + " groups " + std::to_string(groups) + " divide_std " +
+                     std::to_string(divide_std));
+        const std::vector<float> r = random_rewards(rng, groups, G);
+        std::vector<float> a(r.size(), NAN);
+        group_advantage_cpu(a.data(), r.data(), groups, G, AdvantageOptions{1e-6f, divide_std});
+        const std::vector<double> want = ref_advantages(r, groups, G, divide_std, 1e-6);
+        expect_close(a, want, {rtol * rms(want), rtol}, "advantages");
+        // Group 0 has equal rewards: advantages exactly 0.
+        if (G > 1) {
+          for (int64_t i = 0; i < G; ++i) EXPECT_EQ(a[i], 0.0f);
+        }
+        // In place (advantages may alias rewards): the same bits.
+        std::vector<float> in_place = r;
+        group_advantage_cpu(in_place.data(), in_place.data(), groups, G, AdvantageOptions{1e-6f, divide_std});
+        EXPECT_EQ(in_place, a);
+      }
+}
+
+// --- grpo_loss -----------------------------------------------------------------------------
+struct LossCase {
+  std::vector<float> logp, old, ref, adv;
+  std::vector<uint8_t> mask;
+  std::vector<int32_t> cu;
+  double denominator(bool token_mean) const {
+    double tokens = 0, seqs = 0;
+    for (size_t s = 0; s + 1 < cu.size(); ++s) {
+      int n = 0;
+      for (int32_t t = cu[s]; t < cu[s + 1]; ++t) n += mask[t];
+      tokens += n, seqs += n > 0;
+    }
+    return std::max(1.0, token_mean ? tokens : seqs);
+  }
+  // The aggregation's weights as the float array the kernel takes.
+  std::vector<float> weights_f32(bool token_mean) const {
+    const std::vector<double> w = ref_loss_weights(mask, cu, token_mean, denominator(token_mean));
+    return std::vector<float>(w.begin(), w.end());
+  }
+  RefLoss reference(const GrpoLossConfig& c, const std::vector<float>& w, const std::vector<double>& lp) const {
+    return ref_grpo_loss_weighted(lp, old, &ref, adv, widen(w), c.clip_low, c.clip_high, c.kl_coef);
+  }
+};
+
+// Sequences of 0..40 tokens (empty ones included) tiling T; one sequence fully masked out;
+// log-ratios N(0, 0.25) so that both clip sides are hit; advantages N(0, 1) per sequence.
+LossCase random_loss_case(Rng& rng, int64_t T) {
+  std::uniform_int_distribution<int> len(0, 40), bit(0, 9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> u(0.05f, 5.0f);
+  auto& gen = rng.engine();
+  LossCase c;
+  c.cu = {0};
+  while (c.cu.back() < T) c.cu.push_back(static_cast<int32_t>(std::min<int64_t>(T, c.cu.back() + len(gen))));
+  c.logp.resize(T), c.old.resize(T), c.ref.resize(T), c.adv.resize(T), c.mask.resize(T);
+  for (size_t s = 0; s + 1 < c.cu.size(); ++s) {
+    const float a = normal(gen);
+    const bool all_zero = s == 1;
+    for (int32_t t = c.cu[s]; t < c.cu[s + 1]; ++t) {
+      c.old[t] = -u(gen);
+      c.logp[t] = c.old[t] + 0.25f * normal(gen);
+      c.ref[t] = c.logp[t] + 0.3f * normal(gen);
+      c.adv[t] = a;
+      c.mask[t] = all_zero ? 0 : (T == 1 || bit(gen) < 7);
+    }
+  }
+  return c;
+}
+
+// Per-token magnitudes of dlogp's terms and sums of the magnitudes of each stat's terms: the
+// scales of their rounding errors.
+struct LossScale {
+  std::vector<double> dlogp;
+  double loss = 0, ratio = 0, approx_kl = 0, ref_kl = 0;
+};
+LossScale loss_scale(const LossCase& c, const std::vector<float>& w, const GrpoLossConfig& cfg) {
+  LossScale s;
+  s.dlogp.assign(c.logp.size(), 0.0);
+  for (size_t t = 0; t < c.logp.size(); ++t) {
+    if (w[t] == 0) continue;
+    const double r = std::exp(static_cast<double>(c.logp[t]) - c.old[t]), d = static_cast<double>(c.ref[t]) - c.logp[t];
+    const double rc = std::clamp(r, 1.0 - cfg.clip_low, 1.0 + cfg.clip_high);
+    const bool clipped = -c.adv[t] * rc > -c.adv[t] * r;
+    const double k3_terms =
+        cfg.kl_coef > 0 ? std::exp(d) + std::fabs(d) + 1 : 0.0;  // e^d - d - 1 cancels; its error does not
+    s.dlogp[t] = w[t] * ((clipped ? 0.0 : std::fabs(c.adv[t]) * r) + cfg.kl_coef * (1 + std::exp(d)));
+    s.loss += w[t] * (std::fabs(c.adv[t]) * r + cfg.kl_coef * k3_terms);
+    s.ratio += r;
+    s.approx_kl += std::fabs(c.old[t]) + std::fabs(c.logp[t]);
+    s.ref_kl += k3_terms;
+  }
+  return s;
+}
+
+void run_grpo_loss_cpu() {
+  Rng rng = Rng::fresh();
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  const double u8 = 8 * unit_roundoff(Precision::F32);
+  for (int64_t T : {1, 17, 1000, 10000})   // 10000: several 4096-token tiles
+    for (bool token_mean : {true, false})  // weights equal (token mean) or differing per sequence
+      for (float kl : {0.0f, 0.1f}) {
+        SCOPED_TRACE("T " + std::to_string(T) + " token_mean " + std::to_string(token_mean) + " kl " +
+                     std::to_string(kl));
+        const LossCase c = random_loss_case(rng, T);
+        const GrpoLossConfig cfg{0.2f, 0.28f, kl};
+        const std::vector<float> w = c.weights_f32(token_mean);
+        std::vector<float> dlogp(static_cast<size_t>(T), NAN);
+        const GrpoLossStats st =
+            grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(), T, cfg);
+        const RefLoss want = c.reference(cfg, w, widen(c.logp));
+        const LossScale scale = loss_scale(c, w, cfg);
+        double worst = 0;
+        for (int64_t t = 0; t < T; ++t) {
+          const double budget = u8 * scale.dlogp[t];
+          ASSERT_NEAR(dlogp[t], want.dlogp[t], budget) << "dlogp of token " << t;
+          if (budget > 0) worst = std::max(worst, std::fabs(dlogp[t] - want.dlogp[t]) / budget);
+        }
+        worst_budget_ratio() = std::max(worst_budget_ratio(), worst);
+        expect_within(st.loss, want.loss, u8 * scale.loss, "loss");
+        EXPECT_EQ(st.tokens, want.tokens);
+        EXPECT_EQ(st.clipped, want.clipped);
+        expect_within(st.ratio, want.ratio, u8 * scale.ratio, "ratio");
+        expect_within(st.approx_kl, want.approx_kl, u8 * scale.approx_kl, "approx_kl");
+        expect_within(st.ref_kl, want.ref_kl, u8 * scale.ref_kl, "ref_kl");
+        if (T == 1000) {
+          EXPECT_GT(want.clipped, 0) << "the case should exercise clipping";
+        }
+        // Forward only (dlogp null): the same stats.
+        const GrpoLossStats fwd =
+            grpo_loss_cpu(nullptr, c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(), T, cfg);
+        EXPECT_EQ(fwd.loss, st.loss);
+        // Repeatable bits.
+        std::vector<float> again(dlogp.size());
+        const GrpoLossStats st2 =
+            grpo_loss_cpu(again.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(), T, cfg);
+        EXPECT_EQ(again, dlogp);
+        EXPECT_EQ(st2.loss, st.loss);
+      }
+
+  // The backward is the derivative of the forward: central differences of the float64 loss on
+  // tokens away from the clip kinks, against the float64 backward (which the kernel's dlogp is
+  // held to above) and against the kernel's dlogp directly (fd in float64 is good to ~1e-9
+  // relative; the kernel's fp32 dlogp to ~1e-6).
+  const LossCase c = random_loss_case(rng, 64);
+  for (bool token_mean : {true, false}) {
+    SCOPED_TRACE("finite differences, token_mean " + std::to_string(token_mean));
+    const GrpoLossConfig cfg{0.2f, 0.28f, 0.1f};
+    const std::vector<float> w = c.weights_f32(token_mean);
+    const double denominator = c.denominator(token_mean);
+    const std::vector<double> analytic = c.reference(cfg, w, widen(c.logp)).dlogp;
+    std::vector<float> dlogp(c.logp.size());
+    grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(),
+                  static_cast<int64_t>(c.logp.size()), cfg);
+    std::vector<double> smooth_analytic, fd;
+    for (size_t t = 0; t < c.logp.size() && fd.size() < 12; ++t) {
+      const double ratio = std::exp(static_cast<double>(c.logp[t]) - c.old[t]);
+      if (!c.mask[t] || std::fabs(ratio - 0.8) < 1e-3 || std::fabs(ratio - 1.28) < 1e-3) continue;
+      const double h = 1e-6;
+      std::vector<double> lp = widen(c.logp);
+      lp[t] += h;
+      const double up = c.reference(cfg, w, lp).loss;
+      lp[t] -= 2 * h;
+      const double down = c.reference(cfg, w, lp).loss;
+      fd.push_back((up - down) / (2 * h));
+      smooth_analytic.push_back(analytic[t]);
+      EXPECT_NEAR(dlogp[t], fd.back(), 1e-7 / denominator + 1e-5 * std::fabs(fd.back())) << "token " << t;
+    }
+    EXPECT_GE(fd.size(), 6u);
+    expect_matches_finite_differences(smooth_analytic, fd, "float64 dlogp");
+  }
+}
+
+// --- adamw ---------------------------------------------------------------------------------
+const AdamWConfig kAdam{0.9f, 0.95f, 1e-8f, 0.1f};
+constexpr float kLr = 1e-2f;
+const std::vector<int64_t> kAdamSizes = {1, 17, 1000, 70001, 300001};
+constexpr Tol kParamTol{1e-6, 1e-5}, kMTol{1e-7, 1e-5}, kVTol{1e-9, 1e-5};
+constexpr Tol kCudaVsCpu{1e-6, 1e-6};
+constexpr Tol plus_cuda(Tol t) { return {t.atol + kCudaVsCpu.atol, t.rtol + kCudaVsCpu.rtol}; }
+
+void run_adamw_cpu() {
+  Rng rng = Rng::fresh();
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  for (int64_t n : kAdamSizes) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    std::vector<float> p = rng.normal(n), m(n, 0.0f), v(n, 0.0f);
+    RefAdam ref{widen(p), std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
+    for (int64_t step = 1; step <= 5; ++step) {
+      const std::vector<float> g = rng.normal(n, 3.0);
+      const double sq = ref_grad_sq_sum(g);
+      const float scale = clip_coefficient(sq, 1.0f);
+      adamw_cpu(p.data(), m.data(), v.data(), g.data(), n, kAdam, step, kLr, scale);
+      ref_adamw_step(ref, g, scale, kLr, kAdam.beta1, kAdam.beta2, kAdam.eps, kAdam.weight_decay, step);
+    }
+    expect_close(p, ref.p, kParamTol, "params");
+    expect_close(m, ref.m, kMTol, "m");
+    expect_close(v, ref.v, kVTol, "v");
+  }
+}
+
+void run_adamw_cuda() {
+  Rng rng = Rng::fresh();
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  for (int64_t n : kAdamSizes) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    std::vector<float> p = rng.normal(n), m(n, 0.0f), v(n, 0.0f);
+    RefAdam ref{widen(p), std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
+    Tensor dp = gpu(p, DType::F32), dm = gpu(m, DType::F32), dv = gpu(v, DType::F32);
+    Tensor ws = gpu_bytes(grad_sq_sum_workspace_bytes());
+    for (int64_t step = 1; step <= 3; ++step) {
+      const std::vector<float> g = rng.normal(n);
+      // The clip coefficient is read on the device from grad_sq_sum_cuda's double.
+      Tensor dg = gpu(g, DType::F32), sq = upload(std::vector<double>{NAN});
+      grad_sq_sum_cuda(static_cast<double*>(sq.data()), f32_ptr(dg), n, ws.data(), default_stream());
+      Tensor bf = poisoned(n, DType::BF16);
+      adamw_cuda(f32_ptr(dp), f32_ptr(dm), f32_ptr(dv), f32_ptr(dg), bf16_ptr(bf), n, kAdam, step, kLr,
+                 static_cast<double*>(sq.data()), 0.5f, default_stream());
+      const float scale = clip_coefficient(ref_grad_sq_sum(g), 0.5f);
+      adamw_cpu(p.data(), m.data(), v.data(), g.data(), n, kAdam, step, kLr, scale);
+      ref_adamw_step(ref, g, scale, kLr, kAdam.beta1, kAdam.beta2, kAdam.eps, kAdam.weight_decay, step);
+      const std::vector<float> got = to_floats(dp);
+      expect_close(got, widen(p), kCudaVsCpu, "params vs the CPU");
+      // The bf16 copy is the updated parameters rounded to nearest even.
+      const std::vector<float> wide = to_floats(bf);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(wide[i], round_bf16(got[i])) << i;
+    }
+    const std::vector<float> got_p = to_floats(dp), got_m = to_floats(dm), got_v = to_floats(dv);
+    expect_close(got_m, widen(m), {1e-7, 1e-6}, "m vs the CPU");
+    expect_close(got_v, widen(v), {1e-9, 1e-6}, "v vs the CPU");
+    expect_close(got_p, ref.p, plus_cuda(kParamTol), "params");
+    expect_close(got_m, ref.m, plus_cuda(kMTol), "m");
+    expect_close(got_v, ref.v, plus_cuda(kVTol), "v");
+  }
+}
+
+// --- grad_norm -----------------------------------------------------------------------------
+double grad_norm_rtol(int64_t n) { return reduction_rtol(Precision::F64, n, 16.0); }
+
+void run_grad_norm_cpu() {
+  Rng rng = Rng::fresh();
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  for (int64_t n : kAdamSizes) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    const std::vector<float> g = rng.normal(n, 3.0);
+    const double sq = grad_sq_sum_cpu(g.data(), n), want = ref_grad_sq_sum(g);
+    expect_within(sq, want, grad_norm_rtol(n) * want, "squared norm");
+    const double coefficient = ref_clip_coefficient(want, 1.0);
+    expect_within(clip_coefficient(sq, 1.0f), coefficient, 1.5 * unit_roundoff(Precision::F32) * coefficient,
+                  "clip coefficient");
+  }
+  EXPECT_EQ(clip_coefficient(4.0, 0.0f), 1.0f);   // disabled
+  EXPECT_EQ(clip_coefficient(0.25, 1.0f), 1.0f);  // norm 0.5 under the limit
+}
+
+void run_grad_norm_cuda() {
+  Rng rng = Rng::fresh();
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  Tensor ws = gpu_bytes(grad_sq_sum_workspace_bytes());
+  for (int64_t n : kAdamSizes) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    const std::vector<float> g = rng.normal(n);
+    Tensor dg = gpu(g, DType::F32), sq = upload(std::vector<double>{NAN});  // poisoned
+    grad_sq_sum_cuda(static_cast<double*>(sq.data()), f32_ptr(dg), n, ws.data(), default_stream());
+    const double got = download<double>(sq, 1)[0], want = ref_grad_sq_sum(g);
+    expect_within(got, want, grad_norm_rtol(n) * want, "squared norm");
+    EXPECT_NEAR(got, grad_sq_sum_cpu(g.data(), n), 1e-12 * want);  // float64 sums in two orders
+  }
+}
+
+}  // namespace
+
+OpCase advantage_case() { return {"advantage", run_advantage_cpu, nullptr}; }
+OpCase grpo_loss_case() { return {"grpo_loss", run_grpo_loss_cpu, nullptr}; }
+OpCase adamw_case() { return {"adamw", run_adamw_cpu, run_adamw_cuda}; }
+OpCase grad_norm_case() { return {"grad_norm", run_grad_norm_cpu, run_grad_norm_cuda}; }
+
+}  // namespace sqlrl::testing
