@@ -1,7 +1,9 @@
 // `llm_sqlrl train`: multi-turn GRPO (rl/grpo/train.h). Every TrainConfig key is a flag (--group-size
 // 5) and a recipe key (configs/*.toml: `group-size = 5`); flags override the recipe (app/options.h).
-// An unknown key in a recipe is an error naming it.
-//   llm_sqlrl train [--config configs/skyrl.toml] [--weights DIR] [--out runs/x] [--max-steps N] ...
+// An unknown key in a recipe is an error naming it. With --weights and no --config, a real
+// checkpoint trains with the SkyRL-SQL recipe's values (configs/skyrl.toml, compiled in), and
+// settings that would harm it are refused (rl/grpo/train_config.h real_model_problems).
+//   llm_sqlrl train [--config skyrl|configs/x.toml] [--weights DIR] [--out runs/x] [--max-steps N] ...
 //   llm_sqlrl train --resume runs/x [--max-steps N]    (the run's config.toml, then the flags given)
 //   llm_sqlrl train                                     (no arguments: the embedded demo, app/cmd_demo.cpp)
 #include <cstdio>
@@ -10,6 +12,7 @@
 
 #include "app/commands.h"
 #include "app/options.h"
+#include "app/recipes.h"
 #include "rl/grpo/train.h"
 #include "runtime/error.h"
 
@@ -17,6 +20,22 @@ namespace sqlrl {
 namespace {
 
 using TrainArgs = TableArgs<rl::TrainConfig>;
+
+// The recipe a real checkpoint trains with when no --config is given: SkyRL-SQL's (multi-turn
+// GRPO from an instruct model with no SFT, the simplest of the four to start from).
+constexpr const char* kDefaultRecipe = "skyrl";
+
+// Every setting that is not the built-in default, with where it came from.
+void print_sources(const rl::TrainConfig& config, const OptionSources& sources) {
+  rl::TrainConfig copy = config;
+  const OptionTable table = rl::config_fields(copy);
+  std::string lines;
+  for (size_t i = 0; i < table.size(); ++i)
+    if (sources[i] != "default")
+      lines += str_cat("  ", table[i].key, " = ", option_value_text(table[i]), "  (", sources[i], ")\n");
+  std::printf("train: settings other than the built-in defaults (the rest: configs/tiny.toml's values)%s\n%s",
+              lines.empty() ? ": none" : ":", lines.c_str());
+}
 
 void run_train(TrainArgs& args) {
   // No argument at all: the embedded end-to-end run. GRPO straight from a random tiny
@@ -29,16 +48,26 @@ void run_train(TrainArgs& args) {
     run_default_demo();
     return;
   }
-  // Layers, later ones winning: the defaults (or the resumed run's own config.toml), the
-  // recipe's keys, then the flags given on the command line.
+  // Layers, later ones winning: the built-in defaults (the embedded demo's tiny values), or for a
+  // real checkpoint (--weights without --config) the SkyRL-SQL recipe's, or a resumed run's own
+  // config.toml; then the --config file's or recipe's keys; then the flags given.
   rl::TrainConfig base;
+  OptionSources sources(rl::config_fields(base).size(), "default");
   if (!args.settings.resume.empty()) {
     std::string saved = (std::filesystem::path(args.settings.resume) / "config.toml").string();
     check(std::filesystem::exists(saved), "resume: ", args.settings.resume, " is not a run folder (no config.toml in it)");
     base = rl::read_config_toml(saved);
+    sources.assign(sources.size(), "the resumed run's config.toml");
+  } else if (!args.settings.weights.empty() && args.flags.config.empty()) {
+    // The recipe's chat-template is its paper's model's; a checkpoint's own comes from its tokenizer.
+    const Recipe* recipe = find_recipe(kDefaultRecipe);
+    apply_config_text(base, {recipe->text, str_cat("recipe ", kDefaultRecipe, " (the default with --weights)")},
+                      rl::config_fields, &sources, {"chat-template"});
   }
-  rl::TrainConfig config = resolve_options(args.flags, args.settings, base, rl::config_fields);
+  rl::TrainConfig config = resolve_options(args.flags, args.settings, base, rl::config_fields, &sources);
+  print_sources(config, sources);
   rl::TrainEnv env = rl::make_train_env(config);
+  env.config_sources = sources;
   std::printf("train: %s\n", env.description.c_str());
   std::printf("train: run folder %s, steps %lld\n", env.config.out.c_str(), static_cast<long long>(env.config.max_steps));
   std::fflush(stdout);

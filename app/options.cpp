@@ -1,7 +1,11 @@
 #include "app/options.h"
 
 #include <cstring>
+#include <filesystem>
 #include <type_traits>
+
+#include "app/recipes.h"
+#include "runtime/file_io.h"
 
 namespace sqlrl {
 
@@ -14,8 +18,8 @@ bool TableFlags::any_given() const {
 
 void add_table_flags(CLI::App* cmd, const OptionTable& table, TableFlags& flags) {
   cmd->add_option("--config", flags.config,
-                  "config file (TOML `key = value`, keys = these flags without dashes, e.g. a recipe in configs/ or "
-                  "a run's config.toml); flags override its keys");
+                  "config file (TOML `key = value`, keys = these flags without dashes, e.g. a run's config.toml) or "
+                  "a built-in recipe by name (" + recipe_names() + "); flags override its keys");
   for (const Option& o : table) {
     const std::string flag = std::string("--") + o.key;
     CLI::Option* opt = std::visit(
@@ -28,6 +32,12 @@ void add_table_flags(CLI::App* cmd, const OptionTable& table, TableFlags& flags)
         o.value);
     flags.flags.push_back(opt);
   }
+}
+
+ConfigText read_config_arg(const std::string& value) {
+  if (std::filesystem::is_regular_file(value)) return {read_file_text(value), value};
+  if (const Recipe* r = find_recipe(value)) return {r->text, std::string("recipe ") + r->name};
+  fail("config: ", value, " is neither a file nor a built-in recipe (", recipe_names(), ")");
 }
 
 void refuse_old_spellings(int argc, char** argv) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string_view>
 #include <type_traits>
 
@@ -94,6 +95,14 @@ std::string options_to_toml(const OptionTable& table, const std::string& title) 
   return out;
 }
 
+std::string options_to_toml(const OptionTable& table, const std::string& title, const OptionSources& sources) {
+  check(sources.size() == table.size(), "options: ", sources.size(), " sources for ", table.size(), " options");
+  std::string out = "# " + title + "\n";
+  for (size_t i = 0; i < table.size(); ++i)
+    out += std::string(table[i].key) + " = " + option_value_text(table[i]) + "  # " + sources[i] + "\n";
+  return out;
+}
+
 void set_option_value(const Option& option, std::string_view value, const std::string& where) {
   std::visit(
       [&](auto* p) {
@@ -132,6 +141,14 @@ void set_option_value(const Option& option, std::string_view value, const std::s
 void read_options_toml(const std::string& path, const OptionTable& table, std::vector<size_t>* present) {
   std::ifstream in(path, std::ios::binary);
   check(in.good(), path, ": cannot read the config file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  read_options_text(text.str(), path, table, present);
+}
+
+void read_options_text(const std::string& text, const std::string& origin, const OptionTable& table,
+                       std::vector<size_t>* present) {
+  std::istringstream in(text);
   std::string line;
   int line_no = 0;
   while (std::getline(in, line)) {
@@ -139,7 +156,7 @@ void read_options_toml(const std::string& path, const OptionTable& table, std::v
     std::string_view s = trim(strip_comment(line));
     if (s.empty() || s.front() == '[') continue;  // CLI11 accepts a [section] header
     size_t eq = s.find('=');
-    std::string where = str_cat(path, ":", line_no);
+    std::string where = str_cat(origin, ":", line_no);
     check(eq != std::string_view::npos, where, ": expected key = value");
     std::string key(trim(s.substr(0, eq)));
     std::string_view value = trim(s.substr(eq + 1));

@@ -26,11 +26,21 @@ using OptionTable = std::vector<Option>;
 // line per entry (strings quoted, arrays ["a", "b"], floats that read back to the same bits).
 std::string options_to_toml(const OptionTable& table, const std::string& title);
 
+// Where each setting of a table came from, index for index: "default", "recipe skyrl",
+// "file configs/x.toml", "flag", ...
+using OptionSources = std::vector<std::string>;
+
+// The table's values as TOML (as options_to_toml), each line followed by `# <its source>`.
+std::string options_to_toml(const OptionTable& table, const std::string& title, const OptionSources& sources);
+
 // Reads flat `key = value` lines (strings quoted or bare, arrays ["a", "b"], # comments, section
 // headers such as [train] ignored) into the table's fields; keys not in the file keep their
 // values, and `present` (when given) receives the table indices the file set. An unknown key, a
 // malformed line or value is a one-line error naming the file, the line and the key.
 void read_options_toml(const std::string& path, const OptionTable& table, std::vector<size_t>* present = nullptr);
+// The same from text; `origin` names it in errors (a path, or "recipe skyrl").
+void read_options_text(const std::string& text, const std::string& origin, const OptionTable& table,
+                       std::vector<size_t>* present = nullptr);
 
 // Parses `value` (TOML: a quoted or bare string, a number, true/false, ["a", "b"]) into the
 // option's field; errors name `where`.

@@ -57,6 +57,7 @@ struct TrainEnv {
   RewardPanel panel;
   ScoreFn score;
   std::string description;  // model / tokenizer / dataset sources, printed at the start
+  OptionSources config_sources;  // where each config value came from (config.toml comments); may be empty
   RunLock lock;             // the run folder's, once make_train_env writes into it (else run_training takes it)
 };
 

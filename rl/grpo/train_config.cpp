@@ -1,6 +1,8 @@
 #include "rl/grpo/train_config.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "rl/grpo/loss_agg.h"
 #include "runtime/error.h"
@@ -79,6 +81,7 @@ OptionTable config_fields(TrainConfig& c) {
        &c.zero_variance_in_denominator},
       {"micro-batch-tokens", "packed tokens per training micro-batch", &c.micro_batch_tokens},
       {"share-prefixes", "pack a group's common prompt once (same update up to rounding)", &c.share_prefixes},
+      {"override-safety", "train a pretrained checkpoint even with settings that would harm it (lr > 1e-4, turn caps too short for an answer or a Qwen3 thought)", &c.override_safety},
   });
   return t;
 }
@@ -123,9 +126,36 @@ void validate_config(const TrainConfig& c) {
         "config: tiny-* sizes must be positive");
 }
 
+std::vector<std::string> real_model_problems(const TrainConfig& c, int64_t num_params, bool qwen3_thinking) {
+  std::vector<std::string> out;
+  if (num_params <= kRealModelParams) return out;  // the embedded and test models learn fast on purpose
+  const double billions = static_cast<double>(num_params) / 1e9;
+  // The four papers train at 1e-6 (SkyRL-SQL, SQL-Trail, MTSQL-R1) to 2e-6; 1e-3 (the embedded
+  // default) destroys a pretrained model within a few AdamW steps.
+  if (c.lr > 1e-4)
+    out.push_back(str_cat("lr ", c.lr, " would wreck a pretrained model of ", billions,
+                          "B parameters (the paper recipes use 1e-6)"));
+  // A turn holds a reasoning block, a tagged SQL query or answer and its closing tags; below
+  // this every turn is cut, malformed and filtered. The recipes cap turns at 3,000-8,192 tokens.
+  if (c.max_turn_tokens < kMinTurnTokens)
+    out.push_back(str_cat("max-turn-tokens ", c.max_turn_tokens, " cannot hold a reasoned SQL turn (at least ",
+                          kMinTurnTokens, "; the recipes use 3000-8192)"));
+  // Qwen3's <think> blocks alone run to hundreds or thousands of tokens.
+  if (qwen3_thinking && c.max_turn_tokens < kMinThinkingTurnTokens)
+    out.push_back(str_cat("max-turn-tokens ", c.max_turn_tokens, " cannot hold a Qwen3 thought (thinking is on: at least ",
+                          kMinThinkingTurnTokens, ", or --enable-thinking=false)"));
+  return out;
+}
+
 std::string config_to_toml(const TrainConfig& config) {
   TrainConfig copy = config;
   return options_to_toml(config_fields(copy), "llm_sqlrl train: the resolved configuration of this run (CLI11 config format)");
+}
+
+std::string config_to_toml(const TrainConfig& config, const OptionSources& sources) {
+  TrainConfig copy = config;
+  return options_to_toml(config_fields(copy),
+                         "llm_sqlrl train: the resolved configuration of this run, each key's source after it", sources);
 }
 
 TrainConfig read_config_toml(const std::string& path, std::vector<size_t>* present) {

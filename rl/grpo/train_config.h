@@ -79,6 +79,7 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   bool zero_variance_in_denominator = false;
   int64_t micro_batch_tokens = 8192;
   bool share_prefixes = true;  // CPU: pack a group's common prompt once
+  bool override_safety = false;  // train a real checkpoint with settings real_model_problems refuses
 };
 
 // The table, in config.toml order, pointing into `config`.
@@ -87,8 +88,19 @@ OptionTable config_fields(TrainConfig& config);
 // Checks enumerations and ranges; a bad value is a one-line error naming the key.
 void validate_config(const TrainConfig& config);
 
+// Settings that would harm a pretrained model (more than kRealModelParams parameters): an lr
+// above 1e-4, a turn cap below kMinTurnTokens, Qwen3 thinking with a turn cap below
+// kMinThinkingTurnTokens. One sentence each, naming the key, the value and why; empty = none.
+constexpr int64_t kRealModelParams = 100'000'000;
+constexpr int64_t kMinTurnTokens = 256;
+constexpr int64_t kMinThinkingTurnTokens = 1024;
+std::vector<std::string> real_model_problems(const TrainConfig& config, int64_t num_params, bool qwen3_thinking);
+
 // The resolved config as a CLI11-readable TOML file (one `key = value` line per field).
 std::string config_to_toml(const TrainConfig& config);
+// The same with each line's source as a comment (`lr = 1e-06  # recipe skyrl`); sources is
+// table-aligned (runtime/options.h OptionSources).
+std::string config_to_toml(const TrainConfig& config, const OptionSources& sources);
 // Reads a recipe or a file written by config_to_toml: flat `key = value` lines in CLI11's TOML
 // format (strings quoted, arrays ["a", "b"], # comments, an optional [train] header); keys not
 // in the file keep their defaults, and `present` (when given) receives the table indices the

@@ -14,6 +14,8 @@
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "sql/exec/compare.h"
+#include "weights/config.h"
+#include "weights/qwen_params.h"
 
 namespace fs = std::filesystem;
 
@@ -96,18 +98,28 @@ TrainEnv make_train_env(const TrainConfig& config) {
   } else {
     check_no_run_in(dir, str_cat("continue it with --resume ", dir, " or choose another --out"));
   }
+  std::string tok_path = tokenizer_path(c);
+  if (!c.chat_template.empty()) env.chat_template = chat_template_from_name(c.chat_template);
+  else if (!tok_path.empty()) env.chat_template = detect_chat_template_for_tokenizer(tok_path).value_or(ChatTemplate::qwen3);
   if (!c.weights.empty()) {
     check(fs::exists(c.weights), "weights: no such file or folder: ", c.weights);
+    // Settings that would harm a pretrained model are refused from config.json's shape alone,
+    // before gigabytes of weights are read.
+    const fs::path folder = fs::is_directory(c.weights) ? fs::path(c.weights) : fs::path(c.weights).parent_path();
+    if (!c.override_safety && fs::is_regular_file(folder / "config.json")) {
+      const int64_t params = count_parameters(qwen_parameters(read_config_file((folder / "config.json").string())));
+      std::string all;
+      for (const std::string& p : real_model_problems(c, params, env.chat_template == ChatTemplate::qwen3 && c.enable_thinking))
+        all += (all.empty() ? "" : "; ") + p;
+      check(all.empty(), "train: ", c.weights, ": ", all, " (--override-safety trains anyway)");
+    }
     env.model = load_model(c.weights);
     check_head_dim(env.model.config.head_dim, c.weights);
   }
-  std::string tok_path = tokenizer_path(c);
   if (!tok_path.empty()) {
     env.tokenizer_path = tok_path;
     env.tokenizer = load_tokenizer_from_string(read_file_text(tok_path), tok_path);
   }
-  if (!c.chat_template.empty()) env.chat_template = chat_template_from_name(c.chat_template);
-  else if (!tok_path.empty()) env.chat_template = detect_chat_template_for_tokenizer(tok_path).value_or(ChatTemplate::qwen3);
   if (env.tokenizer && !c.weights.empty())
     check(static_cast<int64_t>(env.tokenizer->size()) <= env.model.config.vocab_size, "tokenizer ", tok_path,
           " has ", env.tokenizer->size(), " ids but the model ", c.weights, " has vocab_size ",

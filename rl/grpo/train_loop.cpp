@@ -136,7 +136,9 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   TrainConfig resolved = c;
   resolved.resume.clear();
   resolved.out = dir;
-  write_text_atomic((run / "config.toml").string(), config_to_toml(resolved));
+  const bool sourced = env.config_sources.size() == config_fields(resolved).size();
+  write_text_atomic((run / "config.toml").string(),
+                    sourced ? config_to_toml(resolved, env.config_sources) : config_to_toml(resolved));
 
   const GrpoConfig gc = grpo_config(c);
   const RolloutOptions base = rollout_options(c, env.chat_template);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "weights/config.h"
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_log.h"
 #include "tests/rl_train/train_fixture.h"
@@ -99,10 +100,19 @@ TEST(TrainCli, CheckpointsKeepTheTokenizerConfigAndEvalUsesItsTemplate) {
       sql::testing::file_bytes(std::string(SQLRL_FIXTURES_DIR) + "/chat_template/qwen2_5_chat_template.jinja");
   std::ofstream(weights + "/tokenizer_config.json") << tokenizer_config.dump();
   const std::string run = fresh_dir("cli_tpl_run");
-  r = run_train("--weights " + weights + " --dataset spider:" + seed_run + "/cache/synth --max-steps 1 --out " + run);
+  // --weights without --config: the SkyRL-SQL recipe's values, shrunk by flags for a test.
+  r = run_train("--weights " + weights + " --dataset spider:" + seed_run +
+                "/cache/synth --max-steps 1 --batch-size 2 --group-size 2 --max-turn-tokens 16 --out " + run);
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(sql::testing::file_bytes(run + "/config.toml").find("chat-template = \"\""), std::string::npos)
-      << "the run detects the template itself";
+  const std::string config = sql::testing::file_bytes(run + "/config.toml");
+  EXPECT_NE(config.find("chat-template = \"\"  # default"), std::string::npos)
+      << "the run detects the template itself (the recipe's is its paper's model's): " << config;
+  EXPECT_NE(config.find("top-p = 0.94999999999999996  # recipe skyrl (the default with --weights)"), std::string::npos)
+      << config;
+  EXPECT_NE(config.find("max-grad-norm = 0.5  # recipe skyrl"), std::string::npos) << config;
+  EXPECT_NE(config.find("batch-size = 2  # flag"), std::string::npos) << config;
+  EXPECT_NE(r.out.find("  temperature = 0.59999999999999998  (recipe skyrl (the default with --weights))"),
+            std::string::npos) << "the settings and their sources are printed at the start: " << r.out;
   const std::string ckpt = checkpoint_dir(run, 1);
   EXPECT_EQ(sql::testing::file_bytes(ckpt + "/tokenizer_config.json"),
             sql::testing::file_bytes(weights + "/tokenizer_config.json"));
@@ -113,6 +123,37 @@ TEST(TrainCli, CheckpointsKeepTheTokenizerConfigAndEvalUsesItsTemplate) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << sql::testing::file_bytes(eval_out + ".log");
   const std::string eval_config = sql::testing::file_bytes(eval_out + "/config.toml");
   EXPECT_NE(eval_config.find("chat-template = \"qwen2.5\""), std::string::npos) << eval_config;
+}
+
+// Settings that would harm a pretrained model are refused from its config.json alone (here a
+// Qwen3-4B shape with no tensors), before anything is read or written; the recipe a real
+// checkpoint gets by default passes, and --override-safety lets a harmful one through.
+TEST(TrainCli, HarmfulSettingsForARealModelAreRefused) {
+  const std::string weights = fresh_dir("cli_real_shape"), out = fresh_dir("cli_real_out");
+  fs::create_directories(weights);
+  std::ofstream(weights + "/config.json") << config_to_json(preset_config("qwen3-4b"));
+  std::ofstream(weights + "/tokenizer.json") << toy_tokenizer_json();
+  auto refused = [&](const std::string& flags, const std::string& reason) {
+    CliRun r = run_train("--weights " + weights + " " + flags + " --out " + out);
+    EXPECT_NE(r.rc, 0) << flags;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(reason), std::string::npos) << flags << ": " << r.err;
+    EXPECT_NE(r.err.find("--override-safety"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out)) << flags;
+  };
+  refused("--lr 1e-3", "lr 0.001 would wreck a pretrained model of 4.02");
+  refused("--max-turn-tokens 48", "max-turn-tokens 48 cannot hold a reasoned SQL turn");
+  refused("--max-turn-tokens 512", "max-turn-tokens 512 cannot hold a Qwen3 thought");
+  // The tiny values a run gets without --weights, given through the tiny recipe.
+  refused("--config tiny", "lr 0.001");
+  // Past the check: the recipe's values, and a harmful value with --override-safety, reach the
+  // weights (which this folder does not have).
+  for (const std::string flags : {"", "--max-turn-tokens 512 --enable-thinking=false", "--lr 1e-3 --override-safety"}) {
+    CliRun r = run_train("--weights " + weights + " " + flags + " --out " + out);
+    EXPECT_NE(r.rc, 0);
+    EXPECT_EQ(r.err.find("--override-safety"), std::string::npos) << flags << ": " << r.err;
+    EXPECT_NE(r.err.find("safetensors"), std::string::npos) << flags << ": " << r.err;
+  }
 }
 
 TEST(TrainCli, BadInputFailsCleanly) {
