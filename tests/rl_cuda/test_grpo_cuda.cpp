@@ -1,10 +1,14 @@
 // grpo_step() on the CUDA policy: the loss and entropy against the CPU step, the gradient norm
 // within bf16 tolerance, and the device AdamW and moment download against a host AdamW applied
-// to the device's own gradients (exact up to f32 rounding).
+// to the device's own gradients (exact up to f32 rounding); then a step whose ratios leave the
+// clip range and whose reference differs, against the CPU branch for branch.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <utility>
 
+#include "model/train.h"
 #include "rl/grpo/grpo.h"
 #include "tests/model_cuda/model_cuda_util.h"
 #include "tests/rl_cuda/rl_cuda_fixture.h"
@@ -102,6 +106,118 @@ TEST(GrpoCuda, StepMatchesTheCpuWithinBf16AndAdamWIsExact) {
   policy_download_optimizer(dev, back);
   EXPECT_EQ(back.m, zeros.m);
   EXPECT_EQ(back.v, zeros.v);
+}
+
+// Per-token log-probs of tokens[1..n) of each trajectory under softmax(logits / temperature),
+// one trajectory per forward: on the CPU model, or on a device policy.
+std::vector<std::vector<float>> cpu_logprobs(const QwenModel& model, const std::vector<Trajectory>& batch, float temperature) {
+  std::vector<std::vector<float>> out;
+  for (const Trajectory& t : batch) {
+    std::vector<int32_t> in(t.tokens.begin(), t.tokens.end() - 1), tg(t.tokens.begin() + 1, t.tokens.end());
+    PackedBatch pb = pack_sequences({in});
+    TrainOptions to;
+    to.max_tokens = pb.num_tokens();
+    TrainState st = make_train_state(model.config, to);
+    std::vector<float> lp(tg.size());
+    forward_logprobs(model, st, pb, tg, lp.data(), nullptr, 1.0f / temperature);
+    out.push_back(lp);
+  }
+  return out;
+}
+
+std::vector<std::vector<float>> device_logprobs(const Policy& policy, PolicyActivations& acts,
+                                                const std::vector<Trajectory>& batch, float temperature) {
+  std::vector<std::vector<float>> out;
+  for (const Trajectory& t : batch) {
+    std::vector<int32_t> in(t.tokens.begin(), t.tokens.end() - 1), tg(t.tokens.begin() + 1, t.tokens.end());
+    std::vector<float> lp(tg.size());
+    policy_forward_logprobs(policy, acts, pack_sequences({in}), tg, lp.data(), nullptr, 1.0f / temperature);
+    out.push_back(lp);
+  }
+  return out;
+}
+
+// The step with the ratio away from 1 and a reference that differs from the policy, so the clip
+// and KL branches run on both devices (the test above has ratio = 1 and KL = 0 by construction).
+// Catches a CUDA step that ignores the old log-probs (no clipping, ratio 1) or the reference
+// (KL 0), or takes a clip branch the CPU does not.
+//
+// Budget: the premise, checked first, is that the device's bf16 forward gives each log-prob
+// within eps = 0.05 nats of the CPU's f32 one (tests/model_cuda measure ~0.02 on such models).
+// The old log-probs are the CPU policy's shifted by ±0.1 / ±0.5 nats, so every ratio is
+// e^{±0.1} or e^{±0.5}: at least 0.12 nats from a clip edge (ln 0.8, ln 1.28) > eps, and the two
+// devices take the same branch at every token (the clip fraction is equal exactly). Per token, a
+// log-prob error of at most eps moves the ratio by r (e^eps - 1), the old-minus-new term by eps,
+// and k3(d) = e^d - d - 1 (d = ref - logp, both off by eps) by at most e^d (e^{2 eps} - 1) + 2 eps;
+// the loss is their token mean with |A| <= (G - 1) / sqrt(G) (a standardised score with the
+// unbiased std).
+TEST(GrpoCuda, ClipAndKlBranchesMatchTheCpuWithRatioAwayFromOne) {
+  const QwenModel initial = bf16_model(512, 7), reference = bf16_model(512, 8);
+  const float temperature = 0.6f;
+  const double eps = 0.05, offsets[4] = {0.5, -0.1, 0.1, -0.5};
+  std::vector<Trajectory> batch = batch_of_two_groups();
+  const std::vector<std::vector<float>> lp = cpu_logprobs(initial, batch, temperature),
+                                        ref_lp = cpu_logprobs(reference, batch, temperature);
+  double tokens = 0, clipped = 0, ratio_budget = 0, kl_budget = 0, loss_budget = 0;
+  const double a_max = 2.0 / std::sqrt(3.0), kl_coef = 0.1;
+  for (size_t i = 0; i < batch.size(); ++i)
+    for (size_t p = 0; p < lp[i].size(); ++p) {
+      if (!batch[i].policy_mask[p + 1]) continue;
+      const double off = offsets[(i + p) % 4], r = std::exp(off), d = ref_lp[i][p] - lp[i][p];
+      batch[i].sampler_logprobs[p + 1] = static_cast<float>(lp[i][p] - off);
+      const bool inside = r > 0.8 && r < 1.28;
+      tokens += 1, clipped += !inside;
+      ratio_budget += r * std::expm1(eps);
+      const double dk3 = std::exp(d) * std::expm1(2 * eps) + 2 * eps;
+      kl_budget += dk3;
+      loss_budget += (inside ? a_max * r * std::expm1(eps) : 0.0) + kl_coef * dk3;
+    }
+  GrpoConfig cfg = config(static_cast<float>(kl_coef));
+  cfg.clip_high = 0.28f;
+  cfg.use_sampler_logprobs = true;
+  cfg.temperature = temperature;
+  TrainOptions to;
+  to.max_tokens = 128;
+  // The CPU step first (it runs without a device too): every planned branch is taken there.
+  QwenModel cpu = initial, cpu_ref = reference;
+  alloc_grads(cpu);
+  TrainState state = make_train_state(cpu.config, to);
+  OptimizerState cpu_opt = make_optimizer_state(cpu.num_params);
+  GrpoStepStats want = grpo_step(cpu, &cpu_ref, cpu_opt, state, batch, cfg);
+  ASSERT_EQ(want.tokens, static_cast<int64_t>(tokens));
+  ASSERT_GT(clipped, 0) << "the case must put ratios outside the clip range";
+  // A token counts as clipped only where the clipped branch is the larger loss: ratios above the
+  // range with A > 0, below it with A < 0 (A = 0 tokens never), so at most the planned count.
+  EXPECT_GT(want.clip_fraction, 0.0);
+  EXPECT_LE(want.clip_fraction, clipped / tokens);
+  EXPECT_GT(want.ref_kl, 0.0);
+
+  SQLRL_REQUIRE_CUDA();
+  QwenModel dev_host = initial, ref_host = reference;
+  Policy dev = cuda_policy(dev_host), ref = cuda_reference(ref_host);
+  PolicyActivations acts = policy_init_training(dev, to, cfg.adamw);
+  // The premise: device log-probs within eps of the CPU's, policy and reference.
+  for (const auto& [policy, expected] : {std::pair<const Policy*, const std::vector<std::vector<float>>*>{&dev, &lp},
+                                         {&ref, &ref_lp}}) {
+    const std::vector<std::vector<float>> got = device_logprobs(*policy, acts, batch, temperature);
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      for (size_t p = 0; p < got[i].size(); ++p)
+        worst = std::max(worst, std::fabs(static_cast<double>(got[i][p]) - (*expected)[i][p]));
+    ASSERT_LE(worst, eps) << "device log-probs are further from the CPU's than the budget assumes";
+  }
+  OptimizerState dev_opt;
+  GrpoStepStats got = grpo_step(dev, &ref, dev_opt, acts, batch, cfg);
+  std::printf("clip %.4f / %.4f, ref_kl %.5g / %.5g, loss %.6g / %.6g (cpu / cuda)\n", want.clip_fraction,
+              got.clip_fraction, want.ref_kl, got.ref_kl, want.loss, got.loss);
+  ASSERT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.clip_fraction, want.clip_fraction);  // the same branch at every token
+  EXPECT_NEAR(got.ratio_mean, want.ratio_mean, ratio_budget / tokens + 1e-6);
+  EXPECT_NEAR(got.approx_kl, want.approx_kl, eps + 1e-6);
+  EXPECT_NEAR(got.ref_kl, want.ref_kl, kl_budget / tokens + 1e-6);
+  EXPECT_NEAR(got.loss, want.loss, loss_budget / tokens + 1e-6);
+  // Gradients: within the bf16 backward's ~2.6% relative L2 (tests/model_cuda), as above.
+  EXPECT_NEAR(got.grad_norm, want.grad_norm, 0.05 * want.grad_norm);
 }
 
 TEST(GrpoCuda, WithoutADeviceTheCudaPolicyFailsNamingIt) {
