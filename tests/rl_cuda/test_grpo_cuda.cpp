@@ -19,6 +19,7 @@ namespace sqlrl::rl::testing {
 namespace {
 
 using sqlrl::testing::make_trajectory;
+using sqlrl::testing::trajectory_logprobs;
 
 std::vector<Trajectory> batch_of_two_groups() {
   std::mt19937 rng(3);
@@ -108,23 +109,8 @@ TEST(GrpoCuda, StepMatchesTheCpuWithinBf16AndAdamWIsExact) {
   EXPECT_EQ(back.v, zeros.v);
 }
 
-// Per-token log-probs of tokens[1..n) of each trajectory under softmax(logits / temperature),
-// one trajectory per forward: on the CPU model, or on a device policy.
-std::vector<std::vector<float>> cpu_logprobs(const QwenModel& model, const std::vector<Trajectory>& batch, float temperature) {
-  std::vector<std::vector<float>> out;
-  for (const Trajectory& t : batch) {
-    std::vector<int32_t> in(t.tokens.begin(), t.tokens.end() - 1), tg(t.tokens.begin() + 1, t.tokens.end());
-    PackedBatch pb = pack_sequences({in});
-    TrainOptions to;
-    to.max_tokens = pb.num_tokens();
-    TrainState st = make_train_state(model.config, to);
-    std::vector<float> lp(tg.size());
-    forward_logprobs(model, st, pb, tg, lp.data(), nullptr, 1.0f / temperature);
-    out.push_back(lp);
-  }
-  return out;
-}
-
+// Per-token log-probs of tokens[1..n) of each trajectory under softmax(logits / temperature) on
+// a device policy, one trajectory per forward (the CPU's: grpo_fixture.h trajectory_logprobs).
 std::vector<std::vector<float>> device_logprobs(const Policy& policy, PolicyActivations& acts,
                                                 const std::vector<Trajectory>& batch, float temperature) {
   std::vector<std::vector<float>> out;
@@ -157,8 +143,8 @@ TEST(GrpoCuda, ClipAndKlBranchesMatchTheCpuWithRatioAwayFromOne) {
   const float temperature = 0.6f;
   const double eps = 0.1, offsets[4] = {0.6, -0.05, 0.05, -0.6};
   std::vector<Trajectory> batch = batch_of_two_groups();
-  const std::vector<std::vector<float>> lp = cpu_logprobs(initial, batch, temperature),
-                                        ref_lp = cpu_logprobs(reference, batch, temperature);
+  const std::vector<std::vector<float>> lp = trajectory_logprobs(initial, batch, nullptr, temperature),
+                                        ref_lp = trajectory_logprobs(reference, batch, nullptr, temperature);
   double tokens = 0, clipped = 0, ratio_budget = 0, kl_budget = 0, loss_budget = 0;
   const double a_max = 2.0 / std::sqrt(3.0), kl_coef = 0.1;
   for (size_t i = 0; i < batch.size(); ++i)

@@ -3,11 +3,35 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/train.h"
 #include "rl/agent/trajectory.h"
 #include "runtime/random.h"
 #include "runtime/tensor.h"
 
 namespace sqlrl::testing {
+
+// Log-probs of tokens[1..n) of each trajectory (index p predicts token p + 1) under
+// softmax(logits / temperature), one trajectory per CPU forward. With `entropy`, each
+// position's policy entropy too.
+inline std::vector<std::vector<float>> trajectory_logprobs(const QwenModel& model,
+                                                           const std::vector<rl::Trajectory>& batch,
+                                                           std::vector<std::vector<float>>* entropy = nullptr,
+                                                           float temperature = 1.0f) {
+  std::vector<std::vector<float>> out;
+  for (const rl::Trajectory& t : batch) {
+    std::vector<int32_t> in(t.tokens.begin(), t.tokens.end() - 1), tg(t.tokens.begin() + 1, t.tokens.end());
+    PackedBatch pb = pack_sequences({in});
+    TrainOptions options;
+    options.max_tokens = pb.num_tokens();
+    options.logprob_chunk = 8;
+    TrainState st = make_train_state(model.config, options);
+    std::vector<float> lp(tg.size()), h(tg.size());
+    forward_logprobs(model, st, pb, tg, lp.data(), entropy ? h.data() : nullptr, 1.0f / temperature);
+    out.push_back(lp);
+    if (entropy) entropy->push_back(h);
+  }
+  return out;
+}
 
 inline QwenConfig tiny_config() {
   QwenConfig c;

@@ -24,24 +24,6 @@ TrainOptions train_options(int64_t max_tokens) {
   return o;
 }
 
-// Log-probs of tokens[1..n) of each trajectory (index p predicts token p + 1) under
-// softmax(logits / temperature). With `entropy`, each position's policy entropy too.
-std::vector<std::vector<float>> trajectory_logprobs(const QwenModel& model, const std::vector<Trajectory>& batch,
-                                                    std::vector<std::vector<float>>* entropy = nullptr,
-                                                    float temperature = 1.0f) {
-  std::vector<std::vector<float>> out;
-  for (const Trajectory& t : batch) {
-    std::vector<int32_t> in(t.tokens.begin(), t.tokens.end() - 1), tg(t.tokens.begin() + 1, t.tokens.end());
-    PackedBatch pb = pack_sequences({in});
-    TrainState st = make_train_state(model.config, train_options(pb.num_tokens()));
-    std::vector<float> lp(tg.size()), h(tg.size());
-    forward_logprobs(model, st, pb, tg, lp.data(), entropy ? h.data() : nullptr, 1.0f / temperature);
-    out.push_back(lp);
-    if (entropy) entropy->push_back(h);
-  }
-  return out;
-}
-
 std::vector<Trajectory> mixed_batch() {
   std::vector<Trajectory> b;
   b.push_back(make_trajectory(0, 0, {1, 2, 3}, {{4, 5, 6}, {7, 8}, {9, 10}}, 1.0));
