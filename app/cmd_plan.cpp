@@ -2,6 +2,7 @@
 // (only config.json / the tensor shapes are read) or a preset name.
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
 
 #include "app/commands.h"
 #include "model/memory_plan.h"
@@ -11,25 +12,36 @@
 namespace sqlrl {
 
 void add_plan_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("plan", "Print the GPU memory plan (weights, gradients, optimizer, activations, KV cache) for training a model");
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Print the memory plan the trainers run with (weights, gradients, optimizer, activations, KV cache) and the modes it chooses");
   struct Args {
-    std::string weights, preset;
-    int64_t seq = 8192, chunk = 1024, rollout_seq = 8192;
-    double gpu_gb = 80, reserve_gib = 2;
-    bool bf16_grads = false, kl = false;
+    std::string weights, preset, device = "cuda", bf16_moments = "auto", recompute = "auto", offload = "auto";
+    int64_t seq = 8192, chunk = 1024, rollout_seq = 8192, rollout_seqs = 64, group = 1, block = 16;
+    double memory_gb = 80, reserve_gib = 2;
+    bool kl = false;
   };
   auto args = std::make_shared<Args>();
   auto* source = cmd->add_option_group("model", "the model to plan for");
   source->add_option("--weights", args->weights, "checkpoint file or folder, or a config.json");
   source->add_option("--preset", args->preset, "published shape instead: qwen3-0.6b|1.7b|4b|8b, qwen2.5-coder-3b|7b|14b");
   source->require_option(1);
+  cmd->add_option("--device", args->device, "cuda (bf16 weights, one device region shared by rollout and training) or cpu (fp32, all held)")
+      ->capture_default_str()->check(CLI::IsMember({"cuda", "cpu"}));
+  cmd->add_option("--memory,--gpu-memory", args->memory_gb, "device memory in GB (10^9 bytes): the GPU's, or the host's for --device cpu")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--reserve", args->reserve_gib, "GiB kept back (CUDA context and workspaces; the process itself on the CPU)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--seq", args->seq, "packed tokens per training micro-batch")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--logprob-chunk", args->chunk, "tokens per log-prob chunk")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--rollout-seq", args->rollout_seq, "tokens per trajectory, to count KV-cache sequences")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--gpu-memory", args->gpu_gb, "device memory in GB (10^9 bytes)")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--reserve", args->reserve_gib, "GiB kept for the CUDA context and workspaces")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--bf16-grads", args->bf16_grads, "keep gradients in bf16 instead of fp32");
+  cmd->add_option("--rollout-seq", args->rollout_seq, "tokens per trajectory (max_total_tokens)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--rollout-seqs", args->rollout_seqs, "trajectories the rollout wants in flight at once")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--group", args->group, "trajectories the KV cache must hold at least (one GRPO group)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-block", args->block, "tokens per KV-cache block")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--kl", args->kl, "also hold a frozen reference model (kl_coef > 0)");
+  for (auto [flag, value, what] : {std::tuple{"--bf16-moments", &args->bf16_moments, "AdamW moments in bf16"},
+                                   {"--recompute", &args->recompute, "recompute layers in the backward (on: every layer)"},
+                                   {"--offload-optimizer", &args->offload, "AdamW moments in host memory during rollouts (cuda)"}})
+    cmd->add_option(flag, *value, str_cat(what, ": auto|on|off"))->capture_default_str()->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->callback([args] {
     QwenConfig config;
     if (!args->preset.empty()) {
@@ -40,13 +52,19 @@ void add_plan_command(CLI::App& app) {
       config = checkpoint_config(open_checkpoint(args->weights));
     }
     MemoryPlanOptions options;
+    options.device = args->device == "cpu" ? PlanDevice::Cpu : PlanDevice::Cuda;
     options.tokens_per_micro_batch = args->seq;
     options.logprob_chunk_tokens = args->chunk;
     options.rollout_sequence_tokens = args->rollout_seq;
-    options.device_bytes = static_cast<int64_t>(args->gpu_gb * 1e9);
+    options.rollout_sequences = args->rollout_seqs;
+    options.min_rollout_sequences = args->group;
+    options.kv_block_size = args->block;
+    options.device_bytes = static_cast<int64_t>(args->memory_gb * 1e9);
     options.reserve_bytes = static_cast<int64_t>(args->reserve_gib * double(int64_t(1) << 30));
-    options.bf16_gradients = args->bf16_grads;
     options.reference_model = args->kl;
+    options.bf16_moments = parse_choice(args->bf16_moments, "--bf16-moments");
+    options.recompute = parse_choice(args->recompute, "--recompute");
+    options.offload_optimizer = parse_choice(args->offload, "--offload-optimizer");
     for (const std::string& note : config.inferred) std::printf("inferred: %s\n", note.c_str());
     std::fputs(format_memory_plan(config, plan_memory(config, options), options).c_str(), stdout);
   });

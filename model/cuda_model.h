@@ -82,7 +82,12 @@ struct CudaTrainState {
   int64_t bytes() const { return static_cast<int64_t>(arena.nbytes()); }
 };
 
-CudaTrainState make_cuda_train_state(const CudaModel& model, const TrainOptions& options);
+// place_in (nullable): a device region of at least cuda_train_state_bytes to carve the state
+// from (the trainer's phase region, shared with the rollout's KV cache); null: a fresh arena.
+CudaTrainState make_cuda_train_state(const CudaModel& model, const TrainOptions& options,
+                                     const Tensor* place_in = nullptr);
+// The device bytes make_cuda_train_state takes (what model/memory_plan.h prices on CUDA).
+int64_t cuda_train_state_bytes(const QwenConfig& config, const TrainOptions& options);
 
 // As forward_logits / forward_logprobs / backward_logprobs of model/train.h; host in and out.
 void forward_logits_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch, float* logits);

@@ -233,8 +233,10 @@ void forward_hidden(const CudaModel& m, CudaTrainState& s, const PackedBatch& ba
 
 }  // namespace
 
-CudaTrainState make_cuda_train_state(const CudaModel& model, const TrainOptions& options) {
-  const QwenConfig& config = model.config();
+namespace {
+
+// The state with every size set and nothing placed: what make_cuda_train_state carves.
+CudaTrainState measured_state(const QwenConfig& config, const TrainOptions& options, size_t& bytes) {
   check(options.max_tokens > 0, "cuda train state: max_tokens must be positive, got ", options.max_tokens);
   check(options.logprob_chunk > 0, "cuda train state: logprob_chunk must be positive, got ", options.logprob_chunk);
   Dims d = dims_of(config);
@@ -254,9 +256,30 @@ CudaTrainState make_cuda_train_state(const CudaModel& model, const TrainOptions&
                                 logprob_cuda_workspace_bytes(logprob_shape(s, T))});
   Carver measure;
   carve_state(s, measure, d, config.has_qk_norm());
-  s.arena = empty({static_cast<int64_t>(measure.used)}, DType::U8, cuda_device(model.device));
+  bytes = measure.used;
+  return s;
+}
+
+}  // namespace
+
+int64_t cuda_train_state_bytes(const QwenConfig& config, const TrainOptions& options) {
+  size_t bytes = 0;
+  measured_state(config, options, bytes);
+  return static_cast<int64_t>(bytes);
+}
+
+CudaTrainState make_cuda_train_state(const CudaModel& model, const TrainOptions& options, const Tensor* place_in) {
+  size_t bytes = 0;
+  CudaTrainState s = measured_state(model.config(), options, bytes);
+  if (place_in) {
+    check(place_in->nbytes() >= bytes && place_in->device().is_cuda(), "cuda train state: needs ", bytes,
+          " device bytes, the region given holds ", place_in->nbytes());
+    s.arena = *place_in;
+  } else {
+    s.arena = empty({static_cast<int64_t>(bytes)}, DType::U8, cuda_device(model.device));
+  }
   Carver place{static_cast<char*>(s.arena.data()), 0};
-  carve_state(s, place, d, config.has_qk_norm());
+  carve_state(s, place, dims_of(model.config()), model.config().has_qk_norm());
   return s;
 }
 

@@ -1,29 +1,15 @@
 #include "model/memory_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 
+#include "model/cuda_model.h"
+#include "model/train.h"
 #include "runtime/error.h"
 #include "weights/qwen_params.h"
 
 namespace sqlrl {
 namespace {
-
-constexpr int64_t kBf16 = 2, kF32 = 4;
-
-// Bytes one layer saves per token for its backward, in the CUDA path's dtypes (bf16 tensors,
-// fp32 normalisation/softmax statistics): the same tensors model/train.cpp keeps in fp32.
-int64_t layer_bytes_per_token(const QwenConfig& c) {
-  int64_t C = c.hidden_size, I = c.intermediate_size, H = c.num_attention_heads, KVH = c.num_key_value_heads;
-  int64_t qd = c.q_dim(), kvd = c.kv_dim();
-  int64_t bf16_values = C /*ln1*/ + qd + 2 * kvd /*q k v*/ + qd /*attention out*/ + C /*resid_mid*/ + C /*ln2*/ +
-                        3 * I /*gate up h*/;
-  int64_t f32_values = 2 /*rstd1 rstd2*/ + H /*lse*/;
-  if (c.has_qk_norm()) {
-    bf16_values += qd + kvd;   // q, k before their RMSNorm
-    f32_values += H + KVH;     // their 1/rms
-  }
-  return bf16_values * kBf16 + f32_values * kF32;
-}
 
 std::string gib(int64_t bytes) {
   char buf[32];
@@ -31,82 +17,197 @@ std::string gib(int64_t bytes) {
   return buf;
 }
 
+std::vector<bool> first_layers(int64_t L, int64_t k) {
+  std::vector<bool> r(static_cast<size_t>(L), false);
+  for (int64_t l = 0; l < k; ++l) r[l] = true;
+  return r;
+}
+
+// Everything the choice depends on, priced once per candidate.
+struct Pricer {
+  const QwenConfig& config;
+  const MemoryPlanOptions& o;
+  bool cuda;
+  int64_t N, L;
+
+  int64_t weights() const { return N * (cuda ? 2 : 4); }
+  int64_t master() const { return cuda ? N * 4 : 0; }  // the CPU trains its one fp32 copy in place
+  int64_t reference() const { return o.reference_model ? N * (cuda ? 2 : 4) : 0; }
+  int64_t grads() const { return N * 4; }
+  int64_t moments(bool bf16) const { return 2 * N * (bf16 ? 2 : 4); }
+  int64_t activations(int64_t recomputed) const {
+    TrainOptions to;
+    to.max_tokens = o.tokens_per_micro_batch;
+    to.logprob_chunk = o.logprob_chunk_tokens;
+    if (recomputed > 0) to.recompute = first_layers(L, recomputed);
+    return cuda ? cuda_train_state_bytes(config, to) : 4 * train_state_floats(config, to);
+  }
+  int64_t block_bytes() const { return 2 * L * o.kv_block_size * config.kv_dim() * (cuda ? 2 : 4); }
+  int64_t blocks_per_sequence() const { return (o.rollout_sequence_tokens + o.kv_block_size - 1) / o.kv_block_size; }
+  // One logits row per live sequence for each decode step (fp32, on the policy's device).
+  int64_t decode_logits() const { return o.rollout_sequences * config.vocab_size * 4; }
+  // The train step's peak: with every buffer of both devices' plans that is live then (on the
+  // CPU the KV cache is too: min_kv, the least the rollout can run with).
+  int64_t train_peak(bool bf16, int64_t recomputed, int64_t min_kv) const {
+    int64_t t = weights() + master() + reference() + grads() + moments(bf16) + activations(recomputed);
+    return cuda ? t : t + min_kv + decode_logits();
+  }
+};
+
 }  // namespace
 
-MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& options) {
+Choice parse_choice(const std::string& value, const std::string& what) {
+  if (value == "auto") return Choice::Auto;
+  if (value == "on") return Choice::On;
+  if (value == "off") return Choice::Off;
+  fail(what, ": expected auto, on or off, got '", value, "'");
+}
+
+const char* choice_name(Choice c) { return c == Choice::Auto ? "auto" : c == Choice::On ? "on" : "off"; }
+
+int64_t TrainModes::recomputed_layers() const {
+  return static_cast<int64_t>(std::count(recompute.begin(), recompute.end(), true));
+}
+
+std::string TrainModes::describe() const {
+  return str_cat("recompute ", recomputed_layers(), "/", recompute.size(), " layers, AdamW moments ",
+                 bf16_moments ? "bf16" : "fp32", offload_optimizer ? ", moments offloaded to host during rollouts" : "");
+}
+
+MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
   validate_config(config, "memory plan");
-  check(options.tokens_per_micro_batch > 0, "memory plan: tokens per micro-batch must be positive, got ",
-        options.tokens_per_micro_batch);
-  check(options.logprob_chunk_tokens > 0, "memory plan: log-prob chunk must be positive, got ",
-        options.logprob_chunk_tokens);
-  check(options.rollout_sequence_tokens > 0, "memory plan: rollout sequence tokens must be positive, got ",
-        options.rollout_sequence_tokens);
+  for (auto [value, what] : {std::pair{o.tokens_per_micro_batch, "tokens per micro-batch"},
+                             {o.logprob_chunk_tokens, "log-prob chunk"},
+                             {o.rollout_sequence_tokens, "rollout sequence tokens"},
+                             {o.rollout_sequences, "rollout sequences"},
+                             {o.min_rollout_sequences, "minimum rollout sequences"},
+                             {o.kv_block_size, "KV block size"},
+                             {o.device_bytes, "device memory"}})
+    check(value > 0, "memory plan: ", what, " must be positive, got ", value);
+  check(o.reserve_bytes >= 0, "memory plan: the reserve must not be negative, got ", o.reserve_bytes);
+  const bool cuda = o.device == PlanDevice::Cuda;
+  check(cuda || o.offload_optimizer != Choice::On,
+        "memory plan: offloading the optimizer is a CUDA mode (on the CPU the moments are in host memory already)");
   MemoryPlan p;
+  p.device = o.device;
   p.num_params = count_parameters(qwen_parameters(config));
-  int64_t N = p.num_params, T = options.tokens_per_micro_batch, C = config.hidden_size, L = config.num_hidden_layers;
+  const Pricer price{config, o, cuda, p.num_params, config.num_hidden_layers};
+  const int64_t L = price.L, usable = o.device_bytes - o.reserve_bytes;
+  p.usable_bytes = usable;
+  p.kv_block_size = o.kv_block_size;
+  p.kv_block_bytes = price.block_bytes();
+  p.kv_bytes_per_token = p.kv_block_bytes / o.kv_block_size;
+  const int64_t per_seq = price.blocks_per_sequence();
+  const int64_t min_kv = o.min_rollout_sequences * per_seq * p.kv_block_bytes;
+  const int64_t wanted_kv = std::max(o.rollout_sequences, o.min_rollout_sequences) * per_seq * p.kv_block_bytes;
 
-  p.resident.push_back({"weights (bf16, forward copy)", N * kBf16});
-  p.resident.push_back({"master weights (fp32)", N * kF32});
-  p.resident.push_back({options.bf16_gradients ? "gradients (bf16)" : "gradients (fp32)",
-                        N * (options.bf16_gradients ? kBf16 : kF32)});
-  p.resident.push_back({"AdamW moments m, v (fp32)", 2 * N * kF32});
-  if (options.reference_model) p.resident.push_back({"reference model (bf16, KL)", N * kBf16});
-  for (const MemoryLine& line : p.resident) p.resident_total += line.bytes;
+  // 1. moments, 2. recomputed layers: the cheapest that lets the train step fit.
+  const int64_t max_recompute = o.recompute == Choice::Off ? 0 : L;
+  bool bf16 = o.bf16_moments == Choice::On;
+  if (o.bf16_moments == Choice::Auto) bf16 = price.train_peak(false, max_recompute, min_kv) > usable;
+  int64_t k = o.recompute == Choice::On ? L : 0;
+  if (o.recompute == Choice::Auto)
+    while (k < L && price.train_peak(bf16, k, min_kv) > usable) ++k;
+  p.modes.recompute = first_layers(L, k);
+  p.modes.bf16_moments = bf16;
+  p.activation_bytes = price.activations(k);
+  const int64_t moments = price.moments(bf16);
+  const std::string moments_what = str_cat("AdamW moments m, v (", bf16 ? "bf16" : "fp32", ")");
+  const std::string acts_what = str_cat("activations + backward scratch (", o.tokens_per_micro_batch, " tokens, ", k,
+                                        "/", L, " layers recomputed)");
 
-  int64_t per_layer = layer_bytes_per_token(config) * T;
-  int64_t residual_stream = (L + 1) * T * C * kBf16;  // each layer's input, then the last output
-  int64_t final_norm = T * (C * kBf16 + kF32) + T * kF32 /*per-token log-sum-exp*/;
-  p.activations_stored = residual_stream + L * per_layer + final_norm;
-  p.activations_recomputed = residual_stream + per_layer /*the one layer being recomputed*/ + final_norm;
-  p.backward_scratch = per_layer + T * C * kF32 /*residual gradient, fp32*/;
-  p.logprob_scratch = options.logprob_chunk_tokens * config.vocab_size * kF32;
-  p.train_total_stored = p.resident_total + p.activations_stored + p.backward_scratch + p.logprob_scratch;
-  p.train_total_recomputed = p.resident_total + p.activations_recomputed + p.backward_scratch + p.logprob_scratch;
+  // 3. the KV cache: what is left, up to what the rollout wants.
+  auto add = [](std::vector<MemoryLine>& lines, int64_t& total, std::string what, int64_t bytes) {
+    if (bytes > 0) lines.push_back({std::move(what), bytes}), total += bytes;
+  };
+  const std::string weights_what = cuda ? "weights (bf16, every forward)" : "weights (fp32, trained in place)";
+  if (cuda) {
+    const int64_t fixed = price.weights() + price.master() + price.reference();
+    bool offload = o.offload_optimizer == Choice::On;
+    if (o.offload_optimizer == Choice::Auto) offload = usable - fixed - moments - price.decode_logits() < wanted_kv;
+    p.modes.offload_optimizer = offload;
+    const int64_t rollout_room = usable - fixed - (offload ? 0 : moments) - price.decode_logits();
+    p.kv_blocks = std::max<int64_t>(0, std::min(wanted_kv, rollout_room) / p.kv_block_bytes);
+    add(p.resident, p.resident_bytes, weights_what, price.weights());
+    add(p.resident, p.resident_bytes, "master weights (fp32, AdamW)", price.master());
+    add(p.resident, p.resident_bytes, "reference model (bf16, KL)", price.reference());
+    if (!offload) add(p.resident, p.resident_bytes, moments_what, moments);
+    add(p.rollout, p.rollout_bytes, str_cat("KV cache (bf16, ", p.kv_blocks, " blocks of ", o.kv_block_size, " tokens)"),
+        p.kv_blocks * p.kv_block_bytes);
+    add(p.rollout, p.rollout_bytes, str_cat("decode logits (", o.rollout_sequences, " rows x vocab, fp32)"),
+        price.decode_logits());
+    add(p.train, p.train_bytes, "gradients (fp32)", price.grads());
+    if (offload) add(p.train, p.train_bytes, moments_what + ", back from host memory", moments);
+    add(p.train, p.train_bytes, acts_what, p.activation_bytes);
+    p.phase_bytes = std::max(p.rollout_bytes, p.train_bytes);
+  } else {
+    const int64_t without_kv = price.weights() + price.reference() + price.grads() + moments + p.activation_bytes +
+                               price.decode_logits();
+    p.kv_blocks = std::max<int64_t>(0, std::min(wanted_kv, usable - without_kv) / p.kv_block_bytes);
+    add(p.resident, p.resident_bytes, weights_what, price.weights());
+    add(p.resident, p.resident_bytes, "reference model (fp32, KL)", price.reference());
+    add(p.resident, p.resident_bytes, "gradients (fp32)", price.grads());
+    add(p.resident, p.resident_bytes, moments_what, moments);
+    add(p.resident, p.resident_bytes, acts_what, p.activation_bytes);
+    add(p.resident, p.resident_bytes, str_cat("KV cache (fp32, ", p.kv_blocks, " blocks of ", o.kv_block_size, " tokens)"),
+        p.kv_blocks * p.kv_block_bytes);
+    add(p.resident, p.resident_bytes, str_cat("decode logits (", o.rollout_sequences, " rows x vocab, fp32)"),
+        price.decode_logits());
+  }
+  p.peak_bytes = p.resident_bytes + p.phase_bytes;
+  p.kv_sequences = p.kv_blocks / per_seq;
 
-  p.kv_bytes_per_token = L * 2 * config.kv_dim() * kBf16;
-  // During rollout the training buffers stay resident; the decode working set (one chunk of
-  // logits per live sequence batch) is small next to the cache and is covered by the reserve.
-  p.kv_budget_bytes = options.device_bytes - options.reserve_bytes - p.resident_total;
-  p.kv_budget_tokens = p.kv_budget_bytes > 0 ? p.kv_budget_bytes / p.kv_bytes_per_token : 0;
+  const int64_t train_peak = price.train_peak(bf16, k, min_kv);
+  if (train_peak > usable) {
+    p.problem = str_cat("the train step needs ", gib(train_peak), " with ", p.modes.describe(), " and ",
+                        o.tokens_per_micro_batch, "-token micro-batches; ", gib(usable),
+                        " usable (fewer tokens per micro-batch, or a device with more memory)");
+  } else if (p.kv_sequences < o.min_rollout_sequences) {
+    p.problem = str_cat("the KV cache left holds ", p.kv_sequences, " trajectories of ", o.rollout_sequence_tokens,
+                        " tokens; the rollout needs ", o.min_rollout_sequences,
+                        " (one group): a shorter max_total_tokens, a smaller group, or more memory");
+  }
+  p.fits = p.problem.empty();
   return p;
 }
 
 std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, const MemoryPlanOptions& o) {
   std::string out;
-  auto line = [&](const std::string& what, int64_t bytes) { out += str_cat("  ", what, std::string(44 - std::min<size_t>(44, what.size()), ' '), gib(bytes), "\n"); };
+  auto line = [&](const std::string& indent, const std::string& what, int64_t bytes) {
+    size_t width = 66 - indent.size();
+    out += str_cat(indent, what, std::string(width - std::min(width, what.size()), ' '), gib(bytes), "\n");
+  };
   char params[64];
   std::snprintf(params, sizeof params, "%.3f B", p.num_params / 1e9);
   out += str_cat(arch_name(config.arch), ": ", config.num_hidden_layers, " layers, hidden ", config.hidden_size,
                  ", intermediate ", config.intermediate_size, ", heads ", config.num_attention_heads, "/",
                  config.num_key_value_heads, " x ", config.head_dim, ", vocab ", config.vocab_size, ", ", params,
                  " parameters\n");
-  out += str_cat("device memory ", gib(o.device_bytes), " (reserve ", gib(o.reserve_bytes), ")\n\n");
-  out += "resident for the whole run\n";
-  for (const MemoryLine& l : p.resident) line(l.what, l.bytes);
-  line("total resident", p.resident_total);
-  out += str_cat("\none micro-batch of ", o.tokens_per_micro_batch, " packed tokens\n");
-  line("activations, every layer stored", p.activations_stored);
-  line("activations, every layer recomputed", p.activations_recomputed);
-  line("backward scratch (one layer + residual grad)", p.backward_scratch);
-  line(str_cat("log-prob scratch (", o.logprob_chunk_tokens, " tokens x vocab, fp32)"), p.logprob_scratch);
-  out += "\ntraining peak\n";
-  int64_t usable = o.device_bytes - o.reserve_bytes;
-  auto verdict = [&](const char* mode, int64_t total) {
-    line(str_cat(mode, total <= usable ? "  (fits)" : "  (does NOT fit)"), total);
-  };
-  verdict("store all activations", p.train_total_stored);
-  verdict("recompute every layer", p.train_total_recomputed);
-  out += "\nrollout KV cache (bf16, training state resident)\n";
-  char per_token[32];
-  std::snprintf(per_token, sizeof per_token, "%8.1f KiB", p.kv_bytes_per_token / 1024.0);
-  out += str_cat("  per token", std::string(35, ' '), per_token, "\n");
-  if (p.kv_budget_bytes <= 0) {
-    out += "  budget                                      none: the training state alone exceeds the device\n";
-  } else {
-    line("budget", p.kv_budget_bytes);
-    out += str_cat("  = ", p.kv_budget_tokens, " tokens = ", p.kv_budget_tokens / o.rollout_sequence_tokens,
-                   " sequences of ", o.rollout_sequence_tokens, " tokens\n");
+  const bool cuda = p.device == PlanDevice::Cuda;
+  out += str_cat(cuda ? "device cuda " : "device cpu (host memory) ", gib(o.device_bytes), ", reserve ",
+                 gib(o.reserve_bytes), ": ", gib(p.usable_bytes), " usable\n");
+  out += str_cat("modes: ", p.modes.describe(), "\n\n");
+  out += cuda ? "resident for the whole run\n" : "allocated once, held for the whole run\n";
+  for (const MemoryLine& l : p.resident) line("  ", l.what, l.bytes);
+  line("  ", "total", p.resident_bytes);
+  if (cuda) {
+    out += "\none device region, allocated once; rollout and train take turns in it\n";
+    out += "  rollout\n";
+    for (const MemoryLine& l : p.rollout) line("    ", l.what, l.bytes);
+    line("    ", "total", p.rollout_bytes);
+    out += "  train step\n";
+    for (const MemoryLine& l : p.train) line("    ", l.what, l.bytes);
+    line("    ", "total", p.train_bytes);
+    line("  ", "region (the larger)", p.phase_bytes);
   }
+  out += "\n";
+  line("", p.fits ? "peak  (fits)" : "peak  (does NOT fit)", p.peak_bytes);
+  char per_token[32];
+  std::snprintf(per_token, sizeof per_token, "%.1f KiB", p.kv_bytes_per_token / 1024.0);
+  out += str_cat("KV cache: ", gib(p.kv_blocks * p.kv_block_bytes), " at ", per_token, " per token = ", p.kv_tokens(),
+                 " tokens = ", p.kv_sequences, " trajectories of ", o.rollout_sequence_tokens, " tokens at once (",
+                 o.rollout_sequences, " wanted)\n");
+  if (!p.fits) out += str_cat("does not fit: ", p.problem, "\n");
   return out;
 }
 

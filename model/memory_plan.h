@@ -1,9 +1,24 @@
-// Device memory plan for GRPO training of a Qwen model on one GPU, as the CUDA model path lays
-// it out: bf16 weights for the forward passes, fp32 master weights, fp32 (or bf16) gradients and
-// AdamW moments in one contiguous buffer each, activations for one micro-batch of packed tokens
-// (stored per layer, or only each layer's input when the layer is recomputed in the backward),
-// the chunked log-prob scratch, and what is left for the rollout's paged KV cache.
-// Pure arithmetic on the config: `llm_sqlrl plan` prints it before anyone rents a GPU.
+// The memory plan of GRPO/SFT training, shared by `llm_sqlrl plan` and the trainers: the
+// trainers allocate what the plan lists and run with the modes it chose, so what `plan` prints
+// is what a run does. Pure arithmetic on the config and the options; the activation bytes come
+// from the functions that size the real allocations (train_state_floats on the CPU,
+// cuda_train_state_bytes on CUDA), so the two cannot drift apart.
+//
+// A run alternates two phases. Rollout: the bf16 weights decode with a paged KV cache. Train:
+// forward/backward over packed micro-batches, gradients, AdamW. On CUDA the buffers only one
+// phase needs share ONE device region allocated once for the run (rollout: the KV cache; train:
+// gradients, activations, and the AdamW moments when they are offloaded to host memory while
+// rollouts run), so the KV cache gets whatever training does not need to keep. On the CPU every
+// buffer is allocated once and kept (host memory is not the constraint the plan fights there).
+//
+// The modes are chosen, in this order, to fit `device_bytes - reserve_bytes`:
+//  1. AdamW moments in bf16 (stochastic rounding, kernels/adamw.h) only when training cannot fit
+//     with fp32 moments even with every layer recomputed;
+//  2. the fewest layers recomputed in the backward (gradient checkpointing; layers 0..k-1) for
+//     the train phase to fit (k = 1 saves nothing: recomputed layers share one slot);
+//  3. on CUDA, the moments offloaded to pinned host memory during rollouts when the KV cache
+//     would otherwise hold fewer than `rollout_sequences` trajectories.
+// Each can be forced on or off instead (Choice).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,14 +28,35 @@
 
 namespace sqlrl {
 
+enum class PlanDevice : uint8_t { Cpu, Cuda };
+enum class Choice : uint8_t { Auto, Off, On };
+// "auto" | "on" | "off"; what names the flag/key in the error.
+Choice parse_choice(const std::string& value, const std::string& what);
+const char* choice_name(Choice c);
+
 struct MemoryPlanOptions {
-  int64_t tokens_per_micro_batch = 8192;  // packed tokens in one forward/backward
-  int64_t logprob_chunk_tokens = 1024;    // rows of logits made at once by the fused log-prob
+  PlanDevice device = PlanDevice::Cuda;
   int64_t device_bytes = int64_t(80) * 1000 * 1000 * 1000;  // an "80 GB" H100
   int64_t reserve_bytes = int64_t(2) << 30;  // CUDA context, cuBLASLt workspaces, fragmentation
-  int64_t rollout_sequence_tokens = 8192;    // one trajectory's cap, to express the KV budget in sequences
-  bool bf16_gradients = false;               // gradients kept in bf16 instead of fp32
-  bool reference_model = false;              // a frozen bf16 copy for the k3 KL term
+  int64_t tokens_per_micro_batch = 8192;     // packed tokens in one forward/backward (TrainOptions.max_tokens)
+  int64_t logprob_chunk_tokens = 1024;       // rows of logits made at once (TrainOptions.logprob_chunk)
+  int64_t rollout_sequence_tokens = 8192;    // one trajectory's cap
+  int64_t rollout_sequences = 64;            // trajectories the rollout wants in flight at once
+  int64_t min_rollout_sequences = 1;         // the KV cache must hold at least these (one GRPO group)
+  int64_t kv_block_size = 16;
+  bool reference_model = false;              // a frozen copy for the k3 KL term (bf16 on CUDA)
+  Choice bf16_moments = Choice::Auto;
+  Choice recompute = Choice::Auto;           // On: every layer; Off: none
+  Choice offload_optimizer = Choice::Auto;   // CUDA only (On is refused on the CPU)
+};
+
+struct TrainModes {
+  std::vector<bool> recompute;       // per layer: re-run its forward in the backward
+  bool bf16_moments = false;         // AdamW m and v in bf16
+  bool offload_optimizer = false;    // CUDA: m and v in host memory while rollouts run
+  int64_t recomputed_layers() const;
+  std::string describe() const;      // one line, as `plan` and the trainers print it
+  bool operator==(const TrainModes&) const = default;
 };
 
 struct MemoryLine {
@@ -29,21 +65,29 @@ struct MemoryLine {
 };
 
 struct MemoryPlan {
+  PlanDevice device = PlanDevice::Cuda;
   int64_t num_params = 0;
-  std::vector<MemoryLine> resident;         // held for the whole run
-  int64_t activations_stored = 0;           // every layer keeps its activations
-  int64_t activations_recomputed = 0;       // every layer recomputed in the backward
-  int64_t backward_scratch = 0;             // one layer's activation gradients + the residual gradient
-  int64_t logprob_scratch = 0;
-  int64_t resident_total = 0;
-  int64_t train_total_stored = 0, train_total_recomputed = 0;  // resident + activations + scratch
-  int64_t kv_bytes_per_token = 0;           // bf16 K and V of every layer
-  int64_t kv_budget_bytes = 0;              // device - reserve - resident - rollout working set (<0: none)
-  int64_t kv_budget_tokens = 0;
+  TrainModes modes;
+  std::vector<MemoryLine> resident;  // allocated once, held for the whole run
+  std::vector<MemoryLine> rollout;   // CUDA: the phase region during rollouts
+  std::vector<MemoryLine> train;     // CUDA: the phase region during the train step
+  int64_t resident_bytes = 0, rollout_bytes = 0, train_bytes = 0;
+  int64_t phase_bytes = 0;           // CUDA: max(rollout, train): the shared region's size
+  int64_t peak_bytes = 0;            // resident + phase region
+  int64_t usable_bytes = 0;          // device - reserve
+  int64_t kv_bytes_per_token = 0;
+  int64_t kv_block_bytes = 0;
+  int64_t kv_blocks = 0;             // the KV cache the trainer allocates
+  int64_t kv_tokens() const { return kv_blocks * kv_block_size; }
+  int64_t kv_block_size = 0;
+  int64_t kv_sequences = 0;          // trajectories of rollout_sequence_tokens it holds at once
+  int64_t activation_bytes = 0;      // the train state (activations + backward scratch)
+  bool fits = false;
+  std::string problem;               // why not, when !fits
 };
 
 MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& options);
-// The table `llm_sqlrl plan` prints (GiB with two decimals, and a verdict per training mode).
+// The table `llm_sqlrl plan` prints and the trainers write to RUN/memory_plan.txt.
 std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& plan, const MemoryPlanOptions& options);
 
 }  // namespace sqlrl

@@ -220,6 +220,21 @@ int64_t TrainState::num_floats() const {
   return n;
 }
 
+int64_t train_state_floats(const QwenConfig& config, const TrainOptions& options) {
+  Dims d = dims_of(config);
+  int64_t T = options.max_tokens, stored = 0;
+  bool any_recompute = false;
+  for (int64_t l = 0; l < d.L; ++l) {
+    bool r = !options.recompute.empty() && options.recompute[l];
+    any_recompute |= r;
+    stored += r ? 0 : 1;
+  }
+  int64_t slots = stored + (any_recompute ? 1 : 0);
+  return (d.L + 1) * T * d.C + slots * layer_slot_floats(d, T) + T * d.C /*lnf*/ + 2 * T /*rstdf, vocab_lse*/ +
+         std::min(T, options.logprob_chunk) * d.V +
+         T * (2 * d.C + 2 * d.qd + 2 * d.kvd + d.qd + d.kvd + 3 * d.I) /*backward scratch*/;
+}
+
 TrainState make_train_state(const QwenConfig& config, const TrainOptions& options) {
   validate_config(config, "train state");
   check(options.max_tokens > 0, "train state: max_tokens must be positive, got ", options.max_tokens);
@@ -256,6 +271,9 @@ TrainState make_train_state(const QwenConfig& config, const TrainOptions& option
                       {&s.dv, d.kvd}, {&s.dq_raw, d.qd}, {&s.dk_raw, d.kvd}, {&s.dh, d.I}, {&s.dgate, d.I},
                       {&s.dup, d.I}})
     v->assign(static_cast<size_t>(T * n), 0.0f);
+  // The memory planner prices this state with train_state_floats: the two must not drift apart.
+  check(s.num_floats() == train_state_floats(config, options), "train state: ", s.num_floats(),
+        " floats allocated, train_state_floats says ", train_state_floats(config, options));
   return s;
 }
 

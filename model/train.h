@@ -64,6 +64,8 @@ struct TrainState {
 };
 
 TrainState make_train_state(const QwenConfig& config, const TrainOptions& options);
+// The floats make_train_state allocates (what model/memory_plan.h prices on the CPU).
+int64_t train_state_floats(const QwenConfig& config, const TrainOptions& options);
 
 // Runs the layers and the final norm (state.lnf holds the normalised last hidden states).
 void forward_hidden(const QwenModel& model, TrainState& state, const PackedBatch& batch);

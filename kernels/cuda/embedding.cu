@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/ops_common.cuh"
 #include "kernels/embedding.h"
+#include "runtime/device.h"
 
 namespace sqlrl {
 namespace {
@@ -100,7 +101,12 @@ void embedding_forward_cuda(uint16_t* out, const uint16_t* table, const int32_t*
 }
 
 size_t embedding_backward_workspace_bytes(int64_t num_tokens, int64_t vocab) {
-  return num_tokens == 0 ? 0 : backward_layout(num_tokens, vocab).total;
+  if (num_tokens == 0) return 0;
+  // cub sizes its temp storage for the device it runs on; with no device present (the memory
+  // planner on a build machine) a bound stands in: the four arrays again plus 1 MiB covers the
+  // radix sort's per-pass histograms and tiles at these sizes. The trainer always asks cub.
+  if (cuda_device_count() == 0) return 8 * align256(static_cast<size_t>(num_tokens) * sizeof(uint32_t)) + (1u << 20);
+  return backward_layout(num_tokens, vocab).total;
 }
 
 void embedding_backward_cuda(float* dtable, const uint16_t* dout, const int32_t* tokens, int64_t num_tokens,
