@@ -69,19 +69,8 @@ std::vector<float> download_grads(const CudaModel& model) {
 void zero_grads(CudaModel& model) { model_zero(model.grads.data(), model.grads.nbytes(), model.stream); }
 
 CudaWeights bf16_weights(const CudaModel& model) {
-  const float* master = model.master.data_as<float>();
-  const uint16_t* bf16 = model.weights.data_as<uint16_t>();
-  ModelWeights f = QwenModel::bind_weights(model.shape, const_cast<float*>(master));
-  auto at = [&](const float* p) -> const uint16_t* { return p ? bf16 + (p - master) : nullptr; };
-  CudaWeights w;
-  w.embed = at(f.embed);
-  w.final_norm = at(f.final_norm);
-  w.lm_head = at(f.lm_head);
-  for (const LayerWeights& l : f.layers)
-    w.layers.push_back({at(l.attn_norm), at(l.wq), at(l.bq), at(l.wk), at(l.bk), at(l.wv), at(l.bv), at(l.wo),
-                        at(l.bo), at(l.q_norm), at(l.k_norm), at(l.mlp_norm), at(l.w_gate), at(l.w_up),
-                        at(l.w_down)});
-  return w;
+  check(model.weights.defined(), "cuda model: no bf16 weights on the device");
+  return bind_views<CudaWeights>(model.shape, static_cast<const uint16_t*>(model.weights.data_as<uint16_t>()));
 }
 
 ModelWeights grad_views(CudaModel& model) { return QwenModel::bind_weights(model.shape, model.grads.data_as<float>()); }

@@ -22,49 +22,29 @@ QwenModel make_model(const QwenConfig& config) {
   return model;
 }
 
+WeightSlot weight_slot(const std::string& name, int64_t num_layers) {
+  if (name == "embed") return {-1, WeightField::embed};
+  if (name == "final_norm") return {-1, WeightField::final_norm};
+  if (name == "lm_head") return {-1, WeightField::lm_head};
+  check(name.size() > 1 && name[0] == 'L', "model: unexpected parameter name '", name, "'");
+  size_t dot = name.find('.');
+  int64_t layer = std::stoll(name.substr(1, dot - 1));
+  check(layer >= 0 && layer < num_layers, "model: parameter '", name, "' names a layer past ", num_layers);
+  static const std::pair<const char*, WeightField> fields[] = {
+      {"attn_norm", WeightField::attn_norm}, {"wq", WeightField::wq},         {"bq", WeightField::bq},
+      {"wk", WeightField::wk},               {"bk", WeightField::bk},         {"wv", WeightField::wv},
+      {"bv", WeightField::bv},               {"wo", WeightField::wo},         {"bo", WeightField::bo},
+      {"q_norm", WeightField::q_norm},       {"k_norm", WeightField::k_norm}, {"mlp_norm", WeightField::mlp_norm},
+      {"w_gate", WeightField::w_gate},       {"w_up", WeightField::w_up},     {"w_down", WeightField::w_down}};
+  std::string field = name.substr(dot + 1);
+  for (const auto& [n, f] : fields)
+    if (field == n) return {layer, f};
+  fail("model: unknown layer parameter '", name, "'");
+}
+
 ModelWeights QwenModel::bind_weights(const QwenModel& model, float* base) {
   check(base != nullptr, "model: binding views to an unallocated buffer");
-  ModelWeights w;
-  w.layers.resize(static_cast<size_t>(model.config.num_hidden_layers));
-  for (const ParamView& view : model.table) {
-    float* p = base + view.offset;
-    const std::string& name = view.spec.name;
-    if (name == "embed") {
-      w.embed = p;
-    } else if (name == "final_norm") {
-      w.final_norm = p;
-    } else if (name == "lm_head") {
-      w.lm_head = p;
-    } else {
-      check(name.size() > 1 && name[0] == 'L', "model: unexpected parameter name '", name, "'");
-      size_t dot = name.find('.');
-      size_t layer = std::stoul(name.substr(1, dot - 1));
-      check(layer < w.layers.size(), "model: parameter '", name, "' names a layer past ", w.layers.size());
-      LayerWeights& l = w.layers[layer];
-      std::string field = name.substr(dot + 1);
-      float** slot = field == "attn_norm" ? &l.attn_norm
-                     : field == "wq"      ? &l.wq
-                     : field == "bq"      ? &l.bq
-                     : field == "wk"      ? &l.wk
-                     : field == "bk"      ? &l.bk
-                     : field == "wv"      ? &l.wv
-                     : field == "bv"      ? &l.bv
-                     : field == "wo"      ? &l.wo
-                     : field == "bo"      ? &l.bo
-                     : field == "q_norm"  ? &l.q_norm
-                     : field == "k_norm"  ? &l.k_norm
-                     : field == "mlp_norm" ? &l.mlp_norm
-                     : field == "w_gate"  ? &l.w_gate
-                     : field == "w_up"    ? &l.w_up
-                     : field == "w_down"  ? &l.w_down
-                                          : nullptr;
-      check(slot != nullptr, "model: unknown layer parameter '", name, "'");
-      *slot = p;
-    }
-  }
-  if (model.config.tie_word_embeddings) w.lm_head = w.embed;
-  check(w.embed && w.final_norm && w.lm_head, "model: parameter table lacks embed, final_norm or lm_head");
-  return w;
+  return bind_views<ModelWeights>(model, base);
 }
 
 void init_random_weights(QwenModel& model, uint64_t seed, float stddev) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/error.h"
 #include "weights/config.h"
 #include "weights/qwen_params.h"
 
@@ -37,6 +38,46 @@ struct ModelWeights {
   float* lm_head = nullptr;  // == embed when tied
 };
 
+// Which field of ModelWeights / LayerWeights a table entry binds (layer -1: a model-level
+// tensor), parsed from its short name once for every binding (host f32, device bf16 views).
+enum class WeightField : uint8_t {
+  embed, final_norm, lm_head, attn_norm, wq, bq, wk, bk, wv, bv, wo, bo, q_norm, k_norm, mlp_norm, w_gate, w_up, w_down
+};
+struct WeightSlot {
+  int64_t layer = -1;
+  WeightField field = WeightField::embed;
+};
+WeightSlot weight_slot(const std::string& name, int64_t num_layers);
+
+template <class Layer, class P>
+P* layer_field(Layer& l, WeightField f) {
+  switch (f) {
+    case WeightField::attn_norm: return &l.attn_norm;
+    case WeightField::wq: return &l.wq;
+    case WeightField::bq: return &l.bq;
+    case WeightField::wk: return &l.wk;
+    case WeightField::bk: return &l.bk;
+    case WeightField::wv: return &l.wv;
+    case WeightField::bv: return &l.bv;
+    case WeightField::wo: return &l.wo;
+    case WeightField::bo: return &l.bo;
+    case WeightField::q_norm: return &l.q_norm;
+    case WeightField::k_norm: return &l.k_norm;
+    case WeightField::mlp_norm: return &l.mlp_norm;
+    case WeightField::w_gate: return &l.w_gate;
+    case WeightField::w_up: return &l.w_up;
+    case WeightField::w_down: return &l.w_down;
+    default: return nullptr;
+  }
+}
+
+struct QwenModel;
+// Views of every table entry at base + offset, in any struct shaped like ModelWeights (embed,
+// layers[], final_norm, lm_head) over any element type: the host f32 buffers and the device
+// bf16 copy (model/cuda_layers.h CudaWeights) bind through this one function.
+template <class Weights, class T>
+Weights bind_views(const QwenModel& model, T* base);
+
 struct QwenModel {
   QwenConfig config;
   std::vector<ParamView> table;
@@ -63,5 +104,23 @@ void save_model(const QwenModel& model, const std::string& folder);
 const ParamView& find_param(const QwenModel& model, const std::string& hf_name);  // throws naming the tensor
 void alloc_grads(QwenModel& model);  // sized like params, zeroed
 void zero_grads(QwenModel& model);
+
+template <class Weights, class T>
+Weights bind_views(const QwenModel& model, T* base) {
+  Weights w;
+  const int64_t L = model.config.num_hidden_layers;
+  w.layers.resize(static_cast<size_t>(L));
+  for (const ParamView& view : model.table) {
+    T* p = base + view.offset;
+    WeightSlot s = weight_slot(view.spec.name, L);
+    if (s.field == WeightField::embed) w.embed = p;
+    else if (s.field == WeightField::final_norm) w.final_norm = p;
+    else if (s.field == WeightField::lm_head) w.lm_head = p;
+    else *layer_field<decltype(w.layers[0]), T*>(w.layers[s.layer], s.field) = p;
+  }
+  if (model.config.tie_word_embeddings) w.lm_head = w.embed;
+  check(w.embed && w.final_norm && w.lm_head, "model: parameter table lacks embed, final_norm or lm_head");
+  return w;
+}
 
 }  // namespace sqlrl
