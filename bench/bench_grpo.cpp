@@ -2,8 +2,9 @@
 // (vocab 256, hidden 64, 2 layers) beside one plain forward + backward of the same packed
 // tokens: the step adds the old-log-prob forward, the loss and AdamW. Numerics: per-token loss fwd+bwd (bytes moved: logp, old, ref, adv,
 // weight, dlogp as f32 = 24 B/token), fused AdamW (p, m, v, g read + p, m, v written =
-// 28 B/param) and the grad-norm sum of squares (4 B/param), beside a memcpy of the same bytes
-// in the same run. Threads: the default pool (SQLRL_THREADS or all cores).
+// 28 B/param; 20 B/param with bf16 moments) and the grad-norm sum of squares (4 B/param),
+// beside a memcpy of the same bytes in the same run. Threads: the default pool (SQLRL_THREADS or
+// all cores).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -55,6 +56,23 @@ void BM_AdamW(benchmark::State& state) {
   set_bytes(state, 28.0 * n);
 }
 BENCHMARK(BM_AdamW)->ArgNames({"params"})->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same update with bf16 moments: p, g read + p written (12 B) and m, v read and written as
+// bf16 (8 B) = 20 B/param, plus one 10-round Philox4x32 per element for the stochastic
+// rounding's bits (words 0 and 1 of its 4).
+void BM_AdamWBf16Moments(benchmark::State& state) {
+  int64_t n = state.range(0);
+  std::vector<float> p(n, 0.5f), g(n, 0.01f);
+  std::vector<uint16_t> m(n, 0), v(n, 0);
+  int64_t step = 0;
+  for (auto _ : state) {
+    adamw_bf16_moments_cpu(p.data(), m.data(), v.data(), g.data(), n, AdamWConfig{}, ++step, 1e-6f, 1.0f);
+    benchmark::DoNotOptimize(p.data());
+  }
+  set_bytes(state, 20.0 * n);
+}
+BENCHMARK(BM_AdamWBf16Moments)->ArgNames({"params"})->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_GradSqSum(benchmark::State& state) {
   int64_t n = state.range(0);

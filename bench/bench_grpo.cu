@@ -1,7 +1,8 @@
 // CUDA optimizer numerics in GB/s beside a device-to-device copy of the same byte count in the
 // same run (the bandwidth these memory-bound kernels can reach): fused AdamW with the bf16 copy
-// out (30 B/param) and the grad-norm sum of squares (4 B/param). (The GRPO loss and advantage
-// run on the host: kernels/grpo_loss.h.)
+// out (30 B/param), the same with bf16 moments (22 B/param: half the optimizer state) and the
+// grad-norm sum of squares (4 B/param). (The GRPO loss and advantage run on the host:
+// kernels/grpo_loss.h.)
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -48,6 +49,15 @@ int main() {
                  n, AdamWConfig{}, ++step, 1e-6f, static_cast<double*>(sq.data()), 1.0f, CudaStream{});
     });
     row("adamw + bf16 copy " + std::to_string(n) + " params", 30.0 * n, ms);
+    // bf16 moments: p, g read + p written (12 B), m, v read + written as bf16 (8 B), bf16 copy (2 B).
+    Tensor mb = zeros({n}, DType::BF16, dev), vb = zeros({n}, DType::BF16, dev);
+    step = 0;
+    float bf16_ms = bench::median_ms([&] {
+      adamw_bf16_moments_cuda(p.data_as<float>(), mb.data_as<uint16_t>(), vb.data_as<uint16_t>(), g.data_as<float>(),
+                              bf.data_as<uint16_t>(), n, AdamWConfig{}, ++step, 1e-6f, static_cast<double*>(sq.data()),
+                              1.0f, CudaStream{});
+    });
+    row("adamw bf16 moments + bf16 copy " + std::to_string(n) + " params", 22.0 * n, bf16_ms);
   }
   return 0;
 }

@@ -15,7 +15,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "runtime/dtype.h"
 #include "runtime/hd.h"
+#include "runtime/philox.h"
 #include "runtime/stream.h"
 
 namespace sqlrl {
@@ -42,6 +44,52 @@ SQLRL_HD void adamw_element(float& p, float& m, float& v, float grad, float lr, 
 
 void adamw_cpu(float* params, float* m, float* v, const float* grads, int64_t n, const AdamWConfig& config,
                int64_t step, float lr, float grad_scale);
+
+// ---- bf16 moments (half the optimizer state) ----------------------------------------------
+// Rounds x to bf16 stochastically: adds the low 16 bits of `random_bits` to x's bits below the
+// bf16 mantissa and truncates, so E[round(x)] = x (NaN stays NaN, inf stays inf, no overflow of
+// finite values to inf beyond what truncation allows).
+// Why the bits of x: f32 and bf16 share sign and exponent, so a finite x lies between two
+// adjacent bf16 values lo (x's bits truncated) and hi (lo plus one in the last bf16 place; the
+// next binade or the smallest normal where the carry ripples on), and its low 16 bits are where
+// x sits between them in units of 2^-16 of the gap, subnormals included. Adding r uniform in
+// [0, 2^16) carries into the bf16 part with probability (low bits) / 2^16: E = x exactly. The
+// sign bit is apart, so negative values round away from zero symmetrically. Finite values above
+// the largest finite bf16 (|x|'s bits in (0x7f7f'0000, 0x7f7f'ffff]) would carry into inf: they
+// truncate to the largest finite value instead.
+SQLRL_HD uint16_t bf16_round_stochastic(float x, uint32_t random_bits) {
+  const uint32_t u = f32_bits(x);
+  if ((u & 0x7fffffffu) >= 0x7f800000u) return f32_to_bf16_bits(x);  // inf stays, NaN stays (quieted)
+  const uint32_t r = u + (random_bits & 0xffffu);
+  if ((r & 0x7f800000u) == 0x7f800000u) return static_cast<uint16_t>(u >> 16);  // would overflow: truncate
+  return static_cast<uint16_t>(r >> 16);
+}
+
+// The stochastic rounding's Philox seed; the stream is the step and the index the element, so
+// each (step, element) gets fresh bits whatever the thread layout.
+inline constexpr uint64_t kAdamWRoundingSeed = 0x5eed'ada3'b16f'0001ull;
+
+// One element of the bf16-moment AdamW, shared by the CPU loop and the CUDA kernel so that both
+// run the same arithmetic on the same bits: widen m and v (exact), adamw_element in f32, round
+// the new moments back stochastically with Philox words 0 (m) and 1 (v) of (step, i).
+SQLRL_HD void adamw_bf16_moments_element(float& p, uint16_t& m, uint16_t& v, float grad, float lr, float grad_scale,
+                                         float bc1, float bc2_sqrt, const AdamWConfig& c, int64_t step, int64_t i) {
+  float mf = bf16_bits_to_f32(m), vf = bf16_bits_to_f32(v);
+  adamw_element(p, mf, vf, grad, lr, grad_scale, bc1, bc2_sqrt, c);
+  const Philox4 bits = philox_draw(kAdamWRoundingSeed, static_cast<uint64_t>(step), static_cast<uint64_t>(i));
+  m = bf16_round_stochastic(mf, bits.v[0]);
+  v = bf16_round_stochastic(vf, bits.v[1]);
+}
+
+// As adamw_cpu / adamw_cuda with m and v held in bf16: each element reads them to f32, runs
+// adamw_element, and writes them back with bf16_round_stochastic, the random bits from
+// philox_draw(kAdamWRoundingSeed, step, i) (word 0 for m, word 1 for v), so CPU and CUDA draw the
+// same bits and a run is repeatable. Round-to-nearest would freeze v: with beta2 = 0.999,
+// 0.999*v rounds back to v (half a bf16 ulp is 2^-9 relative), so v could never decay.
+// Params stay f32 (the master copy); only the moments lose precision, each rounding <= 1 bf16
+// ulp (< 2^-7 relative) and zero on average.
+void adamw_bf16_moments_cpu(float* params, uint16_t* m, uint16_t* v, const float* grads, int64_t n,
+                            const AdamWConfig& config, int64_t step, float lr, float grad_scale);
 double grad_sq_sum_cpu(const float* grads, int64_t n);
 
 // CUDA. adamw_cuda reads its clip coefficient from the device: when grad_sq_sum (a device
@@ -51,6 +99,10 @@ double grad_sq_sum_cpu(const float* grads, int64_t n);
 void adamw_cuda(float* params, float* m, float* v, const float* grads, uint16_t* bf16_out, int64_t n,
                 const AdamWConfig& config, int64_t step, float lr, const double* grad_sq_sum, float max_norm,
                 const CudaStream& stream);
+// adamw_bf16_moments_cpu on the device; bf16_out, grad_sq_sum and max_norm exactly as in adamw_cuda.
+void adamw_bf16_moments_cuda(float* params, uint16_t* m, uint16_t* v, const float* grads, uint16_t* bf16_out,
+                             int64_t n, const AdamWConfig& config, int64_t step, float lr, const double* grad_sq_sum,
+                             float max_norm, const CudaStream& stream);
 // out: one device double; workspace: grad_sq_sum_workspace_bytes() device bytes.
 size_t grad_sq_sum_workspace_bytes();
 void grad_sq_sum_cuda(double* out, const float* grads, int64_t n, void* workspace, const CudaStream& stream);

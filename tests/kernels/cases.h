@@ -52,6 +52,7 @@ OpCase sampling_case();
 OpCase advantage_case();
 OpCase grpo_loss_case();
 OpCase adamw_case();
+OpCase adamw_bf16_moments_case();
 OpCase grad_norm_case();
 
 // ---------------------------------------------------------------------------------------------
