@@ -1,5 +1,6 @@
 // `llm_sqlrl plan`: the device memory plan of GRPO training for a model, from its checkpoint
 // (only config.json / the tensor shapes are read) or a preset name.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <tuple>
@@ -59,7 +60,7 @@ void add_plan_command(CLI::App& app) {
     options.rollout_sequences = args->rollout_seqs;
     options.min_rollout_sequences = args->group;
     options.kv_block_size = args->block;
-    options.device_bytes = static_cast<int64_t>(args->memory_gb * 1e9);
+    options.device_bytes = std::llround(args->memory_gb * 1e9);
     options.reserve_bytes = static_cast<int64_t>(args->reserve_gib * double(int64_t(1) << 30));
     options.reference_model = args->kl;
     options.bf16_moments = parse_choice(args->bf16_moments, "--bf16-moments");

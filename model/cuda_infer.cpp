@@ -15,7 +15,7 @@
 
 namespace sqlrl {
 
-CudaKVCache make_cuda_kv_cache(const CudaModel& model, int64_t num_blocks, int64_t block_size) {
+CudaKVCache make_cuda_kv_cache(const CudaModel& model, int64_t num_blocks, int64_t block_size, const Tensor* place_in) {
   const QwenConfig& c = model.config();
   check(num_blocks > 0 && block_size > 0, "cuda kv cache: num_blocks (", num_blocks, ") and block_size (", block_size,
         ") must be positive");
@@ -29,8 +29,14 @@ CudaKVCache make_cuda_kv_cache(const CudaModel& model, int64_t num_blocks, int64
   b.refcount.assign(static_cast<size_t>(num_blocks), 0);
   for (int64_t i = num_blocks - 1; i >= 0; --i) b.free_blocks.push_back(static_cast<int32_t>(i));
   int64_t n = b.layers * num_blocks * b.block_floats();
-  cache.k = empty({n}, DType::BF16, cuda_device(model.device));
-  cache.v = empty({n}, DType::BF16, cuda_device(model.device));
+  if (place_in) {  // K then V, V starting on a 256-byte boundary
+    const size_t v_at = (static_cast<size_t>(n) * 2 + 255) / 256 * 256;
+    cache.k = view_bytes(*place_in, 0, {n}, DType::BF16);
+    cache.v = view_bytes(*place_in, v_at, {n}, DType::BF16);
+  } else {
+    cache.k = empty({n}, DType::BF16, cuda_device(model.device));
+    cache.v = empty({n}, DType::BF16, cuda_device(model.device));
+  }
   return cache;
 }
 

@@ -1,10 +1,13 @@
 // CudaModel buffers (upload, download, gradients, AdamW) and the linear layer on cuBLASLt.
 // Compiled in every build: without CUDA the allocator and the launchers fail with the reason.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/adamw.h"
 #include "model/cuda_layers.h"
 #include "model/cuda_ops.h"
+#include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/gemm.h"
 #include "runtime/random.h"
@@ -27,6 +30,27 @@ CudaModel upload_model(const QwenModel& model, int device, const CudaStream& str
   model_copy(m.master.data(), model.params.data(), m.master.nbytes(), CopyKind::HostToDevice, stream);
   f32_to_bf16_cuda(m.weights.data_as<uint16_t>(), m.master.data_as<float>(), model.num_params, stream);
   zero_grads(m);
+  return m;
+}
+
+CudaModel upload_frozen_model(const QwenModel& model, int device, const CudaStream& stream) {
+  check(static_cast<int64_t>(model.params.size()) == model.num_params, "upload_frozen_model: the host model holds ",
+        model.params.size(), " floats for ", model.num_params, " parameters");
+  CudaModel m;
+  m.shape.config = model.config;
+  m.shape.table = model.table;
+  m.shape.num_params = model.num_params;
+  m.device = device;
+  m.stream = stream;
+  m.weights = empty({model.num_params}, DType::BF16, cuda_device(device));
+  // Rounded on the host in slices: no fp32 copy on the device, a bounded staging buffer here.
+  constexpr int64_t kSlice = int64_t(1) << 24;
+  std::vector<uint16_t> staging(static_cast<size_t>(std::min(kSlice, model.num_params)));
+  for (int64_t at = 0; at < model.num_params; at += kSlice) {
+    const int64_t n = std::min(kSlice, model.num_params - at);
+    convert_f32_to_bf16(model.params.data() + at, staging.data(), static_cast<size_t>(n));
+    model_copy(m.weights.data_as<uint16_t>() + at, staging.data(), sizeof(uint16_t) * n, CopyKind::HostToDevice, stream);
+  }
   return m;
 }
 
@@ -125,14 +149,16 @@ void logits_cuda(float* out, const uint16_t* inp, const uint16_t* weight, int64_
   gemm_cuda(row_major(R, OC, C, inp, false, weight, true, out, DType::F32, 0.0f), model.device, model.stream);
 }
 
-CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config) {
+CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config, bool bf16_moments, bool allocate_moments) {
   CudaAdamW opt;
   opt.config = config;
+  opt.bf16_moments = bf16_moments;
   Device d = cuda_device(model.device);
-  opt.m = empty({model.num_params()}, DType::F32, d);
-  opt.v = empty({model.num_params()}, DType::F32, d);
   opt.sq_sum = empty({1}, DType::I64, d);  // 8 bytes for the f64 sum
   opt.workspace = empty({static_cast<int64_t>(grad_sq_sum_workspace_bytes()) + 1}, DType::U8, d);
+  if (!allocate_moments) return opt;
+  opt.m = empty({model.num_params()}, opt.moment_dtype(), d);
+  opt.v = empty({model.num_params()}, opt.moment_dtype(), d);
   model_zero(opt.m.data(), opt.m.nbytes(), model.stream);
   model_zero(opt.v.data(), opt.v.nbytes(), model.stream);
   return opt;
@@ -147,9 +173,16 @@ void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm,
                        opt.workspace.data(), model.stream);
     sq = static_cast<const double*>(opt.sq_sum.data());
   }
-  adamw_cuda(model.master.data_as<float>(), opt.m.data_as<float>(), opt.v.data_as<float>(), model.grads.data_as<float>(),
-             model.weights.data_as<uint16_t>(), model.num_params(), opt.config, opt.step, lr, sq, max_norm,
-             model.stream);
+  check(opt.m.defined() && opt.m.dtype == opt.moment_dtype() && opt.v.dtype == opt.moment_dtype(),
+        "adamw (cuda): the moments are not on the device as ", dtype_name(opt.moment_dtype()));
+  if (opt.bf16_moments)
+    adamw_bf16_moments_cuda(model.master.data_as<float>(), opt.m.data_as<uint16_t>(), opt.v.data_as<uint16_t>(),
+                            model.grads.data_as<float>(), model.weights.data_as<uint16_t>(), model.num_params(),
+                            opt.config, opt.step, lr, sq, max_norm, model.stream);
+  else
+    adamw_cuda(model.master.data_as<float>(), opt.m.data_as<float>(), opt.v.data_as<float>(),
+               model.grads.data_as<float>(), model.weights.data_as<uint16_t>(), model.num_params(), opt.config,
+               opt.step, lr, sq, max_norm, model.stream);
 }
 
 double grad_norm_cuda(CudaModel& model, CudaAdamW& opt) {

@@ -38,6 +38,9 @@ struct CudaModel {
 
 // Uploads a host model: master = params (f32, exact), weights = params rounded to bf16.
 CudaModel upload_model(const QwenModel& model, int device = 0, const CudaStream& stream = CudaStream{});
+// A frozen copy (the KL reference): only the bf16 weights go to the device (2 bytes/parameter;
+// no master, no gradients), rounded on the host slice by slice.
+CudaModel upload_frozen_model(const QwenModel& model, int device = 0, const CudaStream& stream = CudaStream{});
 // A model straight on the device (no host copy: a 4B model's f32 host buffer is 16 GB): matrices
 // and biases N(0, 0.02), norm weights 1, from Philox (runtime/random.h). For benchmarks.
 CudaModel random_cuda_model(const QwenConfig& config, uint64_t seed, int device = 0,
@@ -103,12 +106,16 @@ void backward_logprobs_cuda(CudaModel& model, CudaTrainState& state, const Packe
 // grad-norm clipping on the device (max_norm <= 0: none). Returns nothing: no host round trip.
 struct CudaAdamW {
   AdamWConfig config;
-  Tensor m, v;       // f32 [num_params]
+  bool bf16_moments = false;  // m, v bf16 with stochastic rounding (kernels/adamw.h)
+  Tensor m, v;       // [num_params], f32 or bf16; undefined while offloaded to the host (rl/train_memory.h)
   Tensor sq_sum;     // one f64
   Tensor workspace;  // grad_sq_sum_workspace_bytes()
   int64_t step = 0;
+  DType moment_dtype() const { return bf16_moments ? DType::BF16 : DType::F32; }
 };
-CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config);
+// allocate_moments false: m and v are placed later (the trainer's phase region).
+CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config, bool bf16_moments = false,
+                          bool allocate_moments = true);
 // sq_sum_ready: opt.sq_sum already holds these gradients' sum of squares (grad_norm_cuda ran
 // after the last backward), which saves a pass over every gradient.
 void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm, bool sq_sum_ready = false);
@@ -123,7 +130,10 @@ struct CudaKVCache {
   PagedKVCache book;
   Tensor k, v;
 };
-CudaKVCache make_cuda_kv_cache(const CudaModel& model, int64_t num_blocks, int64_t block_size);
+// place_in (nullable): a device region to place K and V in (the trainer's phase region; the V
+// half starts 256-byte aligned, so it needs 2 x the K bytes rounded up); null: fresh tensors.
+CudaKVCache make_cuda_kv_cache(const CudaModel& model, int64_t num_blocks, int64_t block_size,
+                               const Tensor* place_in = nullptr);
 
 // As forward_cached: logits [rows, vocab] f32 stay on the device in `logits` (reallocated when
 // too small); rows = one per input, or every new token with all_positions.

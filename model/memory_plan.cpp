@@ -11,9 +11,13 @@
 namespace sqlrl {
 namespace {
 
+// GiB, or MiB / KiB for the small models of tests and the embedded default.
 std::string gib(int64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%8.2f GiB", bytes / double(int64_t(1) << 30));
+  const double b = static_cast<double>(bytes);
+  if (bytes >= int64_t(1) << 30 || bytes <= -(int64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%8.2f GiB", b / (1 << 30));
+  else if (bytes >= 1 << 20 || bytes <= -(1 << 20)) std::snprintf(buf, sizeof buf, "%8.2f MiB", b / (1 << 20));
+  else std::snprintf(buf, sizeof buf, "%8.2f KiB", b / (1 << 10));
   return buf;
 }
 
@@ -174,7 +178,7 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
 std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, const MemoryPlanOptions& o) {
   std::string out;
   auto line = [&](const std::string& indent, const std::string& what, int64_t bytes) {
-    size_t width = 66 - indent.size();
+    size_t width = 72 - indent.size();
     out += str_cat(indent, what, std::string(width - std::min(width, what.size()), ' '), gib(bytes), "\n");
   };
   char params[64];

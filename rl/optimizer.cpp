@@ -4,22 +4,35 @@
 #include <cstring>
 #include <numbers>
 
+#include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "weights/safetensors.h"
 
 namespace sqlrl::rl {
 
-OptimizerState make_optimizer_state(int64_t num_params) {
+OptimizerState make_optimizer_state(int64_t num_params, bool bf16) {
   OptimizerState s;
-  s.m.assign(static_cast<size_t>(num_params), 0.0f);
-  s.v.assign(static_cast<size_t>(num_params), 0.0f);
+  s.bf16 = bf16;
+  if (bf16) {
+    s.m16.assign(static_cast<size_t>(num_params), 0);
+    s.v16.assign(static_cast<size_t>(num_params), 0);
+  } else {
+    s.m.assign(static_cast<size_t>(num_params), 0.0f);
+    s.v.assign(static_cast<size_t>(num_params), 0.0f);
+  }
   return s;
 }
 
+int64_t moments_size(const OptimizerState& s) { return static_cast<int64_t>(s.bf16 ? s.m16.size() : s.m.size()); }
+
 void save_optimizer(const OptimizerState& state, const std::string& path) {
-  check(state.m.size() == state.v.size(), "optimizer: m has ", state.m.size(), " elements but v ", state.v.size());
-  int64_t n = static_cast<int64_t>(state.m.size());
-  std::vector<TensorRecord> records = {{"m", StDType::F32, {n}, state.m.data()}, {"v", StDType::F32, {n}, state.v.data()}};
+  const size_t nm = state.bf16 ? state.m16.size() : state.m.size(), nv = state.bf16 ? state.v16.size() : state.v.size();
+  check(nm == nv, "optimizer: m has ", nm, " elements but v ", nv);
+  int64_t n = static_cast<int64_t>(nm);
+  const StDType dtype = state.bf16 ? StDType::BF16 : StDType::F32;
+  const void* m = state.bf16 ? static_cast<const void*>(state.m16.data()) : state.m.data();
+  const void* v = state.bf16 ? static_cast<const void*>(state.v16.data()) : state.v.data();
+  std::vector<TensorRecord> records = {{"m", dtype, {n}, m}, {"v", dtype, {n}, v}};
   WriteOptions options;
   options.metadata = {{"format", "sqlrl-adamw"},
                       {"adam_step", std::to_string(state.adam_step)},
@@ -44,23 +57,36 @@ int64_t metadata_int(const SafetensorsFile& file, const std::string& key) {
   return value;
 }
 
-void read_moment(const SafetensorsFile& file, const char* name, int64_t num_params, std::vector<float>& out) {
+// One moment into f32 (`f32`) or bf16 (`bf16`) as `want_bf16` says, from an F32 or BF16 tensor.
+void read_moment(const SafetensorsFile& file, const char* name, int64_t num_params, bool want_bf16,
+                 std::vector<float>& f32, std::vector<uint16_t>& bf16) {
   const TensorEntry* e = file.find(name);
   check(e != nullptr, file.path, ": optimizer tensor '", name, "' is missing");
-  check(e->dtype == StDType::F32 && e->shape.size() == 1 && e->shape[0] == num_params, file.path,
-        ": optimizer tensor '", name, "' is ", st_dtype_name(e->dtype), e->shape_str(), ", expected F32[", num_params,
-        "] (the model's parameter count)");
-  out.resize(static_cast<size_t>(num_params));
-  std::memcpy(out.data(), file.bytes(*e), e->nbytes());
+  check((e->dtype == StDType::F32 || e->dtype == StDType::BF16) && e->shape.size() == 1 && e->shape[0] == num_params,
+        file.path, ": optimizer tensor '", name, "' is ", st_dtype_name(e->dtype), e->shape_str(),
+        ", expected F32 or BF16 [", num_params, "] (the model's parameter count)");
+  const size_t n = static_cast<size_t>(num_params);
+  const bool file_bf16 = e->dtype == StDType::BF16;
+  // Copied out as stored first: the mapped bytes need not be aligned for their type.
+  if (file_bf16) {
+    bf16.resize(n);
+    std::memcpy(bf16.data(), file.bytes(*e), e->nbytes());
+    if (!want_bf16) f32.resize(n), convert_bf16_to_f32(bf16.data(), f32.data(), n), bf16 = {};
+  } else {
+    f32.resize(n);
+    std::memcpy(f32.data(), file.bytes(*e), e->nbytes());
+    if (want_bf16) bf16.resize(n), convert_f32_to_bf16(f32.data(), bf16.data(), n), f32 = {};
+  }
 }
 
 }  // namespace
 
-OptimizerState load_optimizer(const std::string& path, int64_t num_params) {
+OptimizerState load_optimizer(const std::string& path, int64_t num_params, bool bf16) {
   SafetensorsFile file = open_safetensors(path);
   OptimizerState s;
-  read_moment(file, "m", num_params, s.m);
-  read_moment(file, "v", num_params, s.v);
+  s.bf16 = bf16;
+  read_moment(file, "m", num_params, bf16, s.m, s.m16);
+  read_moment(file, "v", num_params, bf16, s.v, s.v16);
   s.adam_step = metadata_int(file, "adam_step");
   s.train_step = metadata_int(file, "train_step");
   return s;

@@ -11,15 +11,22 @@
 namespace sqlrl::rl {
 
 struct OptimizerState {
-  std::vector<float> m, v;  // [num_params], zero at the start
+  bool bf16 = false;                  // the moments in bf16 (kernels/adamw.h, stochastic rounding)
+  std::vector<float> m, v;            // fp32 moments [num_params], zero at the start
+  std::vector<uint16_t> m16, v16;     // bf16 moments [num_params] (bf16 bits)
   int64_t adam_step = 0;    // AdamW updates so far (bias correction uses adam_step + 1 next)
   int64_t train_step = 0;   // trainer steps (rollout batches) so far: the schedule's clock
 };
 
-OptimizerState make_optimizer_state(int64_t num_params);
+OptimizerState make_optimizer_state(int64_t num_params, bool bf16 = false);
+// The moments' element count (0: not held on the host, e.g. on the device).
+int64_t moments_size(const OptimizerState& state);
+// bf16 moments are written as BF16 tensors (exact), fp32 ones as F32.
 void save_optimizer(const OptimizerState& state, const std::string& path);
-// Fails naming the file when a tensor is missing or its size is not num_params.
-OptimizerState load_optimizer(const std::string& path, int64_t num_params);
+// Fails naming the file when a tensor is missing or its size is not num_params. The moments
+// come back in the precision asked for: BF16 files widen exactly, F32 files round to nearest
+// even when bf16 (a run that switches modes on resume).
+OptimizerState load_optimizer(const std::string& path, int64_t num_params, bool bf16 = false);
 
 enum class LrDecay : uint8_t { Constant, Cosine };
 

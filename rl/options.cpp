@@ -9,6 +9,25 @@ namespace sqlrl::rl {
 
 void add_output_options(OptionTable& t, OutputOptions& o, const char* help) { t.push_back({"out", help, &o.out}); }
 
+void add_memory_options(OptionTable& t, MemoryOptions& o) {
+  t.push_back({"memory-gb", "memory the plan may use, GB (10^9 bytes; 0 = the GPU's, or the host's RAM on cpu, less a reserve of 2 / 1 GiB)",
+               &o.memory_gb});
+  t.push_back({"bf16-moments", "AdamW moments in bf16: auto (when training cannot fit otherwise) | on | off",
+               &o.bf16_moments});
+  t.push_back({"recompute", "recompute layers in the backward: auto (the fewest that fit) | on (all) | off",
+               &o.recompute});
+  t.push_back({"offload-optimizer",
+               "cuda: AdamW moments in host memory during rollouts: auto (when the KV cache would fall short) | on | off",
+               &o.offload_optimizer});
+}
+
+void validate(const MemoryOptions& o) {
+  check(o.memory_gb >= 0 && std::isfinite(o.memory_gb), "memory-gb must be >= 0 (0 = the device's), got ", o.memory_gb);
+  for (auto [key, value] : {std::pair{"bf16-moments", &o.bf16_moments}, {"recompute", &o.recompute},
+                            {"offload-optimizer", &o.offload_optimizer}})
+    check(*value == "auto" || *value == "on" || *value == "off", key, " must be auto, on or off, got '", *value, "'");
+}
+
 void add_device_options(OptionTable& t, DeviceOptions& o) {
   t.push_back({"device", "cpu (f32) | cuda (one GPU, bf16 weights; head_dim 64 or 128)", &o.device});
 }

@@ -13,6 +13,7 @@
 //   sampling   temperature top-p top-k                                 train self-taught eval generate
 //   turns      max-turns max-turn-tokens max-total-tokens              train self-taught eval
 //   sql        sql-timeout-ms sql-max-rows                             train self-taught eval
+//   memory     memory-gb bf16-moments recompute offload-optimizer      train sft
 #pragma once
 #include <cstdint>
 #include <string>
@@ -55,7 +56,15 @@ struct SqlOptions {
   int64_t sql_max_rows = 10000;
 };
 
+// The memory plan's inputs (model/memory_plan.h, rl/train_memory.h): the budget and each
+// mode's auto|on|off.
+struct MemoryOptions {
+  double memory_gb = 0;  // device memory the plan may use, GB (10^9 bytes); 0 = the device's (GPU / host RAM)
+  std::string bf16_moments = "auto", recompute = "auto", offload_optimizer = "auto";
+};
+
 void add_output_options(OptionTable& table, OutputOptions& o, const char* help);
+void add_memory_options(OptionTable& table, MemoryOptions& o);
 void add_device_options(OptionTable& table, DeviceOptions& o);
 void add_model_options(OptionTable& table, ModelOptions& o);
 void add_template_options(OptionTable& table, TemplateOptions& o);
@@ -71,6 +80,7 @@ void validate(const ProtocolOptions& o);
 void validate(const SamplingOptions& o);
 void validate(const TurnOptions& o);
 void validate(const SqlOptions& o);
+void validate(const MemoryOptions& o);
 
 // Checks every shared group that `config` derives from; an error reads "<command>: <what>".
 template <class Config>
@@ -81,6 +91,7 @@ void validate_groups(const Config& config, const char* command) {
     if constexpr (std::is_base_of_v<SamplingOptions, Config>) validate(static_cast<const SamplingOptions&>(config));
     if constexpr (std::is_base_of_v<TurnOptions, Config>) validate(static_cast<const TurnOptions&>(config));
     if constexpr (std::is_base_of_v<SqlOptions, Config>) validate(static_cast<const SqlOptions&>(config));
+    if constexpr (std::is_base_of_v<MemoryOptions, Config>) validate(static_cast<const MemoryOptions&>(config));
   } catch (const std::exception& e) {
     fail(command, ": ", e.what());
   }

@@ -18,21 +18,33 @@ Policy cpu_policy(QwenModel& model) {
 // Read-only users never reach a function that writes through `host`.
 Policy cpu_policy(const QwenModel& model) { return cpu_policy(const_cast<QwenModel&>(model)); }
 
-Policy cuda_policy(QwenModel& host, int device) {
+namespace {
+
+void check_cuda_device(const QwenModel& host, int device) {
   check(cuda_device_count() > 0, "device cuda: ", cuda_unavailable_reason());
   check(cuda_device_count() > device, "device cuda: no CUDA device ", device, " (", cuda_device_count(), " present)");
   check(host.config.head_dim == 64 || host.config.head_dim == 128, "device cuda: the model's head_dim is ",
         host.config.head_dim, "; the CUDA attention kernels take 64 or 128 (the embedded model: --tiny-head-dim 64)");
+}
+
+}  // namespace
+
+Policy cuda_policy(QwenModel& host, int device, bool grads) {
+  check_cuda_device(host, device);
   Policy p;
   p.host = &host;
   p.on_cuda = true;
   p.cuda = upload_model(host, device);
+  if (!grads) p.cuda.grads = Tensor{};
   return p;
 }
 
 Policy cuda_reference(QwenModel& host, int device) {
-  Policy p = cuda_policy(host, device);
-  p.cuda.grads = Tensor{};  // never trained
+  check_cuda_device(host, device);
+  Policy p;
+  p.host = &host;
+  p.on_cuda = true;
+  p.cuda = upload_frozen_model(host, device);  // bf16 weights only: never trained
   return p;
 }
 
@@ -42,10 +54,10 @@ int64_t policy_kv_block_bytes(const Policy& policy, int64_t block_size) {
   return 2 * c.num_hidden_layers * block_size * c.kv_dim() * elem;
 }
 
-PolicyKV make_policy_kv(const Policy& policy, int64_t num_blocks, int64_t block_size) {
+PolicyKV make_policy_kv(const Policy& policy, int64_t num_blocks, int64_t block_size, const Tensor* place_in) {
   PolicyKV kv;
   kv.on_cuda = policy.on_cuda;
-  if (policy.on_cuda) kv.cuda = make_cuda_kv_cache(policy.cuda, num_blocks, block_size);
+  if (policy.on_cuda) kv.cuda = make_cuda_kv_cache(policy.cuda, num_blocks, block_size, place_in);
   else kv.host = make_kv_cache(policy.config(), num_blocks, block_size);
   return kv;
 }
@@ -154,10 +166,19 @@ void policy_adamw_step(Policy& policy, OptimizerState& optimizer, const AdamWCon
                        double grad_sq_sum) {
   if (!policy.on_cuda) {
     QwenModel& m = *policy.host;
-    adamw_cpu(m.params.data(), optimizer.m.data(), optimizer.v.data(), m.grads.data(), m.num_params, config,
-              optimizer.adam_step, lr, clip_coefficient(grad_sq_sum, max_norm));
+    check(moments_size(optimizer) == m.num_params, "adamw: optimizer state has ", moments_size(optimizer),
+          " moments for ", m.num_params, " parameters");
+    const float scale = clip_coefficient(grad_sq_sum, max_norm);
+    if (optimizer.bf16)
+      adamw_bf16_moments_cpu(m.params.data(), optimizer.m16.data(), optimizer.v16.data(), m.grads.data(), m.num_params,
+                             config, optimizer.adam_step, lr, scale);
+    else
+      adamw_cpu(m.params.data(), optimizer.m.data(), optimizer.v.data(), m.grads.data(), m.num_params, config,
+                optimizer.adam_step, lr, scale);
     return;
   }
+  check(policy.cuda_adamw.bf16_moments == optimizer.bf16, "adamw: the device moments are ",
+        policy.cuda_adamw.bf16_moments ? "bf16" : "fp32", ", the optimizer state says ", optimizer.bf16 ? "bf16" : "fp32");
   policy.cuda_adamw.config = config;
   policy.cuda_adamw.step = optimizer.adam_step - 1;  // adamw_step_cuda advances it to adam_step
   adamw_step_cuda(policy.cuda, policy.cuda_adamw, lr, max_norm, /*sq_sum_ready=*/true);
@@ -168,23 +189,42 @@ void policy_download(const Policy& policy, QwenModel& out) {
   if (&out != policy.host) out.params = policy.host->params;
 }
 
+namespace {
+
+// The host vectors that hold the device moments of `policy` (bf16 bits or f32), as bytes.
+std::pair<void*, void*> host_moments(OptimizerState& o, int64_t n) {
+  if (o.bf16) {
+    o.m16.resize(static_cast<size_t>(n)), o.v16.resize(static_cast<size_t>(n));
+    return {o.m16.data(), o.v16.data()};
+  }
+  o.m.resize(static_cast<size_t>(n)), o.v.resize(static_cast<size_t>(n));
+  return {o.m.data(), o.v.data()};
+}
+
+}  // namespace
+
 void policy_download_optimizer(const Policy& policy, OptimizerState& out) {
   if (!policy.on_cuda) return;
-  const int64_t n = policy.cuda.num_params();
-  check(policy.cuda_adamw.m.defined(), "policy: no device optimizer state to download");
-  out.m.resize(static_cast<size_t>(n)), out.v.resize(static_cast<size_t>(n));
-  model_copy(out.m.data(), policy.cuda_adamw.m.data(), sizeof(float) * n, CopyKind::DeviceToHost, policy.cuda.stream);
-  model_copy(out.v.data(), policy.cuda_adamw.v.data(), sizeof(float) * n, CopyKind::DeviceToHost, policy.cuda.stream);
+  const CudaAdamW& opt = policy.cuda_adamw;
+  check(opt.m.defined(), "policy: no device optimizer state to download");
+  out.bf16 = opt.bf16_moments;
+  auto [m, v] = host_moments(out, policy.cuda.num_params());
+  model_copy(m, opt.m.data(), opt.m.nbytes(), CopyKind::DeviceToHost, policy.cuda.stream);
+  model_copy(v, opt.v.data(), opt.v.nbytes(), CopyKind::DeviceToHost, policy.cuda.stream);
 }
 
 void policy_upload_optimizer(Policy& policy, const OptimizerState& in) {
   if (!policy.on_cuda) return;
   const int64_t n = policy.cuda.num_params();
-  check(policy.cuda_adamw.m.defined(), "policy: policy_init_training first (no device optimizer state)");
-  check(static_cast<int64_t>(in.m.size()) == n && static_cast<int64_t>(in.v.size()) == n, "policy: optimizer state has ",
-        in.m.size(), " moments for ", n, " parameters");
-  model_copy(policy.cuda_adamw.m.data(), in.m.data(), sizeof(float) * n, CopyKind::HostToDevice, policy.cuda.stream);
-  model_copy(policy.cuda_adamw.v.data(), in.v.data(), sizeof(float) * n, CopyKind::HostToDevice, policy.cuda.stream);
+  CudaAdamW& opt = policy.cuda_adamw;
+  check(opt.m.defined(), "policy: policy_init_training first (no device optimizer state)");
+  check(in.bf16 == opt.bf16_moments, "policy: the optimizer state's moments are ", in.bf16 ? "bf16" : "fp32",
+        ", the device's ", opt.bf16_moments ? "bf16" : "fp32");
+  check(moments_size(in) == n, "policy: optimizer state has ", moments_size(in), " moments for ", n, " parameters");
+  const void* m = in.bf16 ? static_cast<const void*>(in.m16.data()) : in.m.data();
+  const void* v = in.bf16 ? static_cast<const void*>(in.v16.data()) : in.v.data();
+  model_copy(opt.m.data(), m, opt.m.nbytes(), CopyKind::HostToDevice, policy.cuda.stream);
+  model_copy(opt.v.data(), v, opt.v.nbytes(), CopyKind::HostToDevice, policy.cuda.stream);
 }
 
 }  // namespace sqlrl::rl

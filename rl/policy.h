@@ -36,8 +36,9 @@ Policy cpu_policy(const QwenModel& model);
 // Uploads `host` to CUDA device `device` (master = params exactly, weights rounded to bf16).
 // Fails with one line naming the device when there is none, or when the model's head_dim is
 // not one the CUDA attention takes (64, 128).
-Policy cuda_policy(QwenModel& host, int device = 0);
-// A frozen copy (the KL reference): the device copy keeps no gradient buffer.
+// grads false: no gradient buffer (the trainer places one in its phase region, rl/train_memory.h).
+Policy cuda_policy(QwenModel& host, int device = 0, bool grads = true);
+// A frozen copy (the KL reference): only its bf16 weights on the device (no master, no gradients).
 Policy cuda_reference(QwenModel& host, int device = 0);
 
 // ---- inference: a paged KV cache on the policy's device and one batched forward ----
@@ -50,7 +51,8 @@ struct PolicyKV {
 };
 // Bytes one cache block takes on the policy's device (f32 on the CPU, bf16 on CUDA).
 int64_t policy_kv_block_bytes(const Policy& policy, int64_t block_size);
-PolicyKV make_policy_kv(const Policy& policy, int64_t num_blocks, int64_t block_size);
+// place_in (CUDA, nullable): the device region to place K and V in (make_cuda_kv_cache).
+PolicyKV make_policy_kv(const Policy& policy, int64_t num_blocks, int64_t block_size, const Tensor* place_in = nullptr);
 
 // Logits of the last forward (host vector or device tensor) and the CPU sampler's buffers.
 struct PolicyLogits {

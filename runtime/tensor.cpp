@@ -118,6 +118,16 @@ Tensor from_ints(const std::vector<int32_t>& values, const Shape& shape, Device 
   return device.is_cpu() ? host : to_device(host, device);
 }
 
+Tensor view_bytes(const Tensor& t, size_t byte_offset, const Shape& shape, DType dtype) {
+  check(t.defined() && t.is_contiguous(), "view_bytes: needs a defined contiguous tensor, got ", t.defined() ? t.str() : "none");
+  check_shape_valid(shape);
+  size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  check(byte_offset + bytes <= t.nbytes(), "view_bytes: ", bytes, " bytes at offset ", byte_offset, " pass the end of ",
+        t.str(), " (", t.nbytes(), " bytes)");
+  Tensor v = wrap(static_cast<char*>(t.data()) + byte_offset, shape, dtype, t.device(), t.storage);
+  return v;
+}
+
 Tensor wrap(void* data, const Shape& shape, DType dtype, Device device, std::shared_ptr<void> keep_alive) {
   check_shape_valid(shape);
   Tensor t;

@@ -79,6 +79,9 @@ Tensor wrap(void* data, const Shape& shape, DType dtype, Device device, std::sha
 Tensor reshape(const Tensor& t, const Shape& shape);  // contiguous only; one dim may be -1
 Tensor narrow(const Tensor& t, int dim, int64_t start, int64_t length);
 Tensor select(const Tensor& t, int64_t index);  // index along dim 0, drops that dim
+// A contiguous `dtype` tensor over bytes [byte_offset, +nbytes) of contiguous `t` (one region
+// that several buffers take turns in); fails naming the sizes when it does not fit.
+Tensor view_bytes(const Tensor& t, size_t byte_offset, const Shape& shape, DType dtype);
 
 // --- copies and conversion --------------------------------------------------------------------
 // dst and src must have the same shape and dtype; any pair of devices; strided views allowed

@@ -50,7 +50,7 @@ struct Engine {
   const std::vector<RolloutRequest>& requests;
   const RolloutOptions& opt;
   RolloutStats& stats;
-  PolicyKV cache;
+  PolicyKV& cache;
   std::vector<Trajectory> out{};
   std::vector<Sample> samples{};
   std::vector<std::string> stops{};
@@ -303,7 +303,7 @@ std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokeniz
 
 std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer, const Protocol& protocol,
                                 sql::Pool& pool, const std::vector<RolloutRequest>& requests,
-                                const RolloutOptions& options, RolloutStats* stats_out) {
+                                const RolloutOptions& options, RolloutStats* stats_out, PolicyKV* kv) {
   const QwenModel& model = *policy.host;
   auto wall0 = Clock::now();
   const int64_t G = options.group_size, V = model.config.vocab_size;
@@ -331,8 +331,14 @@ std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer
   const int64_t per_sample = (cap + options.kv_block_size - 1) / options.kv_block_size;
   int64_t live_samples = std::min(options.max_batch_sequences, std::max<int64_t>(total, 1));
   live_samples = (live_samples + G - 1) / G * G;
-  int64_t blocks = options.kv_cache_blocks;
-  if (blocks <= 0) {
+  int64_t blocks = kv ? kv->book().num_blocks : options.kv_cache_blocks;
+  if (kv) {
+    check(kv->on_cuda == policy.on_cuda, "rollout: the KV cache given is on another device than the policy");
+    check(kv->book().block_size == options.kv_block_size, "rollout: the KV cache given has blocks of ",
+          kv->book().block_size, " tokens, the options say ", options.kv_block_size);
+    check(kv_free_block_count(kv->book()) == blocks, "rollout: the KV cache given holds ",
+          blocks - kv_free_block_count(kv->book()), " blocks of an earlier rollout");
+  } else if (blocks <= 0) {
     int64_t block_bytes = policy_kv_block_bytes(policy, options.kv_block_size);
     blocks = std::min(live_samples * per_sample,
                       std::max<int64_t>(options.kv_cache_max_bytes / block_bytes, G * per_sample));
@@ -340,6 +346,8 @@ std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer
   check(blocks >= G * per_sample, "rollout: kv_cache_blocks = ", blocks, " cannot hold one group of ", G,
         " samples of up to ", cap, " tokens (", G * per_sample, " blocks of ", options.kv_block_size, ")");
 
+  PolicyKV own;
+  if (!kv) own = make_policy_kv(policy, blocks, options.kv_block_size);
   Engine e{.policy = policy,
            .tok = tokenizer,
            .protocol = protocol,
@@ -347,7 +355,7 @@ std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer
            .requests = requests,
            .opt = options,
            .stats = stats,
-           .cache = make_policy_kv(policy, blocks, options.kv_block_size),
+           .cache = kv ? *kv : own,
            .stops = protocol.stop_strings(),
            .cap = cap,
            .max_turns = options.max_turns > 0 ? options.max_turns : protocol.max_turns()};

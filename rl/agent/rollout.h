@@ -85,9 +85,12 @@ std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokeniz
                                 sql::Pool& pool, const std::vector<RolloutRequest>& requests,
                                 const RolloutOptions& options, RolloutStats* stats = nullptr);
 // The same on either device (rl/policy.h): on CUDA the cache is bf16 on the device and the
-// tokens are drawn by the device sampler (the same Philox draws as the CPU's).
+// tokens are drawn by the device sampler (the same Philox draws as the CPU's). kv (nullable): a
+// cache the caller keeps across calls (the trainer's, allocated once from its memory plan; every
+// block free on entry, and again on return); null: one sized by options for this call.
 std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer, const Protocol& protocol,
                                 sql::Pool& pool, const std::vector<RolloutRequest>& requests,
-                                const RolloutOptions& options, RolloutStats* stats = nullptr);
+                                const RolloutOptions& options, RolloutStats* stats = nullptr,
+                                PolicyKV* kv = nullptr);
 
 }  // namespace sqlrl::rl

@@ -193,8 +193,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
         " (the same architecture is required: they share the activation plan)");
   check(reference == nullptr || reference->on_cuda == policy.on_cuda, "grpo: the reference model is on ",
         reference && reference->on_cuda ? "cuda" : "cpu", ", the policy on ", policy.on_cuda ? "cuda" : "cpu");
-  check(policy.on_cuda || (static_cast<int64_t>(optimizer.m.size()) == n && static_cast<int64_t>(optimizer.v.size()) == n),
-        "grpo: optimizer state has ", optimizer.m.size(), " moments for ", n, " parameters");
+  check(policy.on_cuda || moments_size(optimizer) == n, "grpo: optimizer state has ", moments_size(optimizer),
+        " moments for ", n, " parameters");
   GrpoStepStats stats;
   for (const Trajectory& t : batch) stats.reward_mean += t.reward / static_cast<double>(batch.size());
   GrpoSelection sel = select_trajectories(batch, config);

@@ -9,6 +9,7 @@
 //   config.toml          the resolved configuration (CLI11 format; `--config` reads it back)
 //   metrics.jsonl        one JSON object per step
 //   trajectories.jsonl   a few readable trajectories per step
+//   memory_plan.txt      the memory plan the run executes (rl/train_memory.h; `llm_sqlrl plan` prints the same)
 //   checkpoints/step-N/  config.json + model.safetensors (HF layout), tokenizer.json,
 //                        optimizer.safetensors, trainer_state.json; written as .step-N.tmp then
 //                        renamed, so a crash never leaves a half checkpoint
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "model/memory_plan.h"
 #include "model/model.h"
 #include "rl/agent/protocol.h"
 #include "rl/agent/reward.h"
@@ -74,7 +76,13 @@ struct TrainSummary {
   int64_t first_step = 0, last_step = 0;  // steps run: [first_step, last_step)
   double seconds = 0;
   std::vector<double> reward_means;       // per step run
+  TrainModes modes;                       // the memory modes the first train step ran with (executed_modes)
 };
+
+// The memory plan's inputs for this run (rl/train_memory.h): the config's memory group, the
+// micro-batch (at least one whole trajectory), the rollout's live samples in whole groups, the
+// KL reference when there is one.
+MemoryPlanOptions grpo_memory_plan_options(const TrainEnv& env);
 
 // Runs steps until config.max_steps, writing the run folder (resuming when config.resume is
 // set). Progress goes to stderr on a terminal (one updating line), else a plain line per step

@@ -1,6 +1,7 @@
 // run_training: the step loop (see rl/grpo/train.h for what a step does and how resume stays exact).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "rl/grpo/grpo.h"
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_log.h"
+#include "rl/train_memory.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "runtime/philox.h"
@@ -90,6 +92,21 @@ nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const
 
 }  // namespace
 
+MemoryPlanOptions grpo_memory_plan_options(const TrainEnv& env) {
+  const TrainConfig& c = env.config;
+  MemoryPlanOptions mo = memory_plan_options(c, c.device == "cuda");
+  const int64_t cap = std::min(c.max_total_tokens, env.model.config.max_position_embeddings);
+  mo.tokens_per_micro_batch = std::max(c.micro_batch_tokens, cap);  // one whole trajectory fits a micro-batch
+  mo.rollout_sequence_tokens = cap;
+  // As many live samples as the rollout decodes together (whole groups), at least one group.
+  const int64_t live = std::min(c.max_batch_sequences, c.batch_size * c.group_size);
+  mo.rollout_sequences = std::max<int64_t>(1, (live + c.group_size - 1) / c.group_size) * c.group_size;
+  mo.min_rollout_sequences = c.group_size;
+  mo.kv_block_size = RolloutOptions{}.kv_block_size;
+  mo.reference_model = env.reference != nullptr;
+  return mo;
+}
+
 TrainSummary run_training(TrainEnv& env, bool quiet) {
   const TrainConfig& c = env.config;
   check(env.protocol && env.tokenizer && env.score, "train: the environment lacks a protocol, tokenizer or scorer");
@@ -97,6 +114,19 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   const std::string dir = c.resume.empty() ? c.out : c.resume;
   const fs::path run = dir;
   const int64_t n_examples = static_cast<int64_t>(env.examples.size());
+
+  // The memory plan (rl/train_memory.h): modes and sizes, refused before the run folder changes.
+  const bool cuda = c.device == "cuda";
+  const GrpoConfig gc = grpo_config(c);
+  const RolloutOptions base = rollout_options(c, env.chat_template);
+  const MemoryPlanOptions mo = grpo_memory_plan_options(env);
+  TrainOptions to;
+  to.max_tokens = mo.tokens_per_micro_batch;
+  to.logprob_chunk = mo.logprob_chunk_tokens;
+  const MemoryPlan plan = plan_memory(env.model.config, mo);
+  check(plan.fits, "train: the memory plan does not fit: ", plan.problem, " (`llm_sqlrl plan` shows it; memory-gb, ",
+        "micro-batch-tokens, max-total-tokens and max-batch-sequences size it)");
+  to.recompute = plan.modes.recompute;
 
   RunLock own_lock;
   if (env.lock.fd < 0) own_lock = lock_run_folder(dir);
@@ -123,15 +153,17 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     check(loaded.num_params == env.model.num_params, "resume: ", ckpt, " holds ", loaded.num_params,
           " parameters, the model has ", env.model.num_params);
     env.model.params = std::move(loaded.params);
-    optimizer = load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(), env.model.num_params);
+    optimizer = load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(), env.model.num_params,
+                               plan.modes.bf16_moments);
     step = saved["step"].get<int64_t>();
     truncate_jsonl((run / "metrics.jsonl").string(), step);
     truncate_jsonl((run / "trajectories.jsonl").string(), step);
   } else {
     check_no_run_in(dir, str_cat("use --resume ", dir));
     fs::create_directories(run / "checkpoints");
-    // On CUDA the moments live on the device (rl/policy.h); the host copy is made per checkpoint.
-    if (c.device != "cuda") optimizer = make_optimizer_state(env.model.num_params);
+    // On CUDA the moments start on the device (start_train_memory), or on the host when offloaded.
+    optimizer.bf16 = plan.modes.bf16_moments;
+    if (!cuda) optimizer = make_optimizer_state(env.model.num_params, plan.modes.bf16_moments);
   }
   TrainConfig resolved = c;
   resolved.resume.clear();
@@ -140,21 +172,14 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   write_text_atomic((run / "config.toml").string(),
                     sourced ? config_to_toml(resolved, env.config_sources) : config_to_toml(resolved));
 
-  const GrpoConfig gc = grpo_config(c);
-  const RolloutOptions base = rollout_options(c, env.chat_template);
-  TrainOptions to;
-  to.max_tokens = std::max(c.micro_batch_tokens, std::min(c.max_total_tokens, env.model.config.max_position_embeddings));
+  write_text_atomic((run / "memory_plan.txt").string(), format_memory_plan(env.model.config, plan, mo));
+  if (!quiet) std::printf("memory: %s\n", plan.modes.describe().c_str());
   // Upload once (after a resume loaded its weights); the host model is then only the shape and
   // the staging buffer of each checkpoint's download.
-  const bool cuda = c.device == "cuda";
-  Policy policy = cuda ? cuda_policy(env.model) : cpu_policy(env.model);
+  Policy policy = cuda ? cuda_policy(env.model, 0, /*grads=*/false) : cpu_policy(env.model);
   Policy reference;
   if (env.reference) reference = cuda ? cuda_reference(*env.reference) : cpu_policy(*env.reference);
-  PolicyActivations state = policy_init_training(policy, to, gc.adamw);
-  if (cuda && !optimizer.m.empty()) {  // resumed: the moments go to the device
-    policy_upload_optimizer(policy, optimizer);
-    optimizer.m = {}, optimizer.v = {};
-  }
+  TrainMemory memory = start_train_memory(policy, plan, to, base.kv_block_size, gc.adamw, optimizer);
   SchemaCache schemas;
 
   JsonlWriter metrics((run / "metrics.jsonl").string()), traj_log((run / "trajectories.jsonl").string());
@@ -187,11 +212,15 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     rec.epoch = epoch;
     rec.data_position = first_position;
     rec.ppo_epochs = c.ppo_epochs;
-    std::vector<Trajectory> trajs = rollout(policy, *env.tokenizer, *env.protocol, *env.pool, requests, ro, &rec.rollout);
+    PolicyKV& kv = memory_for_rollout(policy, memory, optimizer);
+    std::vector<Trajectory> trajs =
+        rollout(policy, *env.tokenizer, *env.protocol, *env.pool, requests, ro, &rec.rollout, &kv);
     auto score_start = std::chrono::steady_clock::now();
     std::vector<uint8_t> ex;
     env.score(batch, trajs, &ex);
     rec.score_seconds = seconds_since(score_start);
+    PolicyActivations& state = memory_for_train(policy, memory, optimizer);
+    if (summary.modes.recompute.empty()) summary.modes = executed_modes(policy, memory, optimizer);
     rec.grpo = grpo_step(policy, env.reference ? &reference : nullptr, optimizer, state, trajs, gc);
     rec.examples = &batch;
     rec.trajs = &trajs;
@@ -202,11 +231,14 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     for (const auto& j : trajectory_json(rec, c.log_trajectories)) traj_log.append(j.dump());
     bool last = step + 1 == c.max_steps;
     if (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)) {
-      policy_download(policy, env.model);  // CUDA: master weights and moments to the host
-      policy_download_optimizer(policy, optimizer);
+      // CUDA: the master weights to the host model; the moments to the host (offloaded: they
+      // are there once the region turns to the next rollout's cache, no second copy).
+      policy_download(policy, env.model);
+      memory_for_rollout(policy, memory, optimizer);
+      memory_optimizer_to_host(policy, memory, optimizer);
       save_checkpoint(dir, step + 1, env.model, optimizer, env.tokenizer_path,
                       grpo_trainer_state(optimizer, c, n_examples));
-      if (cuda) optimizer.m = {}, optimizer.v = {};
+      if (cuda && !plan.modes.offload_optimizer) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
     }
 
     double reward = 0;

@@ -132,8 +132,8 @@ SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActiv
                           const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config) {
   check(policy_training_ready(policy), "sft: gradients are not allocated (policy_init_training)");
   const int64_t num_params = policy.on_cuda ? policy.cuda.num_params() : policy.host->num_params;
-  check(policy.on_cuda || static_cast<int64_t>(optimizer.m.size()) == num_params, "sft: optimizer state has ",
-        optimizer.m.size(), " moments for ", num_params, " parameters");
+  check(policy.on_cuda || moments_size(optimizer) == num_params, "sft: optimizer state has ", moments_size(optimizer),
+        " moments for ", num_params, " parameters");
   SftUpdateStats st;
   st.lr = lr_at(schedule, optimizer.train_step);
   ++optimizer.train_step;
