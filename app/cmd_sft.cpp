@@ -70,7 +70,8 @@ void finish_sft_training(SftTraining& s, const char* command) {
   s.config.decay = s.decay == "constant" ? rl::LrDecay::Constant : rl::LrDecay::Cosine;
 }
 
-struct SftSettings : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::TemplateOptions, SftTraining {
+struct SftSettings : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::TemplateOptions, SftTraining,
+                     rl::MemoryOptions {
   std::string data, resume;
 };
 
@@ -85,6 +86,8 @@ OptionTable sft_options(SftSettings& s) {
   set_option_help(t, "device", "cpu (f32) | cuda (one GPU: bf16 weights, f32 master and moments; head_dim 64 or 128)");
   rl::add_template_options(t, s);
   add_sft_training_options(t, s);
+  rl::add_memory_options(t, s);
+  set_option_help(t, "offload-optimizer", "(GRPO only: SFT has no rollout to offload the moments during) off");
   return t;
 }
 
@@ -167,6 +170,7 @@ void run_sft_command(SftArgs& args) {
   rl::SftRunOptions ro{a.out, a.tokenizer, log_line};
   ro.resume = resume ? &*resume : nullptr;
   ro.device = a.device;
+  ro.memory = a;
   ro.run_info = {{"data", fs::absolute(a.data).string()},
                  {"tokenizer", fs::absolute(a.tokenizer).string()},
                  {"chat_template", chat_template_name(chat.chat_template)},

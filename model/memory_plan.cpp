@@ -49,7 +49,7 @@ struct Pricer {
   int64_t block_bytes() const { return 2 * L * o.kv_block_size * config.kv_dim() * (cuda ? 2 : 4); }
   int64_t blocks_per_sequence() const { return (o.rollout_sequence_tokens + o.kv_block_size - 1) / o.kv_block_size; }
   // One logits row per live sequence for each decode step (fp32, on the policy's device).
-  int64_t decode_logits() const { return o.rollout_sequences * config.vocab_size * 4; }
+  int64_t decode_logits() const { return o.rollout ? o.rollout_sequences * config.vocab_size * 4 : 0; }
   // The train step's peak: with every buffer of both devices' plans that is live then (on the
   // CPU the KV cache is too: min_kv, the least the rollout can run with).
   int64_t train_peak(bool bf16, int64_t recomputed, int64_t min_kv) const {
@@ -102,8 +102,9 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
   p.kv_block_bytes = price.block_bytes();
   p.kv_bytes_per_token = p.kv_block_bytes / o.kv_block_size;
   const int64_t per_seq = price.blocks_per_sequence();
-  const int64_t min_kv = o.min_rollout_sequences * per_seq * p.kv_block_bytes;
-  const int64_t wanted_kv = std::max(o.rollout_sequences, o.min_rollout_sequences) * per_seq * p.kv_block_bytes;
+  const int64_t min_kv = o.rollout ? o.min_rollout_sequences * per_seq * p.kv_block_bytes : 0;
+  const int64_t wanted_kv =
+      o.rollout ? std::max(o.rollout_sequences, o.min_rollout_sequences) * per_seq * p.kv_block_bytes : 0;
 
   // 1. moments, 2. recomputed layers: the cheapest that lets the train step fit.
   const int64_t max_recompute = o.recompute == Choice::Off ? 0 : L;
@@ -129,6 +130,7 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
     const int64_t fixed = price.weights() + price.master() + price.reference();
     bool offload = o.offload_optimizer == Choice::On;
     if (o.offload_optimizer == Choice::Auto) offload = usable - fixed - moments - price.decode_logits() < wanted_kv;
+    check(o.rollout || !offload, "memory plan: offloading the optimizer needs a rollout phase to offload it during");
     p.modes.offload_optimizer = offload;
     const int64_t rollout_room = usable - fixed - (offload ? 0 : moments) - price.decode_logits();
     p.kv_blocks = std::max<int64_t>(0, std::min(wanted_kv, rollout_room) / p.kv_block_bytes);
@@ -166,7 +168,7 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
     p.problem = str_cat("the train step needs ", gib(train_peak), " with ", p.modes.describe(), " and ",
                         o.tokens_per_micro_batch, "-token micro-batches; ", gib(usable),
                         " usable (fewer tokens per micro-batch, or a device with more memory)");
-  } else if (p.kv_sequences < o.min_rollout_sequences) {
+  } else if (o.rollout && p.kv_sequences < o.min_rollout_sequences) {
     p.problem = str_cat("the KV cache left holds ", p.kv_sequences, " trajectories of ", o.rollout_sequence_tokens,
                         " tokens; the rollout needs ", o.min_rollout_sequences,
                         " (one group): a shorter max_total_tokens, a smaller group, or more memory");
@@ -194,7 +196,7 @@ std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, co
   out += cuda ? "resident for the whole run\n" : "allocated once, held for the whole run\n";
   for (const MemoryLine& l : p.resident) line("  ", l.what, l.bytes);
   line("  ", "total", p.resident_bytes);
-  if (cuda) {
+  if (cuda && o.rollout) {
     out += "\none device region, allocated once; rollout and train take turns in it\n";
     out += "  rollout\n";
     for (const MemoryLine& l : p.rollout) line("    ", l.what, l.bytes);
@@ -203,12 +205,17 @@ std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, co
     for (const MemoryLine& l : p.train) line("    ", l.what, l.bytes);
     line("    ", "total", p.train_bytes);
     line("  ", "region (the larger)", p.phase_bytes);
+  } else if (cuda) {
+    out += "\nthe train step's device region\n";
+    for (const MemoryLine& l : p.train) line("  ", l.what, l.bytes);
+    line("  ", "total", p.train_bytes);
   }
   out += "\n";
   line("", p.fits ? "peak  (fits)" : "peak  (does NOT fit)", p.peak_bytes);
   char per_token[32];
   std::snprintf(per_token, sizeof per_token, "%.1f KiB", p.kv_bytes_per_token / 1024.0);
-  out += str_cat("KV cache: ", gib(p.kv_blocks * p.kv_block_bytes), " at ", per_token, " per token = ", p.kv_tokens(),
+  if (o.rollout)
+    out += str_cat("KV cache: ", gib(p.kv_blocks * p.kv_block_bytes), " at ", per_token, " per token = ", p.kv_tokens(),
                  " tokens = ", p.kv_sequences, " trajectories of ", o.rollout_sequence_tokens, " tokens at once (",
                  o.rollout_sequences, " wanted)\n");
   if (!p.fits) out += str_cat("does not fit: ", p.problem, "\n");

@@ -44,6 +44,7 @@ struct MemoryPlanOptions {
   int64_t rollout_sequences = 64;            // trajectories the rollout wants in flight at once
   int64_t min_rollout_sequences = 1;         // the KV cache must hold at least these (one GRPO group)
   int64_t kv_block_size = 16;
+  bool rollout = true;                       // false (SFT): no rollout phase, no KV cache
   bool reference_model = false;              // a frozen copy for the k3 KL term (bf16 on CUDA)
   Choice bf16_moments = Choice::Auto;
   Choice recompute = Choice::Auto;           // On: every layer; Off: none

@@ -23,6 +23,22 @@ OptimizerState make_optimizer_state(int64_t num_params, bool bf16) {
   return s;
 }
 
+void set_moment_precision(OptimizerState& s, bool bf16) {
+  if (s.bf16 == bf16) return;
+  s.bf16 = bf16;
+  if (bf16) {
+    s.m16.resize(s.m.size()), s.v16.resize(s.v.size());
+    convert_f32_to_bf16(s.m.data(), s.m16.data(), s.m.size());
+    convert_f32_to_bf16(s.v.data(), s.v16.data(), s.v.size());
+    s.m = {}, s.v = {};
+  } else {
+    s.m.resize(s.m16.size()), s.v.resize(s.v16.size());
+    convert_bf16_to_f32(s.m16.data(), s.m.data(), s.m16.size());
+    convert_bf16_to_f32(s.v16.data(), s.v.data(), s.v16.size());
+    s.m16 = {}, s.v16 = {};
+  }
+}
+
 int64_t moments_size(const OptimizerState& s) { return static_cast<int64_t>(s.bf16 ? s.m16.size() : s.m.size()); }
 
 void save_optimizer(const OptimizerState& state, const std::string& path) {

@@ -19,6 +19,9 @@ struct OptimizerState {
 };
 
 OptimizerState make_optimizer_state(int64_t num_params, bool bf16 = false);
+// Converts the host moments to bf16 (round to nearest even) or fp32 (exact); no-op when they
+// already are, or are not on the host.
+void set_moment_precision(OptimizerState& state, bool bf16);
 // The moments' element count (0: not held on the host, e.g. on the device).
 int64_t moments_size(const OptimizerState& state);
 // bf16 moments are written as BF16 tensors (exact), fp32 ones as F32.

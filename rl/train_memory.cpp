@@ -64,7 +64,7 @@ TrainMemory start_train_memory(Policy& policy, const MemoryPlan& plan, const Tra
     check(moments_size(optimizer) == n, "memory plan: the optimizer state has ", moments_size(optimizer), " moments for ", n,
           " parameters");
     mem.acts = policy_init_training(policy, train, adamw);
-    mem.kv = make_policy_kv(policy, plan.kv_blocks, kv_block_size);
+    if (plan.kv_blocks > 0) mem.kv = make_policy_kv(policy, plan.kv_blocks, kv_block_size);  // none for SFT
     return mem;
   }
   const bool offload = plan.modes.offload_optimizer;

@@ -9,6 +9,7 @@
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "rl/run_folder.h"
+#include "rl/train_memory.h"
 
 namespace sqlrl::rl {
 namespace fs = std::filesystem;
@@ -190,8 +191,17 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   check(options.device == "cpu" || options.device == "cuda", "sft: device '", options.device,
         "' is not cpu or cuda");
   const bool cuda = options.device == "cuda";
-  // On CUDA the moments live on the device; a resumed run's host copy is uploaded below.
-  if (!cuda && optimizer.m.size() != model.params.size()) optimizer = make_optimizer_state(model.num_params);
+  // The memory plan (no rollout phase): recomputed layers and the moments' precision.
+  MemoryPlanOptions mo = memory_plan_options(options.memory, cuda);
+  mo.rollout = false;
+  mo.tokens_per_micro_batch = config.micro_batch_tokens;
+  const MemoryPlan mplan = plan_memory(model.config, mo);
+  check(mplan.fits, "sft: the memory plan does not fit: ", mplan.problem,
+        " (`llm_sqlrl plan` shows it; memory-gb and micro-batch-tokens size it)");
+  // On CUDA the moments start on the device; a resumed run's host copy is uploaded there.
+  set_moment_precision(optimizer, mplan.modes.bf16_moments);
+  if (!cuda && moments_size(optimizer) != model.num_params)
+    optimizer = make_optimizer_state(model.num_params, mplan.modes.bf16_moments);
   SftRunStats run;
   const size_t given = data.size();
   run.clipped = clip_sequences(data, config.micro_batch_tokens);
@@ -241,10 +251,13 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   schedule.warmup_steps = cursor.warmup_steps;
 
   TrainOptions topt;
-  topt.max_tokens = config.micro_batch_tokens;
-  Policy policy = cuda ? cuda_policy(model) : cpu_policy(model);
-  PolicyActivations acts = policy_init_training(policy, topt, config.adamw);
-  if (cuda && !optimizer.m.empty()) policy_upload_optimizer(policy, optimizer);
+  topt.max_tokens = mo.tokens_per_micro_batch;
+  topt.logprob_chunk = mo.logprob_chunk_tokens;
+  topt.recompute = mplan.modes.recompute;
+  Policy policy = cuda ? cuda_policy(model, 0, /*grads=*/false) : cpu_policy(model);
+  TrainMemory memory = start_train_memory(policy, mplan, topt, RolloutOptions{}.kv_block_size, config.adamw, optimizer);
+  PolicyActivations& acts = memory_for_train(policy, memory, optimizer);
+  run.modes = executed_modes(policy, memory, optimizer);
   const fs::path out = options.out_dir;
   RunLock lock;
   std::unique_ptr<JsonlWriter> metrics;
@@ -253,6 +266,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     if (resume) truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
     else check_no_run_in(options.out_dir, str_cat("continue it with sft --resume ", options.out_dir, " or choose another --out"));
     if (!options.config_toml.empty()) write_text_atomic((out / "config.toml").string(), options.config_toml);
+    write_text_atomic((out / "memory_plan.txt").string(), format_memory_plan(model.config, mplan, mo));
     metrics = std::make_unique<JsonlWriter>((out / "metrics.jsonl").string());
   }
   auto trainer_state = [&] {
@@ -276,7 +290,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     if (options.out_dir.empty() || saved_step == optimizer.train_step) return;
     saved_step = optimizer.train_step;
     policy_download(policy, model);
-    policy_download_optimizer(policy, optimizer);
+    memory_optimizer_to_host(policy, memory, optimizer);
     run.checkpoints.push_back(save_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
                                               options.tokenizer_path, trainer_state()));
     if (options.log) options.log("saved " + run.checkpoints.back());

@@ -27,7 +27,9 @@
 
 #include "model/train.h"
 #include "rl/grpo/grpo.h"
+#include "model/memory_plan.h"
 #include "rl/optimizer.h"
+#include "rl/options.h"
 #include "rl/policy.h"
 #include "rl/run_folder.h"
 #include "rl/sft/sft_data.h"
@@ -132,6 +134,9 @@ struct SftRunOptions {
   // "cuda": train on CUDA device 0 (bf16 weights, f32 master, moments on the device; `model`
   // receives the trained master weights at the end, checkpoints download them).
   std::string device = "cpu";
+  // The memory plan's budget and modes (rl/train_memory.h; no rollout phase): recomputed layers
+  // and bf16 moments as the plan chooses; OUT/memory_plan.txt records it.
+  MemoryOptions memory = {};
 };
 
 struct SftRunStats {
@@ -140,6 +145,7 @@ struct SftRunStats {
   int64_t trained_tokens = 0;
   double first_loss = 0, last_loss = 0, seconds = 0;
   std::vector<std::string> checkpoints;
+  TrainModes modes;  // the memory modes the run executed (executed_modes)
 };
 
 // Trains `model` (grads allocated here when missing) on `data` for config.epochs (or

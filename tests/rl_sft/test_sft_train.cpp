@@ -112,6 +112,40 @@ TEST(SftUpdate, LossAndGradientMatchFloat64) {
   }
 }
 
+// The memory modes change where buffers live, not the arithmetic: every layer recomputed gives
+// the weights of storing them, bit for bit (the CPU forward is deterministic, so a recomputed
+// layer must reproduce its activations exactly; a recomputation that left any stale would
+// change the gradients). bf16 moments train too, close to fp32 ones. run.modes is what ran.
+TEST(SftRun, MemoryModesRunAsPlannedAndRecomputationIsExact) {
+  std::vector<SftSequence> data = demo_set();
+  const int64_t vocab = static_cast<int64_t>(sft_tokenizer().size());
+  SftConfig cfg;
+  cfg.lr = 1e-2f;
+  cfg.epochs = 100;
+  cfg.max_steps = 12;
+  cfg.micro_batch_tokens = 256;
+  auto run = [&](const char* recompute, const char* bf16, SftRunStats* stats) {
+    QwenModel model = sft_model(vocab);
+    OptimizerState opt;
+    SftRunOptions ro{};
+    ro.memory.recompute = recompute;
+    ro.memory.bf16_moments = bf16;
+    *stats = run_sft(model, opt, data, cfg, ro);
+    EXPECT_EQ(stats->modes.bf16_moments, std::string(bf16) == "on");
+    EXPECT_EQ(stats->modes.recomputed_layers(), std::string(recompute) == "on" ? model.config.num_hidden_layers : 0);
+    return model.params;
+  };
+  SftRunStats stored, recomputed, bf16;
+  std::vector<float> a = run("off", "off", &stored), b = run("on", "off", &recomputed), c = run("off", "on", &bf16);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);  // bf16 moments do differ...
+  // ...but learn alike: the training loss falls as far (measured 3.340 vs 3.341 after 12 updates).
+  std::printf("SFT loss %.3f -> %.3f (fp32 moments), %.3f -> %.3f (bf16 moments)\n", stored.first_loss,
+              stored.last_loss, bf16.first_loss, bf16.last_loss);
+  EXPECT_LT(bf16.last_loss, 0.7 * bf16.first_loss);  // measured 5.96 -> 3.34 in 12 updates, as fp32
+  EXPECT_NEAR(bf16.last_loss, stored.last_loss, 0.1 * stored.last_loss);
+}
+
 TEST(SftRun, LossFallsOnAFixedDemoSet) {
   std::vector<SftSequence> data = demo_set();
   QwenModel model = sft_model(static_cast<int64_t>(sft_tokenizer().size()));
