@@ -14,7 +14,7 @@
 
 namespace sqlrl {
 
-CudaModel upload_model(const QwenModel& model, int device, const CudaStream& stream) {
+CudaModel upload_model(const QwenModel& model, int device, const CudaStream& stream, bool grads) {
   check(static_cast<int64_t>(model.params.size()) == model.num_params, "upload_model: the host model holds ",
         model.params.size(), " floats for ", model.num_params, " parameters");
   CudaModel m;
@@ -26,10 +26,12 @@ CudaModel upload_model(const QwenModel& model, int device, const CudaStream& str
   Device d = cuda_device(device);
   m.master = empty({model.num_params}, DType::F32, d);
   m.weights = empty({model.num_params}, DType::BF16, d);
-  m.grads = empty({model.num_params}, DType::F32, d);
   model_copy(m.master.data(), model.params.data(), m.master.nbytes(), CopyKind::HostToDevice, stream);
   f32_to_bf16_cuda(m.weights.data_as<uint16_t>(), m.master.data_as<float>(), model.num_params, stream);
-  zero_grads(m);
+  if (grads) {
+    m.grads = empty({model.num_params}, DType::F32, d);
+    zero_grads(m);
+  }
   return m;
 }
 

@@ -36,8 +36,10 @@ struct CudaModel {
   int64_t num_params() const { return shape.num_params; }
 };
 
-// Uploads a host model: master = params (f32, exact), weights = params rounded to bf16.
-CudaModel upload_model(const QwenModel& model, int device = 0, const CudaStream& stream = CudaStream{});
+// Uploads a host model: master = params (f32, exact), weights = params rounded to bf16, and
+// (grads) a zeroed gradient buffer; without, the caller places one (rl/train_memory.h).
+CudaModel upload_model(const QwenModel& model, int device = 0, const CudaStream& stream = CudaStream{},
+                       bool grads = true);
 // A frozen copy (the KL reference): only the bf16 weights go to the device (2 bytes/parameter;
 // no master, no gradients), rounded on the host slice by slice.
 CudaModel upload_frozen_model(const QwenModel& model, int device = 0, const CudaStream& stream = CudaStream{});

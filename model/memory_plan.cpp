@@ -48,8 +48,9 @@ struct Pricer {
   }
   int64_t block_bytes() const { return 2 * L * o.kv_block_size * config.kv_dim() * (cuda ? 2 : 4); }
   int64_t blocks_per_sequence() const { return (o.rollout_sequence_tokens + o.kv_block_size - 1) / o.kv_block_size; }
-  // One logits row per live sequence for each decode step (fp32, on the policy's device).
-  int64_t decode_logits() const { return o.rollout ? o.rollout_sequences * config.vocab_size * 4 : 0; }
+  // One logits row per live sequence for each decode step (fp32). On CUDA they come from the
+  // caching allocator, inside the reserve (64 rows of Qwen3's vocabulary: 39 MB), not the region.
+  int64_t decode_logits() const { return o.rollout && !cuda ? o.rollout_sequences * config.vocab_size * 4 : 0; }
   // The train step's peak: with every buffer of both devices' plans that is live then (on the
   // CPU the KV cache is too: min_kv, the least the rollout can run with).
   int64_t train_peak(bool bf16, int64_t recomputed, int64_t min_kv) const {

@@ -34,8 +34,7 @@ Policy cuda_policy(QwenModel& host, int device, bool grads) {
   Policy p;
   p.host = &host;
   p.on_cuda = true;
-  p.cuda = upload_model(host, device);
-  if (!grads) p.cuda.grads = Tensor{};
+  p.cuda = upload_model(host, device, CudaStream{}, grads);
   return p;
 }
 
