@@ -1,11 +1,15 @@
-// The memory plan against reality on the CPU: for a Qwen3-0.6B-shaped random model, each mode
-// runs in its own child process (its own peak RSS) what a GRPO step allocates and touches, as
-// the trainer does it (rl/train_memory.h start_train_memory: gradients, moments, activations,
-// the KV cache; then a few decode steps through the cache, one training forward/backward over a
-// packed micro-batch and one AdamW update), and reports the plan's predicted peak (plus the
-// process's RSS before the model existed) next to the measured VmHWM.
-//   bench_memory_plan [--shape qwen3-0.6b] [--tokens 512]
-// Not a Google Benchmark binary: one measurement per mode, printed as a table.
+// The memory plan against reality: for a Qwen3-shaped random model, each mode runs in its own
+// child process what a GRPO step allocates and touches, as the trainer does it
+// (rl/train_memory.h start_train_memory; a few decode steps through the KV cache; the KL
+// reference's log-probs with --kl; one training forward/backward over a packed micro-batch and
+// one AdamW update; the switch back to the rollout phase, which offloads the moments when the
+// plan says so), and reports the plan's predicted peak next to the measured one: on the CPU
+// VmHWM (the prediction adds the process's RSS before the model existed), on CUDA the caching
+// allocator's peak bytes in use (the CUDA context and cuBLASLt's own workspaces are outside it,
+// inside the plan's reserve).
+//   bench_memory_plan [--shape qwen3-0.6b] [--tokens 512] [--device cpu|cuda] [--kl] [--memory GB]
+// scripts/gpu_check.sh runs `--device cuda --shape qwen3-4b --tokens 8192 --kl`. Not a Google
+// Benchmark binary: one measurement per mode, printed as a table.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +25,8 @@
 #include "model/model.h"
 #include "rl/policy.h"
 #include "rl/train_memory.h"
+#include "runtime/allocator.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "weights/checkpoint.h"
 
@@ -41,23 +47,44 @@ struct Mode {
   const char* bf16;
 };
 
-void run_mode(const QwenConfig& config, const Mode& mode, int64_t tokens) {
-  const int64_t baseline = status_bytes("VmRSS");
+struct Setup {
+  QwenConfig config;
+  int64_t tokens = 512;
+  bool cuda = false, kl = false;
+  double memory_gb = 0;
+};
+
+// In the child process only: the CUDA runtime must not be initialised before fork().
+void run_mode(const Setup& su, const Mode& mode) {
+  if (su.cuda && cuda_device_count() == 0) {
+    std::printf("bench_memory_plan --device cuda: no CUDA device (%s); nothing measured\n",
+                cuda_unavailable_reason().c_str());
+    return;
+  }
+  const QwenConfig& config = su.config;
+  const int64_t tokens = su.tokens;
+  const int64_t baseline = su.cuda ? 0 : status_bytes("VmRSS");
   rl::MemoryOptions knobs;
   knobs.recompute = mode.recompute;
   knobs.bf16_moments = mode.bf16;
-  MemoryPlanOptions o = rl::memory_plan_options(knobs, /*cuda=*/false);
+  knobs.memory_gb = su.memory_gb;
+  MemoryPlanOptions o = rl::memory_plan_options(knobs, su.cuda);
   o.tokens_per_micro_batch = tokens;
-  o.rollout_sequence_tokens = tokens;
-  o.rollout_sequences = 4;
+  o.rollout_sequence_tokens = su.cuda ? 8192 : tokens;
+  o.rollout_sequences = su.cuda ? 64 : 4;
   o.min_rollout_sequences = 4;
+  o.reference_model = su.kl;
   const MemoryPlan plan = plan_memory(config, o);
   check(plan.fits, plan.problem);
 
   QwenModel model = make_model(config);
   init_random_weights(model, 1, 0.02f);
-  rl::Policy policy = rl::cpu_policy(model);
-  rl::OptimizerState opt = rl::make_optimizer_state(model.num_params, plan.modes.bf16_moments);
+  rl::Policy policy = su.cuda ? rl::cuda_policy(model, 0, /*grads=*/false) : rl::cpu_policy(model);
+  rl::Policy reference;
+  if (su.kl) reference = su.cuda ? rl::cuda_reference(model) : rl::cpu_policy(model);
+  rl::OptimizerState opt;
+  opt.bf16 = plan.modes.bf16_moments;
+  if (!su.cuda) opt = rl::make_optimizer_state(model.num_params, plan.modes.bf16_moments);
   TrainOptions to;
   to.max_tokens = o.tokens_per_micro_batch;
   to.logprob_chunk = o.logprob_chunk_tokens;
@@ -77,7 +104,8 @@ void run_mode(const QwenConfig& config, const Mode& mode, int64_t tokens) {
   }
   for (const CachedInput& in : inputs) kv_free(kv.book(), in.sequence);
 
-  // Train: one packed micro-batch of `tokens` positions, forward, backward, AdamW.
+  // Train: one packed micro-batch of `tokens` positions, the reference's log-probs, forward,
+  // backward, AdamW; then back to the rollout phase (offloaded moments go to the host).
   rl::PolicyActivations& acts = rl::memory_for_train(policy, mem, opt);
   std::vector<std::vector<int32_t>> seqs(4);
   for (int s = 0; s < 4; ++s)
@@ -86,17 +114,24 @@ void run_mode(const QwenConfig& config, const Mode& mode, int64_t tokens) {
   std::vector<int32_t> targets(batch.tokens.begin() + 1, batch.tokens.end());
   targets.push_back(0);
   std::vector<float> logp(targets.size()), dlogp(targets.size(), -1.0f / static_cast<float>(targets.size()));
+  if (su.kl) rl::policy_forward_logprobs(reference, acts, batch, targets, logp.data());
   rl::policy_zero_grads(policy);
   rl::policy_forward_logprobs(policy, acts, batch, targets, logp.data());
   rl::policy_backward_logprobs(policy, acts, batch, targets, dlogp.data());
   const double sq = rl::policy_grad_sq_sum(policy);
   ++opt.adam_step;
   rl::policy_adamw_step(policy, opt, adamw, 1e-5f, 1.0f, sq);
+  rl::memory_for_rollout(policy, mem, opt);
+  if (su.cuda) cuda_synchronize();
 
-  const int64_t peak = status_bytes("VmHWM");
+  const int64_t peak = su.cuda ? static_cast<int64_t>(cuda_allocator_stats(0).peak_in_use) : status_bytes("VmHWM");
   const int64_t predicted = baseline + plan.peak_bytes;
-  std::printf("%-28s %-44s %10.3f %10.3f %10.3f %+7.1f%%\n", mode.name, plan.modes.describe().c_str(),
+  std::printf("%-28s %-62s %10.3f %10.3f %10.3f %+7.1f%%\n", mode.name, plan.modes.describe().c_str(),
               baseline / 1e9, predicted / 1e9, peak / 1e9, 100.0 * (peak - predicted) / static_cast<double>(predicted));
+  if (su.cuda)
+    std::printf("  KV cache %.2f GiB (%lld trajectories of 8192 tokens at once); device region %.2f GiB\n",
+                plan.kv_blocks * plan.kv_block_bytes / double(int64_t(1) << 30),
+                static_cast<long long>(plan.kv_sequences), plan.phase_bytes / double(int64_t(1) << 30));
   std::fflush(stdout);
 }
 
@@ -105,30 +140,37 @@ void run_mode(const QwenConfig& config, const Mode& mode, int64_t tokens) {
 
 int main(int argc, char** argv) {
   std::string shape = "qwen3-0.6b";
-  int64_t tokens = 512;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--shape") shape = argv[++i];
-    else if (std::string(argv[i]) == "--tokens") tokens = std::atoll(argv[++i]);
+  sqlrl::Setup su;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--kl") su.kl = true;
+    else if (i + 1 < argc && a == "--shape") shape = argv[++i];
+    else if (i + 1 < argc && a == "--tokens") su.tokens = std::atoll(argv[++i]);
+    else if (i + 1 < argc && a == "--device") su.cuda = std::string(argv[++i]) == "cuda";
+    else if (i + 1 < argc && a == "--memory") su.memory_gb = std::atof(argv[++i]);
   }
-  const sqlrl::QwenConfig config = sqlrl::preset_config(shape);
-  std::printf("memory plan vs measured peak RSS on the CPU: %s shape, %lld-token micro-batch, 4 sequences of %lld "
-              "tokens in the KV cache; GB = 10^9 bytes\n",
-              shape.c_str(), static_cast<long long>(tokens), static_cast<long long>(tokens));
-  std::printf("%-28s %-44s %10s %10s %10s %8s\n", "mode", "plan", "baseline", "predicted", "measured", "error");
-  const sqlrl::Mode modes[] = {{"store all, fp32 moments", "off", "off"},
-                               {"recompute all, fp32 moments", "on", "off"},
-                               {"recompute all, bf16 moments", "on", "on"}};
+  su.config = sqlrl::preset_config(shape);
+  std::printf("memory plan vs measured peak (%s) on %s: %s shape, %lld-token micro-batch%s; GB = 10^9 bytes\n",
+              su.cuda ? "caching allocator" : "peak RSS", su.cuda ? "cuda" : "the CPU", shape.c_str(),
+              static_cast<long long>(su.tokens), su.kl ? ", KL reference" : "");
+  std::printf("%-28s %-62s %10s %10s %10s %8s\n", "mode", "plan", "baseline", "predicted", "measured", "error");
+  const sqlrl::Mode cpu_modes[] = {{"store all, fp32 moments", "off", "off"},
+                                   {"recompute all, fp32 moments", "on", "off"},
+                                   {"recompute all, bf16 moments", "on", "on"}};
+  const sqlrl::Mode cuda_modes[] = {{"the plan's choice", "auto", "auto"}};
   int failures = 0;
-  for (const sqlrl::Mode& mode : modes) {
+  for (const sqlrl::Mode& mode : su.cuda ? std::vector<sqlrl::Mode>(std::begin(cuda_modes), std::end(cuda_modes))
+                                          : std::vector<sqlrl::Mode>(std::begin(cpu_modes), std::end(cpu_modes))) {
     std::fflush(stdout);  // the child must not print the parent's buffered lines again
     pid_t pid = fork();
     if (pid == 0) {
       try {
-        sqlrl::run_mode(config, mode, tokens);
+        sqlrl::run_mode(su, mode);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_memory_plan: %s: %s\n", mode.name, e.what());
         _exit(1);
       }
+      std::fflush(stdout);  // _exit does not flush
       _exit(0);
     }
     int status = 0;

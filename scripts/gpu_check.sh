@@ -148,6 +148,21 @@ if has_stage bench; then
     echo >> "$bench_md"
     write_report
   done
+  # The memory plan against the caching allocator's peak: a random Qwen3-4B, KL reference,
+  # 8K-token micro-batch, the modes the plan picks for this device (issue 22's target: >= 40 GiB
+  # of KV cache on an 80 GB card). A CPU benchmark binary with a CUDA mode, so named here.
+  left=$((deadline - $(date +%s)))
+  if [ "$left" -le 60 ]; then
+    not_run+=("bench_memory_plan --device cuda")
+  else
+    [ "$left" -lt 300 ] || left=300
+    say "-- bench_memory_plan --device cuda (limit $left s)"
+    { echo "### bench_memory_plan --device cuda --shape qwen3-4b --tokens 8192 --kl"; echo; echo '```';
+      timeout "$left" "$build/bench/bench_memory_plan" --device cuda --shape qwen3-4b --tokens 8192 --kl 2>>"$log" ||
+        echo "bench_memory_plan failed or timed out"; echo '```'; } >> "$bench_md"
+    echo >> "$bench_md"
+    write_report
+  fi
   stage_lines+=("benchmarks: $(($(date +%s) - b0)) s")
   write_report
 fi

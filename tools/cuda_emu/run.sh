@@ -24,7 +24,7 @@ mkdir -p "$work/kernels/cuda/kernels/cuda"
 cp "$here/ptx/ptx.cuh" "$work/kernels/cuda/kernels/cuda/ptx.cuh"
 for f in attention attention_backward paged_attention; do
   sed -E -e 's/extern __shared__ __align__\(16\) uint16_t smem\[\];/uint16_t* smem = emu::g_smem;/' \
-         -e 's/([A-Za-z_:]+(<[A-Za-z0-9_ ]+>)?)<<<(.*)>>>\(/emu_launch(\1, \3, /' \
+         -e 's/([A-Za-z_:][A-Za-z0-9_:]*(<[A-Za-z0-9_ ]+>)?)<<<(.*)>>>\(/emu_launch(\1, \3, /' \
          "$root/kernels/cuda/$f.cu" > "$work/kernels/cuda/$f.cpp"
 done
 g++ -std=c++20 -O1 -pthread -I"$here/shim" -I"$work/kernels/cuda" -I"$root" -Wno-unused-parameter \

@@ -24,7 +24,7 @@ cp "$root/tools/cuda_emu/ptx/ptx.cuh" "$work/src/kernels/cuda/kernels/cuda/ptx.c
 for f in "$root"/kernels/cuda/*.cu "$root"/model/cuda/*.cu; do
   name=$(basename "$f" .cu)
   sed -E -e 's/extern __shared__ __align__\(16\) uint16_t smem\[\];/uint16_t* smem = emu::g_smem;/' \
-         -e 's/([A-Za-z_:]+(<[A-Za-z0-9_ ]+>)?)<<<(.*)>>>\(/emu_launch(\1, \3, /' \
+         -e 's/([A-Za-z_:][A-Za-z0-9_:]*(<[A-Za-z0-9_ ]+>)?)<<<(.*)>>>\(/emu_launch(\1, \3, /' \
          "$f" > "$work/src/$name.cpp.new"
   cmp -s "$work/src/$name.cpp.new" "$work/src/$name.cpp" 2>/dev/null && rm "$work/src/$name.cpp.new" || mv "$work/src/$name.cpp.new" "$work/src/$name.cpp"
 done

@@ -16,7 +16,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/kernels/cuda"
 cp "$root/kernels/cuda/ops_common.cuh" "$work/kernels/cuda/ops_common.cuh"
 for f in rmsnorm rope swiglu embedding logprob sampling; do
-  sed -E -e 's/([A-Za-z_:]+(<[A-Za-z0-9_ ]+>)?)<<<(.*)>>>\(/emu_launch(\1, \3, /' \
+  sed -E -e 's/([A-Za-z_:][A-Za-z0-9_:]*(<[A-Za-z0-9_ ]+>)?)<<<(.*)>>>\(/emu_launch(\1, \3, /' \
          "$root/kernels/cuda/$f.cu" > "$work/kernels/cuda/$f.cpp"
 done
 g++ -std=c++20 -O1 -pthread -I"$here/shim" -I"$root/tools/cuda_emu/shim" -I"$work" -I"$root" -Wno-unused-parameter \
