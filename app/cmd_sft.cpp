@@ -87,7 +87,8 @@ OptionTable sft_options(SftSettings& s) {
   rl::add_template_options(t, s);
   add_sft_training_options(t, s);
   rl::add_memory_options(t, s);
-  set_option_help(t, "offload-optimizer", "(GRPO only: SFT has no rollout to offload the moments during) off");
+  // SFT has no rollout phase to offload the moments during: that key is GRPO's alone.
+  std::erase_if(t, [](const Option& o) { return std::string(o.key) == "offload-optimizer"; });
   return t;
 }
 
