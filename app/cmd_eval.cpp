@@ -140,7 +140,7 @@ void run_eval_command(EvalArgs& args) {
   rl::EvalInfo info{a.dataset, a.split, a.protocol, a.weights, bird ? "bird" : "spider", a.seed, a.device};
   // CUDA: bf16 weights on the device (rl/policy.h); it fails naming the model's head_dim when the
   // CUDA attention does not take it.
-  rl::Policy policy = cuda ? rl::cuda_policy(model) : rl::cpu_policy(model);
+  rl::Policy policy = cuda ? rl::cuda_frozen_policy(model) : rl::cpu_policy(model);
   if (!args.quiet)
     std::fprintf(stderr, "eval: %zu questions, %s x %lld samples, protocol %s, %s, on %s\n", examples.size(),
                  a.mode.c_str(), static_cast<long long>(options.samples), a.protocol.c_str(),

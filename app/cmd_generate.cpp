@@ -114,7 +114,7 @@ void run_generate(GenerateArgs& args) {
   std::vector<GeneratedSample> samples;
   if (s.device == "cuda") {
     // Fails in one line naming why: no device, or a head_dim the CUDA attention does not take.
-    rl::Policy policy = rl::cuda_policy(model);
+    rl::Policy policy = rl::cuda_frozen_policy(model);
     CudaKVCache cache = make_cuda_kv_cache(policy.cuda, blocks, s.block_size);
     samples = generate_cuda(policy.cuda, cache, prompt, 1, options, on_token);
   } else {

@@ -81,7 +81,7 @@ void run_mode(const Setup& su, const Mode& mode) {
   init_random_weights(model, 1, 0.02f);
   rl::Policy policy = su.cuda ? rl::cuda_policy(model, 0, /*grads=*/false) : rl::cpu_policy(model);
   rl::Policy reference;
-  if (su.kl) reference = su.cuda ? rl::cuda_reference(model) : rl::cpu_policy(model);
+  if (su.kl) reference = su.cuda ? rl::cuda_frozen_policy(model) : rl::cpu_policy(model);
   rl::OptimizerState opt;
   opt.bf16 = plan.modes.bf16_moments;
   if (!su.cuda) opt = rl::make_optimizer_state(model.num_params, plan.modes.bf16_moments);

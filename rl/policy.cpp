@@ -38,7 +38,7 @@ Policy cuda_policy(QwenModel& host, int device, bool grads) {
   return p;
 }
 
-Policy cuda_reference(QwenModel& host, int device) {
+Policy cuda_frozen_policy(QwenModel& host, int device) {
   check_cuda_device(host, device);
   Policy p;
   p.host = &host;

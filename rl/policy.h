@@ -38,8 +38,11 @@ Policy cpu_policy(const QwenModel& model);
 // not one the CUDA attention takes (64, 128).
 // grads false: no gradient buffer (the trainer places one in its phase region, rl/train_memory.h).
 Policy cuda_policy(QwenModel& host, int device = 0, bool grads = true);
-// A frozen copy (the KL reference): only its bf16 weights on the device (no master, no gradients).
-Policy cuda_reference(QwenModel& host, int device = 0);
+// A frozen copy: only the bf16 weights on the device (2 bytes/parameter; no fp32 master, no
+// gradients): the KL reference, and every inference-only use (eval, generate, the demo's and
+// self-taught's rollouts), where the master and gradient buffers would take 8 bytes/parameter
+// for nothing.
+Policy cuda_frozen_policy(QwenModel& host, int device = 0);
 
 // ---- inference: a paged KV cache on the policy's device and one batched forward ----
 struct PolicyKV {

@@ -256,7 +256,7 @@ DemoReport run_demo(const DemoConfig& config) {
   auto eval_stage = [&](const std::string& name) {
     auto t = std::chrono::steady_clock::now();
     DemoStage st{name, {}, {}};
-    Policy policy = cuda ? cuda_policy(model) : cpu_policy(model);
+    Policy policy = cuda ? cuda_frozen_policy(model) : cpu_policy(model);
     st.multi = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, dev.examples, name, false);
     st.single = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, dev.examples, name, true);
     rep.stages.push_back(std::move(st));

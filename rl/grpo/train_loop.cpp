@@ -178,7 +178,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   // the staging buffer of each checkpoint's download.
   Policy policy = cuda ? cuda_policy(env.model, 0, /*grads=*/false) : cpu_policy(env.model);
   Policy reference;
-  if (env.reference) reference = cuda ? cuda_reference(*env.reference) : cpu_policy(*env.reference);
+  if (env.reference) reference = cuda ? cuda_frozen_policy(*env.reference) : cpu_policy(*env.reference);
   TrainMemory memory = start_train_memory(policy, plan, to, base.kv_block_size, gc.adamw, optimizer);
   SchemaCache schemas;
 

@@ -109,7 +109,7 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
     std::vector<Trajectory> trajs;
     {
       // This round's weights: the previous round's SFT changed them.
-      Policy policy = cuda ? cuda_policy(model) : cpu_policy(model);
+      Policy policy = cuda ? cuda_frozen_policy(model) : cpu_policy(model);
       trajs = rollout(policy, tok, protocol, pool, requests, ro);
     }
     score_batch(panel, round_examples, trajs, ctx);

@@ -62,7 +62,7 @@ TEST(GrpoCuda, StepMatchesTheCpuWithinBf16AndAdamWIsExact) {
   GrpoStepStats want = grpo_step(cpu, &cpu_ref, cpu_opt, state, batch, cfg);
 
   QwenModel dev_host = initial, ref_host = initial;
-  Policy dev = cuda_policy(dev_host), ref = cuda_reference(ref_host);
+  Policy dev = cuda_policy(dev_host), ref = cuda_frozen_policy(ref_host);
   PolicyActivations acts = policy_init_training(dev, to, cfg.adamw);
   OptimizerState dev_opt;
   GrpoStepStats got = grpo_step(dev, &ref, dev_opt, acts, batch, cfg);
@@ -181,7 +181,7 @@ TEST(GrpoCuda, ClipAndKlBranchesMatchTheCpuWithRatioAwayFromOne) {
 
   SQLRL_REQUIRE_CUDA();
   QwenModel dev_host = initial, ref_host = reference;
-  Policy dev = cuda_policy(dev_host), ref = cuda_reference(ref_host);
+  Policy dev = cuda_policy(dev_host), ref = cuda_frozen_policy(ref_host);
   PolicyActivations acts = policy_init_training(dev, to, cfg.adamw);
   // The premise: device log-probs within eps of the CPU's, policy and reference.
   for (const auto& [policy, expected] : {std::pair<const Policy*, const std::vector<std::vector<float>>*>{&dev, &lp},
