@@ -23,6 +23,8 @@ MemoryPlanOptions memory_plan_options(const MemoryOptions& m, bool cuda) {
     o.reserve_bytes = 0;
   } else {
     o.device_bytes = device_memory_bytes(cuda);
+    check(o.device_bytes > 0, "memory plan: the ", cuda ? "CUDA device" : "host",
+          " reports no memory size; give the budget with memory-gb");
     o.reserve_bytes = cuda ? int64_t(2) << 30 : int64_t(1) << 30;
   }
   o.logprob_chunk_tokens = TrainOptions{}.logprob_chunk;

@@ -23,6 +23,7 @@ CudaDeviceInfo cuda_device_info(int index) {
   CudaDeviceInfo info;
   info.index = index;
   info.name = "emulated CUDA device (host threads)";
+  info.total_memory = size_t(8) << 30;  // host memory stands in; the trainers' memory plan needs a size
   return info;
 }
 void cuda_set_device(int) {}
