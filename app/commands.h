@@ -15,6 +15,7 @@ void add_eval_sql_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_init_command(CLI::App& app);
 void add_sft_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_demo_command(CLI::App& app);

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   sqlrl::add_data_command(app);
   sqlrl::add_generate_command(app);
   sqlrl::add_plan_command(app);
+  sqlrl::add_init_command(app);
   sqlrl::add_sft_command(app);
   sqlrl::add_eval_command(app);
   sqlrl::add_demo_command(app);

@@ -3,7 +3,9 @@
 # SQLRL_REQUIRE_GPU=1 (a CUDA test that would skip fails instead), run the CUDA benchmarks and
 # their PyTorch baselines, and write OUT_DIR/gpu_report.md (device, commit, each stage's time,
 # each test's result, each benchmark's figures).
-#   scripts/gpu_check.sh OUT_DIR [STAGES]     STAGES: comma list of build,test,bench (default all)
+#   scripts/gpu_check.sh OUT_DIR [STAGES]     STAGES: comma list of build,test,bench (the default)
+#   and firstlight (scripts/gpu_first_light.sh: every model-running subcommand on a random
+#   Qwen3-0.6B, CPU beside CUDA; a few minutes, so run it as its own command after the build)
 # Made for a borrowed GPU machine that stops a command at 10 minutes and has no network:
 #  * the report is rewritten after every stage and every benchmark, so a command stopped at its
 #    limit still leaves what ran; benchmarks not started before SQLRL_GPU_BUDGET_S seconds
@@ -164,6 +166,16 @@ if has_stage bench; then
     write_report
   fi
   stage_lines+=("benchmarks: $(($(date +%s) - b0)) s")
+  write_report
+fi
+
+if has_stage firstlight; then
+  # Every model-running subcommand on a random Qwen3-0.6B, CPU beside CUDA (scripts/gpu_first_light.sh).
+  say "== first light"
+  f0=$(date +%s)
+  bash scripts/gpu_first_light.sh "$out/first_light" "$build" >> "$log" 2>&1 || status=1
+  { echo; echo "## first light"; echo; cat "$out/first_light/first_light.md" 2>/dev/null; } >> "$bench_md"
+  stage_lines+=("first light: $(($(date +%s) - f0)) s")
   write_report
 fi
 

@@ -1,0 +1,77 @@
+// `llm_sqlrl init`: the folder it writes loads as the shape asked for, with norm weights 1, the
+// other tensors N(0, std) (sample mean and std within 5 standard errors), the tokenizer beside
+// them, the same bytes again for the same seed, and it refuses to write into a non-empty folder.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "model/model.h"
+#include "runtime/file_io.h"
+#include "tests/test_util.h"
+#include "weights/config.h"
+
+namespace sqlrl {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tiny_config_file(const std::string& dir) {
+  QwenConfig c;
+  c.arch = QwenArch::Qwen3;
+  c.vocab_size = 512;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.tie_word_embeddings = true;
+  fs::create_directories(dir);
+  const std::string path = dir + "/config.json";
+  std::ofstream(path) << config_to_json(c);
+  return path;
+}
+
+testing::CommandResult init(const std::string& config, const std::string& out, int seed) {
+  return testing::run_command(str_cat(SQLRL_BINARY, " init --config ", config, " --tokenizer ", SQLRL_FIXTURES_DIR,
+                                      "/tokenizer/qwen3_tokenizer.json --out ", out, " --seed ", seed, " --std 0.05"));
+}
+
+TEST(InitCli, WritesARandomCheckpointOfTheShape) {
+  const std::string root = ::testing::TempDir() + "/init_cli";
+  fs::remove_all(root);
+  const std::string config = tiny_config_file(root + "/shape");
+  testing::CommandResult r = init(config, root + "/a", 3);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  QwenModel m = load_model(root + "/a");
+  EXPECT_EQ(m.config.hidden_size, 64);
+  EXPECT_EQ(m.config.num_hidden_layers, 2);
+  EXPECT_TRUE(fs::exists(root + "/a/tokenizer.json"));
+  double sum = 0, sq = 0;
+  int64_t n = 0;
+  for (const ParamView& v : m.table) {
+    const float* p = m.params.data() + v.offset;
+    if (v.spec.name.find("norm") != std::string::npos) {
+      for (int64_t i = 0; i < v.spec.numel(); ++i) ASSERT_EQ(p[i], 1.0f) << v.spec.name;
+      continue;
+    }
+    for (int64_t i = 0; i < v.spec.numel(); ++i) sum += p[i], sq += double(p[i]) * p[i], ++n;
+  }
+  const double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
+  EXPECT_LE(std::fabs(mean), 5 * 0.05 / std::sqrt(double(n))) << mean;
+  EXPECT_NEAR(sd, 0.05, 5 * 0.05 / std::sqrt(2.0 * n)) << sd;
+
+  ASSERT_EQ(init(config, root + "/b", 3).exit_code, 0);
+  EXPECT_EQ(load_model(root + "/b").params, m.params);  // same seed, same weights
+  ASSERT_EQ(init(config, root + "/c", 4).exit_code, 0);
+  EXPECT_NE(load_model(root + "/c").params, m.params);
+
+  testing::CommandResult again = init(config, root + "/a", 3);
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.output.find("is not an empty folder"), std::string::npos) << again.output;
+}
+
+}  // namespace
+}  // namespace sqlrl
