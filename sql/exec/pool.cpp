@@ -218,6 +218,17 @@ int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& 
     sqlite3_finalize(stmt);
     return SQLITE_AUTH;
   }
+  // A parameter (?, ?1, :name, @name, $name) would run bound to NULL: `WHERE name = :city` then
+  // returns nothing and matches an empty gold result without the model having written a real
+  // query (credit for nothing in a reward). BIRD's official evaluation fails such a prediction
+  // (Python's sqlite3 raises on the missing binding); every query that runs here does too.
+  if (const int params = sqlite3_bind_parameter_count(stmt); params > 0) {
+    const char* first = sqlite3_bind_parameter_name(stmt, 1);
+    r.error = str_cat("the query has ", params, " unbound parameter", params > 1 ? "s" : "", " (", first ? first : "?",
+                      params > 1 ? ", ..." : "", "): write the values into the SQL");
+    sqlite3_finalize(stmt);
+    return SQLITE_RANGE;
+  }
   int ncols = sqlite3_column_count(stmt);
   for (int i = 0; i < ncols; ++i) {
     const char* name = sqlite3_column_name(stmt, i);

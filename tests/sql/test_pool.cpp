@@ -41,6 +41,24 @@ TEST(SqlPool, ErrorIsSqlitesOwnMessage) {
   EXPECT_EQ(t.error, "no such table: nope");
 }
 
+// Unbound parameters would run as NULL and could match an empty gold result (a reward for no
+// real query): each spelling SQLite accepts is an error naming the first parameter, and a query
+// with the value written in runs.
+TEST(SqlPool, UnboundParametersAreAnError) {
+  Pool pool;
+  for (const char* p : {"?", "?1", ":name", "@name", "$name"}) {
+    Result r = pool.execute(shop_db(), std::string("SELECT id FROM products WHERE name = ") + p);
+    EXPECT_FALSE(r.ok()) << p;
+    EXPECT_NE(r.error.find("unbound parameter"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find(p), std::string::npos) << r.error;
+    EXPECT_TRUE(r.rows.empty());
+  }
+  Result two = pool.execute(shop_db(), "SELECT id FROM products WHERE name = :a OR price > :b");
+  EXPECT_NE(two.error.find("2 unbound parameters (:a, ...)"), std::string::npos) << two.error;
+  Result literal = pool.execute(shop_db(), "SELECT id FROM products WHERE name = '$name' OR name = ':x?'");
+  EXPECT_TRUE(literal.ok()) << literal.error;  // inside a string literal they are just text
+}
+
 TEST(SqlPool, RecursiveCteStopsAtWallClockTimeout) {
   Pool pool;
   Limits limits;
