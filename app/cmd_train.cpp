@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "app/commands.h"
 #include "app/options.h"
@@ -35,6 +36,28 @@ void print_sources(const rl::TrainConfig& config, const OptionSources& sources) 
       lines += str_cat("  ", table[i].key, " = ", option_value_text(table[i]), "  (", sources[i], ")\n");
   std::printf("train: settings other than the built-in defaults (the rest: configs/tiny.toml's values)%s\n%s",
               lines.empty() ? ": none" : ":", lines.c_str());
+}
+
+// A resumed run continues the run its folder holds: a setting that changes what is trained
+// (protocol, reward, data, lr and schedule, sampling, GRPO, model) must stay as its config.toml
+// says, or metrics.jsonl would mix two runs. Only how far it goes, how it logs and where it runs
+// may change.
+void refuse_changed_training(rl::TrainConfig saved, rl::TrainConfig asked, const std::string& folder) {
+  static const std::set<std::string> may_change = {
+      "out",          "resume",       "max-steps",    "save-every",        "log-trajectories", "device",
+      "memory-gb",    "bf16-moments", "recompute",    "offload-optimizer", "override-safety",  "max-batch-sequences",
+      "sql-timeout-ms"};
+  OptionTable a = rl::config_fields(saved), b = rl::config_fields(asked);
+  std::vector<std::string> changed;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (may_change.count(a[i].key)) continue;
+    if (options_to_toml({a[i]}, "") != options_to_toml({b[i]}, "")) changed.push_back(a[i].key);
+  }
+  if (changed.empty()) return;
+  std::string list;
+  for (const std::string& k : changed) list += (list.empty() ? "" : ", ") + k;
+  fail("resume: ", folder, " was trained with other values of ", list, " (its config.toml); a resumed run keeps them. ",
+       "Start a new run (--out) to train with new ones");
 }
 
 void run_train(TrainArgs& args) {
@@ -65,6 +88,7 @@ void run_train(TrainArgs& args) {
                       rl::config_fields, &sources, {"chat-template"});
   }
   rl::TrainConfig config = resolve_options(args.flags, args.settings, base, rl::config_fields, &sources);
+  if (!args.settings.resume.empty()) refuse_changed_training(base, config, args.settings.resume);
   print_sources(config, sources);
   rl::TrainEnv env = rl::make_train_env(config);
   env.config_sources = sources;

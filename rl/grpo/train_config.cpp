@@ -104,6 +104,13 @@ void validate_config(const TrainConfig& c) {
   } catch (const Error& e) {
     fail("config: ", e.what());
   }
+  // Greedy rollouts give G identical samples per prompt: every group has zero reward variance
+  // and nothing would ever train.
+  check(c.temperature > 0, "config: temperature must be > 0 for GRPO (0 = greedy: a group's samples would all be "
+        "the same, with no advantage to learn from), got ", c.temperature);
+  // The model's SQL is untrusted: without a time limit one query can stall a training step.
+  check(c.sql_timeout_ms > 0, "config: sql-timeout-ms must be positive in training (0 = no limit is for eval), got ",
+        c.sql_timeout_ms);
   check(c.max_steps >= 0, "config: max-steps must be >= 0, got ", c.max_steps);
   check(c.save_every >= 0, "config: save-every must be >= 0, got ", c.save_every);
   check(c.log_trajectories >= 0, "config: log-trajectories must be >= 0, got ", c.log_trajectories);

@@ -132,9 +132,20 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   if (env.lock.fd < 0) own_lock = lock_run_folder(dir);
   OptimizerState optimizer;
   int64_t step = 0;
-  if (!c.resume.empty()) {
-    std::string ckpt = latest_checkpoint(dir);
-    check(!ckpt.empty(), "resume: ", dir, " has no complete checkpoint under checkpoints/");
+  const std::string ckpt = c.resume.empty() ? "" : latest_checkpoint(dir);
+  if (!c.resume.empty() && ckpt.empty()) {
+    // Stopped before its first checkpoint: nothing to continue from, so the run starts again at
+    // step 0 in its own folder (its config.toml made this environment; lines logged by the lost
+    // steps are dropped).
+    if (!quiet)
+      std::printf("resume: %s has no complete checkpoint (the run stopped before its first): starting it again "
+                  "from step 0\n", dir.c_str());
+    truncate_jsonl((run / "metrics.jsonl").string(), 0);
+    truncate_jsonl((run / "trajectories.jsonl").string(), 0);
+    fs::create_directories(run / "checkpoints");
+    optimizer.bf16 = plan.modes.bf16_moments;
+    if (!cuda) optimizer = make_optimizer_state(env.model.num_params, plan.modes.bf16_moments);
+  } else if (!c.resume.empty()) {
     const nlohmann::json saved = read_trainer_state(ckpt, "grpo");
     auto same = [&](const char* what, const char* key, int64_t b) {
       int64_t a = 0;

@@ -77,6 +77,13 @@ TEST(TrainCli, EmbeddedDefaultTwoStepsThenResume) {
                           "loss", "grad_norm", "clip_fraction", "entropy", "sql_calls", "lr", "time"})
     EXPECT_TRUE(first.contains(key)) << key;
 
+  // A setting that changes what is trained cannot change on resume (metrics.jsonl would mix two
+  // runs): refused, naming each, before anything is written.
+  CliRun changed = run_train("--resume " + dir + " --max-steps 3 --protocol mtir --lr 0.5");
+  EXPECT_NE(changed.rc, 0);
+  EXPECT_NE(changed.err.find("other values of protocol, lr"), std::string::npos) << changed.err;
+  EXPECT_EQ(count_lines(dir + "/metrics.jsonl"), 2u);
+
   // --resume takes the run's own config; only --max-steps is given again.
   CliRun again = run_train("--resume " + dir + " --max-steps 3");
   ASSERT_EQ(again.rc, 0) << again.err;
@@ -204,6 +211,27 @@ TEST(TrainCli, RecipesParse) {
   TrainConfig sky = read_config_toml(std::string(SQLRL_SOURCE_DIR) + "/configs/skyrl.toml");
   EXPECT_EQ(sky.batch_size, 256);  // SkyRL-SQL §5
   EXPECT_EQ(sky.top_p, 0.95);
+}
+
+// Settings under which GRPO silently does nothing or the model's SQL runs unbounded are refused,
+// naming the key: greedy rollouts (every group zero-variance) and no SQL time limit.
+TEST(TrainCli, GreedyRolloutsAndUnlimitedSqlAreRefused) {
+  auto refused = [](TrainConfig c, const char* key) {
+    try {
+      validate_config(c);
+      ADD_FAILURE() << key << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  };
+  TrainConfig c;
+  c.temperature = 0;
+  refused(c, "temperature must be > 0 for GRPO");
+  c = TrainConfig{};
+  c.sql_timeout_ms = 0;
+  refused(c, "sql-timeout-ms must be positive");
+  c.sql_timeout_ms = -5;
+  refused(c, "sql-timeout-ms must be");
 }
 
 // config_to_toml -> read_config_toml gives back every field (strings with quotes, arrays).

@@ -68,6 +68,38 @@ TEST(TrainResume, ContinuesBitForBit) {
   EXPECT_NE(file_bytes(checkpoint_dir(full.out, 2) + "/model.safetensors"), file_bytes(ca + "/model.safetensors"));
 }
 
+// A run killed before its first checkpoint (config.toml and a logged step, no checkpoint) is not
+// stuck: --resume starts it again from step 0 in its folder and ends where a fresh run does.
+TEST(TrainResume, ARunWithoutACheckpointStartsAgainFromStepZero) {
+  TrainConfig fresh = toy_config(fresh_dir("resume_nockpt_fresh"));
+  fresh.max_steps = 2;
+  {
+    TrainEnv env = toy_env(fresh);
+    run_training(env, true);
+  }
+  TrainConfig killed = toy_config(fresh_dir("resume_nockpt_killed"));
+  killed.max_steps = 1;
+  {
+    TrainEnv env = toy_env(killed);
+    run_training(env, true);
+  }
+  std::filesystem::remove_all(killed.out + "/checkpoints");  // the kill came before the save
+  ASSERT_EQ(metric_lines(killed.out).size(), 1u);
+  TrainConfig again = killed;
+  again.resume = killed.out;
+  again.max_steps = 2;
+  {
+    TrainEnv env = toy_env(again);
+    TrainSummary s = run_training(env, true);
+    EXPECT_EQ(s.first_step, 0);
+    EXPECT_EQ(s.last_step, 2);
+  }
+  EXPECT_EQ(metric_lines(killed.out), metric_lines(fresh.out));  // the lost step's line is not kept twice
+  using sql::testing::file_bytes;
+  EXPECT_EQ(file_bytes(checkpoint_dir(killed.out, 2) + "/model.safetensors"),
+            file_bytes(checkpoint_dir(fresh.out, 2) + "/model.safetensors"));
+}
+
 TEST(TrainResume, RefusesAnotherBatchSize) {
   TrainConfig c = toy_config(fresh_dir("resume_bs"));
   c.max_steps = 1;
