@@ -24,6 +24,7 @@
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/interrupt.h"
 #include "sql/data/datasets.h"
 #include "sql/data/synth.h"
 
@@ -180,7 +181,15 @@ void run_sft_command(SftArgs& args) {
     a.chat_template = chat_template_name(chat.chat_template);
     ro.config_toml = options_to_toml(sft_options(a), "llm_sqlrl sft: the resolved configuration (llm_sqlrl sft --config FILE)");
   }
+  install_interrupt_handlers();
   rl::SftRunStats st = rl::run_sft(model, opt, std::move(data), a.config, ro);
+  if (st.interrupted) {
+    std::printf("sft: interrupted after %lld updates; the checkpoint %s holds the last; continue with --resume %s\n",
+                static_cast<long long>(st.updates), st.checkpoints.empty() ? "(none: no --out)" : st.checkpoints.back().c_str(),
+                a.out.c_str());
+    std::fflush(stdout);
+    std::exit(128 + interrupt_signal());
+  }
   std::printf("sft: %lld updates over %lld epochs, loss %.4f -> %.4f, %lld trained tokens, %lld sequences cut "
               "(%lld dropped: no target left), %.1f s; weights in %s\n",
               static_cast<long long>(st.updates), static_cast<long long>(st.epochs_done), st.first_loss, st.last_loss,

@@ -16,6 +16,7 @@
 #include "app/recipes.h"
 #include "rl/grpo/train.h"
 #include "runtime/error.h"
+#include "runtime/interrupt.h"
 
 namespace sqlrl {
 namespace {
@@ -95,8 +96,16 @@ void run_train(TrainArgs& args) {
   std::printf("train: %s\n", env.description.c_str());
   std::printf("train: run folder %s, steps %lld\n", env.config.out.c_str(), static_cast<long long>(env.config.max_steps));
   std::fflush(stdout);
+  install_interrupt_handlers();
   rl::TrainSummary s = rl::run_training(env);
   int64_t steps = s.last_step - s.first_step;
+  if (s.interrupted) {
+    std::printf("train: interrupted after step %lld; its checkpoint is %s; continue with --resume %s\n",
+                static_cast<long long>(s.last_step), rl::checkpoint_dir(env.config.out, s.last_step).c_str(),
+                env.config.out.c_str());
+    std::fflush(stdout);
+    std::exit(128 + interrupt_signal());
+  }
   std::printf("train: %lld steps (%lld -> %lld) in %.1f s (%.3f steps/s); checkpoints in %s/checkpoints\n",
               static_cast<long long>(steps), static_cast<long long>(s.first_step), static_cast<long long>(s.last_step),
               s.seconds, s.seconds > 0 ? static_cast<double>(steps) / s.seconds : 0.0, env.config.out.c_str());

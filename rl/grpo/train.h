@@ -77,6 +77,7 @@ struct TrainSummary {
   double seconds = 0;
   std::vector<double> reward_means;       // per step run
   TrainModes modes;                       // the memory modes the first train step ran with (executed_modes)
+  bool interrupted = false;               // stopped by SIGINT/SIGTERM after saving step last_step
 };
 
 // The memory plan's inputs for this run (rl/train_memory.h): the config's memory group, the

@@ -13,6 +13,7 @@
 #include "rl/train_memory.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/interrupt.h"
 #include "runtime/philox.h"
 
 namespace fs = std::filesystem;
@@ -241,7 +242,9 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     metrics.append(metrics_json(rec, env.panel).dump());
     for (const auto& j : trajectory_json(rec, c.log_trajectories)) traj_log.append(j.dump());
     bool last = step + 1 == c.max_steps;
-    if (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)) {
+    // A first SIGINT/SIGTERM (runtime/interrupt.h): this step is done; save it and stop.
+    const bool interrupted = interrupt_requested();
+    if (last || interrupted || (c.save_every > 0 && (step + 1) % c.save_every == 0)) {
       // CUDA: the master weights to the host model; the moments to the host (offloaded: they
       // are there once the region turns to the next rollout's cache, no second copy).
       policy_download(policy, env.model);
@@ -257,8 +260,13 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     summary.reward_means.push_back(trajs.empty() ? 0.0 : reward / static_cast<double>(trajs.size()));
     double mean_step = seconds_since(run_start) / static_cast<double>(step + 1 - summary.first_step);
     std::string line = progress_line(rec, c.max_steps, mean_step);
-    if (tty) std::fprintf(stderr, "\r%s\x1b[K%s", line.c_str(), last ? "\n" : "");
+    if (tty) std::fprintf(stderr, "\r%s\x1b[K%s", line.c_str(), last || interrupted ? "\n" : "");
     else if (!quiet) std::printf("%s\n", line.c_str()), std::fflush(stdout);
+    if (interrupted) {
+      summary.interrupted = true;
+      ++step;
+      break;
+    }
   }
   summary.last_step = std::max(step, summary.first_step);
   summary.seconds = seconds_since(run_start);

@@ -8,6 +8,7 @@
 
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/interrupt.h"
 #include "rl/run_folder.h"
 #include "rl/train_memory.h"
 
@@ -327,6 +328,10 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     cursor.micro += config.grad_accum;
     if (cursor.micro >= static_cast<int64_t>(micro.size())) ++cursor.epoch, cursor.micro = 0;
     if (config.save_every > 0 && cursor.updates % config.save_every == 0) save();
+    if (interrupt_requested()) {  // runtime/interrupt.h: this update is done; save it and stop
+      run.interrupted = true;
+      break;
+    }
   }
   run.epochs_done = cursor.epoch + (cursor.micro > 0 ? 1 : 0);  // epochs begun
   save();

@@ -146,6 +146,7 @@ struct SftRunStats {
   double first_loss = 0, last_loss = 0, seconds = 0;
   std::vector<std::string> checkpoints;
   TrainModes modes;  // the memory modes the run executed (executed_modes)
+  bool interrupted = false;  // stopped by SIGINT/SIGTERM; the last checkpoint holds the last update
 };
 
 // Trains `model` (grads allocated here when missing) on `data` for config.epochs (or

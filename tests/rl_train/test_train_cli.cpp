@@ -1,6 +1,8 @@
 // `llm_sqlrl train` as a user runs it: the embedded default end to end, resume through the CLI,
 // the recipes, and bad input (one-line error naming the thing, exit code != 0, no run folder).
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -194,6 +196,38 @@ TEST(TrainCli, BadInputFailsCleanly) {
   EXPECT_NE(r.err.find(std::to_string(ids) + " ids"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("vocab_size 300"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
+}
+
+// SIGINT stops a run cleanly: the step in flight finishes and is checkpointed, the run says where
+// and how to continue, exits 128 + 2, and --resume continues from that step.
+TEST(TrainCli, SigintSavesTheStepAndSaysWhere) {
+  std::string dir = fresh_dir("cli_sigint");
+  std::string base = sql::testing::temp_dir() + "/sigint";
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen((base + ".out").c_str(), "w", stdout);
+    freopen((base + ".err").c_str(), "w", stderr);
+    execl(SQLRL_BINARY, SQLRL_BINARY, "train", "--max-steps", "200", "--save-every", "0", "--out", dir.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for the first logged step (the run is under way), then interrupt it.
+  for (int i = 0; i < 1200 && count_lines(dir + "/metrics.jsonl") < 1; ++i) usleep(50'000);
+  ASSERT_GE(count_lines(dir + "/metrics.jsonl"), 1u) << sql::testing::file_bytes(base + ".err");
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+  const size_t steps = count_lines(dir + "/metrics.jsonl");
+  EXPECT_LT(steps, 200u);
+  EXPECT_EQ(latest_checkpoint(dir), checkpoint_dir(dir, static_cast<int64_t>(steps)));
+  const std::string out = sql::testing::file_bytes(base + ".out"), err = sql::testing::file_bytes(base + ".err");
+  EXPECT_NE(err.find("interrupted: finishing the step in flight"), std::string::npos) << err;
+  EXPECT_NE(out.find("continue with --resume " + dir), std::string::npos) << out;
+  CliRun again = run_train("--resume " + dir + " --max-steps " + std::to_string(steps + 1));
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(count_lines(dir + "/metrics.jsonl"), steps + 1);
 }
 
 // Every recipe reads without error and passes validation; tiny.toml is the built-in default.
