@@ -142,10 +142,15 @@ TrainModes executed_modes(const Policy& policy, const TrainMemory& mem, const Op
                                             : mem.acts.host.options;
   m.recompute = live.recompute.empty() ? std::vector<bool>(static_cast<size_t>(L), false) : live.recompute;
   m.bf16_moments = policy.on_cuda ? policy.cuda_adamw.bf16_moments : optimizer.bf16;
-  // Offloaded: the device moments are absent or live in the phase region, not in their own
-  // allocation.
-  m.offload_optimizer = policy.on_cuda && (!policy.cuda_adamw.m.defined() ||
-                                           policy.cuda_adamw.m.storage == mem.region.storage);
+  // Offloaded: the device moments are absent or live inside the phase region (views there are
+  // their own Storage objects: compare addresses), not in an allocation of their own.
+  auto in_region = [&](const Tensor& t) {
+    if (!mem.region.defined()) return false;
+    const char* p = static_cast<const char*>(t.data());
+    const char* r = static_cast<const char*>(mem.region.data());
+    return p >= r && p < r + mem.region.nbytes();
+  };
+  m.offload_optimizer = policy.on_cuda && (!policy.cuda_adamw.m.defined() || in_region(policy.cuda_adamw.m));
   return m;
 }
 
