@@ -130,6 +130,27 @@ EvalSummary evaluate(const DemoConfig& c, const Policy& policy, const Tokenizer&
 
 }  // namespace
 
+namespace {
+
+// A previous demo's outputs move to OUT/previous (replacing an older one there), so a second
+// `make demo` does not destroy the first's report; the cache (benchmark, tokenizer) stays.
+void keep_previous_demo(const fs::path& out, const std::function<void(const std::string&)>& log) {
+  static const char* outputs[] = {"sft", "rl", "eval", "report.json", "report.md", "demos.jsonl"};
+  bool any = false;
+  for (const char* o : outputs) any = any || fs::exists(out / o);
+  if (!any) return;
+  const fs::path previous = out / "previous";
+  fs::remove_all(previous);
+  fs::create_directories(previous);
+  for (const char* o : outputs)
+    if (fs::exists(out / o)) fs::rename(out / o, previous / o);
+  const std::string line = str_cat("demo: the previous demo run in ", out.string(), " moved to ", previous.string());
+  if (log) log(line);
+  else std::printf("%s\n", line.c_str());
+}
+
+}  // namespace
+
 DemoSizes demo_sizes(const std::string& name) {
   DemoSizes s;
   if (name == "default") return s;
@@ -205,7 +226,11 @@ DemoReport run_demo(const DemoConfig& config) {
   TrainConfig tc = train_config(config);
   std::unique_ptr<Protocol> protocol = make_protocol(config.protocol);
   const fs::path out = config.out, cache = out / "cache";
-  for (const char* sub : {"sft", "rl", "eval"}) fs::remove_all(out / sub);
+  // One process per folder; never another command's run; the previous demo kept one level back.
+  RunLock lock = lock_run_folder(out.string());
+  check(!fs::exists(out / "metrics.jsonl") && !fs::exists(out / "checkpoints"), "demo: ", out.string(),
+        " holds a train or sft run (metrics.jsonl, checkpoints/); give the demo a folder of its own (--out)");
+  keep_previous_demo(out, config.log);
   fs::create_directories(cache);
 
   // ---- benchmark, tokenizer, model

@@ -58,6 +58,36 @@ TEST(Demo, MiniRunWritesReport) {
   std::string table = demo_table(r);
   for (const char* s : {"base (random init)", "SFT (gold demos)", "SFT + multi-turn GRPO", "single-turn", "multi-turn"})
     EXPECT_NE(table.find(s), std::string::npos) << s;
+
+  // A second demo in the same folder keeps the first one's outputs in previous/, not deletes them.
+  std::ifstream first_report(fs::path(c.out) / "report.md");
+  std::string first((std::istreambuf_iterator<char>(first_report)), std::istreambuf_iterator<char>());
+  c.seed = 2;
+  run_demo(c);
+  std::ifstream kept(fs::path(c.out) / "previous" / "report.md");
+  std::string previous((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(previous, first);
+  EXPECT_TRUE(fs::exists(fs::path(c.out) / "previous" / "rl" / "metrics.jsonl"));
+  EXPECT_TRUE(fs::exists(fs::path(c.out) / "rl" / "metrics.jsonl"));
+  fs::remove_all(c.out);
+}
+
+// The demo never writes over another command's run (it used to delete DIR/{sft,rl,eval}).
+TEST(Demo, RefusesAFolderHoldingATrainRun) {
+  DemoConfig c;
+  c.out = (fs::temp_directory_path() / "sqlrl_test_demo_trainrun").string();
+  fs::remove_all(c.out);
+  fs::create_directories(fs::path(c.out) / "checkpoints" / "step-1");
+  std::ofstream(fs::path(c.out) / "metrics.jsonl") << "{\"step\":1}\n";
+  c.sizes = demo_sizes("mini");
+  try {
+    run_demo(c);
+    ADD_FAILURE() << "the demo ran in a train run's folder";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds a train or sft run"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::exists(fs::path(c.out) / "checkpoints" / "step-1"));
+  EXPECT_FALSE(fs::exists(fs::path(c.out) / "cache"));
   fs::remove_all(c.out);
 }
 
