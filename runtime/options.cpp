@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string_view>
 #include <type_traits>
@@ -151,6 +152,7 @@ void read_options_text(const std::string& text, const std::string& origin, const
   std::istringstream in(text);
   std::string line;
   int line_no = 0;
+  std::map<std::string, int> seen;  // key -> its line
   while (std::getline(in, line)) {
     ++line_no;
     std::string_view s = trim(strip_comment(line));
@@ -164,6 +166,9 @@ void read_options_text(const std::string& text, const std::string& origin, const
     for (const Option& o : table)
       if (key == o.key) option = &o;
     check(option != nullptr, where, ": unknown config key '", key, "'");
+    // A second line for a key would silently win over the first: a typo or a merge left over.
+    auto [first, fresh] = seen.emplace(key, line_no);
+    check(fresh, where, ": key '", key, "' is set twice (first at line ", first->second, ")");
     if (present) present->push_back(static_cast<size_t>(option - table.data()));
     set_option_value(*option, value, str_cat(where, " (", key, ")"));
   }

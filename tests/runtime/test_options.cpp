@@ -1,0 +1,48 @@
+// The options tables' file reader (runtime/options.h): one line per key, errors naming the file,
+// the line and the key; a key set twice is refused (the second line would silently win).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "runtime/error.h"
+#include "runtime/options.h"
+
+namespace sqlrl {
+namespace {
+
+struct Knobs {
+  int64_t steps = 1;
+  double lr = 0.1;
+  std::string name = "a";
+};
+
+OptionTable table(Knobs& k) { return {{"steps", "", &k.steps}, {"lr", "", &k.lr}, {"name", "", &k.name}}; }
+
+std::string error_of(const std::string& text) {
+  Knobs k;
+  try {
+    read_options_text(text, "x.toml", table(k));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(OptionsFile, ReadsKeysAndSaysWhichLineIsWrong) {
+  Knobs k;
+  std::vector<size_t> present;
+  read_options_text("# comment\nsteps = 5\n[train]\nname = \"b\"  # trailing\n", "x.toml", table(k), &present);
+  EXPECT_EQ(k.steps, 5);
+  EXPECT_EQ(k.name, "b");
+  EXPECT_EQ(k.lr, 0.1);
+  EXPECT_EQ(present, (std::vector<size_t>{0, 2}));
+  EXPECT_NE(error_of("steps = 5\nnope = 1\n").find("x.toml:2: unknown config key 'nope'"), std::string::npos);
+}
+
+TEST(OptionsFile, AKeySetTwiceIsRefused) {
+  std::string e = error_of("lr = 0.5\nsteps = 2\nlr = 0.7\n");
+  EXPECT_NE(e.find("x.toml:3: key 'lr' is set twice (first at line 1)"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace sqlrl
