@@ -14,8 +14,11 @@
 
 namespace sqlrl {
 
-CudaModel upload_model(const QwenModel& model, int device, const CudaStream& stream, bool grads) {
-  check(static_cast<int64_t>(model.params.size()) == model.num_params, "upload_model: the host model holds ",
+namespace {
+
+// The device model's shape (the host model's table) with no buffer yet.
+CudaModel device_shell(const QwenModel& model, int device, const CudaStream& stream, const char* caller) {
+  check(static_cast<int64_t>(model.params.size()) == model.num_params, caller, ": the host model holds ",
         model.params.size(), " floats for ", model.num_params, " parameters");
   CudaModel m;
   m.shape.config = model.config;
@@ -23,6 +26,13 @@ CudaModel upload_model(const QwenModel& model, int device, const CudaStream& str
   m.shape.num_params = model.num_params;
   m.device = device;
   m.stream = stream;
+  return m;
+}
+
+}  // namespace
+
+CudaModel upload_model(const QwenModel& model, int device, const CudaStream& stream, bool grads) {
+  CudaModel m = device_shell(model, device, stream, "upload_model");
   Device d = cuda_device(device);
   m.master = empty({model.num_params}, DType::F32, d);
   m.weights = empty({model.num_params}, DType::BF16, d);
@@ -36,14 +46,7 @@ CudaModel upload_model(const QwenModel& model, int device, const CudaStream& str
 }
 
 CudaModel upload_frozen_model(const QwenModel& model, int device, const CudaStream& stream) {
-  check(static_cast<int64_t>(model.params.size()) == model.num_params, "upload_frozen_model: the host model holds ",
-        model.params.size(), " floats for ", model.num_params, " parameters");
-  CudaModel m;
-  m.shape.config = model.config;
-  m.shape.table = model.table;
-  m.shape.num_params = model.num_params;
-  m.device = device;
-  m.stream = stream;
+  CudaModel m = device_shell(model, device, stream, "upload_frozen_model");
   m.weights = empty({model.num_params}, DType::BF16, cuda_device(device));
   // Rounded on the host in slices: no fp32 copy on the device, a bounded staging buffer here.
   constexpr int64_t kSlice = int64_t(1) << 24;

@@ -220,16 +220,29 @@ int64_t TrainState::num_floats() const {
   return n;
 }
 
+namespace {
+
+// Layers that keep their activations, and whether any is recomputed (they share one more slot).
+struct LayerSlots {
+  int64_t stored = 0;
+  bool any_recompute = false;
+  int64_t slots() const { return stored + (any_recompute ? 1 : 0); }
+};
+LayerSlots layer_slots(const TrainOptions& options, int64_t L) {
+  LayerSlots s;
+  for (int64_t l = 0; l < L; ++l) {
+    bool r = !options.recompute.empty() && options.recompute[l];
+    s.any_recompute |= r;
+    s.stored += r ? 0 : 1;
+  }
+  return s;
+}
+
+}  // namespace
+
 int64_t train_state_floats(const QwenConfig& config, const TrainOptions& options) {
   Dims d = dims_of(config);
-  int64_t T = options.max_tokens, stored = 0;
-  bool any_recompute = false;
-  for (int64_t l = 0; l < d.L; ++l) {
-    bool r = !options.recompute.empty() && options.recompute[l];
-    any_recompute |= r;
-    stored += r ? 0 : 1;
-  }
-  int64_t slots = stored + (any_recompute ? 1 : 0);
+  const int64_t T = options.max_tokens, slots = layer_slots(options, d.L).slots();
   return (d.L + 1) * T * d.C + slots * layer_slot_floats(d, T) + T * d.C /*lnf*/ + 2 * T /*rstdf, vocab_lse*/ +
          std::min(T, options.logprob_chunk) * d.V +
          T * (2 * d.C + 2 * d.qd + 2 * d.kvd + d.qd + d.kvd + 3 * d.I) /*backward scratch*/;
@@ -247,18 +260,11 @@ TrainState make_train_state(const QwenConfig& config, const TrainOptions& option
   s.options = options;
   int64_t T = options.max_tokens;
   s.resid.assign(static_cast<size_t>((d.L + 1) * T * d.C), 0.0f);
-  int64_t stored = 0;
-  bool any_recompute = false;
-  for (int64_t l = 0; l < d.L; ++l) {
-    bool r = !options.recompute.empty() && options.recompute[l];
-    any_recompute |= r;
-    stored += r ? 0 : 1;
-  }
-  int64_t slots = stored + (any_recompute ? 1 : 0);
+  const LayerSlots ls = layer_slots(options, d.L);
   int64_t slot_floats = layer_slot_floats(d, T);
-  s.layer_storage.assign(static_cast<size_t>(slots * slot_floats), 0.0f);
+  s.layer_storage.assign(static_cast<size_t>(ls.slots() * slot_floats), 0.0f);
   int64_t next = 0;
-  float* shared = any_recompute ? s.layer_storage.data() + stored * slot_floats : nullptr;
+  float* shared = ls.any_recompute ? s.layer_storage.data() + ls.stored * slot_floats : nullptr;
   for (int64_t l = 0; l < d.L; ++l) {
     bool r = !options.recompute.empty() && options.recompute[l];
     s.layer_acts.push_back(carve_slot(d, T, r ? shared : s.layer_storage.data() + (next++) * slot_floats));
