@@ -67,6 +67,8 @@ void add_turn_options(OptionTable& t, TurnOptions& o) {
 void add_sql_options(OptionTable& t, SqlOptions& o) {
   t.push_back({"sql-timeout-ms", "wall-clock limit per SQL call (0 = none)", &o.sql_timeout_ms});
   t.push_back({"sql-max-rows", "rows fetched per SQL call", &o.sql_max_rows});
+  t.push_back({"sql-memory-mb", "memory one SQL call may hold inside SQLite, MiB (0 = none)", &o.sql_memory_mb});
+  t.push_back({"sql-max-value-kb", "longest string or blob one SQL call may build, KiB", &o.sql_max_value_kb});
 }
 
 void validate(const DeviceOptions& o) {
@@ -95,6 +97,9 @@ void validate(const TurnOptions& o) {
 void validate(const SqlOptions& o) {
   check(o.sql_timeout_ms >= 0, "sql-timeout-ms must be >= 0 (0 = none), got ", o.sql_timeout_ms);
   check(o.sql_max_rows > 0, "sql-max-rows must be positive, got ", o.sql_max_rows);
+  check(o.sql_memory_mb >= 0, "sql-memory-mb must be >= 0 (0 = none), got ", o.sql_memory_mb);
+  check(o.sql_max_value_kb > 0 && o.sql_max_value_kb <= 1000000, "sql-max-value-kb must be in [1, 1000000] (SQLite's "
+        "own ceiling is 1e9 bytes), got ", o.sql_max_value_kb);
 }
 
 void apply_to_rollout(RolloutOptions& ro, const SamplingOptions& s, uint64_t seed, const TurnOptions& t,
@@ -105,6 +110,8 @@ void apply_to_rollout(RolloutOptions& ro, const SamplingOptions& s, uint64_t see
   ro.max_total_tokens = t.max_total_tokens;
   ro.sql_limits.timeout_ms = q.sql_timeout_ms;
   ro.sql_limits.max_rows = static_cast<size_t>(q.sql_max_rows);
+  ro.sql_limits.max_query_memory_bytes = q.sql_memory_mb << 20;
+  ro.sql_limits.max_value_bytes = q.sql_max_value_kb << 10;
 }
 
 }  // namespace sqlrl::rl

@@ -12,7 +12,7 @@
 //   protocol   protocol                                                train self-taught eval demo synth-demos
 //   sampling   temperature top-p top-k                                 train self-taught eval generate
 //   turns      max-turns max-turn-tokens max-total-tokens              train self-taught eval
-//   sql        sql-timeout-ms sql-max-rows                             train self-taught eval
+//   sql        sql-timeout-ms sql-max-rows sql-memory-mb sql-max-value-kb  train self-taught eval
 //   memory     memory-gb bf16-moments recompute offload-optimizer      train sft
 #pragma once
 #include <cstdint>
@@ -54,6 +54,8 @@ struct TurnOptions {
 struct SqlOptions {
   int64_t sql_timeout_ms = 5000;
   int64_t sql_max_rows = 10000;
+  int64_t sql_memory_mb = 256;      // per query, inside SQLite (sql::Limits::max_query_memory_bytes)
+  int64_t sql_max_value_kb = 1024;  // longest string/blob a query may build (SQLITE_LIMIT_LENGTH)
 };
 
 // The memory plan's inputs (model/memory_plan.h, rl/train_memory.h): the budget and each

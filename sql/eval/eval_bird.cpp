@@ -108,7 +108,7 @@ BirdEvalReport run_bird_eval(const BirdEvalOptions& options, Pool& pool) {
 
   using Clock = std::chrono::steady_clock;
   const int64_t budget_ms = static_cast<int64_t>(options.timeout_s * 1000);
-  Limits limits{budget_ms, 0, size_t(1) << 40, size_t(1) << 40, size_t(1) << 30};
+  Limits limits = official_script_limits(budget_ms);
   default_thread_pool().parallel_for(report.items.size(), 4, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       BirdItem& it = report.items[i];

@@ -32,7 +32,7 @@ struct SpiderExecOptions {
   // query's values (sql/eval/eval_spider_plug.h); 1 if the prediction or any variant passes.
   bool plug_value = false;
   // The official script waits up to 60 s per query and fetches every row.
-  Limits limits{60000, 0, size_t(1) << 40, size_t(1) << 40, size_t(1) << 30};
+  Limits limits = official_script_limits(60000);
 };
 
 // 1 if the prediction's denotation equals the gold's on every database file, else 0. Throws

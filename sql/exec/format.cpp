@@ -120,9 +120,16 @@ std::string shown_db_path(const std::string& db_path) {
   return prev == std::string::npos ? p : p.substr(prev + 1);
 }
 
-std::string format_df_observation(const Result& result, const DataFrameStyle& style, const ObservationContext& ctx) {
-  if (result.timed_out) return "SQL Timeout:\n" + ctx.sql;
-  if (!result.ok()) return "Error executing SQL: " + result.error + ", db file: " + ctx.db_path;
+namespace {
+// The pool stopped fetching (Limits::max_rows / max_result_bytes): said outright, so a model (or a
+// reader of the log) never takes a prefix, or an "Empty DataFrame" left by one oversized row, for
+// the whole answer.
+std::string fetch_truncation_note(const Result& result) {
+  return str_cat("\n(Result truncated: the query returned ", result.truncation, "; only the first ",
+                 result.rows.size(), " rows were fetched.)");
+}
+
+std::string df_body(const Result& result, const DataFrameStyle& style) {
   std::vector<Row> rows = style.dedupe_rows ? distinct_rows(result.rows) : result.rows;
   std::vector<std::string> columns = style.column_names ? result.columns : std::vector<std::string>{};
   if (!style.column_names && rows.empty()) {
@@ -133,6 +140,14 @@ std::string format_df_observation(const Result& result, const DataFrameStyle& st
   if (utf8_length(full) <= style.max_chars || rows.size() <= style.head_rows) return full;
   // df.head(n) keeps the frame's dtypes: an int column with a NULL past row n stays float.
   return style.truncation_note + pandas_to_string_head(columns, rows, style.head_rows, style.index);
+}
+}  // namespace
+
+std::string format_df_observation(const Result& result, const DataFrameStyle& style, const ObservationContext& ctx) {
+  if (result.timed_out) return "SQL Timeout:\n" + ctx.sql;
+  if (!result.ok()) return "Error executing SQL: " + result.error + ", db file: " + ctx.db_path;
+  std::string body = df_body(result, style);
+  return result.truncated ? body + fetch_truncation_note(result) : body;
 }
 
 std::string format_mtir_observation(const Result& result, size_t max_records) {
@@ -149,6 +164,7 @@ std::string format_mtir_observation(const Result& result, size_t max_records) {
     data.push_back(std::move(row));
   }
   out["data"] = std::move(data);
+  if (result.truncated) out["truncated"] = "the query returned " + result.truncation;
   return python_json(out);
 }
 

@@ -7,7 +7,10 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/error.h"
@@ -66,6 +69,69 @@ std::string meaningful_tail(const char* tail, const char* end) {
   return std::string(p, e);
 }
 
+// ---- Per-statement memory, counted per thread ---------------------------------------------------
+// SQLite runs a statement on the thread that steps it (its sorter threads are off:
+// SQLITE_LIMIT_WORKER_THREADS 0), so the bytes a thread allocates, net of what it frees, from the
+// start of run_statement to its end are that statement's. The process-wide hard heap limit cannot
+// tell one pool worker's query from another's: four queries each near it would need four times
+// it. Every SQLite allocation carries its size in a 16-byte header (keeps malloc's alignment),
+// and is counted with that header and malloc's own (kOverhead): SQLite's sorter makes millions of
+// ~100-byte allocations, where the overheads are a third of the resident memory.
+struct StatementMemory {
+  int64_t used = 0;  // net bytes allocated on this thread since the statement began
+  int64_t cap = 0;   // 0 = none (outside a statement, or no cap asked)
+  bool hit = false;  // an allocation was refused for the cap
+};
+thread_local StatementMemory t_statement;
+constexpr size_t kHeader = 16;
+constexpr int64_t kOverhead = kHeader + 16;
+
+bool over_cap(int64_t more) {
+  if (t_statement.cap <= 0 || more <= 0 || t_statement.used + more <= t_statement.cap) return false;
+  t_statement.hit = true;
+  return true;
+}
+void* counted_malloc(int n) {
+  if (n <= 0 || over_cap(n + kOverhead)) return nullptr;
+  auto* p = static_cast<char*>(std::malloc(kHeader + static_cast<size_t>(n)));
+  if (!p) return nullptr;
+  std::memcpy(p, &n, sizeof n);
+  t_statement.used += n + kOverhead;
+  return p + kHeader;
+}
+int counted_size(void* p) {
+  if (!p) return 0;
+  int n;
+  std::memcpy(&n, static_cast<char*>(p) - kHeader, sizeof n);
+  return n;
+}
+void counted_free(void* p) {
+  if (!p) return;
+  t_statement.used -= counted_size(p) + kOverhead;
+  std::free(static_cast<char*>(p) - kHeader);
+}
+void* counted_realloc(void* p, int n) {
+  if (!p) return counted_malloc(n);
+  const int old = counted_size(p);
+  if (n <= 0 || over_cap(static_cast<int64_t>(n) - old)) return nullptr;  // p stays valid
+  auto* q = static_cast<char*>(std::realloc(static_cast<char*>(p) - kHeader, kHeader + static_cast<size_t>(n)));
+  if (!q) return nullptr;
+  std::memcpy(q, &n, sizeof n);
+  t_statement.used += static_cast<int64_t>(n) - old;
+  return q + kHeader;
+}
+int counted_roundup(int n) { return (n + 7) & ~7; }
+int counted_init(void*) { return SQLITE_OK; }
+void counted_shutdown(void*) {}
+
+// Installed before main (sqlite3_config must precede sqlite3_initialize): a binary that links the
+// pool gets counted allocations for every SQLite use, the unbounded ones included.
+const bool g_counting_allocator = [] {
+  static const sqlite3_mem_methods methods = {counted_malloc, counted_free,  counted_realloc, counted_size,
+                                              counted_roundup, counted_init, counted_shutdown, nullptr};
+  return sqlite3_config(SQLITE_CONFIG_MALLOC, &methods) == SQLITE_OK;
+}();
+
 void ensure_heap_limit(int64_t bytes) {
   if (bytes <= 0) return;
   static std::once_flag once;
@@ -86,6 +152,8 @@ struct Pool::Connection {
   int64_t max_steps = 0;
   int64_t steps = 0;
   std::string stop_reason;
+  // SQLite's own values of the limits a call may set (restored when a call asks for none).
+  int default_length = 0, default_expr_depth = 0, default_compound = 0;
 
   ~Connection() {
     if (db) sqlite3_close_v2(db);
@@ -129,6 +197,10 @@ std::unique_ptr<Pool::Connection> open_connection(const std::string& path, const
   sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
   sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_limit(db, SQLITE_LIMIT_WORKER_THREADS, 0);  // statements stay on their thread (StatementMemory)
+  conn->default_length = sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1);
+  conn->default_expr_depth = sqlite3_limit(db, SQLITE_LIMIT_EXPR_DEPTH, -1);
+  conn->default_compound = sqlite3_limit(db, SQLITE_LIMIT_COMPOUND_SELECT, -1);
   std::string setup = str_cat("PRAGMA temp_store=MEMORY; PRAGMA mmap_size=", options.mmap_bytes,
                               "; PRAGMA cache_size=", options.cache_pages,
                               "; PRAGMA temp.max_page_count=", options.temp_max_pages,
@@ -178,8 +250,37 @@ Cell read_cell(sqlite3_stmt* stmt, int i, size_t& bytes) {
   }
 }
 
+// The connection's limits for one call: the call's, or SQLite's own where it asks for none.
+void apply_limits(Pool::Connection& conn, const Limits& limits) {
+  auto pick = [](int64_t asked, int fallback) {
+    return asked > 0 ? static_cast<int>(std::min<int64_t>(asked, fallback)) : fallback;
+  };
+  sqlite3_limit(conn.db, SQLITE_LIMIT_LENGTH, pick(limits.max_value_bytes, conn.default_length));
+  sqlite3_limit(conn.db, SQLITE_LIMIT_EXPR_DEPTH, pick(limits.max_expr_depth, conn.default_expr_depth));
+  sqlite3_limit(conn.db, SQLITE_LIMIT_COMPOUND_SELECT, pick(limits.max_compound_select, conn.default_compound));
+}
+
+// The message for an allocation refused under max_query_memory_bytes (SQLite says only "out of
+// memory"), or SQLite's own.
+std::string statement_error(sqlite3* db, int rc, const Limits& limits) {
+  if ((rc & 0xff) == SQLITE_NOMEM && t_statement.hit)
+    return str_cat("out of memory: the query needs more than ", limits.max_query_memory_bytes >> 20,
+                   " MiB inside SQLite (the per-query memory limit)");
+  if ((rc & 0xff) == SQLITE_TOOBIG)
+    return str_cat(sqlite3_errmsg(db), ": a value would exceed ", limits.max_value_bytes, " bytes");
+  return sqlite3_errmsg(db);
+}
+
+// Counts the statement's memory from construction to destruction (every return of run_statement).
+struct StatementScope {
+  explicit StatementScope(int64_t cap) { t_statement = {0, cap, false}; }
+  ~StatementScope() { t_statement = {}; }
+};
+
 // Runs the first statement of `sql` on an open connection. Returns the last SQLite code seen.
 int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& limits, Result& r) {
+  apply_limits(conn, limits);
+  StatementScope memory(limits.max_query_memory_bytes);
   conn.auth.denied.clear();
   conn.stop_reason.clear();
   conn.steps = 0;
@@ -201,7 +302,7 @@ int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& 
       r.timed_out = true;
       r.error = timeout_message();
     } else {
-      r.error = sqlite3_errmsg(conn.db);
+      r.error = statement_error(conn.db, rc, limits);
     }
     sqlite3_finalize(stmt);
     return rc;
@@ -242,6 +343,7 @@ int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& 
     if (rc == SQLITE_ROW) {
       if (r.rows.size() >= limits.max_rows) {
         r.truncated = true;
+        r.truncation = str_cat("more than ", limits.max_rows, " rows");
         break;
       }
       size_t row_bytes = 0;
@@ -250,6 +352,7 @@ int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& 
       for (int i = 0; i < ncols; ++i) row.push_back(read_cell(stmt, i, row_bytes));
       if (bytes + row_bytes > limits.max_result_bytes) {
         r.truncated = true;
+        r.truncation = str_cat("more than ", limits.max_result_bytes, " bytes of values");
         break;
       }
       bytes += row_bytes;
@@ -263,7 +366,7 @@ int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& 
     } else if (!conn.auth.denied.empty()) {
       r.error = conn.auth.denied;
     } else {
-      r.error = sqlite3_errmsg(conn.db);
+      r.error = statement_error(conn.db, rc, limits);
     }
     break;
   }
@@ -281,6 +384,12 @@ Pool::Pool(PoolOptions options, ThreadPool* workers)
   check(options_.max_connections_per_db > 0, "sql pool: max_connections_per_db must be > 0");
   check(workers_ != nullptr || options_.worker_threads > 0, "sql pool: worker_threads must be > 0");
   ensure_heap_limit(options_.heap_limit_bytes);
+  static std::once_flag warned;
+  if (!g_counting_allocator)
+    std::call_once(warned, [] {
+      std::fprintf(stderr, "warning: SQLite was initialized before the SQL pool could count its allocations: the "
+                           "per-query memory limit is off (the process-wide heap limit still holds)\n");
+    });
 }
 
 Pool::~Pool() {
@@ -390,6 +499,19 @@ void Pool::close_idle() {
     stats_.open -= closing.size();
     stats_.closed_total += closing.size();
   }
+}
+
+Limits official_script_limits(int64_t timeout_ms) {
+  Limits l;
+  l.timeout_ms = timeout_ms;
+  l.max_rows = size_t(1) << 40;
+  l.max_result_bytes = size_t(1) << 40;
+  l.max_sql_bytes = size_t(1) << 30;
+  l.max_query_memory_bytes = 0;
+  l.max_value_bytes = 0;
+  l.max_expr_depth = 0;
+  l.max_compound_select = 0;
+  return l;
 }
 
 Result execute_once(const std::string& db_path, const std::string& sql, const Limits& limits) {

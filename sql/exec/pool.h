@@ -25,7 +25,21 @@ struct Limits {
   size_t max_rows = 10000;           // rows fetched; more = truncated
   size_t max_result_bytes = 16 << 20;  // sum of cell sizes (8 per number, length of text/blob)
   size_t max_sql_bytes = 100000;     // longer SQL is refused before SQLite sees it
+  // The memory one statement may hold inside SQLite (parse, sorts, temp tables, values), counted
+  // on the thread that runs it; 0 = no cap beyond PoolOptions::heap_limit_bytes. The step-based
+  // timeout cannot stop a single huge allocation (zeroblob(1e9), a string-doubling CTE): this
+  // and max_value_bytes do, within milliseconds.
+  int64_t max_query_memory_bytes = int64_t(256) << 20;
+  // Longest string, blob or row SQLite may build (SQLITE_LIMIT_LENGTH). These three: <= 0 =
+  // SQLite's own default (1e9 bytes, depth 1000, 500 terms).
+  int64_t max_value_bytes = int64_t(1) << 20;
+  int max_expr_depth = 256;       // SQLITE_LIMIT_EXPR_DEPTH
+  int max_compound_select = 64;   // SQLITE_LIMIT_COMPOUND_SELECT: UNION/EXCEPT terms
 };
+
+// What the official Spider and BIRD scripts allow (Python's sqlite3, fetchall): no row, byte,
+// value or per-query memory cap, SQLite's own parser limits; only the wall clock.
+Limits official_script_limits(int64_t timeout_ms);
 
 struct PoolOptions {
   size_t max_connections_per_db = 16;  // callers beyond this wait for a free connection

@@ -40,6 +40,7 @@ struct Result {
   std::string error;
   bool timed_out = false;       // wall-clock deadline or VM-step budget hit (error says which)
   bool truncated = false;       // stopped at max_rows or max_result_bytes; rows holds the prefix
+  std::string truncation;       // why, when truncated: "more than 10000 rows", "more than N bytes"
   std::string ignored_tail;     // statements after the first one, reported and never executed
   double elapsed_ms = 0.0;      // prepare + all steps
   int64_t vm_steps = 0;         // SQLITE_STMTSTATUS_VM_STEP of the statement

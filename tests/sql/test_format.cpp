@@ -92,6 +92,24 @@ TEST(DataFrameStyle, LongResultsAreTruncatedToFiftyRowsWithTheNote) {
   EXPECT_EQ(format_df_observation(small, DataFrameStyle{}, {}), "   id\n0   1");
 }
 
+// A result the pool stopped fetching says so: a single value over the byte cap leaves no row, and
+// without the note the model would read "Empty DataFrame" as the query's whole answer.
+TEST(DataFrameStyle, AFetchCutShortSaysSo) {
+  Result r = result_of({"id"}, {});
+  r.truncated = true;
+  r.truncation = "more than 16777216 bytes of values";
+  EXPECT_EQ(format_df_observation(r, DataFrameStyle{}, {}),
+            "Empty DataFrame\nColumns: [id]\nIndex: []\n(Result truncated: the query returned more than 16777216 "
+            "bytes of values; only the first 0 rows were fetched.)");
+  Result two = result_of({"id"}, {{Cell::of_integer(1)}, {Cell::of_integer(2)}});
+  two.truncated = true;
+  two.truncation = "more than 2 rows";
+  EXPECT_EQ(format_df_observation(two, DataFrameStyle{}, {}),
+            "   id\n0   1\n1   2\n(Result truncated: the query returned more than 2 rows; only the first 2 rows were "
+            "fetched.)");
+  EXPECT_EQ(format_mtir_observation(two), R"({"columns": ["id"], "data": [[1], [2]], "truncated": "the query returned more than 2 rows"})");
+}
+
 TEST(DataFrameStyle, IntColumnWithNullTurnsFloatAsInPandas) {
   // ints + NULL -> float64: 42 -> " 42.0", NULL -> "NaN"; header " n".
   Result r = result_of({"n"}, {{Cell::of_integer(42)}, {Cell::null()}});

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
+#include <fstream>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -129,6 +131,92 @@ TEST(SqlPool, CrossJoinStopsAtRowAndByteCaps) {
   EXPECT_TRUE(b.truncated);
   EXPECT_EQ(b.rows.size(), 5000u);
   EXPECT_EQ(b.result_bytes, 100000u);
+}
+
+// VmHWM (peak resident set) in bytes, after writing "5" to clear_refs reset it to the current RSS.
+int64_t proc_status_kb(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::strlen(field)));
+  return -1;
+}
+bool reset_peak_rss() { return static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5"); }
+
+// Each of these took 0.5-4 GB and seconds past a 500 ms timeout before the limits (the step-based
+// timeout cannot interrupt one allocation): now each ends with an error naming the limit, long
+// before its timeout, and four of them at once on the pool's workers keep the process within
+// four per-query caps. Catches: no SQLITE_LIMIT_LENGTH (the first three allocate a gigabyte), no
+// per-statement count (the sort and the CTE grow until the process-wide 4 GiB heap limit), a count
+// shared by all threads (the concurrent ones fail each other or pass the cap together).
+TEST(SqlPool, HostileQueriesStopAtTheMemoryLimitsWithAnError) {
+  std::string db = make_db("hostile_memory.sqlite", R"sql(
+    CREATE TABLE t(x INTEGER, pad TEXT);
+    WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c WHERE i < 1200)
+    INSERT INTO t SELECT i, printf('%040d', i) FROM c;
+  )sql");
+  Limits limits;
+  limits.timeout_ms = 60000;  // only the memory limits can stop these in time
+  limits.max_query_memory_bytes = int64_t(64) << 20;
+  const std::vector<std::pair<std::string, std::string>> hostile = {
+      {"SELECT zeroblob(1000000000)", "too big"},
+      {"SELECT randomblob(900000000)", "too big"},
+      {"WITH RECURSIVE d(s) AS (SELECT 'xx' UNION ALL SELECT s || s FROM d) SELECT length(s) FROM d", "too big"},
+      // 1.44e6 rows of 80 bytes to sort, or to keep distinct: ~130 MB each without the cap.
+      {"SELECT a.pad || b.pad AS k FROM t a, t b ORDER BY k DESC", "per-query memory limit"},
+      {"SELECT count(DISTINCT a.pad || b.pad) FROM t a, t b", "per-query memory limit"},
+  };
+  Pool pool;
+  ASSERT_TRUE(pool.execute(db, "SELECT count(*) FROM t", limits).ok());
+  const bool peak_reset = reset_peak_rss();
+  const int64_t rss_before = proc_status_kb("VmRSS:");
+  for (const auto& [sql, why] : hostile) {
+    Result r = pool.execute(db, sql, limits);
+    EXPECT_FALSE(r.ok()) << sql;
+    EXPECT_FALSE(r.timed_out) << sql;
+    EXPECT_NE(r.error.find(why), std::string::npos) << sql << ": " << r.error;
+    std::printf("%-90s %7.0f ms  %s\n", sql.c_str(), r.elapsed_ms, r.error.c_str());
+  }
+  // printf's repeat count is a loop inside one function call in SQLite 3.40 (Debian 12): no limit
+  // stops it early, but SQLITE_LIMIT_LENGTH keeps its memory at the cap and it returns NULL.
+  Result repeat = pool.execute(db, "SELECT printf('%.*c', 100000000, 'x')", limits);
+  ASSERT_TRUE(repeat.ok()) << repeat.error;
+  EXPECT_TRUE(repeat.rows[0][0].is_null());
+  std::vector<std::future<Result>> together;
+  for (int i = 0; i < 4; ++i) together.push_back(pool.submit(db, hostile[4].first, limits));
+  for (auto& f : together) {
+    Result r = f.get();
+    EXPECT_NE(r.error.find("per-query memory limit"), std::string::npos) << r.error;
+  }
+  // The same connection still answers.
+  Result after = pool.execute(db, "SELECT count(*) FROM t", limits);
+  ASSERT_TRUE(after.ok()) << after.error;
+  EXPECT_EQ(after.rows[0][0].integer, 1200);
+  if (peak_reset) {
+    const int64_t grew_mb = (proc_status_kb("VmHWM:") - rss_before) / 1024;
+    std::printf("peak RSS grew by %lld MiB (four queries at a 64 MiB cap each)\n", static_cast<long long>(grew_mb));
+    // Four caps at once, plus the main thread's malloc arena, which keeps the pages of the
+    // sequential queries above for reuse (one cap).
+    EXPECT_LE(grew_mb, 5 * 64 + 32);
+  }
+  // A query under the caps is untouched by them.
+  Result fine = pool.execute(db, "SELECT a.x FROM t a, t b WHERE a.x = b.x ORDER BY a.pad DESC LIMIT 2", limits);
+  ASSERT_TRUE(fine.ok()) << fine.error;
+  EXPECT_EQ(fine.rows[0][0].integer, 1200);
+}
+
+// The official-script limits leave SQLite's own: a 2 MB value runs there and is refused under
+// the rollout defaults.
+TEST(SqlPool, OfficialScriptLimitsLeaveSqlitesOwn) {
+  Pool pool;
+  Result capped = pool.execute(shop_db(), "SELECT length(zeroblob(2000000))");
+  EXPECT_NE(capped.error.find("too big"), std::string::npos) << capped.error;
+  Result official = pool.execute(shop_db(), "SELECT length(zeroblob(2000000))", official_script_limits(5000));
+  ASSERT_TRUE(official.ok()) << official.error;
+  EXPECT_EQ(official.rows[0][0].integer, 2000000);
+  // and the rollout's caps come back on the same connection
+  Result again = pool.execute(shop_db(), "SELECT length(zeroblob(2000000))");
+  EXPECT_NE(again.error.find("too big"), std::string::npos) << again.error;
 }
 
 TEST(SqlPool, WritesDdlAttachPragmasAndExtensionsAreRefusedAndFileIsUnchanged) {
