@@ -103,14 +103,8 @@ void run_eval_command(EvalArgs& args) {
   check(a.compare.empty() || a.compare == "spider" || a.compare == "bird", "eval: --compare '", a.compare,
         "': expected spider or bird");
   check(fs::exists(a.weights), "eval: weights: no such file or folder: ", a.weights);
-  fs::path tok_path = a.tokenizer;
-  if (tok_path.empty())
-    tok_path =
-        (fs::is_directory(a.weights) ? fs::path(a.weights) : fs::path(a.weights).parent_path()) / "tokenizer.json";
-  else if (fs::is_directory(tok_path))
-    tok_path /= "tokenizer.json";
-  check(fs::is_regular_file(tok_path), "eval: tokenizer: no such file: ", tok_path.string(),
-        a.tokenizer.empty() ? " (give --tokenizer FILE)" : "");
+  const fs::path tok_path = rl::model_tokenizer_path(a);
+  check(!tok_path.empty(), "eval: no tokenizer.json beside the weights ", a.weights, " (give --tokenizer FILE)");
 
   sql::Dataset dataset = sql::load_dataset(load);
   std::vector<sql::Example>& examples = dataset.examples;

@@ -68,6 +68,7 @@ void run_generate(GenerateArgs& args) {
   const GenerateSettings s = resolve_options(args.flags, args.settings, GenerateSettings{}, generate_options);
   rl::validate_groups(s, "generate");
   check(!s.weights.empty(), "generate: --weights is required (a checkpoint file or folder)");
+  if (s.device == "cuda") check(cuda_device_count() > 0, "generate: --device cuda: ", cuda_unavailable_reason());
   check(s.max_new_tokens > 0 && s.block_size > 0, "generate: max-new-tokens and block-size must be positive");
   QwenModel model = load_model(s.weights);
   if (!args.resave.empty()) {
@@ -78,9 +79,10 @@ void run_generate(GenerateArgs& args) {
   int sources = !args.prompt.empty() + !args.chat.empty() + !args.prompt_ids.empty();
   check(sources == 1, "generate: give exactly one of --prompt, --chat, --prompt-ids");
   std::unique_ptr<Tokenizer> tok;
-  if (!s.tokenizer.empty()) tok = load_tokenizer(s.tokenizer);
+  if (const std::string path = rl::model_tokenizer_path(s); !path.empty()) tok = load_tokenizer(path);
   check(tok || (args.print_ids && !args.prompt_ids.empty()),
-        "generate: --tokenizer PATH is required unless --prompt-ids and --print-ids are given");
+        "generate: no tokenizer.json beside the weights: give --tokenizer PATH (only --prompt-ids with --print-ids "
+        "needs none)");
   std::vector<int32_t> prompt = args.prompt_ids;
   if (!args.prompt.empty()) prompt = encode(*tok, args.prompt);
   if (!args.chat.empty()) {
@@ -94,6 +96,15 @@ void run_generate(GenerateArgs& args) {
   for (size_t i = 0; i < prompt.size(); ++i)
     check(prompt[i] >= 0 && prompt[i] < model.config.vocab_size, "generate: prompt token ", prompt[i], " at ", i,
           " is outside the model's vocabulary of ", model.config.vocab_size);
+
+  // The prompt and what may follow it must fit the model's positions: beyond them RoPE runs at
+  // positions the model never saw, and the KV cache below is sized for all of it.
+  const int64_t context = model.config.max_position_embeddings;
+  check(static_cast<int64_t>(prompt.size()) < context, "generate: the prompt is ", prompt.size(),
+        " tokens, the model's context (max_position_embeddings) ", context);
+  check(s.max_new_tokens <= context - static_cast<int64_t>(prompt.size()), "generate: max-new-tokens ",
+        s.max_new_tokens, " past a prompt of ", prompt.size(), " tokens exceeds the model's context of ", context,
+        " (at most ", context - static_cast<int64_t>(prompt.size()), ")");
 
   GenerateOptions options;
   options.max_new_tokens = s.max_new_tokens;

@@ -151,8 +151,9 @@ void run_sft_command(SftArgs& args) {
   rl::OptimizerState opt;
   std::optional<rl::SftCheckpoint> resume;
   if (!a.resume.empty()) resume = prepare_resume(args, a, model, opt);
+  if (a.tokenizer.empty()) a.tokenizer = rl::model_tokenizer_path(a);
   check(!a.data.empty() && (resume || !a.weights.empty()) && !a.tokenizer.empty() && !a.out.empty(),
-        "sft: --data, --weights, --tokenizer and --out are required (or --resume DIR, or a subcommand: synth-demos, "
+        "sft: --data, --weights, --out and --tokenizer (unless one is beside the weights) are required (or --resume DIR, or a subcommand: synth-demos, "
         "self-taught)");
   finish_sft_training(a, "sft");
   if (!resume) {
@@ -313,8 +314,10 @@ using SelfTaughtArgs = TableArgs<SelfTaughtSettings>;
 
 void run_self_taught(SelfTaughtArgs& args) {
   SelfTaughtSettings a = resolve_options(args.flags, args.settings, SelfTaughtSettings{}, self_taught_options);
+  if (a.tokenizer.empty()) a.tokenizer = rl::model_tokenizer_path(a);
   check(!a.data.empty() && !a.weights.empty() && !a.tokenizer.empty() && !a.out.empty() && !a.protocol.empty(),
-        "sft self-taught: --data, --weights, --tokenizer, --out and --protocol are required");
+        "sft self-taught: --data, --weights, --out, --protocol and --tokenizer (unless one is beside the weights) are "
+        "required");
   rl::validate_groups(a, "sft self-taught");
   check(a.rounds > 0 && a.samples > 0 && a.easy_keep >= 0 && a.hard_keep >= 0 && a.limit >= 0,
         "sft self-taught: rounds and samples must be positive, easy-keep, hard-keep and limit >= 0");

@@ -1,8 +1,10 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/random.h"
 #include "runtime/tensor.h"
@@ -18,6 +20,12 @@ QwenModel make_model(const QwenConfig& config) {
     model.table.push_back({spec, model.num_params});
     model.num_params += spec.numel();
   }
+  // The f32 parameters must fit the host before anything is allocated: a config that asks for
+  // more is an error that says so, not a std::bad_alloc.
+  const int64_t bytes = model.num_params * static_cast<int64_t>(sizeof(float)), host = host_memory_bytes();
+  check(host == 0 || bytes <= host, "model: a ", arch_name(config.arch), " of hidden size ", config.hidden_size, ", ",
+        config.num_hidden_layers, " layers and vocabulary ", config.vocab_size, " has ", model.num_params,
+        " parameters, ", bytes >> 30, " GiB as f32, more than this machine's ", host >> 30, " GiB of memory");
   model.params.assign(static_cast<size_t>(model.num_params), 0.0f);
   return model;
 }
@@ -70,7 +78,16 @@ QwenModel load_model(const std::string& path) {
     const ParamView& view = model.table[i];
     check(loaded[i].spec.hf_name == view.spec.hf_name && loaded[i].tensor.numel() == view.spec.numel(), path,
           ": tensor ", i, " is '", loaded[i].spec.hf_name, "', expected '", view.spec.hf_name, "'");
+    const float* p = model.params.data() + view.offset;
     std::memcpy(model.params.data() + view.offset, loaded[i].tensor.data(), sizeof(float) * view.spec.numel());
+    // A NaN or Inf weight (a checkpoint saved after a diverged step, a corrupt file) would train
+    // and evaluate silently into NaN log-probs: refused here, naming the tensor.
+    int64_t bad = 0, first = -1;
+    for (int64_t k = 0; k < view.spec.numel(); ++k)
+      if (!std::isfinite(p[k])) bad += 1, first = first < 0 ? k : first;
+    check(bad == 0, path, ": tensor '", view.spec.hf_name, "' holds ", bad, " non-finite value", bad > 1 ? "s" : "",
+          " (the first, ", p[first < 0 ? 0 : first], ", at element ", first, " of ", view.spec.numel(),
+          "): the checkpoint is corrupt or was saved after training diverged");
   }
   return model;
 }

@@ -1,5 +1,7 @@
 #include "rl/options.h"
 
+#include <filesystem>
+
 #include <cmath>
 
 #include "rl/agent/protocol.h"
@@ -35,6 +37,20 @@ void add_device_options(OptionTable& t, DeviceOptions& o) {
 void add_model_options(OptionTable& t, ModelOptions& o) {
   t.push_back({"weights", "Hugging Face checkpoint file or folder", &o.weights});
   t.push_back({"tokenizer", "tokenizer.json or its folder (default: the weights folder's)", &o.tokenizer});
+}
+
+std::string model_tokenizer_path(const ModelOptions& o) {
+  namespace fs = std::filesystem;
+  if (!o.tokenizer.empty()) {
+    fs::path p = o.tokenizer;
+    if (fs::is_directory(p)) p /= "tokenizer.json";
+    check(fs::is_regular_file(p), "tokenizer: no such file: ", p.string());
+    return p.string();
+  }
+  if (o.weights.empty()) return "";
+  fs::path folder = fs::is_directory(o.weights) ? fs::path(o.weights) : fs::path(o.weights).parent_path();
+  fs::path p = folder / "tokenizer.json";
+  return fs::is_regular_file(p) ? p.string() : "";
 }
 
 void add_template_options(OptionTable& t, TemplateOptions& o) {

@@ -69,6 +69,9 @@ void add_output_options(OptionTable& table, OutputOptions& o, const char* help);
 void add_memory_options(OptionTable& table, MemoryOptions& o);
 void add_device_options(OptionTable& table, DeviceOptions& o);
 void add_model_options(OptionTable& table, ModelOptions& o);
+// The tokenizer.json to use: --tokenizer (a file, or a folder holding one; an error if missing),
+// else the one beside the weights; "" when neither has one.
+std::string model_tokenizer_path(const ModelOptions& o);
 void add_template_options(OptionTable& table, TemplateOptions& o);
 void add_thinking_option(OptionTable& table, bool& enable_thinking);  // the template group's second key alone
 void add_protocol_options(OptionTable& table, ProtocolOptions& o);

@@ -1,7 +1,5 @@
 #include "rl/train_memory.h"
 
-#include <unistd.h>
-
 #include <cmath>
 
 #include "model/cuda_ops.h"
@@ -12,7 +10,7 @@ namespace sqlrl::rl {
 
 int64_t device_memory_bytes(bool cuda) {
   if (cuda) return static_cast<int64_t>(cuda_device_info(0).total_memory);
-  return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+  return host_memory_bytes();
 }
 
 MemoryPlanOptions memory_plan_options(const MemoryOptions& m, bool cuda) {

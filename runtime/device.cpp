@@ -1,5 +1,7 @@
 #include "runtime/device.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "runtime/error.h"
@@ -19,6 +21,11 @@ Device parse_device(const std::string& name) {
     if (*end == '\0' && index >= 0 && index < 1024) return cuda_device(static_cast<int>(index));
   }
   fail("unknown device '", name, "' (expected cpu, cuda or cuda:N)");
+}
+
+int64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<int64_t>(pages) * size : 0;
 }
 
 }  // namespace sqlrl

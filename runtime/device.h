@@ -2,6 +2,7 @@
 // reports zero devices and the reason ("no CUDA device: CUDA driver version is insufficient...").
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace sqlrl {
@@ -20,6 +21,7 @@ inline Device cpu_device() { return Device{DeviceType::CPU, 0}; }
 inline Device cuda_device(int index = 0) { return Device{DeviceType::CUDA, index}; }
 
 std::string device_name(Device device);  // "cpu", "cuda:0"
+int64_t host_memory_bytes();  // physical RAM (sysconf); 0 when the system does not say
 Device parse_device(const std::string& name);  // "cpu", "cuda", "cuda:1"; throws otherwise
 
 struct CudaDeviceInfo {

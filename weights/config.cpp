@@ -24,6 +24,19 @@ void validate_config(const QwenConfig& c, const std::string& source) {
   positive(c.num_key_value_heads, "num_key_value_heads");
   positive(c.head_dim, "head_dim");
   positive(c.max_position_embeddings, "max_position_embeddings");
+  // Ceilings far above any released Qwen (vocab 152k, hidden 8k, 94 layers, 64 heads, 128k
+  // positions) that keep every size product inside int64 and turn a corrupt config into an error
+  // here instead of a bad_alloc later.
+  auto at_most = [&](int64_t v, int64_t ceiling, const char* field) {
+    check(v <= ceiling, source, ": ", field, " ", v, " is beyond any Qwen model (at most ", ceiling, ")");
+  };
+  at_most(c.vocab_size, int64_t(1) << 24, "vocab_size");
+  at_most(c.hidden_size, int64_t(1) << 17, "hidden_size");
+  at_most(c.intermediate_size, int64_t(1) << 20, "intermediate_size");
+  at_most(c.num_hidden_layers, 4096, "num_hidden_layers");
+  at_most(c.num_attention_heads, 4096, "num_attention_heads");
+  at_most(c.head_dim, 4096, "head_dim");
+  at_most(c.max_position_embeddings, int64_t(1) << 24, "max_position_embeddings");
   check(c.num_attention_heads % c.num_key_value_heads == 0, source, ": num_attention_heads ", c.num_attention_heads,
         " is not a multiple of num_key_value_heads ", c.num_key_value_heads);
   check(c.head_dim % 2 == 0, source, ": head_dim ", c.head_dim, " must be even for rotary embeddings");

@@ -22,20 +22,6 @@ namespace fs = std::filesystem;
 namespace sqlrl::rl {
 namespace {
 
-// The tokenizer.json to use: --tokenizer (a file or a folder), else the one next to the weights.
-// "" when neither names one (the embedded tokenizer is then trained).
-std::string tokenizer_path(const TrainConfig& c) {
-  if (!c.tokenizer.empty()) {
-    fs::path p = c.tokenizer;
-    if (fs::is_directory(p)) p /= "tokenizer.json";
-    check(fs::is_regular_file(p), "tokenizer: no such file: ", p.string());
-    return p.string();
-  }
-  if (c.weights.empty()) return "";
-  fs::path folder = fs::is_directory(c.weights) ? fs::path(c.weights) : fs::path(c.weights).parent_path();
-  fs::path p = folder / "tokenizer.json";
-  return fs::is_regular_file(p) ? p.string() : "";
-}
 
 }  // namespace
 
@@ -98,7 +84,7 @@ TrainEnv make_train_env(const TrainConfig& config) {
   } else {
     check_no_run_in(dir, str_cat("continue it with --resume ", dir, " or choose another --out"));
   }
-  std::string tok_path = tokenizer_path(c);
+  std::string tok_path = model_tokenizer_path(c);
   if (!c.chat_template.empty()) env.chat_template = chat_template_from_name(c.chat_template);
   else if (!tok_path.empty()) env.chat_template = detect_chat_template_for_tokenizer(tok_path).value_or(ChatTemplate::qwen3);
   if (!c.weights.empty()) {

@@ -40,9 +40,31 @@ TEST(GenerateCli, PromptOutsideTheVocabularyIsAnError) {
       << run.output;
 }
 
+// The fixture's context is 128 positions. A prompt that fills it, or a max-new-tokens past it
+// (2e9 was a std::bad_alloc sizing the KV cache), is an error saying how much fits.
+TEST(GenerateCli, PromptAndNewTokensMustFitTheContext) {
+  const std::string base =
+      std::string(SQLRL_BINARY) + " generate --weights " + testing::fixture_path("model/qwen3_tied") + " --print-ids";
+  std::string ids;
+  for (int i = 0; i < 128; ++i) ids += (i ? "," : "") + std::to_string(5 + i % 50);
+  auto full = testing::run_command(base + " --prompt-ids " + ids + " --max-new-tokens 1");
+  EXPECT_NE(full.exit_code, 0);
+  EXPECT_NE(full.output.find("the prompt is 128 tokens, the model's context (max_position_embeddings) 128"),
+            std::string::npos)
+      << full.output;
+  auto huge = testing::run_command(base + " --prompt-ids 5,6 --max-new-tokens 2000000000");
+  EXPECT_NE(huge.exit_code, 0);
+  EXPECT_NE(huge.output.find("max-new-tokens 2000000000 past a prompt of 2 tokens exceeds the model's context of 128 "
+                             "(at most 126)"),
+            std::string::npos)
+      << huge.output;
+  auto fits = testing::run_command(base + " --prompt-ids 5,6 --max-new-tokens 126 --temperature 0");
+  EXPECT_EQ(fits.exit_code, 0) << fits.output;
+}
+
 TEST(GenerateCli, DeviceCudaFailsInOneLineNamingWhy) {
   auto run = testing::run_command(std::string(SQLRL_BINARY) + " generate --device cuda --weights " +
-                                  testing::fixture_path("model/qwen3_tied") + " --prompt-ids 5,6 --print-ids");
+                                  testing::fixture_path("model/qwen3_tied") + " --prompt-ids 5,6 --print-ids --max-new-tokens 20");
   EXPECT_NE(run.exit_code, 0);
   // Without a GPU the reason it is missing; with one, the fixture's head_dim 16 (kernels: 64, 128).
   const std::string expected = cuda_device_count() == 0 ? "device cuda: " : "head_dim is 16";

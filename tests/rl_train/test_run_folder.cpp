@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "rl/grpo/train.h"
+#include "rl/options.h"
 #include "tests/rl_train/train_fixture.h"
 #include "tests/test_util.h"
 
@@ -115,6 +116,27 @@ TEST(RunFolder, JsonlIsCutBackToTheResumedStep) {
   std::ofstream(path, std::ios::app) << "{\"step\": 6, \"half a li";  // a crash mid-line
   truncate_jsonl(path, 3);
   EXPECT_EQ(sql::testing::file_bytes(path), "{\"step\": 1}\n{\"step\": 2}\n{\"step\": 3}\n");
+}
+
+// Every command that takes --weights finds the tokenizer beside them, as --help says (generate
+// demanded --tokenizer). Catches a resolver that ignores the weights folder, takes the folder
+// of a weights file wrongly, or accepts a --tokenizer that does not exist.
+TEST(ModelTokenizerPath, BesideTheWeightsUnlessGiven) {
+  const std::string weights = made_dir("tok_beside_weights"), other = made_dir("tok_elsewhere");
+  std::ofstream(weights + "/model.safetensors") << "x";
+  ModelOptions o;
+  o.weights = weights;
+  EXPECT_EQ(model_tokenizer_path(o), "");  // none there yet
+  std::ofstream(weights + "/tokenizer.json") << "{}";
+  EXPECT_EQ(model_tokenizer_path(o), weights + "/tokenizer.json");
+  o.weights = weights + "/model.safetensors";  // a file: its folder
+  EXPECT_EQ(model_tokenizer_path(o), weights + "/tokenizer.json");
+  std::ofstream(other + "/tokenizer.json") << "{}";
+  o.tokenizer = other;  // a folder given: its tokenizer.json, not the weights'
+  EXPECT_EQ(model_tokenizer_path(o), other + "/tokenizer.json");
+  o.tokenizer = other + "/missing.json";
+  EXPECT_NE(error_of([&] { model_tokenizer_path(o); }).find("tokenizer: no such file: " + other + "/missing.json"),
+            std::string::npos);
 }
 
 }  // namespace
