@@ -22,6 +22,9 @@ template <typename Json>
 Json read_json(const std::string& path) {
   std::ifstream in(path);
   check(in.good(), path, ": cannot open");
+  // json.load on a file opened as UTF-8 (not utf-8-sig) fails on a byte order mark.
+  check(in.peek() != 0xEF, path, ": starts with a UTF-8 byte order mark, which the official script's json.load "
+        "refuses: save it without one");
   try {
     return Json::parse(in);
   } catch (const nlohmann::json::exception& e) {
@@ -80,11 +83,11 @@ BirdEvalReport run_bird_eval(const BirdEvalOptions& options, Pool& pool) {
           gold_sqls.size() + 1, ": expected 'SQL<TAB>db_id'");
     gold_sqls.push_back(l.substr(0, tab));
   }
-  // zip(pred_queries, gt_queries)
-  size_t n = std::min(pred_items.size(), gold_sqls.size());
-  if (pred_items.size() != gold_sqls.size())
-    log_warn("BIRD: ", options.pred_path, " has ", pred_items.size(), " predictions and ", options.gold_path, " ",
-             gold_sqls.size(), " gold queries; the first ", n, " pairs are evaluated, as zip() does");
+  // The official script zips predictions with gold queries, scoring a prefix as if it were the
+  // whole set: a count that differs is an error instead.
+  const size_t n = gold_sqls.size();
+  check(pred_items.size() == n, options.pred_path, " has ", pred_items.size(), " predictions, ", options.gold_path,
+        " has ", n, " gold queries: one prediction per gold query, in order");
   for (size_t i = 0; i < n; ++i) {
     BirdItem& it = pred_items[i];
     it.index = static_cast<int>(i);
@@ -117,13 +120,13 @@ BirdEvalReport run_bird_eval(const BirdEvalOptions& options, Pool& pool) {
       auto start = Clock::now();
       Result p = pool.execute(db, it.pred, limits);
       if (is_empty_statement(p)) p = Result{};
-      if (!p.ok() || !p.ignored_tail.empty()) continue;
+      if (!p.ok() || !p.ignored_tail.empty() || p.extra_semicolon) continue;
       Limits rest = limits;
       rest.timeout_ms = budget_ms - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
       if (rest.timeout_ms <= 0) continue;
       Result g = pool.execute(db, it.gold, rest);
       if (is_empty_statement(g)) g = Result{};
-      if (!g.ok() || !g.ignored_tail.empty()) continue;
+      if (!g.ok() || !g.ignored_tail.empty() || g.extra_semicolon) continue;
       it.exec = bird_rows_equal(g.rows, p.rows) ? 1 : 0;
     }
   });

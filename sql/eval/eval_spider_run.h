@@ -32,6 +32,9 @@ struct SpiderItem {
   int gold_line = 0;  // 1-based line of the gold file
   std::string db_id, gold, pred;  // pred after the official .replace("value", "1")
   bool pred_parsed = true;
+  // The official parser's error when it rejects the gold query (CAST, say: the synthetic
+  // benchmark writes it): the item is scored for EX only, outside the hardness levels and EM.
+  std::string gold_unparsed;
   Hardness hardness = Hardness::Easy;
   bool has_match = false;  // etype all|match
   MatchScores match;
@@ -44,8 +47,9 @@ struct SpiderEvalReport {
   std::string printout;  // byte for byte what the official script prints to stdout
 };
 
-// Throws sqlrl::Error naming the file and line for unreadable input, a gold query the official
-// parser rejects, or a gold query that fails to execute.
+// Throws sqlrl::Error naming the file and line for unreadable input, an interaction whose
+// prediction and gold line counts differ, a gold query the official parser rejects when only EM
+// is asked, or a gold query that fails to execute.
 SpiderEvalReport run_spider_eval(const SpiderEvalOptions& options, Pool* pool);
 
 // {"index","interaction","turn","db_id","gold","pred","pred_parsed","hardness","exact",

@@ -43,11 +43,13 @@ std::string uri_for(const std::string& path, bool immutable) {
   return uri;
 }
 
-// Whether anything but whitespace and comments is left in a statement tail.
-std::string meaningful_tail(const char* tail, const char* end) {
+// Whether anything but whitespace, semicolons and comments is left in a statement tail; counts
+// the semicolons on the way.
+std::string meaningful_tail(const char* tail, const char* end, int* semicolons) {
   const char* p = tail;
   while (p < end) {
     if (std::isspace(static_cast<unsigned char>(*p)) || *p == ';') {
+      *semicolons += *p == ';';
       ++p;
     } else if (p + 1 < end && p[0] == '-' && p[1] == '-') {
       while (p < end && *p != '\n') ++p;
@@ -307,7 +309,11 @@ int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& 
     sqlite3_finalize(stmt);
     return rc;
   }
-  if (tail) r.ignored_tail = meaningful_tail(tail, sql.data() + sql.size());
+  if (tail) {
+    int semicolons = 0;
+    r.ignored_tail = meaningful_tail(tail, sql.data() + sql.size(), &semicolons);
+    r.extra_semicolon = semicolons > 0;
+  }
   if (!stmt) {
     r.error = "no SQL statement to execute (the text is empty or only comments)";
     return SQLITE_OK;

@@ -42,6 +42,10 @@ struct Result {
   bool truncated = false;       // stopped at max_rows or max_result_bytes; rows holds the prefix
   std::string truncation;       // why, when truncated: "more than 10000 rows", "more than N bytes"
   std::string ignored_tail;     // statements after the first one, reported and never executed
+  // The first statement is followed by another ';' (outside comments): "SELECT 1;;". SQLite
+  // runs it; Python's sqlite3 refuses it ("You can only execute one statement at a time"), so
+  // BIRD's official evaluation scores it 0.
+  bool extra_semicolon = false;
   double elapsed_ms = 0.0;      // prepare + all steps
   int64_t vm_steps = 0;         // SQLITE_STMTSTATUS_VM_STEP of the statement
   size_t result_bytes = 0;      // bytes counted against max_result_bytes

@@ -134,21 +134,85 @@ TEST_F(BirdEval, InputsTheOfficialScriptRejectsAreErrors) {
   EXPECT_THROW(run_bird_eval(o, pool), Error);
   // dev.json with more questions than pairs: compute_acc_by_diff indexes past the results.
   o = options();
+  o.pred_path = (root_ / "one_pred.json").string();
+  write_text(o.pred_path, "{\"0\": \"SELECT 1\\t----- bird -----\\tschool\"}");
   o.gold_path = (root_ / "short_gold.sql").string();
   write_text(o.gold_path, "SELECT name FROM students WHERE grade = 90\tschool\n");
-  EXPECT_THROW(run_bird_eval(o, pool), Error);
+  try {
+    run_bird_eval(o, pool);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("questions for 1 evaluated pairs"), std::string::npos) << e.what();
+  }
+  // A byte order mark before the predictions: json.load fails on it.
+  o = options();
+  o.pred_path = (root_ / "bom.json").string();
+  write_text(o.pred_path, "\xEF\xBB\xBF" + read_text(options().pred_path));
+  try {
+    run_bird_eval(o, pool);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("UTF-8 byte order mark"), std::string::npos) << e.what();
+  }
 }
 
-TEST_F(BirdEval, PredictionsAreTakenInFileOrderAndZipped) {
+// The official script zips predictions with gold lines: 2 predictions for 9 gold queries scored
+// 2 pairs as if they were the set. Catches a count that is not checked.
+TEST_F(BirdEval, PredictionAndGoldCountsMustAgree) {
   Pool pool;
   BirdEvalOptions o = options();
+  o.pred_path = (root_ / "two.json").string();
+  write_text(o.pred_path,
+             "{\"0\": \"SELECT 1\\t----- bird -----\\tschool\", \"1\": \"SELECT 2\\t----- bird -----\\tschool\"}");
+  o.diff_path = "";
+  try {
+    run_bird_eval(o, pool);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("two.json has 2 predictions, " + o.gold_path + " has 9 gold queries"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Python's sqlite3 refuses a second ';' after the statement ("You can only execute one statement
+// at a time"), so the official script scores "...;;" and "...; ;" 0 where SQLite alone runs them;
+// one ';' and a trailing comment are fine. Catches a tail check that skips semicolons.
+TEST_F(BirdEval, ASecondSemicolonScoresZeroAsInPython) {
+  Pool pool;
+  BirdEvalOptions o = options();
+  o.gold_path = (root_ / "semicolon_gold.sql").string();
+  const std::string q = "SELECT name FROM students WHERE grade = 90";
+  std::string gold;
+  for (int i = 0; i < 4; ++i) gold += q + "\tschool\n";
+  write_text(o.gold_path, gold);
+  o.pred_path = (root_ / "semicolon.json").string();
+  write_text(o.pred_path, "{\"0\": \"" + q + ";\\t----- bird -----\\tschool\", \"1\": \"" + q +
+                              "; -- done\\t----- bird -----\\tschool\", \"2\": \"" + q +
+                              ";;\\t----- bird -----\\tschool\", \"3\": \"" + q +
+                              "; ;\\t----- bird -----\\tschool\"}");
+  o.diff_path = "";
+  BirdEvalReport r = run_bird_eval(o, pool);
+  ASSERT_EQ(r.items.size(), 4u);
+  EXPECT_EQ(r.items[0].exec, 1);
+  EXPECT_EQ(r.items[1].exec, 1);
+  EXPECT_EQ(r.items[2].exec, 0);
+  EXPECT_EQ(r.items[3].exec, 0);
+}
+
+TEST_F(BirdEval, PredictionsAreTakenInFileOrder) {
+  Pool pool;
+  BirdEvalOptions o = options();
+  o.gold_path = (root_ / "two_gold.sql").string();
+  write_text(o.gold_path, "SELECT name FROM students WHERE grade = 90\tschool\n"
+                          "SELECT count(*) FROM students WHERE city = 'Rome'\tschool\n");
   // Keys are not read: the first value pairs with the first gold line whatever its key says.
   o.pred_path = (root_ / "order.json").string();
   write_text(o.pred_path,
              "{\"1\": \"SELECT name FROM students WHERE grade = 90\\t----- bird -----\\tschool\","
              " \"0\": \"SELECT 0\\t----- bird -----\\tschool\"}");
   o.diff_path = "";
-  BirdEvalReport r = run_bird_eval(o, pool);  // zip(): 2 predictions, 9 gold lines -> 2 pairs
+  BirdEvalReport r = run_bird_eval(o, pool);
   ASSERT_EQ(r.items.size(), 2u);
   EXPECT_EQ(r.items[0].exec, 1);  // same query as gold line 1
   EXPECT_EQ(r.items[1].exec, 0);  // 0 vs count 2
