@@ -120,6 +120,9 @@ rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel&
     check(!fixed.count(table[i].key) || args.flags.flags[i]->count() == 0, "sft --resume: --", table[i].key,
           " cannot be given: a resumed run keeps its checkpoint's training settings");
   check(args.flags.config.empty(), "sft --resume: --config cannot be given: a resumed run keeps its checkpoint's settings");
+  check(!rl::sft_run_without_checkpoint(a.resume), "sft --resume: ", a.resume, " has no complete checkpoint (the run "
+        "stopped before its first save): start it again from update 0 with: llm_sqlrl sft --config ", a.resume,
+        "/config.toml --out ", a.resume);
   const std::string ckpt = rl::resolve_checkpoint(a.resume);
   rl::SftCheckpoint ck = rl::read_sft_checkpoint(ckpt);
   const std::string state_file = (fs::path(ckpt) / "trainer_state.json").string();

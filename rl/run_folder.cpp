@@ -54,6 +54,13 @@ void check_no_run_in(const std::string& dir, const std::string& resume_hint) {
         " already holds a run; ", resume_hint);
 }
 
+bool sft_run_without_checkpoint(const std::string& dir) {
+  std::ifstream config(fs::path(dir) / "config.toml");
+  std::string head;
+  std::getline(config, head);
+  return head.rfind("# llm_sqlrl sft: ", 0) == 0 && latest_checkpoint(dir).empty();
+}
+
 std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
   return (fs::path(run_dir) / "checkpoints" / ("step-" + std::to_string(step))).string();
 }

@@ -46,6 +46,9 @@ RunLock lock_run_folder(const std::string& dir);
 // A fresh run refuses a folder that already holds one (metrics.jsonl or a checkpoint), naming
 // the way to continue it.
 void check_no_run_in(const std::string& dir, const std::string& resume_hint);
+// Whether `dir` holds an sft run (its config.toml says so) with no complete checkpoint: a run
+// killed before its first save, which sft restarts from update 0 and sft --resume cannot continue.
+bool sft_run_without_checkpoint(const std::string& dir);
 
 std::string checkpoint_dir(const std::string& run_dir, int64_t step);
 

@@ -264,8 +264,18 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   std::unique_ptr<JsonlWriter> metrics;
   if (!options.out_dir.empty()) {
     lock = lock_run_folder(options.out_dir);
-    if (resume) truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
-    else check_no_run_in(options.out_dir, str_cat("continue it with sft --resume ", options.out_dir, " or choose another --out"));
+    if (resume) {
+      truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
+    } else if (sft_run_without_checkpoint(options.out_dir)) {
+      // Stopped before its first checkpoint: nothing is lost by starting it again (the lines its
+      // lost updates logged are dropped), and --resume has nothing to continue from.
+      if (options.log)
+        options.log(str_cat("sft: ", options.out_dir, " holds an sft run stopped before its first checkpoint: starting "
+                            "it again from update 0"));
+      truncate_jsonl((out / "metrics.jsonl").string(), 0);
+    } else {
+      check_no_run_in(options.out_dir, str_cat("continue it with sft --resume ", options.out_dir, " or choose another --out"));
+    }
     if (!options.config_toml.empty()) write_text_atomic((out / "config.toml").string(), options.config_toml);
     write_text_atomic((out / "memory_plan.txt").string(), format_memory_plan(model.config, mplan, mo));
     metrics = std::make_unique<JsonlWriter>((out / "metrics.jsonl").string());

@@ -182,5 +182,50 @@ TEST(SftResume, CliResumeFromTheRunFolderEqualsTheUninterruptedRun) {
   EXPECT_NE(run.output.find(dir + "/model"), std::string::npos) << run.output;
 }
 
+// An sft killed before its first checkpoint left config.toml and some metrics lines: --resume
+// has nothing to continue and --out refused the folder ("already holds a run"), so the run was
+// stuck. Now --resume says how to start it again, and that command (its own config.toml, the
+// same --out) runs from update 0 to the uninterrupted run's result. Catches: the stuck folder,
+// stale metrics lines kept ahead of the new ones, a restart that lets another command's run be
+// overwritten.
+TEST(SftResume, ARunStoppedBeforeItsFirstCheckpointStartsAgainFromItsConfig) {
+  const std::string dir = sft_temp_dir() + "/restart_cli";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json", std::ios::binary) << testing::sft_tokenizer_json();
+  save_model(sft_model(static_cast<int64_t>(sft_tokenizer().size())), dir + "/model");
+  {
+    std::ofstream data(dir + "/data.jsonl");
+    for (const SftSequence& s : resume_data())
+      data << nlohmann::json{{"tokens", s.tokens}, {"mask", s.mask}}.dump() << "\n";
+  }
+  const std::string common = std::string(SQLRL_BINARY) + " sft --data " + dir + "/data.jsonl --weights " + dir +
+                             "/model --tokenizer " + dir + "/tokenizer.json --max-steps 3 --micro-batch-tokens 48 "
+                             "--grad-accum 2 --lr 3e-3 --save-every 2 --out ";
+  auto run = testing::run_command(common + dir + "/full");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  run = testing::run_command(common + dir + "/cut");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  fs::remove_all(dir + "/cut/checkpoints");  // as if killed after logging, before the first save
+  run = testing::run_command(std::string(SQLRL_BINARY) + " sft --resume " + dir + "/cut");
+  EXPECT_NE(run.exit_code, 0);
+  const std::string again = "llm_sqlrl sft --config " + dir + "/cut/config.toml --out " + dir + "/cut";
+  ASSERT_NE(run.output.find("has no complete checkpoint"), std::string::npos) << run.output;
+  ASSERT_NE(run.output.find(again), std::string::npos) << run.output;
+  run = testing::run_command(std::string(SQLRL_BINARY) + again.substr(std::string("llm_sqlrl").size()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("starting it again from update 0"), std::string::npos) << run.output;
+  expect_same_updates(metrics(dir + "/cut"), metrics(dir + "/full"));
+  EXPECT_EQ(load_model(dir + "/cut/checkpoints/step-3").params, load_model(dir + "/full/checkpoints/step-3").params);
+
+  // A folder holding another command's run is still refused.
+  fs::create_directories(dir + "/grpo");
+  std::ofstream(dir + "/grpo/config.toml") << "# llm_sqlrl train: the resolved configuration\n";
+  std::ofstream(dir + "/grpo/metrics.jsonl") << "{\"step\": 1}\n";
+  run = testing::run_command(common + dir + "/grpo");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("already holds a run"), std::string::npos) << run.output;
+}
+
 }  // namespace
 }  // namespace sqlrl::rl
