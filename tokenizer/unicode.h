@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/utf8.h"  // utf8_sequence_length
+
 namespace sqlrl {
 
 // Bits of char_class(cp). "Unstable" marks code points that NFC may change in context
@@ -30,10 +32,6 @@ inline int utf8_decode_valid(std::string_view text, size_t pos, uint32_t* cp) {
 
 void utf8_append(std::string& out, uint32_t cp);
 
-// Length of the well-formed UTF-8 sequence at text[pos] (1..4), 0 when the bytes there are not
-// one. With `prefix_len` it also reports how many bytes form a valid but unfinished start of a
-// sequence (the "maximal subpart" that a lossy decoder replaces with one U+FFFD).
-int utf8_sequence_length(std::string_view text, size_t pos, int* prefix_len = nullptr);
 
 // Throws "<what>: invalid UTF-8 at byte offset N (byte 0xXX)" on the first bad sequence.
 // Returns true when every code point is NFC-stable (so the text is its own NFC form).

@@ -12,6 +12,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/thread_pool.h"
+#include "runtime/utf8.h"
 #include "sql/exec/compare.h"
 #include "sql/exec/pool.h"
 
@@ -40,6 +41,15 @@ std::string python_strip(const std::string& s) {
   while (b < e && ws(s[b])) ++b;
   while (e > b && ws(s[e - 1])) --e;
   return s.substr(b, e - b);
+}
+
+// Python's sqlite3 decodes every TEXT value as strict UTF-8 and raises ("Could not decode to
+// UTF-8 column") on one that is not: execute_model then scores the pair 0. BLOBs stay bytes.
+bool python_can_fetch(const Result& r) {
+  for (const Row& row : r.rows)
+    for (const Cell& c : row)
+      if (c.type == CellType::Text && !utf8_is_valid(c.text)) return false;
+  return true;
 }
 
 // Python's cursor.execute on a text with no statement returns no rows, without an error.
@@ -120,13 +130,13 @@ BirdEvalReport run_bird_eval(const BirdEvalOptions& options, Pool& pool) {
       auto start = Clock::now();
       Result p = pool.execute(db, it.pred, limits);
       if (is_empty_statement(p)) p = Result{};
-      if (!p.ok() || !p.ignored_tail.empty() || p.extra_semicolon) continue;
+      if (!p.ok() || !p.ignored_tail.empty() || p.extra_semicolon || !python_can_fetch(p)) continue;
       Limits rest = limits;
       rest.timeout_ms = budget_ms - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
       if (rest.timeout_ms <= 0) continue;
       Result g = pool.execute(db, it.gold, rest);
       if (is_empty_statement(g)) g = Result{};
-      if (!g.ok() || !g.ignored_tail.empty() || g.extra_semicolon) continue;
+      if (!g.ok() || !g.ignored_tail.empty() || g.extra_semicolon || !python_can_fetch(g)) continue;
       it.exec = bird_rows_equal(g.rows, p.rows) ? 1 : 0;
     }
   });

@@ -200,6 +200,25 @@ TEST_F(BirdEval, ASecondSemicolonScoresZeroAsInPython) {
   EXPECT_EQ(r.items[3].exec, 0);
 }
 
+// Python's sqlite3 raises on a TEXT value that is not UTF-8, and the official script scores the
+// pair 0, even where SQLite's bytes would compare equal; a BLOB of the same bytes is fine.
+// Catches results compared as bytes without Python's decoding.
+TEST_F(BirdEval, TextThatIsNotUtf8ScoresZeroAsInPython) {
+  Pool pool;
+  BirdEvalOptions o = options();
+  o.gold_path = (root_ / "utf8_gold.sql").string();
+  write_text(o.gold_path, "SELECT CAST(x'FF41' AS TEXT)\tschool\nSELECT x'FF41'\tschool\nSELECT 'caf\xC3\xA9'\tschool\n");
+  o.pred_path = (root_ / "utf8.json").string();
+  write_text(o.pred_path, "{\"0\": \"SELECT CAST(x'FF41' AS TEXT)\\t----- bird -----\\tschool\", \"1\": \"SELECT "
+                          "x'FF41'\\t----- bird -----\\tschool\", \"2\": \"SELECT 'caf\u00e9'\\t----- bird -----\\tschool\"}");
+  o.diff_path = "";
+  BirdEvalReport r = run_bird_eval(o, pool);
+  ASSERT_EQ(r.items.size(), 3u);
+  EXPECT_EQ(r.items[0].exec, 0);  // TEXT 0xFF 'A': Python cannot fetch it
+  EXPECT_EQ(r.items[1].exec, 1);  // the same bytes as a BLOB
+  EXPECT_EQ(r.items[2].exec, 1);  // valid UTF-8 text
+}
+
 TEST_F(BirdEval, PredictionsAreTakenInFileOrder) {
   Pool pool;
   BirdEvalOptions o = options();
