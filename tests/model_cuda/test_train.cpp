@@ -289,5 +289,107 @@ TEST_P(CudaModelTrain, AdamWStepReusesTheGradNormSum) {
 INSTANTIATE_TEST_SUITE_P(Arch, CudaModelTrain, ::testing::Values(QwenArch::Qwen2, QwenArch::Qwen3),
                          [](const auto& info) { return info.param == QwenArch::Qwen2 ? "Qwen2" : "Qwen3"; });
 
+// The training path at a shape where real checkpoints' bugs live (qwen_sized_config: head_dim
+// 128, GQA 8 on 2, hidden 512) with 8 layers and 2,110 tokens in sequences of 1031, 1, 777 and
+// 301: several flash-attention tiles per sequence, each ending inside a tile, a 1-token sequence
+// between two long ones, log-prob chunks that cross sequences.
+//
+// Budgets. Logits element by element against the CPU's, within the bf16 budget of
+// cpu_logits_and_budget (12 sqrt(R) u ||g W[v]||_2; R = 129 roundings here). Log-probs at the
+// sampling temperature T 0.6: a log-prob of softmax(l / T) moves by at most (b[target] + max_v
+// b[v]) / T. Gradients: a gradient element is a sum of products of forward activations and
+// backward activation gradients, each stored in bf16 along about R roundings of the forward and
+// as many of the backward; independent errors add in quadrature, so a gradient tensor's relative
+// L2 error is ~ sqrt(2R) u, and the budget is kGradSigmas of that: 4 sqrt(258) 2^-9 = 0.125 for
+// Qwen3 (0.122 for Qwen2). The 2-layer tests' 5e-2 is 3.1 of them.
+//
+// A bug confined to a few tokens (the tail of a sequence past its last full tile, the 1-token
+// sequence) moves a whole-batch gradient by only ~sqrt(their share): ~10% for 1% of the tokens,
+// inside that budget. So the gradients are also taken with only those tokens trained (the last
+// 5 of each long sequence and the 1-token one), where such a bug is the whole gradient.
+//
+// Catches: a D 128 offset or GQA mapping (a group of 4) wrong in the flash forward or backward,
+// K/V gradients of a group summed into the wrong KV head, a tile's tail rows masked wrongly in
+// forward or backward, a log-prob chunk boundary that drops or repeats a row, a layer's saved
+// activations overwritten by another's (8 layers, half of them recomputed), recomputation that
+// does not replay the forward bit for bit.
+constexpr double kGradSigmas = 4;
+
+class CudaModelTrainLarge : public ::testing::TestWithParam<QwenArch> {};
+
+TEST_P(CudaModelTrainLarge, EightLayersOfTwoThousandTokensMatchTheCpu) {
+  SQLRL_REQUIRE_CUDA();
+  QwenModel host = random_model(qwen_sized_config(GetParam(), 8), 31);
+  const QwenConfig& c = host.config;
+  const int64_t V = c.vocab_size;
+  const std::vector<int> lengths = {1031, 1, 777, 301};
+  RandomBatch b = random_batch(V, 32, lengths);
+  const int64_t T = b.batch.num_tokens();
+  const float inv_t = 1.0f / 0.6f;
+  const double grad_budget = kGradSigmas * std::sqrt(2.0 * bf16_roundings(c)) * kBf16Roundoff;
+
+  LogitsAndBudget want = cpu_logits_and_budget(host, b.batch);
+  CudaModel m = upload_model(host);
+  CudaTrainState s = make_cuda_train_state(m, options(T, 256));
+  std::vector<float> got(static_cast<size_t>(T * V), NAN);
+  forward_logits_cuda(m, s, b.batch, got.data());
+  const double r_logits = budget_ratio(got.data(), want.logits.data(), want.budget.data(), T * V);
+
+  std::vector<float> lp(static_cast<size_t>(T), NAN), glp(static_cast<size_t>(T), NAN);
+  TrainState cpu = make_train_state(c, options(T));
+  forward_logprobs(host, cpu, b.batch, b.targets, lp.data(), nullptr, inv_t);
+  forward_logprobs_cuda(m, s, b.batch, b.targets, glp.data(), nullptr, inv_t);
+  double r_lp = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const float* bud = want.budget_row(t);
+    const double budget = (bud[b.targets[t]] + *std::max_element(bud, bud + V)) * inv_t + 1e-4;
+    r_lp = std::max(r_lp, std::isnan(glp[t]) ? INFINITY : std::fabs(static_cast<double>(glp[t]) - lp[t]) / budget);
+  }
+
+  // Whole batch, then only the tokens where tiles and sequences end.
+  RandomBatch tail = b;
+  std::fill(tail.dlogprobs.begin(), tail.dlogprobs.end(), 0.0f);
+  std::vector<int64_t> ends;
+  int64_t at = 0;
+  for (int n : lengths) {
+    at += n;
+    for (int64_t k = std::max<int64_t>(at - n, at - 5); k < at; ++k) ends.push_back(k);
+  }
+  for (int64_t k : ends) tail.dlogprobs[static_cast<size_t>(k)] = -1.0f / static_cast<float>(ends.size());
+  double worst = 0, worst_tail = 0;
+  std::string worst_name, worst_tail_name;
+  for (const RandomBatch* batch : {&b, &tail}) {
+    alloc_grads(host);
+    backward_logprobs(host, cpu, batch->batch, batch->targets, batch->dlogprobs.data());
+    std::vector<bool> half(static_cast<size_t>(c.num_hidden_layers), false);
+    for (size_t l = 0; l < half.size(); l += 2) half[l] = true;
+    std::vector<float> dev = gpu_gradients(host, *batch, {}, inv_t);
+    std::vector<float> recomputed = gpu_gradients(host, *batch, half, inv_t);
+    EXPECT_EQ(0, std::memcmp(dev.data(), recomputed.data(), sizeof(float) * dev.size()))
+        << "recomputing layers 0, 2, 4, 6 changed the gradients";
+    for (const ParamView& view : host.table) {
+      auto at_view = [&](const std::vector<float>& g) {
+        return std::vector<float>(g.begin() + view.offset, g.begin() + view.offset + view.spec.numel());
+      };
+      double err = relative_l2(at_view(dev), at_view(host.grads));
+      EXPECT_LE(err, grad_budget) << (batch == &b ? "whole batch" : "tail tokens") << ": gradient of "
+                                  << view.spec.hf_name;
+      double& w = batch == &b ? worst : worst_tail;
+      if (err > w) w = err, (batch == &b ? worst_name : worst_tail_name) = view.spec.hf_name;
+    }
+    // forward_logprobs left the CPU state for this batch's backward; the next pass redoes it.
+    forward_logprobs(host, cpu, b.batch, b.targets, lp.data(), nullptr, inv_t);
+  }
+  std::printf("8 layers, D 128, GQA 8/2, hidden 512, %lld tokens: logits %.3g and log-probs (T 0.6) %.3g of the bf16 "
+              "budget (budget 1); gradients worst relative L2 %.3g (%s), tail tokens only %.3g (%s), budget %.3g\n",
+              static_cast<long long>(T), r_logits, r_lp, worst, worst_name.c_str(), worst_tail, worst_tail_name.c_str(),
+              grad_budget);
+  EXPECT_LE(r_logits, 1.0);
+  EXPECT_LE(r_lp, 1.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, CudaModelTrainLarge, ::testing::Values(QwenArch::Qwen2, QwenArch::Qwen3),
+                         [](const auto& info) { return info.param == QwenArch::Qwen2 ? "Qwen2" : "Qwen3"; });
+
 }  // namespace
 }  // namespace sqlrl
