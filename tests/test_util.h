@@ -7,12 +7,25 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "runtime/device.h"
 
 namespace sqlrl::testing {
+
+// The message of the exception `f` throws, "" when it throws none: for tests that assert what an
+// error says.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
 
 inline std::string fixture_path(const std::string& relative) { return std::string(SQLRL_FIXTURES_DIR) + "/" + relative; }
 

@@ -9,20 +9,14 @@
 
 #include "fixture.h"
 #include "runtime/device.h"
+#include "tests/test_util.h"
 
 namespace sqlrl {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using sqlrl::testing::error_of;
 
 // Catches: a loader that copies weights without looking at them (NaN log-probs at step 1 of
 // train, eval and generate, or a NaN checkpoint resumed without a word).

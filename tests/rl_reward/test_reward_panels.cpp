@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "reward_fixture.h"
+#include "tests/test_util.h"
 
 namespace sqlrl::rl {
 namespace {
@@ -14,14 +15,7 @@ using testing::turn;
 // Weighted values are products/sums of a few doubles like 0.1 and 0.8: exact to ~1e-15.
 constexpr double kTol = 1e-12;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using sqlrl::testing::error_of;
 
 TEST(RewardPanel, NamesTermsAndDefaultWeights) {
   EXPECT_EQ(reward_panel_names(), (std::vector<std::string>{"mtir", "sqltrail", "skyrl", "mtsql"}));

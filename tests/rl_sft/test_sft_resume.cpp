@@ -149,19 +149,24 @@ TEST(SftResume, OtherDataOrAnotherOptimizerIsRefusedNamingTheCheckpointFile) {
   EXPECT_THROW(resolve_checkpoint(root + "/checkpoints"), std::exception);
 }
 
-TEST(SftResume, CliResumeFromTheRunFolderEqualsTheUninterruptedRun) {
-  const std::string dir = sft_temp_dir() + "/resume_cli";
+// A fresh folder holding what `sft` reads (tokenizer.json, model/, data.jsonl of resume_data()),
+// and the command line that trains on it for `steps` updates, up to its --out.
+std::string sft_cli_inputs(const std::string& dir, int steps) {
+  fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json", std::ios::binary) << testing::sft_tokenizer_json();
   save_model(sft_model(static_cast<int64_t>(sft_tokenizer().size())), dir + "/model");
-  {
-    std::ofstream data(dir + "/data.jsonl");
-    for (const SftSequence& s : resume_data())
-      data << nlohmann::json{{"tokens", s.tokens}, {"mask", s.mask}}.dump() << "\n";
-  }
-  const std::string common = std::string(SQLRL_BINARY) + " sft --data " + dir + "/data.jsonl --weights " + dir +
-                             "/model --tokenizer " + dir + "/tokenizer.json --max-steps 5 --micro-batch-tokens 48 "
-                             "--grad-accum 2 --lr 3e-3 --save-every 2 --out ";
+  std::ofstream data(dir + "/data.jsonl");
+  for (const SftSequence& s : resume_data())
+    data << nlohmann::json{{"tokens", s.tokens}, {"mask", s.mask}}.dump() << "\n";
+  return std::string(SQLRL_BINARY) + " sft --data " + dir + "/data.jsonl --weights " + dir + "/model --tokenizer " +
+         dir + "/tokenizer.json --max-steps " + std::to_string(steps) +
+         " --micro-batch-tokens 48 --grad-accum 2 --lr 3e-3 --save-every 2 --out ";
+}
+
+TEST(SftResume, CliResumeFromTheRunFolderEqualsTheUninterruptedRun) {
+  const std::string dir = sft_temp_dir() + "/resume_cli";
+  const std::string common = sft_cli_inputs(dir, 5);
   auto run = testing::run_command(common + dir + "/full");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   run = testing::run_command(common + dir + "/cut");
@@ -190,18 +195,7 @@ TEST(SftResume, CliResumeFromTheRunFolderEqualsTheUninterruptedRun) {
 // overwritten.
 TEST(SftResume, ARunStoppedBeforeItsFirstCheckpointStartsAgainFromItsConfig) {
   const std::string dir = sft_temp_dir() + "/restart_cli";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  std::ofstream(dir + "/tokenizer.json", std::ios::binary) << testing::sft_tokenizer_json();
-  save_model(sft_model(static_cast<int64_t>(sft_tokenizer().size())), dir + "/model");
-  {
-    std::ofstream data(dir + "/data.jsonl");
-    for (const SftSequence& s : resume_data())
-      data << nlohmann::json{{"tokens", s.tokens}, {"mask", s.mask}}.dump() << "\n";
-  }
-  const std::string common = std::string(SQLRL_BINARY) + " sft --data " + dir + "/data.jsonl --weights " + dir +
-                             "/model --tokenizer " + dir + "/tokenizer.json --max-steps 3 --micro-batch-tokens 48 "
-                             "--grad-accum 2 --lr 3e-3 --save-every 2 --out ";
+  const std::string common = sft_cli_inputs(dir, 3);
   auto run = testing::run_command(common + dir + "/full");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   run = testing::run_command(common + dir + "/cut");

@@ -25,14 +25,7 @@ std::string made_dir(const std::string& name) {
   return dir;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using sqlrl::testing::error_of;
 
 TEST(RunFolder, ASecondHolderIsRefusedNamingThePid) {
   const std::string dir = fresh_dir("lock");

@@ -83,14 +83,7 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return path;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using sqlrl::testing::error_of;
 
 // The official script zips predictions with gold queries: 2 predictions for 3 gold queries were
 // scored as 2 of 2. Catches a line count that is not checked (or checked only across
