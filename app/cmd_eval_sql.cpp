@@ -14,6 +14,10 @@
 
 namespace sqlrl {
 
+// The input files are read as bytes, so a query in the dump may hold invalid UTF-8: written as
+// U+FFFD (as eval's examples.jsonl does) instead of nlohmann's strict dump throwing half-way.
+constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+
 void add_eval_sql_command(CLI::App& app) {
   struct Args {
     std::string gold, pred, db, table, etype = "all", dump, diff;
@@ -56,7 +60,7 @@ void add_eval_sql_command(CLI::App& app) {
       if (dump.is_open())
         for (const sql::BirdItem& it : r.items)
           dump << nlohmann::json{{"index", it.index}, {"db_id", it.db_id}, {"gold", it.gold}, {"pred", it.pred},
-                                 {"difficulty", it.difficulty}, {"exec", it.exec}}.dump() << "\n";
+                                 {"difficulty", it.difficulty}, {"exec", it.exec}}.dump(-1, ' ', false, kReplace) << "\n";
       return;
     }
     sql::SpiderEvalOptions o;
@@ -72,7 +76,7 @@ void add_eval_sql_command(CLI::App& app) {
     sql::SpiderEvalReport r = sql::run_spider_eval(o, &pool);
     std::fputs(r.printout.c_str(), stdout);
     if (dump.is_open())
-      for (const sql::SpiderItem& it : r.items) dump << sql::spider_item_json(it).dump() << "\n";
+      for (const sql::SpiderItem& it : r.items) dump << sql::spider_item_json(it).dump(-1, ' ', false, kReplace) << "\n";
   });
 }
 

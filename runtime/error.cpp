@@ -11,7 +11,7 @@ const char* relative_source_path(const char* file) {
   return std::string_view(file).starts_with(root) ? file + root.size() : file;
 }
 
-void throw_error(const std::string& message, std::source_location where) {
+void throw_error(const std::string& message, SourceLocation where) {
   throw Error(str_cat(message, " [", relative_source_path(where.file_name()), ":", where.line(), "]"));
 }
 

@@ -9,6 +9,28 @@
 
 namespace sqlrl {
 
+// The caller's file and line for error messages. std::source_location where the library has it;
+// clang 14 with libstdc++ 12 lacks the __builtin_source_location it needs (<source_location> is
+// then empty), so the fuzz build (scripts/fuzz.sh) uses the older builtins clang and GCC share.
+#if defined(__cpp_lib_source_location)
+using SourceLocation = std::source_location;
+#else
+struct SourceLocation {
+  static constexpr SourceLocation current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) noexcept {
+    SourceLocation where;
+    where.file_ = file;
+    where.line_ = line;
+    return where;
+  }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr unsigned line() const noexcept { return line_; }
+
+ private:
+  const char* file_ = "";
+  unsigned line_ = 0;
+};
+#endif
+
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -21,25 +43,25 @@ std::string str_cat(const Args&... args) {
   return out.str();
 }
 
-[[noreturn]] void throw_error(const std::string& message, std::source_location where);
+[[noreturn]] void throw_error(const std::string& message, SourceLocation where);
 const char* relative_source_path(const char* file);  // "runtime/tensor.cpp", not "/home/.../runtime/tensor.cpp"
 
 // The first argument of fail(): a message start that also records the caller's location (a
 // default argument is evaluated at the call site, so `where` is where fail was called).
 struct MessageStart {
   std::string_view text;
-  std::source_location where;
-  MessageStart(const char* s, std::source_location w = std::source_location::current()) : text(s), where(w) {}
-  MessageStart(const std::string& s, std::source_location w = std::source_location::current()) : text(s), where(w) {}
-  MessageStart(std::string_view s, std::source_location w = std::source_location::current()) : text(s), where(w) {}
+  SourceLocation where;
+  MessageStart(const char* s, SourceLocation w = SourceLocation::current()) : text(s), where(w) {}
+  MessageStart(const std::string& s, SourceLocation w = SourceLocation::current()) : text(s), where(w) {}
+  MessageStart(std::string_view s, SourceLocation w = SourceLocation::current()) : text(s), where(w) {}
 };
 
 // The first argument of check(): the condition, with the caller's location.
 struct Condition {
   bool ok;
-  std::source_location where;
+  SourceLocation where;
   template <typename T>
-  Condition(const T& value, std::source_location w = std::source_location::current())
+  Condition(const T& value, SourceLocation w = SourceLocation::current())
       : ok(static_cast<bool>(value)), where(w) {}
 };
 

@@ -354,10 +354,14 @@ void chat_request_from_json(const nlohmann::ordered_json& request, std::vector<C
     if (!request["tools"].is_array()) fail("chat request: 'tools' is not an array");
     for (const auto& t : request["tools"]) options->tools.push_back(chat_json_dumps(t));
   }
-  if (request.contains("add_generation_prompt") && !request["add_generation_prompt"].is_null())
-    options->add_generation_prompt = request["add_generation_prompt"].get<bool>();
-  if (request.contains("enable_thinking") && !request["enable_thinking"].is_null())
-    options->enable_thinking = request["enable_thinking"].get<bool>();
+  // Checked here: get<bool> would throw nlohmann's "type must be boolean" without naming the key.
+  auto flag = [&](const char* key) -> std::optional<bool> {
+    if (!request.contains(key) || request[key].is_null()) return std::nullopt;
+    if (!request[key].is_boolean()) fail("chat request: '", key, "' must be true or false, got ", request[key].dump());
+    return request[key].get<bool>();
+  };
+  if (std::optional<bool> v = flag("add_generation_prompt")) options->add_generation_prompt = *v;
+  options->enable_thinking = flag("enable_thinking");
 }
 
 }  // namespace sqlrl

@@ -18,7 +18,7 @@ struct AsciiClasses {
     for (int i = 'A'; i <= 'Z'; ++i) c[i] = kCharLetter;
     for (int i = '0'; i <= '9'; ++i) c[i] = kCharNumber;
     for (int i = 9; i <= 13; ++i) c[i] = kCharSpace;
-    c[' '] = kCharSpace;
+    c[static_cast<unsigned char>(' ')] = kCharSpace;
   }
 };
 const AsciiClasses kAscii;

@@ -171,16 +171,29 @@ void load_added_tokens(Tokenizer& tok, const json& list) {
     for (const char* key : {"single_word", "lstrip", "rstrip"})
       if (flag(a, key)) fail(tok.source, ": added_tokens[", i, "] ('", a["content"].get<std::string>(), "') sets ", key, "=true, which is not supported");
     AddedToken t;
-    t.id = a["id"].get<int32_t>();
+    // Read as int64: get<int32_t> would wrap 2^32 + 5 to id 5.
+    const int64_t id = a["id"].get<int64_t>();
     t.content = a["content"].get<std::string>();
     t.special = flag(a, "special");
     if (t.content.empty()) fail(tok.source, ": added_tokens[", i, "] has empty content");
     utf8_validate(t.content, (tok.source + ": added_tokens content").c_str());
-    if (t.id < 0) fail(tok.source, ": added_tokens[", i, "] has negative id ", t.id);
+    if (id < 0) fail(tok.source, ": added_tokens[", i, "] has negative id ", id);
+    // Ids must be dense (checked once all are read), so one past the vocabulary plus every added
+    // token leaves a gap: refused here, before it sizes the tables (an id near 2^31 allocated
+    // gigabytes, and id + 1 overflowed at INT32_MAX).
+    if (static_cast<uint64_t>(id) >= tok.vocab_size + list.size())
+      fail(tok.source, ": added_tokens[", i, "] id ", id, " leaves a gap: ", tok.vocab_size, " vocabulary ids and ",
+           list.size(), " added tokens end at id ", tok.vocab_size + list.size() - 1, " (ids must be dense)");
+    t.id = static_cast<int32_t>(id);
     if (static_cast<size_t>(t.id) < tok.vocab_size) {
       // Hugging Face lets an added token reuse a vocabulary id when the texts agree.
       if (tok.token_bytes[t.id] != t.content)
         fail(tok.source, ": added_tokens[", i, "] id ", t.id, " is vocabulary token '", tok.token_bytes[t.id], "', not '", t.content, "'");
+    } else if (static_cast<size_t>(t.id) < tok.token_bytes.size() && !tok.token_bytes[t.id].empty() &&
+               tok.token_bytes[t.id] != t.content) {
+      // Two texts on one id: encode would give the id for both and decode only the last one.
+      fail(tok.source, ": added_tokens[", i, "] ('", t.content, "') reuses id ", t.id, " of added token '",
+           tok.token_bytes[t.id], "'");
     }
     if (static_cast<size_t>(t.id) >= tok.token_bytes.size()) {
       tok.token_bytes.resize(t.id + 1);

@@ -183,9 +183,16 @@ struct Toks {
 
 using AliasMap = std::unordered_map<std::string, std::string>;
 
+// Python's recursion limit (1000 frames, at least one per nested query) stops process_sql with
+// a RecursionError before a query nests this deep, and evaluate() takes that as an unparsable
+// prediction. Without the limit the C++ stack overflowed instead: a crash a few thousand levels
+// down (about 2000 under ASan; fuzz/README.md).
+constexpr int kMaxNesting = 1000;
+
 struct Parser {
   const Schema& schema;
   const AliasMap& tables_with_alias;
+  mutable int depth = 0;  // parse_sql calls in progress
 
   const std::string& lookup_alias(const std::string& alias) const {
     auto it = tables_with_alias.find(alias);
@@ -496,6 +503,12 @@ size_t Parser::parse_from(const Toks& toks, size_t start, Sql& sql, std::vector<
 }
 
 size_t Parser::parse_sql(const Toks& toks, size_t start, Sql& sql) const {
+  check(depth < kMaxNesting, "RecursionError: queries nested more than ", kMaxNesting, " deep");
+  struct Nested {
+    int& depth;
+    explicit Nested(int& d) : depth(d) { ++depth; }
+    ~Nested() { --depth; }
+  } nested(depth);
   size_t idx = start, len = toks.size();
   bool is_block = false;
   if (toks.at(idx) == "(") {

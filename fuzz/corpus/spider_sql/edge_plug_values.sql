@@ -1,0 +1,1 @@
+SELECT count(*) FROM singer WHERE age > 30.5 AND country = 'France' AND T1.x = 42

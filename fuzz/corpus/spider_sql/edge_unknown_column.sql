@@ -1,0 +1,1 @@
+SELECT nosuch FROM singer WHERE age>=1 AND a!=b

@@ -1,0 +1,1 @@
+SELECT country, avg(age) FROM singer GROUP BY country HAVING count(*) >= 2 ORDER BY avg(age) DESC LIMIT 3

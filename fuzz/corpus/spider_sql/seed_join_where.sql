@@ -1,0 +1,1 @@
+SELECT T1.name FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.singer_id WHERE T2.year = '2014' AND T1.age > 30

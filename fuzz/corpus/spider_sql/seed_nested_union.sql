@@ -1,0 +1,1 @@
+SELECT name FROM singer WHERE singer_id NOT IN (SELECT singer_id FROM concert) UNION SELECT title FROM concert WHERE year BETWEEN 2014 AND 2015

@@ -1,0 +1,1 @@
+SELECT DISTINCT T.name FROM (SELECT * FROM singer) AS T WHERE T.name LIKE '%a%' EXCEPT SELECT name FROM singer WHERE age >= 40
