@@ -47,8 +47,9 @@ TEST(EvalCuda, GreedyRunScoresEveryQuestionAsTheCpuWould) {
   QwenModel cpu = bf16_model(known + 16, 7);
   {
     // The answer token's embedding doubled (exact in bf16): with tied embeddings its logit
-    // doubles too, so the model answers in some questions. Here question 0 answers right in its
-    // 3rd turn, question 1 wrong in its 4th, question 2 never (4 turns of 10 tokens).
+    // doubles too, so the model answers in some questions. Here question 0 answers, right, after
+    // 12 sampled tokens; the other two never answer within their 4 turns of 10 tokens (the CPU
+    // line the test prints: 1 of 3 answered, EX 1).
     const int64_t C = cpu.config.hidden_size, id = tok.token_id(kAnswerStop);
     ASSERT_GE(id, 0);
     float* row = QwenModel::bind_weights(cpu, cpu.params.data()).embed + id * C;
