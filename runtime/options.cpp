@@ -130,7 +130,11 @@ void set_option_value(const Option& option, std::string_view value, const std::s
           T parsed{};  // the field changes only when the whole text is a number
           if constexpr (std::is_same_v<T, double>) parsed = std::strtod(text.c_str(), &end);
           else if constexpr (std::is_same_v<T, float>) parsed = std::strtof(text.c_str(), &end);
-          else if constexpr (std::is_same_v<T, uint64_t>) parsed = std::strtoull(text.c_str(), &end, 10);
+          else if constexpr (std::is_same_v<T, uint64_t>) {
+            // strtoull reads "-1" as 2^64 - 1: a negative seed would become another seed silently.
+            check(text.find('-') == std::string::npos, where, ": must be >= 0, got ", text);
+            parsed = std::strtoull(text.c_str(), &end, 10);
+          }
           else parsed = std::strtoll(text.c_str(), &end, 10);
           check(!text.empty() && end && *end == 0 && errno == 0, where, ": not a number: ", text);
           *p = parsed;

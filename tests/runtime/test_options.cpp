@@ -12,11 +12,14 @@ namespace {
 
 struct Knobs {
   int64_t steps = 1;
+  uint64_t seed = 7;
   double lr = 0.1;
   std::string name = "a";
 };
 
-OptionTable table(Knobs& k) { return {{"steps", "", &k.steps}, {"lr", "", &k.lr}, {"name", "", &k.name}}; }
+OptionTable table(Knobs& k) {
+  return {{"steps", "", &k.steps}, {"lr", "", &k.lr}, {"name", "", &k.name}, {"seed", "", &k.seed}};
+}
 
 std::string error_of(const std::string& text) {
   Knobs k;
@@ -37,6 +40,17 @@ TEST(OptionsFile, ReadsKeysAndSaysWhichLineIsWrong) {
   EXPECT_EQ(k.lr, 0.1);
   EXPECT_EQ(present, (std::vector<size_t>{0, 2}));
   EXPECT_NE(error_of("steps = 5\nnope = 1\n").find("x.toml:2: unknown config key 'nope'"), std::string::npos);
+}
+
+// strtoull wraps "-1" to 2^64 - 1: an unsigned key (a seed) given a negative value was another
+// value, silently (found reading the fuzz harness's round trip).
+TEST(OptionsFile, AnUnsignedKeyRefusesANegativeValue) {
+  Knobs k;
+  read_options_text("seed = 42\n", "x.toml", table(k));
+  EXPECT_EQ(k.seed, 42u);
+  const std::string e = error_of("seed = -1\n");
+  EXPECT_NE(e.find("x.toml:1"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be >= 0, got -1"), std::string::npos) << e;
 }
 
 TEST(OptionsFile, AKeySetTwiceIsRefused) {
