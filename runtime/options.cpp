@@ -47,6 +47,16 @@ std::string parse_string(std::string_view v, const std::string& where) {
   return std::string(v);
 }
 
+// The index of the quote that closes the "..." string starting at s[0], skipping backslash
+// escapes (as parse_string reads them); npos when it is unterminated.
+size_t closing_quote(std::string_view s) {
+  for (size_t i = 1; i < s.size(); ++i) {
+    if (s[i] == '\\') ++i;
+    else if (s[i] == '"') return i;
+  }
+  return std::string_view::npos;
+}
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
@@ -120,7 +130,10 @@ void set_option_value(const Option& option, std::string_view value, const std::s
           std::string_view body = trim(value.substr(1, value.size() - 2));
           while (!body.empty()) {
             size_t end = body.find(',');
-            if (body.front() == '"') end = body.find(',', body.find('"', 1));
+            if (body.front() == '"') {
+              const size_t close = closing_quote(body);
+              end = close == std::string_view::npos ? close : body.find(',', close);
+            }
             p->push_back(parse_string(trim(body.substr(0, end)), where));
             body = end == std::string_view::npos ? std::string_view{} : trim(body.substr(end + 1));
           }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "runtime/error.h"
 #include "runtime/options.h"
@@ -13,12 +14,13 @@ namespace {
 struct Knobs {
   int64_t steps = 1;
   uint64_t seed = 7;
+  std::vector<std::string> tags;
   double lr = 0.1;
   std::string name = "a";
 };
 
 OptionTable table(Knobs& k) {
-  return {{"steps", "", &k.steps}, {"lr", "", &k.lr}, {"name", "", &k.name}, {"seed", "", &k.seed}};
+  return {{"steps", "", &k.steps}, {"lr", "", &k.lr}, {"name", "", &k.name}, {"seed", "", &k.seed}, {"tags", "", &k.tags}};
 }
 
 std::string error_of(const std::string& text) {
@@ -56,6 +58,14 @@ TEST(OptionsFile, AnUnsignedKeyRefusesANegativeValue) {
 TEST(OptionsFile, AKeySetTwiceIsRefused) {
   std::string e = error_of("lr = 0.5\nsteps = 2\nlr = 0.7\n");
   EXPECT_NE(e.find("x.toml:3: key 'lr' is set twice (first at line 1)"), std::string::npos) << e;
+}
+
+// An escaped quote inside an array element ended the element there: ["x\", y"] read as two
+// elements, 'x\' and ' y"'. Catches a splitter that looks for the next quote, not the closing one.
+TEST(OptionsFile, AnEscapedQuoteStaysInsideItsArrayElement) {
+  Knobs k;
+  read_options_text("tags = [\"x\\\", y\", \"z\"]\n", "x.toml", table(k));
+  EXPECT_EQ(k.tags, (std::vector<std::string>{"x\", y", "z"}));
 }
 
 }  // namespace
