@@ -1,8 +1,10 @@
-// `llm_sqlrl info`: what this build can use — CPU threads, BLAS, CUDA devices (or why none).
+// `llm_sqlrl info`: what this build can use — CPU threads, CUDA devices (or why none), the
+// multi-process transports (MPI, NCCL) and where the launcher put this process.
 #include <cstdio>
 #include <thread>
 
 #include "app/commands.h"
+#include "runtime/comm.h"
 #include "runtime/device.h"
 
 namespace sqlrl {
@@ -13,6 +15,11 @@ void add_info_command(CLI::App& app) {
     std::printf("llm_sqlrl 0.1\n");
     std::printf("cpu threads : %u\n", std::thread::hardware_concurrency());
     std::printf("cuda        : %s\n", cuda_compiled() ? "compiled in" : "not compiled (CPU-only build)");
+    std::printf("mpi         : %s\n", mpi_library_version().c_str());
+    std::printf("nccl        : %s\n", nccl_library_version().c_str());
+    Launch launch = detect_launch();
+    std::printf("launch      : rank %d of %d, local rank %d (%s)\n", launch.rank, launch.world_size, launch.local_rank,
+                launch.source.c_str());
     int n = cuda_device_count();
     if (n == 0) {
       std::printf("devices     : %s\n", cuda_unavailable_reason().c_str());

@@ -8,6 +8,7 @@ packages=(
   libsqlite3-dev sqlite3
   libcli11-dev nlohmann-json3-dev libutf8proc-dev
   libopenblas-dev libopenblas0-pthread
+  openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

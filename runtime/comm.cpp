@@ -1,0 +1,229 @@
+#include "runtime/comm.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace sqlrl {
+
+namespace {
+
+// A launcher variable as an int; nullopt-like -1 when unset. Fails naming it when not a number.
+int env_int(EnvLookup env, const char* name, int min_value) {
+  const char* text = env(name);
+  if (text == nullptr || *text == '\0') return -1;
+  errno = 0;
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  check(errno == 0 && end != text && *end == '\0' && value >= min_value && value <= INT_MAX, "launcher variable ",
+        name, "='", text, "' is not a number >= ", min_value);
+  return static_cast<int>(value);
+}
+
+// The first of `names` that is set, or -1.
+int first_env_int(EnvLookup env, std::initializer_list<const char*> names, int min_value) {
+  for (const char* name : names) {
+    int v = env_int(env, name, min_value);
+    if (v >= 0) return v;
+  }
+  return -1;
+}
+
+[[noreturn]] void fail_no_transport(const Comm& c, const char* what) {
+  fail("rank ", c.rank, " of ", c.world_size, " (", c.source, "): no transport for the host ", what,
+       ": the job was not started by an MPI launcher (mpirun, srun --mpi=pmix) and has no NCCL communicator; a CPU "
+       "run of several processes needs MPI");
+}
+
+void reduce(const Comm& c, void* data, int64_t n, mpi::Type type, bool max) {
+  if (c.world_size == 1 || n == 0) return;
+  if (c.mpi) return mpi::all_reduce(data, n, type, max);
+  if (c.nccl) return nccl_host_all_reduce(c, data, n, static_cast<int>(type), max);
+  fail_no_transport(c, "all-reduce");
+}
+
+}  // namespace
+
+Launch detect_launch(EnvLookup env) {
+  Launch l;
+  int rank = -1, size = -1, local = -1;
+  // MPI launchers first: Open MPI, then PMIx (srun --mpi=pmix, prterun), then PMI-1/2 (MPICH, srun --mpi=pmi2).
+  if ((rank = env_int(env, "OMPI_COMM_WORLD_RANK", 0)) >= 0) {
+    size = env_int(env, "OMPI_COMM_WORLD_SIZE", 1);
+    local = env_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    l.source = "mpirun";
+  } else if ((rank = first_env_int(env, {"PMIX_RANK", "PMI_RANK"}, 0)) >= 0) {
+    size = first_env_int(env, {"PMI_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}, 1);
+    local = first_env_int(env, {"MPI_LOCALRANKID", "SLURM_LOCALID"}, 0);
+    l.source = env("SLURM_STEP_ID") ? "srun (PMI)" : "PMI launcher";
+  }
+  if (rank >= 0) {
+    l.under_mpi = true;
+  } else if (env_int(env, "SLURM_STEP_NUM_TASKS", 1) >= 0 && env_int(env, "SLURM_PROCID", 0) >= 0) {
+    // Only an srun step: a batch script itself also has SLURM_PROCID=0 and the allocation's
+    // SLURM_NTASKS, but it is one process.
+    rank = env_int(env, "SLURM_PROCID", 0);
+    size = env_int(env, "SLURM_STEP_NUM_TASKS", 1);
+    local = env_int(env, "SLURM_LOCALID", 0);
+    l.source = "srun";
+  } else if ((rank = env_int(env, "RANK", 0)) >= 0) {
+    size = env_int(env, "WORLD_SIZE", 1);
+    check(size >= 1, "launcher variable RANK=", rank, " is set but WORLD_SIZE is not");
+    // torchrun always sets LOCAL_RANK; without it, assume one node (GPU = rank).
+    local = env_int(env, "LOCAL_RANK", 0);
+    if (local < 0) local = rank;
+    l.source = "RANK/WORLD_SIZE";
+  } else {
+    return l;
+  }
+  l.rank = rank;
+  l.world_size = size >= 1 ? size : 1;
+  l.local_rank = local >= 0 ? local : 0;
+  check(l.rank < l.world_size, l.source, ": rank ", l.rank, " is not below the world size ", l.world_size);
+  return l;
+}
+
+Launch detect_launch() { return detect_launch([](const char* name) -> const char* { return std::getenv(name); }); }
+
+Comm comm_init(const CommOptions& options) {
+  Launch launch = detect_launch();
+  Comm c;
+  c.rank = launch.rank, c.world_size = launch.world_size, c.local_rank = launch.local_rank;
+  c.source = launch.source;
+  if (launch.under_mpi) {
+    check(mpi_compiled() || launch.world_size == 1, launch.source, " started ", launch.world_size,
+          " processes but this build has no MPI (install libopenmpi-dev and rebuild; `llm_sqlrl info` shows what a "
+          "build has)");
+    int rank = 0, size = 1;
+    if (mpi::init(rank, size)) {
+      c.mpi = true;
+      c.rank = rank, c.world_size = size;
+    }
+  }
+  auto apply = [&](int value, int& field, const char* flag) {
+    if (value < 0) return;
+    check(!c.mpi || value == field, "--", flag, " ", value, " disagrees with MPI, which says ", field);
+    field = value;
+  };
+  apply(options.rank, c.rank, "rank");
+  apply(options.world_size, c.world_size, "world-size");
+  apply(options.local_rank, c.local_rank, "local-rank");
+  if (options.rank >= 0 || options.world_size >= 0 || options.local_rank >= 0) c.source = "flags";
+  check(c.world_size >= 1 && c.rank >= 0 && c.rank < c.world_size, c.source, ": rank ", c.rank,
+        " is not in [0, world size ", c.world_size, ")");
+  check(c.local_rank >= 0, c.source, ": local rank ", c.local_rank, " is negative");
+  return c;
+}
+
+void comm_finalize(Comm& comm) {
+  if (comm.nccl) nccl_destroy(comm);
+  if (comm.mpi) mpi::finalize();
+  comm.mpi = false;
+}
+
+void comm_abort(const Comm& comm, int code) {
+  if (comm.mpi) mpi::abort(code);
+  std::exit(code);
+}
+
+void comm_barrier(const Comm& comm) {
+  if (comm.world_size == 1) return;
+  if (comm.mpi) return mpi::barrier();
+  int64_t one = 1;
+  reduce(comm, &one, 1, mpi::Type::I64, false);
+}
+
+void comm_broadcast(const Comm& comm, void* data, int64_t bytes, int root) {
+  check(root >= 0 && root < comm.world_size, "broadcast: root ", root, " is not a rank of ", comm.world_size);
+  if (comm.world_size == 1 || bytes == 0) return;
+  if (comm.mpi) return mpi::broadcast(data, bytes, root);
+  if (comm.nccl) return nccl_host_broadcast(comm, data, bytes, root);
+  fail_no_transport(comm, "broadcast");
+}
+
+void comm_all_reduce_sum(const Comm& comm, float* data, int64_t n) { reduce(comm, data, n, mpi::Type::F32, false); }
+void comm_all_reduce_sum(const Comm& comm, double* data, int64_t n) { reduce(comm, data, n, mpi::Type::F64, false); }
+void comm_all_reduce_sum(const Comm& comm, int64_t* data, int64_t n) { reduce(comm, data, n, mpi::Type::I64, false); }
+void comm_all_reduce_max(const Comm& comm, double* data, int64_t n) { reduce(comm, data, n, mpi::Type::F64, true); }
+
+std::vector<std::string> comm_all_gather_bytes(const Comm& comm, const std::string& mine) {
+  if (comm.world_size == 1) return {mine};
+  // Sizes, then the bytes packed into int64 words at per-rank offsets, zeros elsewhere: an integer
+  // sum is then a gather on every transport (x + 0 = x exactly).
+  std::vector<int64_t> sizes(comm.world_size, 0);
+  sizes[comm.rank] = static_cast<int64_t>(mine.size());
+  comm_all_reduce_sum(comm, sizes.data(), comm.world_size);
+  std::vector<int64_t> offsets(comm.world_size + 1, 0);
+  for (int r = 0; r < comm.world_size; ++r) offsets[r + 1] = offsets[r] + (sizes[r] + 7) / 8;
+  std::vector<int64_t> words(offsets.back(), 0);
+  if (!mine.empty()) std::memcpy(words.data() + offsets[comm.rank], mine.data(), mine.size());
+  comm_all_reduce_sum(comm, words.data(), static_cast<int64_t>(words.size()));
+  std::vector<std::string> out(comm.world_size);
+  for (int r = 0; r < comm.world_size; ++r)
+    out[r].assign(reinterpret_cast<const char*>(words.data() + offsets[r]), static_cast<size_t>(sizes[r]));
+  return out;
+}
+
+std::vector<int64_t> shard_bounds(int64_t n, int world_size) {
+  check(n >= 0 && world_size >= 1, "shard_bounds: n ", n, ", world size ", world_size);
+  constexpr int64_t kAlign = 64;
+  int64_t chunk = (n + world_size - 1) / world_size;
+  chunk = (chunk + kAlign - 1) / kAlign * kAlign;
+  std::vector<int64_t> bounds(world_size + 1);
+  for (int r = 0; r <= world_size; ++r) bounds[r] = std::min(n, static_cast<int64_t>(r) * chunk);
+  bounds[world_size] = n;
+  return bounds;
+}
+
+void add_in_rank_order(float* acc, const std::vector<const float*>& parts, int64_t n) {
+  check(!parts.empty(), "add_in_rank_order: no parts");
+  if (acc != parts[0]) std::memmove(acc, parts[0], static_cast<size_t>(n) * sizeof(float));
+  for (size_t p = 1; p < parts.size(); ++p) {
+    const float* x = parts[p];
+    for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+  }
+}
+
+void comm_reduce_scatter_sum(const Comm& comm, const float* full, float* shard, int64_t n, bool ordered) {
+  const std::vector<int64_t> bounds = shard_bounds(n, comm.world_size);
+  const int64_t lo = bounds[comm.rank], count = bounds[comm.rank + 1] - lo;
+  if (comm.world_size == 1) {
+    if (shard != full && count > 0) std::memmove(shard, full, static_cast<size_t>(count) * sizeof(float));
+    return;
+  }
+  if (!comm.mpi) fail_no_transport(comm, "reduce-scatter");
+  std::vector<int64_t> counts(comm.world_size);
+  for (int r = 0; r < comm.world_size; ++r) counts[r] = bounds[r + 1] - bounds[r];
+  if (!ordered) return mpi::reduce_scatter(full, shard, counts);
+  // Block r of `full` is rank r's shard already: the all-to-all sends it as is.
+  std::vector<float> received(static_cast<size_t>(count) * comm.world_size);
+  mpi::all_to_all(full, counts, received.data(), count);
+  std::vector<const float*> parts(comm.world_size);
+  for (int r = 0; r < comm.world_size; ++r) parts[r] = received.data() + static_cast<int64_t>(r) * count;
+  if (count > 0) add_in_rank_order(shard, parts, count);
+}
+
+void comm_all_gather(const Comm& comm, float* full, int64_t n) {
+  if (comm.world_size == 1) return;
+  if (!comm.mpi) fail_no_transport(comm, "all-gather");
+  const std::vector<int64_t> bounds = shard_bounds(n, comm.world_size);
+  std::vector<int64_t> counts(comm.world_size);
+  for (int r = 0; r < comm.world_size; ++r) counts[r] = bounds[r + 1] - bounds[r];
+  mpi::all_gather(full, counts);
+}
+
+void comm_all_reduce_sum_ordered(const Comm& comm, float* data, int64_t n) {
+  if (comm.world_size == 1) return;
+  const std::vector<int64_t> bounds = shard_bounds(n, comm.world_size);
+  const int64_t lo = bounds[comm.rank], count = bounds[comm.rank + 1] - lo;
+  std::vector<float> shard(static_cast<size_t>(count));
+  comm_reduce_scatter_sum(comm, data, shard.data(), n, true);
+  if (count > 0) std::memcpy(data + lo, shard.data(), static_cast<size_t>(count) * sizeof(float));
+  comm_all_gather(comm, data, n);
+}
+
+}  // namespace sqlrl

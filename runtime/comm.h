@@ -1,0 +1,130 @@
+// The communicator of a multi-process job: who this process is (rank, world size, local rank,
+// read from the launcher) and the few collectives data parallelism needs. Three transports:
+//   - none: one process, world size 1; every collective is a copy or nothing;
+//   - MPI (Open MPI), host buffers: `mpirun -np N` and `srun --mpi=pmix`; runtime/comm_mpi.cpp;
+//   - NCCL, device buffers on the communicator's own stream; the unique id travels over MPI, or
+//     over the TCP / file rendezvous of runtime/rendezvous.h when no MPI launched the job
+//     (torchrun-style variables, srun without PMI); runtime/cuda/comm_nccl.cu. Without MPI, the
+//     host collectives of a NCCL job are staged through the device.
+// Collectives sum fp32, fp64 and int64; the ordered reduce-scatter (all-to-all, then a sum in rank
+// order) makes N ranks bit-identical to one process adding the N shard gradients in rank order
+// (add_in_rank_order below is that sum, shared by both).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/stream.h"
+
+namespace sqlrl {
+
+// Where this process sits in the job. Read, in order, from the MPI launcher (Open MPI's
+// OMPI_COMM_WORLD_*, PMIx's PMIX_RANK, MPICH/PMI's PMI_RANK/PMI_SIZE), then SLURM (SLURM_PROCID,
+// SLURM_NTASKS, SLURM_LOCALID), then torchrun-style RANK / WORLD_SIZE / LOCAL_RANK; nothing set:
+// one process. `source` names which ("mpirun", "slurm", "env", "single process").
+struct Launch {
+  int rank = 0, world_size = 1, local_rank = 0;
+  std::string source = "single process";
+  bool under_mpi = false;  // an MPI/PMI launcher started us: MPI_Init will find the job
+};
+using EnvLookup = const char* (*)(const char* name);
+// Fails naming the variable when one is set but not a number, or the rank is not below the size.
+Launch detect_launch(EnvLookup env);
+Launch detect_launch();  // from the process environment
+
+// Flag overrides (-1: keep what the launcher says).
+struct CommOptions {
+  int rank = -1, world_size = -1, local_rank = -1;
+};
+
+struct Comm {
+  int rank = 0, world_size = 1, local_rank = 0;
+  std::string source = "single process";
+  bool mpi = false;          // host collectives through MPI_COMM_WORLD
+  void* nccl = nullptr;      // ncclComm_t after comm_init_nccl
+  void* stream = nullptr;    // the NCCL collectives' cudaStream_t
+  void* staging = nullptr;   // device scratch for host collectives staged through NCCL (no MPI)
+  int64_t staging_bytes = 0;
+  bool is_root() const { return rank == 0; }
+};
+
+bool mpi_compiled();               // built against an MPI library (CMake found one)
+std::string mpi_library_version();  // "Open MPI v4.1.4, ..." or why there is none
+bool nccl_compiled();
+std::string nccl_library_version();  // "2.28.9" or why there is none
+
+// Joins the job: MPI_Init when an MPI launcher started the process (and this build has MPI).
+// Fails with one line when the launcher says world size N > 1 and no transport can serve the
+// host collectives (a build without MPI, or srun without --mpi=pmix on a CPU run), when the
+// overrides disagree with MPI, or when the rank is out of range.
+Comm comm_init(const CommOptions& options = {});
+void comm_finalize(Comm& comm);  // MPI_Finalize / ncclCommDestroy; safe on a world-1 comm
+// Ends every rank of the job with `code` (MPI_Abort); a plain exit when there is no MPI.
+[[noreturn]] void comm_abort(const Comm& comm, int code);
+
+// ---- host collectives (every rank calls them in the same order) ----
+void comm_barrier(const Comm& comm);
+void comm_broadcast(const Comm& comm, void* data, int64_t bytes, int root);
+void comm_all_reduce_sum(const Comm& comm, float* data, int64_t n);
+void comm_all_reduce_sum(const Comm& comm, double* data, int64_t n);
+void comm_all_reduce_sum(const Comm& comm, int64_t* data, int64_t n);
+void comm_all_reduce_max(const Comm& comm, double* data, int64_t n);
+// Every rank's bytes, in rank order, on every rank.
+std::vector<std::string> comm_all_gather_bytes(const Comm& comm, const std::string& mine);
+
+// The ZeRO partition of a flat buffer of n elements: rank r owns [bounds[r], bounds[r + 1]).
+// Shards are near-equal and start at multiples of 64 elements (256-byte aligned slices), so the
+// partition depends only on (n, world_size).
+std::vector<int64_t> shard_bounds(int64_t n, int world_size);
+
+// full: this rank's n elements. shard: receives the sum over ranks of full[lo, hi) for this
+// rank's [lo, hi) = shard_bounds(n, world)[rank..rank+1]. ordered: all-to-all, then
+// add_in_rank_order, so the bits do not depend on MPI's reduction algorithm; otherwise
+// MPI_Reduce_scatter (faster, and deterministic for a fixed world size and MPI build only).
+void comm_reduce_scatter_sum(const Comm& comm, const float* full, float* shard, int64_t n, bool ordered);
+// The sum over ranks of `data`, in place on every rank (reduce-scatter, then all-gather).
+void comm_all_reduce_sum_ordered(const Comm& comm, float* data, int64_t n);
+// In place: every rank's shard [lo_r, hi_r) of `full` (n elements) is copied into everyone's.
+void comm_all_gather(const Comm& comm, float* full, int64_t n);
+
+// acc[i] = ((parts[0][i] + parts[1][i]) + parts[2][i]) + ...: the one summation order of
+// deterministic reduction, shared by the ordered reduce-scatter and by one-process gradient
+// accumulation over shards (--grad-accum).
+void add_in_rank_order(float* acc, const std::vector<const float*>& parts, int64_t n);
+
+// ---- device collectives (NCCL; runtime/cuda/comm_nccl.cu) ----
+// Creates the NCCL communicator on CUDA device `device` (the id broadcast over MPI, or over the
+// rendezvous of runtime/rendezvous.h when the job has no MPI) and its stream. One rank: a NCCL
+// communicator of one, so the GPU path is the same code. Fails naming the NCCL error.
+void comm_init_nccl(Comm& comm, int device);
+// Device buffers. Each call orders itself after the work already queued on `after` (the
+// caller's stream; nullptr handle = the legacy default stream), runs on comm.stream, and makes
+// `after` wait for it: callers see plain stream order, the host is never blocked.
+void comm_all_reduce_sum_device(const Comm& comm, float* data, int64_t n, const CudaStream& after);
+// As comm_reduce_scatter_sum (the same shard_bounds; ordered: all-to-all by grouped send/recv,
+// then the sum in rank order, the same fp32 additions as add_in_rank_order).
+void comm_reduce_scatter_sum_device(const Comm& comm, const float* full, float* shard, int64_t n, bool ordered,
+                                    const CudaStream& after);
+// In place, uneven shards (grouped broadcasts, one per owner).
+void comm_all_gather_device(const Comm& comm, float* full, int64_t n, const CudaStream& after);
+// Host collectives of a job without MPI go through NCCL via comm.staging (comm.cpp calls these).
+void nccl_host_all_reduce(const Comm& comm, void* data, int64_t n, int dtype, bool max);
+void nccl_host_broadcast(const Comm& comm, void* data, int64_t bytes, int root);
+void nccl_destroy(Comm& comm);
+
+// ---- the MPI transport (runtime/comm_mpi.cpp; comm.cpp dispatches to it when comm.mpi) ----
+namespace mpi {
+enum class Type : uint8_t { F32, F64, I64, Bytes };
+bool init(int& rank, int& world_size);  // false: this build has no MPI
+void finalize();
+[[noreturn]] void abort(int code);
+void barrier();
+void broadcast(void* data, int64_t bytes, int root);
+void all_reduce(void* data, int64_t n, Type type, bool max);
+// send: world blocks, block r of counts[r] floats for rank r; recv: world blocks of counts[rank].
+void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv, int64_t recv_count);
+void reduce_scatter(const float* full, float* shard, const std::vector<int64_t>& counts);
+void all_gather(float* full, const std::vector<int64_t>& counts);  // in place, shard r at its offset
+}  // namespace mpi
+
+}  // namespace sqlrl
