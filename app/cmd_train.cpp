@@ -12,6 +12,7 @@
 #include <set>
 
 #include "app/commands.h"
+#include "app/launch.h"
 #include "app/options.h"
 #include "app/recipes.h"
 #include "rl/grpo/train.h"
@@ -21,7 +22,9 @@
 namespace sqlrl {
 namespace {
 
-using TrainArgs = TableArgs<rl::TrainConfig>;
+struct TrainArgs : TableArgs<rl::TrainConfig> {
+  CommOptions launch;
+};
 
 // The recipe a real checkpoint trains with when no --config is given: SkyRL-SQL's (multi-turn
 // GRPO from an instruct model with no SFT, the simplest of the four to start from).
@@ -47,7 +50,7 @@ void refuse_changed_training(rl::TrainConfig saved, rl::TrainConfig asked, const
   static const std::set<std::string> may_change = {
       "out",          "resume",       "max-steps",    "save-every",        "log-trajectories", "device",
       "memory-gb",    "bf16-moments", "recompute",    "offload-optimizer", "override-safety",  "max-batch-sequences",
-      "sql-timeout-ms", "sql-memory-mb"};
+      "sql-timeout-ms", "sql-memory-mb", "grad-accum", "zero-stage", "deterministic-reduce"};
   OptionTable a = rl::config_fields(saved), b = rl::config_fields(asked);
   std::vector<std::string> changed;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -90,14 +93,33 @@ void run_train(TrainArgs& args) {
   }
   rl::TrainConfig config = resolve_options(args.flags, args.settings, base, rl::config_fields, &sources);
   if (!args.settings.resume.empty()) refuse_changed_training(base, config, args.settings.resume);
-  print_sources(config, sources);
-  rl::TrainEnv env = rl::make_train_env(config);
+  // Several processes (mpirun, srun, RANK/WORLD_SIZE): rank 0 prints, writes the run folder
+  // and its cache first; the others then read that cache (rl/grpo/train.h TrainEnv::comm).
+  const Comm& job = join_job(args.launch);
+  const bool root = job.is_root();
+  if (root) print_sources(config, sources);
+  if (job.world_size > 1 && root)
+    std::printf("train: rank 0 of %d (%s); each rank rolls out and trains %lld/%d of every step's prompts\n",
+                job.world_size, job.source.c_str(), static_cast<long long>(config.batch_size), job.world_size);
+  rl::TrainEnv env = [&] {
+    if (root) {
+      rl::TrainEnv e = rl::make_train_env(config);
+      comm_barrier(job);
+      return e;
+    }
+    comm_barrier(job);
+    return rl::make_train_env(config, /*owner=*/false);
+  }();
   env.config_sources = sources;
-  std::printf("train: %s\n", env.description.c_str());
-  std::printf("train: run folder %s, steps %lld\n", env.config.out.c_str(), static_cast<long long>(env.config.max_steps));
-  std::fflush(stdout);
+  env.comm = &job;
+  if (root) {
+    std::printf("train: %s\n", env.description.c_str());
+    std::printf("train: run folder %s, steps %lld\n", env.config.out.c_str(), static_cast<long long>(env.config.max_steps));
+    std::fflush(stdout);
+  }
   install_interrupt_handlers();
   rl::TrainSummary s = rl::run_training(env);
+  if (!root) return;
   int64_t steps = s.last_step - s.first_step;
   if (s.interrupted) {
     std::printf("train: interrupted after step %lld; its checkpoint is %s; continue with --resume %s\n",
@@ -117,6 +139,7 @@ void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "Train a text-to-SQL agent with multi-turn GRPO (--device cpu or cuda); with no arguments, the embedded demo");
   add_table_flags(cmd, rl::config_fields(args->settings), args->flags);
+  add_launch_flags(cmd, args->launch);
   cmd->callback([args] { run_train(*args); });
 }
 

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "app/launch.h"
 #include "app/options.h"
 #include "runtime/error.h"
 
@@ -27,12 +28,18 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const sqlrl::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
+    // In a job of several processes every rank's error names its rank, and the whole job ends
+    // (the others may be waiting on this one in a collective).
+    const sqlrl::Comm* job = sqlrl::joined_job();
+    if (job && job->world_size > 1) {
+      std::fprintf(stderr, "error (rank %d of %d): %s\n", job->rank, job->world_size, e.what());
+      std::fflush(stderr);
+      sqlrl::comm_abort(*job, 1);
+    }
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
+  sqlrl::leave_job();
   return 0;
 }

@@ -88,8 +88,11 @@ SQLRL_HD void adamw_bf16_moments_element(float& p, uint16_t& m, uint16_t& v, flo
 // 0.999*v rounds back to v (half a bf16 ulp is 2^-9 relative), so v could never decay.
 // Params stay f32 (the master copy); only the moments lose precision, each rounding <= 1 bf16
 // ulp (< 2^-7 relative) and zero on average.
+// first_index: the parameter index of element 0 (a ZeRO slice updates [first_index, + n) and
+// must draw the rounding bits of those indices).
 void adamw_bf16_moments_cpu(float* params, uint16_t* m, uint16_t* v, const float* grads, int64_t n,
-                            const AdamWConfig& config, int64_t step, float lr, float grad_scale);
+                            const AdamWConfig& config, int64_t step, float lr, float grad_scale,
+                            int64_t first_index = 0);
 double grad_sq_sum_cpu(const float* grads, int64_t n);
 
 // CUDA. adamw_cuda reads its clip coefficient from the device: when grad_sq_sum (a device

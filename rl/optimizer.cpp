@@ -118,4 +118,48 @@ float lr_at(const LrSchedule& s, int64_t step) {
   return s.lr * static_cast<float>(s.min_lr_ratio + (1.0 - s.min_lr_ratio) * cosine);
 }
 
+OptimizerState optimizer_slice_of(const OptimizerState& all, int64_t lo, int64_t hi) {
+  const int64_t n = moments_size(all);
+  check(0 <= lo && lo <= hi && hi <= n, "optimizer: slice [", lo, ", ", hi, ") of ", n, " moments");
+  OptimizerState out = all;
+  auto cut = [&](auto& v) {
+    if (!v.empty()) v = std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + lo, v.begin() + hi);
+  };
+  cut(out.m), cut(out.v), cut(out.m16), cut(out.v16);
+  return out;
+}
+
+OptimizerState gather_optimizer(const Comm& comm, const OptimizerState& slice, int64_t num_params) {
+  const std::vector<int64_t> b = shard_bounds(num_params, comm.world_size);
+  const int64_t lo = b[comm.rank], count = b[comm.rank + 1] - lo;
+  check(moments_size(slice) == count, "optimizer: rank ", comm.rank, " holds ", moments_size(slice),
+        " moments, its slice has ", count);
+  OptimizerState out = slice;
+  // bf16 moments travel widened to f32 (exact both ways): the all-gather moves floats.
+  auto gather = [&](const float* mine) {
+    std::vector<float> all(static_cast<size_t>(num_params), 0.0f);
+    std::copy(mine, mine + count, all.begin() + lo);
+    comm_all_gather(comm, all.data(), num_params);
+    return all;
+  };
+  auto widen = [](const std::vector<uint16_t>& h) {
+    std::vector<float> f(h.size());
+    for (size_t i = 0; i < h.size(); ++i) f[i] = bf16_bits_to_f32(h[i]);
+    return f;
+  };
+  auto narrow = [](const std::vector<float>& f) {
+    std::vector<uint16_t> h(f.size());
+    for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_bf16_bits(f[i]);  // exact: f[i] is a widened bf16
+    return h;
+  };
+  if (slice.bf16) {
+    out.m16 = narrow(gather(widen(slice.m16).data()));
+    out.v16 = narrow(gather(widen(slice.v16).data()));
+  } else {
+    out.m = gather(slice.m.data());
+    out.v = gather(slice.v.data());
+  }
+  return out;
+}
+
 }  // namespace sqlrl::rl

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/adamw.h"
+#include "runtime/comm.h"
 
 namespace sqlrl::rl {
 
@@ -30,6 +31,12 @@ void save_optimizer(const OptimizerState& state, const std::string& path);
 // come back in the precision asked for: BF16 files widen exactly, F32 files round to nearest
 // even when bf16 (a run that switches modes on resume).
 OptimizerState load_optimizer(const std::string& path, int64_t num_params, bool bf16 = false);
+
+// ZeRO (rl/grpo/grpo.h DataParallel): the moments of parameters [lo, hi) of a state holding
+// every moment, and the reverse, every rank's slice gathered into a state of all num_params
+// moments on every rank (a collective: every rank calls it). Counters are copied.
+OptimizerState optimizer_slice_of(const OptimizerState& all, int64_t lo, int64_t hi);
+OptimizerState gather_optimizer(const Comm& comm, const OptimizerState& slice, int64_t num_params);
 
 enum class LrDecay : uint8_t { Constant, Cosine };
 

@@ -87,6 +87,20 @@ void add_sql_options(OptionTable& t, SqlOptions& o) {
   t.push_back({"sql-max-value-kb", "longest string or blob one SQL call may build, KiB", &o.sql_max_value_kb});
 }
 
+void add_parallel_options(OptionTable& t, ParallelOptions& o) {
+  t.push_back({"grad-accum", "one process: split each step's prompts into N shards, each shard's gradient computed "
+               "from zero and the N added in order (what N ranks of mpirun compute)", &o.grad_accum});
+  t.push_back({"zero-stage", "several ranks: 0 (every rank keeps all AdamW moments) | 1 (each keeps its slice's) | "
+               "2 (and only its slice's reduced gradient)", &o.zero_stage});
+  t.push_back({"deterministic-reduce", "several ranks: sum gradients in rank order (all-to-all), so N ranks give the "
+               "bits of --grad-accum N; off: MPI's all-reduce", &o.deterministic_reduce});
+}
+
+void validate(const ParallelOptions& o) {
+  check(o.grad_accum >= 1 && o.grad_accum <= 4096, "grad-accum must be in [1, 4096], got ", o.grad_accum);
+  check(o.zero_stage >= 0 && o.zero_stage <= 2, "zero-stage must be 0, 1 or 2, got ", o.zero_stage);
+}
+
 void validate(const DeviceOptions& o) {
   check(o.device == "cpu" || o.device == "cuda", "device '", o.device, "' is not cpu or cuda");
 }

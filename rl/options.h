@@ -14,6 +14,7 @@
 //   turns      max-turns max-turn-tokens max-total-tokens              train self-taught eval
 //   sql        sql-timeout-ms sql-max-rows sql-memory-mb sql-max-value-kb  train self-taught eval
 //   memory     memory-gb bf16-moments recompute offload-optimizer      train sft
+//   parallel   grad-accum zero-stage deterministic-reduce              train
 #pragma once
 #include <cstdint>
 #include <string>
@@ -65,7 +66,16 @@ struct MemoryOptions {
   std::string bf16_moments = "auto", recompute = "auto", offload_optimizer = "auto";
 };
 
+// Data parallelism (rl/grpo/grpo.h DataParallel): the ranks come from the launcher (mpirun,
+// srun, RANK/WORLD_SIZE; runtime/comm.h); these say how the gradient is formed.
+struct ParallelOptions {
+  int64_t grad_accum = 1;           // one process: the step's prompts in N shards, as N ranks would split them
+  int64_t zero_stage = 0;           // 0 | 1 (optimizer state sharded) | 2 (and the reduced gradients)
+  bool deterministic_reduce = true;  // rank-order sums: N ranks == --grad-accum N, bit for bit
+};
+
 void add_output_options(OptionTable& table, OutputOptions& o, const char* help);
+void add_parallel_options(OptionTable& table, ParallelOptions& o);
 void add_memory_options(OptionTable& table, MemoryOptions& o);
 void add_device_options(OptionTable& table, DeviceOptions& o);
 void add_model_options(OptionTable& table, ModelOptions& o);
@@ -86,6 +96,7 @@ void validate(const SamplingOptions& o);
 void validate(const TurnOptions& o);
 void validate(const SqlOptions& o);
 void validate(const MemoryOptions& o);
+void validate(const ParallelOptions& o);
 
 // Checks every shared group that `config` derives from; an error reads "<command>: <what>".
 template <class Config>
@@ -97,6 +108,7 @@ void validate_groups(const Config& config, const char* command) {
     if constexpr (std::is_base_of_v<TurnOptions, Config>) validate(static_cast<const TurnOptions&>(config));
     if constexpr (std::is_base_of_v<SqlOptions, Config>) validate(static_cast<const SqlOptions&>(config));
     if constexpr (std::is_base_of_v<MemoryOptions, Config>) validate(static_cast<const MemoryOptions&>(config));
+    if constexpr (std::is_base_of_v<ParallelOptions, Config>) validate(static_cast<const ParallelOptions&>(config));
   } catch (const std::exception& e) {
     fail(command, ": ", e.what());
   }

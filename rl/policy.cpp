@@ -161,6 +161,22 @@ double policy_grad_sq_sum(Policy& policy) {
   return norm * norm;
 }
 
+void policy_adamw_step_slice(Policy& policy, OptimizerState& optimizer, const float* grads, int64_t lo, int64_t hi,
+                             const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum) {
+  check(!policy.on_cuda, "adamw: a ZeRO slice update on cuda is not implemented yet");
+  QwenModel& m = *policy.host;
+  check(lo >= 0 && lo <= hi && hi <= m.num_params, "adamw: slice [", lo, ", ", hi, ") of ", m.num_params, " parameters");
+  check(moments_size(optimizer) == hi - lo, "adamw: optimizer state has ", moments_size(optimizer),
+        " moments for the slice of ", hi - lo, " parameters");
+  const float scale = clip_coefficient(grad_sq_sum, max_norm);
+  if (optimizer.bf16)
+    adamw_bf16_moments_cpu(m.params.data() + lo, optimizer.m16.data(), optimizer.v16.data(), grads, hi - lo, config,
+                           optimizer.adam_step, lr, scale, lo);
+  else
+    adamw_cpu(m.params.data() + lo, optimizer.m.data(), optimizer.v.data(), grads, hi - lo, config, optimizer.adam_step,
+              lr, scale);
+}
+
 void policy_adamw_step(Policy& policy, OptimizerState& optimizer, const AdamWConfig& config, float lr, float max_norm,
                        double grad_sq_sum) {
   if (!policy.on_cuda) {

@@ -104,6 +104,13 @@ double policy_grad_sq_sum(Policy& policy);
 void policy_adamw_step(Policy& policy, OptimizerState& optimizer, const AdamWConfig& config, float lr, float max_norm,
                        double grad_sq_sum);
 
+// ZeRO (rl/grpo/grpo.h DataParallel): the update of parameters [lo, hi) only, from `grads` (the
+// slice's gradient, grads[0] for parameter lo) and the optimizer's moments of that slice
+// (optimizer.m/v hold hi - lo elements). The same per-element arithmetic as policy_adamw_step.
+// CPU only for now.
+void policy_adamw_step_slice(Policy& policy, OptimizerState& optimizer, const float* grads, int64_t lo, int64_t hi,
+                             const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum);
+
 // ---- checkpoints: master weights and moments to the host and back ----
 void policy_download(const Policy& policy, QwenModel& out);  // CPU: copies params when out is another model
 void policy_download_optimizer(const Policy& policy, OptimizerState& out);  // CUDA: m, v into out

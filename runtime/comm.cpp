@@ -150,6 +150,19 @@ void comm_all_reduce_sum(const Comm& comm, double* data, int64_t n) { reduce(com
 void comm_all_reduce_sum(const Comm& comm, int64_t* data, int64_t n) { reduce(comm, data, n, mpi::Type::I64, false); }
 void comm_all_reduce_max(const Comm& comm, double* data, int64_t n) { reduce(comm, data, n, mpi::Type::F64, true); }
 
+void comm_sum_in_rank_order(const Comm& comm, std::vector<double>& values) {
+  if (comm.world_size == 1) return;
+  // A table with one row per rank, each rank filling its own: x + 0 = x, so the all-reduce is a
+  // gather whatever order the transport adds in; then the rows are summed in rank order.
+  const size_t k = values.size();
+  std::vector<double> table(k * static_cast<size_t>(comm.world_size), 0.0);
+  std::copy(values.begin(), values.end(), table.begin() + static_cast<int64_t>(k) * comm.rank);
+  comm_all_reduce_sum(comm, table.data(), static_cast<int64_t>(table.size()));
+  std::fill(values.begin(), values.end(), 0.0);
+  for (int r = 0; r < comm.world_size; ++r)
+    for (size_t i = 0; i < k; ++i) values[i] += table[static_cast<size_t>(r) * k + i];
+}
+
 std::vector<std::string> comm_all_gather_bytes(const Comm& comm, const std::string& mine) {
   if (comm.world_size == 1) return {mine};
   // Sizes, then the bytes packed into int64 words at per-rank offsets, zeros elsewhere: an integer

@@ -69,6 +69,10 @@ void comm_all_reduce_sum(const Comm& comm, float* data, int64_t n);
 void comm_all_reduce_sum(const Comm& comm, double* data, int64_t n);
 void comm_all_reduce_sum(const Comm& comm, int64_t* data, int64_t n);
 void comm_all_reduce_max(const Comm& comm, double* data, int64_t n);
+// values[k] := sum over ranks r = 0, 1, ... (in that order, from 0.0) of rank r's values[k], on
+// every rank: deterministic sums of per-rank statistics (counts exact up to 2^53). All ranks
+// pass vectors of one length.
+void comm_sum_in_rank_order(const Comm& comm, std::vector<double>& values);
 // Every rank's bytes, in rank order, on every rank.
 std::vector<std::string> comm_all_gather_bytes(const Comm& comm, const std::string& mine);
 

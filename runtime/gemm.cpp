@@ -2,6 +2,11 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <atomic>
+
+#include "runtime/thread_pool.h"
+
 namespace sqlrl {
 namespace {
 
@@ -78,6 +83,27 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, bool trans_a, bool 
   }
 }
 
+namespace {
+
+std::atomic<bool> g_thread_independent{false};
+
+void sgemm_rows(const GemmProblem& p, const float* a, const float* b, float* c, int64_t r0, int64_t rows) {
+  // Rows r0.. of op(A): rows of A, or columns of A when transposed.
+  const float* a_rows = p.trans_a ? a + r0 : a + r0 * p.lda;
+  cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans, p.trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(rows), static_cast<int>(p.n), static_cast<int>(p.k), p.alpha, a_rows,
+              static_cast<int>(p.lda), b, static_cast<int>(p.ldb), p.beta, c + r0 * p.ldc, static_cast<int>(p.ldc));
+}
+
+}  // namespace
+
+void set_gemm_thread_independent(bool on) {
+  if (on) openblas_set_num_threads(1);
+  g_thread_independent = on;
+}
+
+bool gemm_thread_independent() { return g_thread_independent; }
+
 void gemm_cpu(const GemmProblem& p) {
   const float* a = static_cast<const float*>(p.a);
   const float* b = static_cast<const float*>(p.b);
@@ -91,10 +117,20 @@ void gemm_cpu(const GemmProblem& p) {
         }
       continue;
     }
-    cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans, p.trans_b ? CblasTrans : CblasNoTrans,
-                static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), p.alpha, a + i * p.stride_a,
-                static_cast<int>(p.lda), b + i * p.stride_b, static_cast<int>(p.ldb), p.beta, c + i * p.stride_c,
-                static_cast<int>(p.ldc));
+    const float* ai = a + i * p.stride_a;
+    const float* bi = b + i * p.stride_b;
+    float* ci = c + i * p.stride_c;
+    if (!g_thread_independent) {
+      sgemm_rows(p, ai, bi, ci, 0, p.m);
+      continue;
+    }
+    const int64_t blocks = (p.m + kGemmBlockRows - 1) / kGemmBlockRows;
+    default_thread_pool().parallel_for(static_cast<size_t>(blocks), 1, [&](size_t begin, size_t end) {
+      for (size_t blk = begin; blk < end; ++blk) {
+        const int64_t r0 = static_cast<int64_t>(blk) * kGemmBlockRows;
+        sgemm_rows(p, ai, bi, ci, r0, std::min(kGemmBlockRows, p.m - r0));
+      }
+    });
   }
 }
 

@@ -28,7 +28,7 @@ void adamw_cpu(float* params, float* m, float* v, const float* grads, int64_t n,
 }
 
 void adamw_bf16_moments_cpu(float* params, uint16_t* m, uint16_t* v, const float* grads, int64_t n,
-                            const AdamWConfig& config, int64_t step, float lr, float grad_scale) {
+                            const AdamWConfig& config, int64_t step, float lr, float grad_scale, int64_t first_index) {
   check(step >= 1, "adamw: step counts from 1, got ", step);
   float bc1 = 1.0f - std::pow(config.beta1, static_cast<float>(step));
   float bc2_sqrt = std::sqrt(1.0f - std::pow(config.beta2, static_cast<float>(step)));
@@ -40,7 +40,7 @@ void adamw_bf16_moments_cpu(float* params, uint16_t* m, uint16_t* v, const float
     const float* __restrict g = grads;
     for (size_t i = begin; i < end; ++i)
       adamw_bf16_moments_element(p[i], mm[i], vv[i], g[i], lr, grad_scale, bc1, bc2_sqrt, config, step,
-                                 static_cast<int64_t>(i));
+                                 first_index + static_cast<int64_t>(i));
   });
 }
 

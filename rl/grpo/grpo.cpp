@@ -177,14 +177,67 @@ GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, Optimizer
   return grpo_step(p, reference ? &r : nullptr, optimizer, acts, batch, config);
 }
 
+std::pair<int64_t, int64_t> optimizer_slice(const DataParallel& dp, int64_t num_params) {
+  if (dp.zero_stage == 0 || !dp.distributed()) return {0, num_params};
+  const std::vector<int64_t> b = shard_bounds(num_params, dp.comm->world_size);
+  return {b[dp.comm->rank], b[dp.comm->rank + 1]};
+}
+
+namespace {
+
+// One shard of the step as this process holds it.
+struct Shard {
+  const std::vector<Trajectory>* batch = nullptr;
+  GrpoSelection sel;
+  std::vector<std::vector<MicroBatch>> minis;  // [mini-batch]
+  double loss = 0;                             // this update's
+  GrpoLossStats totals;
+  double entropy_sum = 0, entropy_tokens = 0;
+  std::vector<float> grads;                    // grad_accum > 1: this shard's gradient
+};
+
+// The sum over every shard of the step (this process's, or every rank's) of per-shard vectors,
+// in shard order from 0: the same additions whether the shards are ranks or --grad-accum.
+std::vector<double> sum_over_shards(const DataParallel& dp, const std::vector<std::vector<double>>& local) {
+  std::vector<double> sum(local.at(0).size(), 0.0);
+  if (dp.distributed()) {
+    sum = local[0];
+    comm_sum_in_rank_order(*dp.comm, sum);
+    return sum;
+  }
+  for (const auto& row : local)
+    for (size_t k = 0; k < row.size(); ++k) sum[k] += row[k];
+  return sum;
+}
+
+// grad_accum > 1: the batch's prompts (example_index) in `n` consecutive near-equal ranges.
+std::vector<std::vector<Trajectory>> split_by_prompt(const std::vector<Trajectory>& batch, int64_t n) {
+  int64_t prompts = 0;
+  for (const Trajectory& t : batch) prompts = std::max(prompts, t.example_index + 1);
+  std::vector<std::vector<Trajectory>> out(static_cast<size_t>(n));
+  for (const Trajectory& t : batch) {
+    int64_t s = 0;
+    while (s + 1 < n && t.example_index >= (s + 1) * prompts / n) ++s;
+    out[static_cast<size_t>(s)].push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
 GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState& optimizer, PolicyActivations& state,
-                        const std::vector<Trajectory>& batch, const GrpoConfig& config) {
+                        const std::vector<Trajectory>& batch, const GrpoConfig& config, const DataParallel& dp) {
   auto start = std::chrono::steady_clock::now();
   check(config.kl_coef <= 0 || reference != nullptr, "grpo: kl_coef ", config.kl_coef, " needs a reference model");
   check(config.ppo_epochs >= 1 && config.mini_batches >= 1, "grpo: ppo_epochs ", config.ppo_epochs,
         " and mini_batches ", config.mini_batches, " must be at least 1");
   check(config.temperature >= 0 && std::isfinite(config.temperature), "grpo: temperature must be >= 0 and finite, got ",
         config.temperature);
+  check(dp.grad_accum >= 1 && (dp.grad_accum == 1 || !dp.distributed()), "grpo: grad_accum ", dp.grad_accum,
+        " must be 1 with several ranks, and at least 1");
+  check(dp.zero_stage >= 0 && dp.zero_stage <= 2, "grpo: zero stage ", dp.zero_stage, " is not 0, 1 or 2");
+  check(!policy.on_cuda || dp.shards() == 1, "grpo: ", dp.distributed() ? "several ranks" : "grad-accum > 1",
+        " on cuda is not implemented yet (the NCCL communicator exists, runtime/comm.h); run it on the CPU");
   const float logit_scale = config.temperature > 0 ? 1.0f / config.temperature : 1.0f;
   check(policy_training_ready(policy), "grpo: policy gradients are not allocated (alloc_grads / policy_init_training)");
   const int64_t n = policy.host->num_params;
@@ -193,98 +246,209 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
         " (the same architecture is required: they share the activation plan)");
   check(reference == nullptr || reference->on_cuda == policy.on_cuda, "grpo: the reference model is on ",
         reference && reference->on_cuda ? "cuda" : "cpu", ", the policy on ", policy.on_cuda ? "cuda" : "cpu");
-  check(policy.on_cuda || moments_size(optimizer) == n, "grpo: optimizer state has ", moments_size(optimizer),
-        " moments for ", n, " parameters");
-  GrpoStepStats stats;
-  for (const Trajectory& t : batch) stats.reward_mean += t.reward / static_cast<double>(batch.size());
-  GrpoSelection sel = select_trajectories(batch, config);
-  stats.filtered = sel.counts;
-  if (config.use_sampler_logprobs)
-    for (int64_t i : sel.kept)
-      check(!batch[i].sampler_logprobs.empty(), "grpo: use_sampler_logprobs is set but trajectory ", i,
-            " has no sampler log-probs");
-  stats.lr = lr_at(config.schedule, optimizer.train_step);
-  ++optimizer.train_step;
+  const auto [slice_lo, slice_hi] = optimizer_slice(dp, n);
+  check(policy.on_cuda || moments_size(optimizer) == slice_hi - slice_lo, "grpo: optimizer state has ",
+        moments_size(optimizer), " moments for ", slice_hi - slice_lo, " parameters",
+        dp.zero_stage > 0 && dp.distributed() ? " (this rank's ZeRO slice)" : "");
 
-  // Mini-batches: contiguous, near-equal slices of the kept trajectories.
-  const int64_t kept = static_cast<int64_t>(sel.kept.size());
-  const int64_t M = std::min<int64_t>(config.mini_batches, kept);
-  // Each mini-batch's share of the zero-variance trajectories' count (config.filter).
-  const double dropped_share =
-      config.filter.zero_variance_in_denominator && M > 0
-          ? dropped_units(batch, sel.zero_variance, config.agg) / static_cast<double>(M)
-          : 0.0;
-  std::vector<std::vector<MicroBatch>> minis;
-  for (int64_t b = 0; b < M; ++b) {
-    std::vector<int64_t> slice(sel.kept.begin() + b * kept / M, sel.kept.begin() + (b + 1) * kept / M);
-    minis.push_back(pack_micro_batches(batch, slice, sel.advantages, state.max_tokens(),
-                                       config.share_prefixes ? kSharePrefixMinTokens : 0));
+  // ---- the shards this process holds
+  const int64_t R = dp.shards();
+  std::vector<std::vector<Trajectory>> owned;
+  std::vector<Shard> shards;
+  if (dp.distributed() || R == 1) {
+    shards.emplace_back().batch = &batch;
+  } else {
+    owned = split_by_prompt(batch, R);
+    for (const auto& b : owned) shards.emplace_back().batch = &b;
   }
+  GrpoStepStats stats;
+  for (Shard& sh : shards) {
+    sh.sel = select_trajectories(*sh.batch, config);
+    if (config.use_sampler_logprobs)
+      for (int64_t i : sh.sel.kept)
+        check(!(*sh.batch)[i].sampler_logprobs.empty(), "grpo: use_sampler_logprobs is set but trajectory ", i,
+              " has no sampler log-probs");
+  }
+  // Counts every shard needs: trajectories, kept, zero-variance denominator units.
+  {
+    std::vector<std::vector<double>> local;
+    for (const Shard& sh : shards)
+      local.push_back({static_cast<double>(sh.batch->size()), static_cast<double>(sh.sel.kept.size()),
+                       dropped_units(*sh.batch, sh.sel.zero_variance, config.agg)});
+    std::vector<double> all = sum_over_shards(dp, local);
+    stats.filtered.kept = static_cast<int64_t>(all[1]);  // the rest of `filtered` is summed below
+    const double trajectories = all[0];
+    for (Shard& sh : shards)
+      for (const Trajectory& t : *sh.batch) sh.loss += t.reward / trajectories;  // reward mean, reduced below
+    stats.lr = lr_at(config.schedule, optimizer.train_step);
+    ++optimizer.train_step;
+    // Mini-batches: contiguous, near-equal slices of each shard's kept trajectories (one shard:
+    // of the kept trajectories).
+    const int64_t kept = stats.filtered.kept;
+    const int64_t M = std::min<int64_t>(config.mini_batches, kept);
+    // Each mini-batch's share of the zero-variance trajectories' count (config.filter).
+    stats.loss = config.filter.zero_variance_in_denominator && M > 0 ? all[2] / static_cast<double>(M) : 0.0;
+    for (Shard& sh : shards) {
+      const int64_t k = static_cast<int64_t>(sh.sel.kept.size());
+      for (int64_t b = 0; b < M; ++b) {
+        std::vector<int64_t> slice(sh.sel.kept.begin() + b * k / M, sh.sel.kept.begin() + (b + 1) * k / M);
+        sh.minis.push_back(pack_micro_batches(*sh.batch, slice, sh.sel.advantages, state.max_tokens(),
+                                              config.share_prefixes ? kSharePrefixMinTokens : 0));
+      }
+    }
+  }
+  const double dropped_share = stats.loss;
+  stats.loss = 0;
+  std::vector<double> reward_parts;
+  for (Shard& sh : shards) reward_parts.push_back(sh.loss), sh.loss = 0;
+
   // Old (and reference) log-probs with the weights as they are before any update. The first
   // mini-batch's come from its first training forward instead (the weights are still the old
   // ones there, and the kernels are deterministic: the same bits, one forward fewer per step).
-  for (size_t b = 0; b < minis.size(); ++b)
-    for (MicroBatch& mb : minis[b]) {
-      const size_t T = mb.targets.size();
-      stats.positions += static_cast<int64_t>(T), ++stats.micro_batches;
-      for (uint8_t m : mb.mask) stats.tokens += m;
-      if (config.use_sampler_logprobs) {
-        mb.old_logprobs = mb.sampler_logprobs;
-      } else if (b > 0) {
-        mb.old_logprobs.resize(T);
-        policy_forward_logprobs(policy, state, mb.batch, mb.targets, mb.old_logprobs.data(), nullptr, logit_scale);
-      }
-      if (config.kl_coef > 0) {
-        mb.ref_logprobs.resize(T);
-        policy_forward_logprobs(*reference, state, mb.batch, mb.targets, mb.ref_logprobs.data(), nullptr, logit_scale);
-      }
-    }
-
-  GrpoLossStats totals;
-  std::vector<float> logp, dlogp, entropy;
-  double entropy_sum = 0, entropy_tokens = 0;
-  for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
-    for (size_t b = 0; b < minis.size(); ++b) {
-      std::vector<MicroBatch>& mini = minis[b];
-      const GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef};
-      const LossWeights weights = loss_weights(mini, config.agg, dropped_share);
-      if (weights.own_units <= 0) continue;  // nothing to learn from in this slice
-      policy_zero_grads(policy);
-      double mini_loss = 0;
-      for (size_t k = 0; k < mini.size(); ++k) {
-        MicroBatch& mb = mini[k];
+  int64_t tokens = 0, positions = 0, micro_batches = 0;
+  for (Shard& sh : shards)
+    for (size_t b = 0; b < sh.minis.size(); ++b)
+      for (MicroBatch& mb : sh.minis[b]) {
         const size_t T = mb.targets.size();
-        logp.resize(T), dlogp.resize(T);
-        if (epoch == 0) entropy.resize(T);
-        policy_forward_logprobs(policy, state, mb.batch, mb.targets, logp.data(), epoch == 0 ? entropy.data() : nullptr,
-                                logit_scale);
-        if (epoch == 0 && b == 0 && !config.use_sampler_logprobs) mb.old_logprobs = logp;
-        if (epoch == 0)
-          for (size_t t = 0; t < T; ++t)
-            if (mb.mask[t]) entropy_sum += entropy[t], ++entropy_tokens;
-        GrpoLossStats s = grpo_loss_cpu(dlogp.data(), logp.data(), mb.old_logprobs.data(),
-                                        config.kl_coef > 0 ? mb.ref_logprobs.data() : nullptr, mb.advantages.data(),
-                                        weights.per_micro[k].data(), static_cast<int64_t>(T), lc);
-        policy_backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data());
-        mini_loss += s.loss;
-        totals.add(s);
+        positions += static_cast<int64_t>(T), ++micro_batches;
+        for (uint8_t m : mb.mask) tokens += m;
+        if (config.use_sampler_logprobs) {
+          mb.old_logprobs = mb.sampler_logprobs;
+        } else if (b > 0) {
+          mb.old_logprobs.resize(T);
+          policy_forward_logprobs(policy, state, mb.batch, mb.targets, mb.old_logprobs.data(), nullptr, logit_scale);
+        }
+        if (config.kl_coef > 0) {
+          mb.ref_logprobs.resize(T);
+          policy_forward_logprobs(*reference, state, mb.batch, mb.targets, mb.ref_logprobs.data(), nullptr, logit_scale);
+        }
       }
-      double sq = policy_grad_sq_sum(policy);
-      double norm = std::sqrt(sq);
+
+  const int64_t M = shards[0].minis.size();
+  const std::vector<int64_t> zero_bounds = shard_bounds(n, static_cast<int>(R));
+  std::vector<float> logp, dlogp, entropy, grad_slice;
+  for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
+    for (int64_t b = 0; b < M; ++b) {
+      const GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef};
+      std::vector<std::vector<double>> units;
+      for (const Shard& sh : shards) units.push_back({loss_units(sh.minis[b], config.agg)});
+      const double all_units = sum_over_shards(dp, units)[0];
+      if (all_units <= 0) continue;  // nothing to learn from in this slice, on any shard
+      for (size_t si = 0; si < shards.size(); ++si) {
+        Shard& sh = shards[si];
+        std::vector<MicroBatch>& mini = sh.minis[b];
+        const LossWeights weights = loss_weights_of_total(mini, config.agg, all_units, dropped_share);
+        policy_zero_grads(policy);
+        sh.loss = 0;
+        if (weights.own_units > 0)
+          for (size_t k = 0; k < mini.size(); ++k) {
+            MicroBatch& mb = mini[k];
+            const size_t T = mb.targets.size();
+            logp.resize(T), dlogp.resize(T);
+            if (epoch == 0) entropy.resize(T);
+            policy_forward_logprobs(policy, state, mb.batch, mb.targets, logp.data(),
+                                    epoch == 0 ? entropy.data() : nullptr, logit_scale);
+            if (epoch == 0 && b == 0 && !config.use_sampler_logprobs) mb.old_logprobs = logp;
+            if (epoch == 0)
+              for (size_t t = 0; t < T; ++t)
+                if (mb.mask[t]) sh.entropy_sum += entropy[t], ++sh.entropy_tokens;
+            GrpoLossStats s = grpo_loss_cpu(dlogp.data(), logp.data(), mb.old_logprobs.data(),
+                                            config.kl_coef > 0 ? mb.ref_logprobs.data() : nullptr,
+                                            mb.advantages.data(), weights.per_micro[k].data(), static_cast<int64_t>(T),
+                                            lc);
+            policy_backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data());
+            sh.loss += s.loss;
+            sh.totals.add(s);
+          }
+        if (shards.size() > 1) sh.grads = policy.host->grads;  // this shard's gradient, from zero
+      }
+      // ---- the step's gradient, and the squared norm of each ZeRO slice of it
+      float* grads = policy.on_cuda ? nullptr : policy.host->grads.data();
+      // Several ranks: the reduced gradient of this rank's ZeRO slice zero_bounds[rank..rank+1].
+      const float* own_grads = nullptr;
+      if (shards.size() > 1) {
+        std::vector<const float*> parts;
+        for (const Shard& sh : shards) parts.push_back(sh.grads.data());
+        add_in_rank_order(grads, parts, n);
+      } else if (dp.distributed()) {
+        const int64_t lo = zero_bounds[dp.rank()], count = zero_bounds[dp.rank() + 1] - lo;
+        if (dp.zero_stage == 2) {
+          grad_slice.resize(static_cast<size_t>(count));
+          comm_reduce_scatter_sum(*dp.comm, grads, grad_slice.data(), n, dp.ordered);
+          own_grads = grad_slice.data();
+        } else {
+          if (dp.ordered) comm_all_reduce_sum_ordered(*dp.comm, grads, n);
+          else comm_all_reduce_sum(*dp.comm, grads, n);
+          own_grads = grads + lo;
+        }
+      }
+      double sq = 0;
+      if (policy.on_cuda) {
+        sq = policy_grad_sq_sum(policy);
+      } else if (R == 1) {
+        sq = grad_sq_sum_cpu(grads, n);
+      } else {
+        std::vector<std::vector<double>> rows;
+        if (dp.distributed())
+          rows.push_back({grad_sq_sum_cpu(own_grads, zero_bounds[dp.rank() + 1] - zero_bounds[dp.rank()])});
+        else
+          for (int64_t r = 0; r < R; ++r)
+            rows.push_back({grad_sq_sum_cpu(grads + zero_bounds[r], zero_bounds[r + 1] - zero_bounds[r])});
+        sq = sum_over_shards(dp, rows)[0];
+      }
+      double mini_loss = 0;
+      {
+        std::vector<std::vector<double>> losses;
+        for (const Shard& sh : shards) losses.push_back({sh.loss});
+        mini_loss = sum_over_shards(dp, losses)[0];
+      }
+      const double norm = std::sqrt(sq);
       ++optimizer.adam_step;
-      policy_adamw_step(policy, optimizer, config.adamw, stats.lr, config.max_grad_norm, sq);
+      if (slice_hi - slice_lo == n) {
+        policy_adamw_step(policy, optimizer, config.adamw, stats.lr, config.max_grad_norm, sq);
+      } else {
+        policy_adamw_step_slice(policy, optimizer, own_grads, slice_lo, slice_hi, config.adamw, stats.lr,
+                                config.max_grad_norm, sq);
+        comm_all_gather(*dp.comm, policy.host->params.data(), n);
+      }
       stats.loss += mini_loss, stats.grad_norm += norm, stats.grad_norm_max = std::max(stats.grad_norm_max, norm);
       ++stats.updates;
     }
   }
-  if (stats.updates > 0) stats.loss /= static_cast<double>(stats.updates), stats.grad_norm /= static_cast<double>(stats.updates);
-  if (entropy_tokens > 0) stats.entropy = entropy_sum / entropy_tokens;
-  if (totals.tokens > 0) {
-    stats.clip_fraction = totals.clipped / totals.tokens;
-    stats.approx_kl = totals.approx_kl / totals.tokens;
-    stats.ratio_mean = totals.ratio / totals.tokens;
-    stats.ref_kl = totals.ref_kl / totals.tokens;
+  // ---- statistics over every shard
+  {
+    std::vector<std::vector<double>> local;
+    for (size_t si = 0; si < shards.size(); ++si) {
+      const Shard& sh = shards[si];
+      const FilterCounts& f = sh.sel.counts;
+      local.push_back({reward_parts[si], sh.totals.clipped, sh.totals.tokens, sh.totals.approx_kl, sh.totals.ratio,
+                       sh.totals.ref_kl, sh.entropy_sum, sh.entropy_tokens, static_cast<double>(f.truncated),
+                       static_cast<double>(f.malformed), static_cast<double>(f.no_valid_action),
+                       static_cast<double>(f.zero_variance_groups), static_cast<double>(f.zero_variance_trajectories),
+                       static_cast<double>(f.groups), static_cast<double>(f.kept_groups),
+                       si == 0 ? static_cast<double>(tokens) : 0.0, si == 0 ? static_cast<double>(positions) : 0.0,
+                       si == 0 ? static_cast<double>(micro_batches) : 0.0});
+    }
+    const std::vector<double> a = sum_over_shards(dp, local);
+    stats.reward_mean = a[0];
+    GrpoLossStats totals;
+    totals.clipped = a[1], totals.tokens = a[2], totals.approx_kl = a[3], totals.ratio = a[4], totals.ref_kl = a[5];
+    if (a[7] > 0) stats.entropy = a[6] / a[7];
+    FilterCounts& f = stats.filtered;
+    f.truncated = static_cast<int64_t>(a[8]), f.malformed = static_cast<int64_t>(a[9]);
+    f.no_valid_action = static_cast<int64_t>(a[10]), f.zero_variance_groups = static_cast<int64_t>(a[11]);
+    f.zero_variance_trajectories = static_cast<int64_t>(a[12]), f.groups = static_cast<int64_t>(a[13]);
+    f.kept_groups = static_cast<int64_t>(a[14]);
+    stats.tokens = static_cast<int64_t>(a[15]), stats.positions = static_cast<int64_t>(a[16]);
+    stats.micro_batches = static_cast<int64_t>(a[17]);
+    if (totals.tokens > 0) {
+      stats.clip_fraction = totals.clipped / totals.tokens;
+      stats.approx_kl = totals.approx_kl / totals.tokens;
+      stats.ratio_mean = totals.ratio / totals.tokens;
+      stats.ref_kl = totals.ref_kl / totals.tokens;
+    }
   }
+  if (stats.updates > 0) stats.loss /= static_cast<double>(stats.updates), stats.grad_norm /= static_cast<double>(stats.updates);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

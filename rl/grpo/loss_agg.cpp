@@ -34,9 +34,10 @@ double loss_agg_units(LossAgg agg, int64_t trained_tokens) {
   return agg == LossAgg::TokenMean ? static_cast<double>(trained_tokens) : (trained_tokens > 0 ? 1.0 : 0.0);
 }
 
-LossWeights loss_weights(const std::vector<MicroBatch>& mini, LossAgg agg, double extra_units) {
-  LossWeights out;
-  // n_s of every sequence, in micro-batch order, then D.
+namespace {
+
+// n_s of every sequence, in micro-batch order.
+std::vector<std::vector<int64_t>> sequence_counts(const std::vector<MicroBatch>& mini) {
   std::vector<std::vector<int64_t>> counts(mini.size());
   for (size_t m = 0; m < mini.size(); ++m) {
     const MicroBatch& mb = mini[m];
@@ -44,11 +45,23 @@ LossWeights loss_weights(const std::vector<MicroBatch>& mini, LossAgg agg, doubl
       int64_t n = 0;
       for (int32_t t = mb.batch.cu_seqlens[s]; t < mb.batch.cu_seqlens[s + 1]; ++t) n += mb.mask[t];
       counts[m].push_back(n);
-      out.own_units += loss_agg_units(agg, n);
     }
   }
+  return counts;
+}
+
+double units_of(const std::vector<std::vector<int64_t>>& counts, LossAgg agg) {
+  double units = 0;
+  for (const auto& c : counts)
+    for (int64_t n : c) units += loss_agg_units(agg, n);
+  return units;
+}
+
+LossWeights weights_with(const std::vector<MicroBatch>& mini, LossAgg agg,
+                         const std::vector<std::vector<int64_t>>& counts, double own_units, double D) {
+  LossWeights out;
+  out.own_units = own_units;
   if (out.own_units <= 0) return out;
-  const double D = out.own_units + extra_units;
   for (size_t m = 0; m < mini.size(); ++m) {
     const MicroBatch& mb = mini[m];
     std::vector<float> w(mb.mask.size(), 0.0f);
@@ -63,6 +76,22 @@ LossWeights loss_weights(const std::vector<MicroBatch>& mini, LossAgg agg, doubl
     out.per_micro.push_back(std::move(w));
   }
   return out;
+}
+
+}  // namespace
+
+double loss_units(const std::vector<MicroBatch>& mini, LossAgg agg) { return units_of(sequence_counts(mini), agg); }
+
+LossWeights loss_weights(const std::vector<MicroBatch>& mini, LossAgg agg, double extra_units) {
+  const auto counts = sequence_counts(mini);
+  const double own = units_of(counts, agg);
+  return weights_with(mini, agg, counts, own, own + extra_units);
+}
+
+LossWeights loss_weights_of_total(const std::vector<MicroBatch>& mini, LossAgg agg, double all_units,
+                                  double extra_units) {
+  const auto counts = sequence_counts(mini);
+  return weights_with(mini, agg, counts, units_of(counts, agg), all_units + extra_units);
 }
 
 }  // namespace sqlrl::rl

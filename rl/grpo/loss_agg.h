@@ -33,5 +33,12 @@ struct LossWeights {
   std::vector<std::vector<float>> per_micro;  // [micro-batch][token] w_t, 0 where mask_t = 0
 };
 LossWeights loss_weights(const std::vector<MicroBatch>& mini, LossAgg agg, double extra_units = 0);
+// The mini-batch's own units (D before extra units) alone.
+double loss_units(const std::vector<MicroBatch>& mini, LossAgg agg);
+// Data parallel (rl/grpo/grpo.h DataParallel): this shard's part of a mini-batch whose
+// denominator D = all_units (every shard's units, summed) + extra_units. own_units is still this
+// shard's own; per_micro is empty when it is 0.
+LossWeights loss_weights_of_total(const std::vector<MicroBatch>& mini, LossAgg agg, double all_units,
+                                  double extra_units);
 
 }  // namespace sqlrl::rl

@@ -61,12 +61,17 @@ struct TrainEnv {
   std::string description;  // model / tokenizer / dataset sources, printed at the start
   OptionSources config_sources;  // where each config value came from (config.toml comments); may be empty
   RunLock lock;             // the run folder's, once make_train_env writes into it (else run_training takes it)
+  // Data parallel (runtime/comm.h): this rank's place in the job; null = one process. Rank 0
+  // alone writes the run folder; every rank rolls out and trains its shard of each step's prompts.
+  const Comm* comm = nullptr;
 };
 
 // Checks every input (config values, weights, tokenizer, vocab sizes, dataset, protocol, reward
 // panel) before the run folder is touched; then, for the embedded default, generates the
 // synthetic benchmark and tokenizer into <out>/cache (once; atomic). Errors name the thing.
-TrainEnv make_train_env(const TrainConfig& config);
+// owner false (data-parallel ranks other than 0, after rank 0 made its environment): neither
+// lock the run folder nor write into it; read the cache rank 0 wrote.
+TrainEnv make_train_env(const TrainConfig& config, bool owner = true);
 
 // The default scorer: the reward panel plus an EX check of the final SQL against the gold under
 // the context's comparison mode. `context` must outlive the function.

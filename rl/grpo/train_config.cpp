@@ -84,6 +84,7 @@ OptionTable config_fields(TrainConfig& c) {
       {"override-safety", "train a pretrained checkpoint even with settings that would harm it (lr > 1e-4, turn caps too short for an answer or a Qwen3 thought)", &c.override_safety},
   });
   add_memory_options(t, c);
+  add_parallel_options(t, c);
   return t;
 }
 

@@ -50,7 +50,7 @@ ScoreFn panel_scorer(const RewardPanel& panel, RewardContext& context) {
   };
 }
 
-TrainEnv make_train_env(const TrainConfig& config) {
+TrainEnv make_train_env(const TrainConfig& config, bool owner) {
   TrainEnv env;
   env.config = config;
   TrainConfig& c = env.config;
@@ -137,7 +137,7 @@ TrainEnv make_train_env(const TrainConfig& config) {
           ": the embedded one (tiny-vocab ", c.tiny_vocab, " ids) does not fit the model's vocab_size ",
           env.model.config.vocab_size, "; pass --tokenizer");
   // ---- the embedded default: benchmark and tokenizer cached under the run folder
-  if (c.dataset.empty() || !env.tokenizer) {
+  if (owner && (c.dataset.empty() || !env.tokenizer)) {
     env.lock = lock_run_folder(dir);  // before the first write: two runs never share cache/
     fs::create_directories(fs::path(dir) / "cache");
   }

@@ -9,9 +9,8 @@
 
 namespace sqlrl::rl {
 
-nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& panel) {
-  const std::vector<Trajectory>& trajs = *r.trajs;
-  const double n = std::max<double>(1, static_cast<double>(trajs.size()));
+std::vector<double> trajectory_sums(const std::vector<Trajectory>& trajs, const std::vector<uint8_t>* ex_flags,
+                                    const RewardPanel& panel) {
   double reward = 0, reward_sq = 0, ex = 0, format = 0, answered = 0, truncated = 0, out_of_turns = 0, turns = 0;
   double generated = 0, tokens = 0, invalid = 0;
   std::vector<double> terms(panel.terms.size(), 0.0);
@@ -19,7 +18,7 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
     const Trajectory& t = trajs[i];
     reward += t.reward;
     reward_sq += t.reward * t.reward;
-    ex += r.ex && i < r.ex->size() ? (*r.ex)[i] : 0;
+    ex += ex_flags && i < ex_flags->size() ? (*ex_flags)[i] : 0;
     format += t.answered && t.invalid_actions == 0 && !t.truncated;
     answered += t.answered;
     truncated += t.truncated;
@@ -32,12 +31,26 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
       for (size_t k = 0; k < panel.terms.size(); ++k)
         if (panel.terms[k].name == name) terms[k] += value;
   }
+  std::vector<double> out{static_cast<double>(trajs.size()), reward, reward_sq, ex, format, answered, truncated,
+                          out_of_turns, turns, invalid, generated, tokens};
+  out.insert(out.end(), terms.begin(), terms.end());
+  return out;
+}
+
+nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& panel) {
+  const std::vector<double>& v = r.sums;
+  check(v.size() == 12 + panel.terms.size(), "metrics: ", v.size(), " trajectory sums for a panel of ",
+        panel.terms.size(), " terms");
+  const double count = v[0], reward = v[1], reward_sq = v[2], ex = v[3], format = v[4], answered = v[5];
+  const double truncated = v[6], out_of_turns = v[7], turns = v[8], invalid = v[9], generated = v[10], tokens = v[11];
+  const double n = std::max<double>(1, count);
+  std::vector<double> terms(v.begin() + 12, v.end());
   const double mean = reward / n;
   nlohmann::ordered_json j;
   j["step"] = r.step;
   j["epoch"] = r.epoch;
   j["data_position"] = r.data_position;
-  j["trajectories"] = trajs.size();
+  j["trajectories"] = static_cast<int64_t>(count);
   j["lr"] = r.grpo.lr;
   j["reward_mean"] = mean;
   j["reward_std"] = std::sqrt(std::max(0.0, reward_sq / n - mean * mean));
@@ -133,15 +146,15 @@ std::vector<nlohmann::ordered_json> trajectory_json(const StepRecord& r, int64_t
 }
 
 std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_step_seconds) {
-  double reward = 0, ex = 0;
-  for (size_t i = 0; i < r.trajs->size(); ++i) reward += (*r.trajs)[i].reward, ex += r.ex ? (*r.ex)[i] : 0;
-  double n = std::max<double>(1, static_cast<double>(r.trajs->size()));
+  const double count = r.sums.empty() ? 0 : r.sums[0];
+  const double reward = r.sums.size() > 3 ? r.sums[1] : 0, ex = r.sums.size() > 3 ? r.sums[3] : 0;
+  double n = std::max<double>(1, count);
   int64_t eta = static_cast<int64_t>(mean_step_seconds * static_cast<double>(max_steps - r.step) + 0.5);
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "step %lld/%lld | reward %.4f | EX %.3f | loss %.4g | kept %lld/%zu | %.2f s/step | ETA %lldm%02llds",
+                "step %lld/%lld | reward %.4f | EX %.3f | loss %.4g | kept %lld/%lld | %.2f s/step | ETA %lldm%02llds",
                 static_cast<long long>(r.step), static_cast<long long>(max_steps), reward / n, ex / n, r.grpo.loss,
-                static_cast<long long>(r.grpo.filtered.kept), r.trajs->size(), r.step_seconds,
+                static_cast<long long>(r.grpo.filtered.kept), static_cast<long long>(count), r.step_seconds,
                 static_cast<long long>(eta / 60), static_cast<long long>(eta % 60));
   return buf;
 }

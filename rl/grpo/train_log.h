@@ -19,11 +19,19 @@ struct StepRecord {
   const std::vector<sql::Example>* examples = nullptr;
   const std::vector<Trajectory>* trajs = nullptr;
   const std::vector<uint8_t>* ex = nullptr;
+  // Sums over the step's trajectories (every rank's, when data parallel): trajectory_sums.
+  std::vector<double> sums;
   RolloutStats rollout;
   GrpoStepStats grpo;
   int64_t ppo_epochs = 1;  // training forward/backward passes over the packed positions
   double score_seconds = 0, step_seconds = 0;
 };
+
+// What metrics_json reports as means over the step's trajectories, as sums in one vector, so
+// data-parallel ranks can add theirs: [count, reward, reward^2, ex, format, answered, truncated,
+// out_of_turns, turns, invalid actions, generated tokens, tokens, then one per panel term].
+std::vector<double> trajectory_sums(const std::vector<Trajectory>& trajs, const std::vector<uint8_t>* ex,
+                                    const RewardPanel& panel);
 
 // Everything measured lives at the top level except wall-clock figures, which go under "time"
 // (they differ from run to run; the rest repeats bit for bit).

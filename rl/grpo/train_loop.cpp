@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 
 #include "rl/grpo/grpo.h"
@@ -13,6 +14,7 @@
 #include "rl/train_memory.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/gemm.h"
 #include "runtime/interrupt.h"
 #include "runtime/philox.h"
 
@@ -91,6 +93,27 @@ nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const
   return j;
 }
 
+// Data parallel: the step's figures over every rank (counts summed in rank order, wall-clock
+// figures the slowest rank's), so rank 0 logs the job, not itself.
+void reduce_step_record(const Comm& comm, StepRecord& rec) {
+  comm_sum_in_rank_order(comm, rec.sums);
+  RolloutStats& s = rec.rollout;
+  std::vector<double> counts{static_cast<double>(s.sampled_tokens), static_cast<double>(s.injected_tokens),
+                             static_cast<double>(s.prompt_tokens),  static_cast<double>(s.sql_calls),
+                             static_cast<double>(s.sql_errors),     static_cast<double>(s.kv_blocks)};
+  comm_sum_in_rank_order(comm, counts);
+  s.sampled_tokens = static_cast<int64_t>(counts[0]), s.injected_tokens = static_cast<int64_t>(counts[1]);
+  s.prompt_tokens = static_cast<int64_t>(counts[2]), s.sql_calls = static_cast<int64_t>(counts[3]);
+  s.sql_errors = static_cast<int64_t>(counts[4]), s.kv_blocks = static_cast<int64_t>(counts[5]);
+  std::vector<double> slowest{s.decode_seconds, s.prefill_seconds, s.sql_seconds, s.wall_seconds, rec.score_seconds,
+                              rec.grpo.seconds, static_cast<double>(s.decode_steps),
+                              static_cast<double>(s.kv_blocks_peak)};
+  comm_all_reduce_max(comm, slowest.data(), static_cast<int64_t>(slowest.size()));
+  s.decode_seconds = slowest[0], s.prefill_seconds = slowest[1], s.sql_seconds = slowest[2], s.wall_seconds = slowest[3];
+  rec.score_seconds = slowest[4], rec.grpo.seconds = slowest[5];
+  s.decode_steps = static_cast<int64_t>(slowest[6]), s.kv_blocks_peak = static_cast<int64_t>(slowest[7]);
+}
+
 }  // namespace
 
 MemoryPlanOptions grpo_memory_plan_options(const TrainEnv& env) {
@@ -110,6 +133,20 @@ MemoryPlanOptions grpo_memory_plan_options(const TrainEnv& env) {
 
 TrainSummary run_training(TrainEnv& env, bool quiet) {
   const TrainConfig& c = env.config;
+  // Data parallel: rank 0 owns the run folder and the logs; every rank rolls out and trains its
+  // shard of each step's prompts (rl/grpo/grpo.h DataParallel).
+  const Comm single;
+  const Comm& comm = env.comm ? *env.comm : single;
+  const bool owner = comm.is_root();
+  quiet = quiet || !owner;
+  const DataParallel dp{&comm, c.grad_accum, c.deterministic_reduce, static_cast<int>(c.zero_stage)};
+  check(!dp.distributed() || c.grad_accum == 1, "train: grad-accum ", c.grad_accum, " with ", comm.world_size,
+        " ranks: use one or the other (N ranks compute what --grad-accum N computes in one process)");
+  check(c.device != "cuda" || dp.shards() == 1, "train: ", dp.distributed() ? "several ranks" : "grad-accum > 1",
+        " on cuda is not implemented yet (the NCCL communicator is, runtime/comm.h); run it with --device cpu");
+  // N ranks (each bound to its own cores by mpirun) and one process with --grad-accum N must
+  // compute the same bits: GEMMs whose bits do not depend on the thread count (runtime/gemm.h).
+  if (dp.shards() > 1 && c.deterministic_reduce) set_gemm_thread_independent(true);
   check(env.protocol && env.tokenizer && env.score, "train: the environment lacks a protocol, tokenizer or scorer");
   check(!env.examples.empty(), "train: no training examples");
   const std::string dir = c.resume.empty() ? c.out : c.resume;
@@ -130,7 +167,10 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   to.recompute = plan.modes.recompute;
 
   RunLock own_lock;
-  if (env.lock.fd < 0) own_lock = lock_run_folder(dir);
+  if (owner && env.lock.fd < 0) own_lock = lock_run_folder(dir);
+  // ZeRO 1/2: this rank's moments cover its slice of the parameters only.
+  const auto [slice_lo, slice_hi] = optimizer_slice(dp, env.model.num_params);
+  const int64_t moments = slice_hi - slice_lo;
   OptimizerState optimizer;
   int64_t step = 0;
   const std::string ckpt = c.resume.empty() ? "" : latest_checkpoint(dir);
@@ -141,11 +181,13 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     if (!quiet)
       std::printf("resume: %s has no complete checkpoint (the run stopped before its first): starting it again "
                   "from step 0\n", dir.c_str());
-    truncate_jsonl((run / "metrics.jsonl").string(), 0);
-    truncate_jsonl((run / "trajectories.jsonl").string(), 0);
-    fs::create_directories(run / "checkpoints");
+    if (owner) {
+      truncate_jsonl((run / "metrics.jsonl").string(), 0);
+      truncate_jsonl((run / "trajectories.jsonl").string(), 0);
+      fs::create_directories(run / "checkpoints");
+    }
     optimizer.bf16 = plan.modes.bf16_moments;
-    if (!cuda) optimizer = make_optimizer_state(env.model.num_params, plan.modes.bf16_moments);
+    if (!cuda) optimizer = make_optimizer_state(moments, plan.modes.bf16_moments);
   } else if (!c.resume.empty()) {
     const nlohmann::json saved = read_trainer_state(ckpt, "grpo");
     auto same = [&](const char* what, const char* key, int64_t b) {
@@ -167,24 +209,34 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     env.model.params = std::move(loaded.params);
     optimizer = load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(), env.model.num_params,
                                plan.modes.bf16_moments);
+    // The file holds every moment (whatever world size wrote it): keep this rank's slice.
+    if (moments != env.model.num_params) optimizer = optimizer_slice_of(optimizer, slice_lo, slice_hi);
     step = saved["step"].get<int64_t>();
-    truncate_jsonl((run / "metrics.jsonl").string(), step);
-    truncate_jsonl((run / "trajectories.jsonl").string(), step);
+    if (owner) {
+      truncate_jsonl((run / "metrics.jsonl").string(), step);
+      truncate_jsonl((run / "trajectories.jsonl").string(), step);
+    }
   } else {
-    check_no_run_in(dir, str_cat("use --resume ", dir));
-    fs::create_directories(run / "checkpoints");
+    if (owner) {
+      check_no_run_in(dir, str_cat("use --resume ", dir));
+      fs::create_directories(run / "checkpoints");
+    }
     // On CUDA the moments start on the device (start_train_memory), or on the host when offloaded.
     optimizer.bf16 = plan.modes.bf16_moments;
-    if (!cuda) optimizer = make_optimizer_state(env.model.num_params, plan.modes.bf16_moments);
+    if (!cuda) optimizer = make_optimizer_state(moments, plan.modes.bf16_moments);
   }
+  // Every rank past its checks before rank 0 writes config.toml: a rank that fails above ends
+  // the job (comm_abort) before the folder changes.
+  comm_barrier(comm);
   TrainConfig resolved = c;
   resolved.resume.clear();
   resolved.out = dir;
   const bool sourced = env.config_sources.size() == config_fields(resolved).size();
-  write_text_atomic((run / "config.toml").string(),
-                    sourced ? config_to_toml(resolved, env.config_sources) : config_to_toml(resolved));
-
-  write_text_atomic((run / "memory_plan.txt").string(), format_memory_plan(env.model.config, plan, mo));
+  if (owner) {
+    write_text_atomic((run / "config.toml").string(),
+                      sourced ? config_to_toml(resolved, env.config_sources) : config_to_toml(resolved));
+    write_text_atomic((run / "memory_plan.txt").string(), format_memory_plan(env.model.config, plan, mo));
+  }
   if (!quiet) std::printf("memory: %s\n", plan.modes.describe().c_str());
   // Upload once (after a resume loaded its weights); the host model is then only the shape and
   // the staging buffer of each checkpoint's download.
@@ -194,7 +246,11 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   TrainMemory memory = start_train_memory(policy, plan, to, base.kv_block_size, gc.adamw, optimizer);
   SchemaCache schemas;
 
-  JsonlWriter metrics((run / "metrics.jsonl").string()), traj_log((run / "trajectories.jsonl").string());
+  std::unique_ptr<JsonlWriter> metrics, traj_log;
+  if (owner) {
+    metrics = std::make_unique<JsonlWriter>((run / "metrics.jsonl").string());
+    traj_log = std::make_unique<JsonlWriter>((run / "trajectories.jsonl").string());
+  }
   const bool tty = !quiet && isatty(fileno(stderr));
 
   TrainSummary summary;
@@ -212,8 +268,13 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       if (e != cached_epoch) order = epoch_order(c.seed, e, n_examples), cached_epoch = e;
       batch.push_back(env.examples[static_cast<size_t>(order[static_cast<size_t>(pos % n_examples)])]);
     }
+    // This rank's prompts: [r * B / W, (r + 1) * B / W) of the batch. Sample s of batch prompt p
+    // draws with Philox stream step * B * G + p * G + s on whichever rank holds it, so what is
+    // sampled does not depend on the world size.
+    const int64_t W = comm.world_size, first_prompt = comm.rank * c.batch_size / W;
+    batch = std::vector<sql::Example>(batch.begin() + first_prompt, batch.begin() + (comm.rank + 1) * c.batch_size / W);
     RolloutOptions ro = base;
-    ro.first_sample_id = static_cast<uint64_t>(step * c.batch_size * c.group_size);
+    ro.first_sample_id = static_cast<uint64_t>((step * c.batch_size + first_prompt) * c.group_size);
     std::vector<RolloutRequest> requests;
     for (const sql::Example& ex : batch)
       requests.push_back({&ex, build_prompt_tokens(*env.protocol, *env.tokenizer, ex,
@@ -233,31 +294,51 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     rec.score_seconds = seconds_since(score_start);
     PolicyActivations& state = memory_for_train(policy, memory, optimizer);
     if (summary.modes.recompute.empty()) summary.modes = executed_modes(policy, memory, optimizer);
-    rec.grpo = grpo_step(policy, env.reference ? &reference : nullptr, optimizer, state, trajs, gc);
+    rec.grpo = grpo_step(policy, env.reference ? &reference : nullptr, optimizer, state, trajs, gc, dp);
     rec.examples = &batch;
     rec.trajs = &trajs;
     rec.ex = &ex;
+    rec.sums = trajectory_sums(trajs, &ex, env.panel);
+    if (dp.distributed()) reduce_step_record(comm, rec);
     rec.step_seconds = seconds_since(step_start);
 
-    metrics.append(metrics_json(rec, env.panel).dump());
-    for (const auto& j : trajectory_json(rec, c.log_trajectories)) traj_log.append(j.dump());
+    // Rank 0 logs every rank's sampled trajectories (an equal share of the log-trajectories each).
+    std::string my_lines;
+    const int64_t share = c.log_trajectories > 0 ? std::max<int64_t>(1, c.log_trajectories / comm.world_size) : 0;
+    for (const auto& j : trajectory_json(rec, dp.distributed() ? share : c.log_trajectories))
+      my_lines += j.dump() + "\n";
+    const std::vector<std::string> lines = dp.distributed() ? comm_all_gather_bytes(comm, my_lines)
+                                                            : std::vector<std::string>{my_lines};
+    if (owner) {
+      metrics->append(metrics_json(rec, env.panel).dump());
+      for (const std::string& block : lines)
+        for (size_t at = 0, nl; (nl = block.find('\n', at)) != std::string::npos; at = nl + 1)
+          traj_log->append(block.substr(at, nl - at));
+    }
     bool last = step + 1 == c.max_steps;
-    // A first SIGINT/SIGTERM (runtime/interrupt.h): this step is done; save it and stop.
-    const bool interrupted = interrupt_requested();
+    // A first SIGINT/SIGTERM (runtime/interrupt.h): this step is done; save it and stop. Every
+    // rank stops at the same step (a signal may reach only some).
+    int64_t stop = interrupt_requested() ? 1 : 0;
+    if (dp.distributed()) comm_all_reduce_sum(comm, &stop, 1);
+    const bool interrupted = stop > 0;
     if (last || interrupted || (c.save_every > 0 && (step + 1) % c.save_every == 0)) {
       // CUDA: the master weights to the host model; the moments to the host (offloaded: they
       // are there once the region turns to the next rollout's cache, no second copy).
       policy_download(policy, env.model);
       memory_for_rollout(policy, memory, optimizer);
       memory_optimizer_to_host(policy, memory, optimizer);
-      save_checkpoint(dir, step + 1, env.model, optimizer, env.tokenizer_path,
-                      grpo_trainer_state(optimizer, c, n_examples));
+      // ZeRO 1/2: the moments of every slice, gathered into one file of every moment, so any
+      // world size resumes from it.
+      OptimizerState full = moments != env.model.num_params ? gather_optimizer(comm, optimizer, env.model.num_params)
+                                                            : OptimizerState{};
+      if (owner)
+        save_checkpoint(dir, step + 1, env.model, moments != env.model.num_params ? full : optimizer,
+                        env.tokenizer_path, grpo_trainer_state(optimizer, c, n_examples));
+      comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
       if (cuda && !plan.modes.offload_optimizer) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
     }
 
-    double reward = 0;
-    for (const Trajectory& t : trajs) reward += t.reward;
-    summary.reward_means.push_back(trajs.empty() ? 0.0 : reward / static_cast<double>(trajs.size()));
+    summary.reward_means.push_back(rec.sums[0] > 0 ? rec.sums[1] / rec.sums[0] : 0.0);
     double mean_step = seconds_since(run_start) / static_cast<double>(step + 1 - summary.first_step);
     std::string line = progress_line(rec, c.max_steps, mean_step);
     if (tty) std::fprintf(stderr, "\r%s\x1b[K%s", line.c_str(), last || interrupted ? "\n" : "");

@@ -21,21 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int rc = -1;
-  std::string out, err;
-};
-
-CliRun run_train(const std::string& args) {
-  std::string base = sql::testing::temp_dir() + "/cli";
-  std::string cmd = std::string(SQLRL_BINARY) + " train " + args + " > " + base + ".out 2> " + base + ".err";
-  int status = std::system(cmd.c_str());
-  CliRun r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = sql::testing::file_bytes(base + ".out");
-  r.err = sql::testing::file_bytes(base + ".err");
-  return r;
-}
+CliRun run_train(const std::string& args) { return run_command(std::string(SQLRL_BINARY) + " train " + args, "cli"); }
 
 size_t count_lines(const std::string& path) {
   std::ifstream in(path);

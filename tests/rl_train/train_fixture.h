@@ -2,8 +2,10 @@
 // the turn's text, and a reward that pays for writing a fixed short SQL. A tiny random Qwen3 and
 // a BPE tokenizer trained here; everything else is the real loop (rollout, GRPO, run folder).
 #pragma once
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -147,6 +149,21 @@ inline TrainEnv toy_env(const TrainConfig& config) {
     }
   };
   return env;
+}
+
+// A command run through the shell, its stdout and stderr captured (files named after `name`).
+struct CliRun {
+  int rc = -1;
+  std::string out, err;
+};
+inline CliRun run_command(const std::string& command, const std::string& name) {
+  std::string base = sql::testing::temp_dir() + "/" + name;
+  int status = std::system((command + " > " + base + ".out 2> " + base + ".err").c_str());
+  CliRun r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = sql::testing::file_bytes(base + ".out");
+  r.err = sql::testing::file_bytes(base + ".err");
+  return r;
 }
 
 inline std::string fresh_dir(const std::string& name) {

@@ -1,0 +1,141 @@
+// `mpirun -np N llm_sqlrl train` as a user runs it (issue 23): from a briefly SFT-trained tiny
+// checkpoint (tests/fixtures/sft_tiny, tools/make_sft_tiny_fixture.sh; its groups have reward
+// variance, so the updates are real), two ranks write the bytes one process writes with
+// --grad-accum 2; only rank 0 writes the run folder; a failing or killed rank ends the job with
+// its rank named, in bounded time. Skipped when the build has no MPI.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/rl_train/train_fixture.h"
+#include "tests/test_util.h"
+
+namespace sqlrl::rl::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+#define SQLRL_REQUIRE_MPI()                                                     \
+  do {                                                                          \
+    if (std::string(SQLRL_MPIEXEC).empty()) GTEST_SKIP() << "built without MPI"; \
+  } while (0)
+
+// As root (CI containers) Open MPI needs the two ALLOW variables; --oversubscribe: 2 ranks on
+// whatever cores the machine has; no single-copy (containers forbid its ptrace).
+std::string mpirun(int np) {
+  return str_cat("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none ",
+                 SQLRL_MPIEXEC, " -np ", np, " --oversubscribe ");
+}
+
+std::string fixture_args(int steps = 2, const std::string& weights = std::string(SQLRL_FIXTURES_DIR) + "/sft_tiny") {
+  return str_cat("--config tiny --weights ", weights, " --max-steps ", steps, " --batch-size 4 ",
+                 "--group-size 6 --max-turn-tokens 96 ");
+}
+
+std::string bytes(const std::string& path) { return sql::testing::file_bytes(path); }
+
+std::vector<nlohmann::json> metric_lines(const std::string& dir) {
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST(TrainCliMpi, TwoRanksWriteTheBytesOfGradAccumTwo) {
+  SQLRL_REQUIRE_MPI();
+  const std::string dp = fresh_dir("cli_mpi_np2"), one = fresh_dir("cli_mpi_accum2");
+  CliRun a = run_command(mpirun(2) + SQLRL_BINARY + " train " + fixture_args() + "--save-every 1 --zero-stage 1 --out " + dp, "np2");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  CliRun b = run_command(std::string(SQLRL_BINARY) + " train " + fixture_args() + "--save-every 1 --grad-accum 2 --out " + one, "acc2");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  for (int step = 1; step <= 2; ++step) {
+    const std::string ck = "/checkpoints/step-" + std::to_string(step);
+    EXPECT_TRUE(bytes(dp + ck + "/model.safetensors") == bytes(one + ck + "/model.safetensors")) << "step " << step;
+    EXPECT_TRUE(bytes(dp + ck + "/optimizer.safetensors") == bytes(one + ck + "/optimizer.safetensors"))
+        << "step " << step;
+  }
+  // Real updates, logged once (rank 0), for the whole job's trajectories.
+  std::vector<nlohmann::json> m = metric_lines(dp);
+  ASSERT_EQ(m.size(), 2u);
+  int64_t kept = 0;
+  for (const auto& j : m) {
+    kept += j["filtered"]["kept"].get<int64_t>();
+    EXPECT_EQ(j["trajectories"], 24);
+  }
+  EXPECT_GT(kept, 0) << "no trajectory trained: the comparison would be vacuous";
+  EXPECT_GT(m[0]["grad_norm"].get<double>() + m[1]["grad_norm"].get<double>(), 0.0);
+  EXPECT_EQ(m[0]["filtered"], metric_lines(one)[0]["filtered"]);
+  // Progress lines come from rank 0 only.
+  size_t lines = 0;
+  for (size_t at = 0; (at = a.out.find("step 1/2", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 1u) << a.out;
+  EXPECT_NE(a.out.find("rank 0 of 2 (mpirun)"), std::string::npos) << a.out;
+}
+
+// A rank that fails names itself, and the job ends (the other rank is waiting for it in a
+// barrier): MPMD launch, rank 1 given weights that do not exist.
+TEST(TrainCliMpi, AFailingRankNamesItselfAndEndsTheJob) {
+  SQLRL_REQUIRE_MPI();
+  const std::string dir = fresh_dir("cli_mpi_fail");
+  const std::string good = std::string(SQLRL_BINARY) + " train " + fixture_args() + "--out " + dir;
+  const std::string bad =
+      std::string(SQLRL_BINARY) + " train " + fixture_args(2, "/nonexistent/weights") + "--out " + dir;
+  const auto start = std::chrono::steady_clock::now();
+  std::string launch = mpirun(1) + good + " : -np 1 " + bad;
+  CliRun r = run_command(launch, "fail");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("error (rank 1 of 2)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/weights"), std::string::npos) << r.err;
+  EXPECT_LT(seconds, 60.0);
+}
+
+// A rank killed by SIGKILL in the middle of training (no error message, no MPI_Abort of its
+// own): mpirun sees it and ends the others within seconds, never a hang.
+TEST(TrainCliMpi, AKilledRankEndsTheJobInBoundedTime) {
+  SQLRL_REQUIRE_MPI();
+  const std::string dir = fresh_dir("cli_mpi_kill");
+  const std::string base = sql::testing::temp_dir() + "/kill";
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    std::string cmd = mpirun(2) + SQLRL_BINARY + " train " + fixture_args(500) + "--save-every 0 --out " +
+                      dir + " > " + base + ".out 2> " + base + ".err";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for training to be under way, then kill -9 the rank-1 process (found by its environment).
+  for (int i = 0; i < 1200 && !fs::exists(dir + "/metrics.jsonl"); ++i) usleep(50'000);
+  usleep(500'000);
+  pid_t victim = -1;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream env(e.path() / "environ", std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    std::ifstream cmdline(e.path() / "cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    if (cmd.find("llm_sqlrl") != std::string::npos && cmd.find(dir) != std::string::npos &&
+        text.find(std::string("OMPI_COMM_WORLD_RANK=1") + '\0') != std::string::npos)
+      victim = std::stoi(name);
+  }
+  ASSERT_GT(victim, 0) << "rank 1 not found; " << sql::testing::file_bytes(base + ".err");
+  const auto start = std::chrono::steady_clock::now();
+  kill(victim, SIGKILL);
+  int status = 0;
+  for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; ++i) usleep(100'000);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (seconds >= 60) kill(-pid, SIGKILL), waitpid(pid, &status, 0);
+  EXPECT_LT(seconds, 60.0) << "the job did not end after its rank 1 was killed";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+  const std::string err = sql::testing::file_bytes(base + ".err");
+  EXPECT_NE(err.find("signal 9"), std::string::npos) << err;  // mpirun's report names the killed process
+}
+
+}  // namespace
+}  // namespace sqlrl::rl::testing
