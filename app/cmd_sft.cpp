@@ -16,6 +16,7 @@
 #include <set>
 
 #include "app/commands.h"
+#include "app/launch.h"
 #include "app/options.h"
 #include "rl/options.h"
 #include "rl/sft/sft.h"
@@ -45,7 +46,8 @@ void add_sft_training_options(OptionTable& t, SftTraining& s) {
       {"lr", "peak learning rate (MTSQL-R1: 5e-6)", &c.lr},
       {"max-steps", "stop after this many updates (0 = epochs decide)", &c.max_steps},
       {"micro-batch-tokens", "packed positions per micro-batch", &c.micro_batch_tokens},
-      {"grad-accum", "micro-batches per optimizer update", &c.grad_accum},
+      {"grad-accum", "micro-batches per optimizer update (CPU: each one's gradient from zero, added in order: the bits "
+                     "mpirun -np N computes with one micro-batch per rank)", &c.grad_accum},
       {"warmup-ratio", "linear warmup share of the updates", &c.warmup_ratio},
       {"min-lr-ratio", "cosine floor as a share of --lr", &c.min_lr_ratio},
       {"decay", "cosine | constant", &s.decay},
@@ -93,7 +95,9 @@ OptionTable sft_options(SftSettings& s) {
   return t;
 }
 
-using SftArgs = TableArgs<SftSettings>;
+struct SftArgs : TableArgs<SftSettings> {
+  CommOptions launch;  // mpirun / srun / RANK: one micro-batch per rank per update
+};
 
 ChatTemplate template_for(const std::string& name, const std::string& tokenizer) {
   if (!name.empty()) return chat_template_from_name(name);
@@ -149,6 +153,9 @@ rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel&
 void run_sft_command(SftArgs& args) {
   SftSettings a = resolve_options(args.flags, args.settings, SftSettings{}, sft_options);
   rl::validate_groups(a, "sft");
+  // Several processes: each reads the data, rank 0 alone prints and writes the run folder.
+  const Comm& job = join_job(args.launch);
+  if (!job.is_root()) check(std::freopen("/dev/null", "w", stdout) != nullptr, "sft: rank ", job.rank, ": /dev/null");
   if (a.device == "cuda") check(cuda_device_count() > 0, "sft: --device cuda: ", cuda_unavailable_reason());
   QwenModel model;
   rl::OptimizerState opt;
@@ -174,6 +181,7 @@ void run_sft_command(SftArgs& args) {
               static_cast<long long>(ls.skipped_no_target), static_cast<long long>(ls.tokens),
               static_cast<long long>(ls.trained_tokens));
   rl::SftRunOptions ro{a.out, a.tokenizer, log_line};
+  ro.comm = &job;
   ro.resume = resume ? &*resume : nullptr;
   ro.device = a.device;
   ro.memory = a;
@@ -379,6 +387,7 @@ void add_sft_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("sft", "Supervised fine-tuning on masked multi-turn data (JSONL)");
   cmd->require_subcommand(0, 1);
   add_table_flags(cmd, sft_options(a->settings), a->flags);
+  add_launch_flags(cmd, a->launch);
 
   auto d = std::make_shared<DemoArgs>();
   CLI::App* demos = cmd->add_subcommand("synth-demos", "Gold multi-turn demonstrations for the synthetic benchmark");

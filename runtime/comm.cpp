@@ -1,6 +1,7 @@
 #include "runtime/comm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -33,6 +34,13 @@ int first_env_int(EnvLookup env, std::initializer_list<const char*> names, int m
   return -1;
 }
 
+// Adds the enclosing collective's wall time to comm.seconds.
+struct Timed {
+  const Comm& comm;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  ~Timed() { comm.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+};
+
 [[noreturn]] void fail_no_transport(const Comm& c, const char* what) {
   fail("rank ", c.rank, " of ", c.world_size, " (", c.source, "): no transport for the host ", what,
        ": the job was not started by an MPI launcher (mpirun, srun --mpi=pmix) and has no NCCL communicator; a CPU "
@@ -41,6 +49,7 @@ int first_env_int(EnvLookup env, std::initializer_list<const char*> names, int m
 
 void reduce(const Comm& c, void* data, int64_t n, mpi::Type type, bool max) {
   if (c.world_size == 1 || n == 0) return;
+  Timed timed{c};
   if (c.mpi) return mpi::all_reduce(data, n, type, max);
   if (c.nccl) return nccl_host_all_reduce(c, data, n, static_cast<int>(type), max);
   fail_no_transport(c, "all-reduce");
@@ -132,7 +141,10 @@ void comm_abort(const Comm& comm, int code) {
 
 void comm_barrier(const Comm& comm) {
   if (comm.world_size == 1) return;
-  if (comm.mpi) return mpi::barrier();
+  if (comm.mpi) {
+    Timed timed{comm};
+    return mpi::barrier();
+  }
   int64_t one = 1;
   reduce(comm, &one, 1, mpi::Type::I64, false);
 }
@@ -140,6 +152,7 @@ void comm_barrier(const Comm& comm) {
 void comm_broadcast(const Comm& comm, void* data, int64_t bytes, int root) {
   check(root >= 0 && root < comm.world_size, "broadcast: root ", root, " is not a rank of ", comm.world_size);
   if (comm.world_size == 1 || bytes == 0) return;
+  Timed timed{comm};
   if (comm.mpi) return mpi::broadcast(data, bytes, root);
   if (comm.nccl) return nccl_host_broadcast(comm, data, bytes, root);
   fail_no_transport(comm, "broadcast");
@@ -209,6 +222,7 @@ void comm_reduce_scatter_sum(const Comm& comm, const float* full, float* shard, 
     return;
   }
   if (!comm.mpi) fail_no_transport(comm, "reduce-scatter");
+  Timed timed{comm};
   std::vector<int64_t> counts(comm.world_size);
   for (int r = 0; r < comm.world_size; ++r) counts[r] = bounds[r + 1] - bounds[r];
   if (!ordered) return mpi::reduce_scatter(full, shard, counts);
@@ -223,6 +237,7 @@ void comm_reduce_scatter_sum(const Comm& comm, const float* full, float* shard, 
 void comm_all_gather(const Comm& comm, float* full, int64_t n) {
   if (comm.world_size == 1) return;
   if (!comm.mpi) fail_no_transport(comm, "all-gather");
+  Timed timed{comm};
   const std::vector<int64_t> bounds = shard_bounds(n, comm.world_size);
   std::vector<int64_t> counts(comm.world_size);
   for (int r = 0; r < comm.world_size; ++r) counts[r] = bounds[r + 1] - bounds[r];

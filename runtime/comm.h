@@ -45,6 +45,9 @@ struct Comm {
   void* stream = nullptr;    // the NCCL collectives' cudaStream_t
   void* staging = nullptr;   // device scratch for host collectives staged through NCCL (no MPI)
   int64_t staging_bytes = 0;
+  // Wall-clock seconds spent in host collectives so far (waiting for the slowest rank
+  // included): a step's share of communication is the difference across it.
+  mutable double seconds = 0;
   bool is_root() const { return rank == 0; }
 };
 

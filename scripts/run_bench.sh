@@ -13,3 +13,6 @@ for bin in "$dir"/bench_*; do
     *) "$bin" --benchmark_counters_tabular=true ;;
   esac
 done
+# Data-parallel scaling over MPI ranks (skips without mpirun).
+echo "== dp_scaling"
+bash "$(dirname "$0")/../bench/dp_scaling.sh" "$build"

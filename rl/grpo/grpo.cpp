@@ -177,12 +177,6 @@ GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, Optimizer
   return grpo_step(p, reference ? &r : nullptr, optimizer, acts, batch, config);
 }
 
-std::pair<int64_t, int64_t> optimizer_slice(const DataParallel& dp, int64_t num_params) {
-  if (dp.zero_stage == 0 || !dp.distributed()) return {0, num_params};
-  const std::vector<int64_t> b = shard_bounds(num_params, dp.comm->world_size);
-  return {b[dp.comm->rank], b[dp.comm->rank + 1]};
-}
-
 namespace {
 
 // One shard of the step as this process holds it.
@@ -195,20 +189,6 @@ struct Shard {
   double entropy_sum = 0, entropy_tokens = 0;
   std::vector<float> grads;                    // grad_accum > 1: this shard's gradient
 };
-
-// The sum over every shard of the step (this process's, or every rank's) of per-shard vectors,
-// in shard order from 0: the same additions whether the shards are ranks or --grad-accum.
-std::vector<double> sum_over_shards(const DataParallel& dp, const std::vector<std::vector<double>>& local) {
-  std::vector<double> sum(local.at(0).size(), 0.0);
-  if (dp.distributed()) {
-    sum = local[0];
-    comm_sum_in_rank_order(*dp.comm, sum);
-    return sum;
-  }
-  for (const auto& row : local)
-    for (size_t k = 0; k < row.size(); ++k) sum[k] += row[k];
-  return sum;
-}
 
 // grad_accum > 1: the batch's prompts (example_index) in `n` consecutive near-equal ranges.
 std::vector<std::vector<Trajectory>> split_by_prompt(const std::vector<Trajectory>& batch, int64_t n) {
@@ -325,7 +305,6 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       }
 
   const int64_t M = shards[0].minis.size();
-  const std::vector<int64_t> zero_bounds = shard_bounds(n, static_cast<int>(R));
   std::vector<float> logp, dlogp, entropy, grad_slice;
   for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
     for (int64_t b = 0; b < M; ++b) {
@@ -362,40 +341,13 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
           }
         if (shards.size() > 1) sh.grads = policy.host->grads;  // this shard's gradient, from zero
       }
-      // ---- the step's gradient, and the squared norm of each ZeRO slice of it
-      float* grads = policy.on_cuda ? nullptr : policy.host->grads.data();
-      // Several ranks: the reduced gradient of this rank's ZeRO slice zero_bounds[rank..rank+1].
+      // ---- the step's gradient and its squared norm
+      std::vector<std::vector<float>> shard_grads;
+      for (Shard& sh : shards)
+        if (shards.size() > 1) shard_grads.push_back(std::move(sh.grads));
       const float* own_grads = nullptr;
-      if (shards.size() > 1) {
-        std::vector<const float*> parts;
-        for (const Shard& sh : shards) parts.push_back(sh.grads.data());
-        add_in_rank_order(grads, parts, n);
-      } else if (dp.distributed()) {
-        const int64_t lo = zero_bounds[dp.rank()], count = zero_bounds[dp.rank() + 1] - lo;
-        if (dp.zero_stage == 2) {
-          grad_slice.resize(static_cast<size_t>(count));
-          comm_reduce_scatter_sum(*dp.comm, grads, grad_slice.data(), n, dp.ordered);
-          own_grads = grad_slice.data();
-        } else {
-          if (dp.ordered) comm_all_reduce_sum_ordered(*dp.comm, grads, n);
-          else comm_all_reduce_sum(*dp.comm, grads, n);
-          own_grads = grads + lo;
-        }
-      }
-      double sq = 0;
-      if (policy.on_cuda) {
-        sq = policy_grad_sq_sum(policy);
-      } else if (R == 1) {
-        sq = grad_sq_sum_cpu(grads, n);
-      } else {
-        std::vector<std::vector<double>> rows;
-        if (dp.distributed())
-          rows.push_back({grad_sq_sum_cpu(own_grads, zero_bounds[dp.rank() + 1] - zero_bounds[dp.rank()])});
-        else
-          for (int64_t r = 0; r < R; ++r)
-            rows.push_back({grad_sq_sum_cpu(grads + zero_bounds[r], zero_bounds[r + 1] - zero_bounds[r])});
-        sq = sum_over_shards(dp, rows)[0];
-      }
+      const double sq = reduce_gradients(policy, dp, shard_grads, grad_slice, &own_grads);
+      for (size_t si = 0; si < shard_grads.size(); ++si) shards[si].grads = std::move(shard_grads[si]);
       double mini_loss = 0;
       {
         std::vector<std::vector<double>> losses;
@@ -404,13 +356,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       }
       const double norm = std::sqrt(sq);
       ++optimizer.adam_step;
-      if (slice_hi - slice_lo == n) {
-        policy_adamw_step(policy, optimizer, config.adamw, stats.lr, config.max_grad_norm, sq);
-      } else {
-        policy_adamw_step_slice(policy, optimizer, own_grads, slice_lo, slice_hi, config.adamw, stats.lr,
-                                config.max_grad_norm, sq);
-        comm_all_gather(*dp.comm, policy.host->params.data(), n);
-      }
+      data_parallel_adamw(policy, optimizer, dp, own_grads, config.adamw, stats.lr, config.max_grad_norm, sq);
       stats.loss += mini_loss, stats.grad_norm += norm, stats.grad_norm_max = std::max(stats.grad_norm_max, norm);
       ++stats.updates;
     }

@@ -29,7 +29,7 @@
 #include "rl/agent/trajectory.h"
 #include "rl/grpo/loss_agg.h"
 #include "rl/policy.h"
-#include "runtime/comm.h"
+#include "rl/data_parallel.h"
 
 namespace sqlrl::rl {
 
@@ -124,35 +124,10 @@ struct GrpoStepStats {
   double seconds = 0;
 };
 
-// How one trainer step's gradient is spread over shards of the batch (issue 23). A shard is a
-// consecutive range of the batch's prompts with all G samples of each, so groups, advantages and
-// the filter never need another shard.
-//   - one process, grad_accum 1: the step as it always was (every figure bit-identical);
-//   - one process, grad_accum N: the prompts (example_index) in N consecutive near-equal ranges;
-//     each shard's gradient is computed from zero over its own packed micro-batches, exactly as
-//     rank r of N would, and the N gradients are added in shard order (add_in_rank_order);
-//   - N ranks (comm->world_size N): `batch` is this rank's shard (the trainer rolled out its
-//     prompts only), and the gradients are reduced across ranks.
-// What a shard cannot know alone is first summed over all shards in shard order: trajectory and
-// kept counts (the number of mini-batches), each mini-batch's loss denominator (exact integer
-// units), the gradient norm (the squared norms of the ZeRO slices shard_bounds(n, N), in order),
-// the statistics. So with `ordered`, N ranks and grad_accum N give bit-identical weights.
-struct DataParallel {
-  const Comm* comm = nullptr;  // null or world size 1: one process
-  int64_t grad_accum = 1;      // one process only
-  bool ordered = true;         // rank-order sums (runtime/comm.h); false: MPI's all-reduce
-  // 0: every rank keeps all moments and updates every parameter; 1: rank r keeps the moments of
-  // its slice shard_bounds(n, N)[r..r+1] only and updates that slice, then the parameters are
-  // all-gathered; 2: as 1, and only the slice's reduced gradient is formed (reduce-scatter).
-  // The optimizer state's m / v hold the slice (1, 2) or everything (0).
-  int zero_stage = 0;
-  int64_t shards() const { return comm && comm->world_size > 1 ? comm->world_size : grad_accum; }
-  int rank() const { return comm ? comm->rank : 0; }
-  bool distributed() const { return comm && comm->world_size > 1; }
-};
-// The slice of the flat parameter buffer whose moments this rank keeps: [first, second).
-std::pair<int64_t, int64_t> optimizer_slice(const DataParallel& dp, int64_t num_params);
-
+// Data parallel (rl/data_parallel.h): a GRPO shard is a consecutive range of the batch's prompts
+// with all G samples of each, so groups, advantages and the filter never need another shard; the
+// trajectory and kept counts (the number of mini-batches) and each mini-batch's loss denominator
+// are summed over shards first.
 // One trainer step. `state` plans activations for the micro-batch budget
 // (state.options.max_tokens) and is shared with the reference forward; policy.grads must be
 // allocated; `reference` may be null when kl_coef == 0. With no trajectory left after the

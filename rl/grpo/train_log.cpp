@@ -97,6 +97,7 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
                {"sql_s", s.sql_seconds},
                {"score_s", r.score_seconds},
                {"train_s", r.grpo.seconds},
+               {"comm_s", r.comm_seconds},
                {"rollout_tokens_per_s", rate(static_cast<double>(s.sampled_tokens), s.wall_seconds)},
                {"train_tokens_per_s", rate(static_cast<double>(r.grpo.positions * r.ppo_epochs), r.grpo.seconds)}};
   return j;

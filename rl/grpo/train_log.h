@@ -25,6 +25,7 @@ struct StepRecord {
   GrpoStepStats grpo;
   int64_t ppo_epochs = 1;  // training forward/backward passes over the packed positions
   double score_seconds = 0, step_seconds = 0;
+  double comm_seconds = 0;  // data parallel: rank 0's time in collectives (waiting for the slowest rank included)
 };
 
 // What metrics_json reports as means over the step's trajectories, as sums in one vector, so

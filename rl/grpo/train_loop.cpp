@@ -260,6 +260,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   std::vector<int64_t> order;
   for (; step < c.max_steps; ++step) {
     auto step_start = std::chrono::steady_clock::now();
+    const double comm_start = comm.seconds;
     // ---- the batch: positions step*B .. step*B+B-1 of the epoch-wise shuffled stream
     std::vector<sql::Example> batch;
     int64_t first_position = step * c.batch_size, epoch = first_position / n_examples;
@@ -301,6 +302,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     rec.sums = trajectory_sums(trajs, &ex, env.panel);
     if (dp.distributed()) reduce_step_record(comm, rec);
     rec.step_seconds = seconds_since(step_start);
+    rec.comm_seconds = comm.seconds - comm_start;
 
     // Rank 0 logs every rank's sampled trajectories (an equal share of the log-trajectories each).
     std::string my_lines;

@@ -8,6 +8,7 @@
 
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/gemm.h"
 #include "runtime/interrupt.h"
 #include "rl/run_folder.h"
 #include "rl/train_memory.h"
@@ -131,38 +132,59 @@ std::vector<MicroBatch> pack_sft(const std::vector<SftSequence>& data, const std
 }
 
 SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActivations& acts,
-                          const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config) {
+                          const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config,
+                          const DataParallel& dp) {
   check(policy_training_ready(policy), "sft: gradients are not allocated (policy_init_training)");
   const int64_t num_params = policy.on_cuda ? policy.cuda.num_params() : policy.host->num_params;
   check(policy.on_cuda || moments_size(optimizer) == num_params, "sft: optimizer state has ", moments_size(optimizer),
         " moments for ", num_params, " parameters");
+  check(dp.zero_stage == 0, "sft: ZeRO stages other than 0 are not implemented");
   SftUpdateStats st;
   st.lr = lr_at(schedule, optimizer.train_step);
   ++optimizer.train_step;
+  // Every rank holds the whole plan: the update's token count needs no communication.
   for (const MicroBatch* mb : micro) {
     for (uint8_t m : mb->mask) st.tokens += m;
     st.positions += static_cast<int64_t>(mb->targets.size());
   }
   if (st.tokens == 0) return st;
   const float scale = -1.0f / static_cast<float>(st.tokens);
-  policy_zero_grads(policy);
+  // The shards this process trains: micro[s] for shard s, or (one shard) all of them.
+  const int64_t R = dp.shards();
+  std::vector<std::vector<const MicroBatch*>> mine;
+  auto shard = [&](int64_t s) {
+    return s < static_cast<int64_t>(micro.size()) ? std::vector<const MicroBatch*>{micro[s]}
+                                                   : std::vector<const MicroBatch*>{};
+  };
+  if (dp.distributed()) mine.push_back(shard(dp.rank()));
+  else if (R == 1) mine.push_back(micro);
+  else for (int64_t s = 0; s < R; ++s) mine.push_back(shard(s));
   std::vector<float> logp, dlogp;
-  double nll = 0;
-  for (const MicroBatch* mb : micro) {
-    const size_t T = mb->targets.size();
-    logp.resize(T), dlogp.resize(T);
-    policy_forward_logprobs_masked(policy, acts, mb->batch, mb->targets, mb->mask.data(), logp.data());
-    for (size_t t = 0; t < T; ++t) {
-      dlogp[t] = mb->mask[t] ? scale : 0.0f;
-      if (mb->mask[t]) nll -= logp[t];
+  std::vector<std::vector<double>> nlls;
+  std::vector<std::vector<float>> shard_grads;
+  for (const auto& part : mine) {
+    policy_zero_grads(policy);
+    double nll = 0;
+    for (const MicroBatch* mb : part) {
+      const size_t T = mb->targets.size();
+      logp.resize(T), dlogp.resize(T);
+      policy_forward_logprobs_masked(policy, acts, mb->batch, mb->targets, mb->mask.data(), logp.data());
+      for (size_t t = 0; t < T; ++t) {
+        dlogp[t] = mb->mask[t] ? scale : 0.0f;
+        if (mb->mask[t]) nll -= logp[t];
+      }
+      policy_backward_logprobs(policy, acts, mb->batch, mb->targets, dlogp.data());
     }
-    policy_backward_logprobs(policy, acts, mb->batch, mb->targets, dlogp.data());
+    nlls.push_back({nll});
+    if (mine.size() > 1) shard_grads.push_back(policy.host->grads);  // this shard's gradient, from zero
   }
-  st.loss = nll / static_cast<double>(st.tokens);
-  double sq = policy_grad_sq_sum(policy);
+  st.loss = sum_over_shards(dp, nlls)[0] / static_cast<double>(st.tokens);
+  std::vector<float> slice;
+  const float* own = nullptr;
+  const double sq = reduce_gradients(policy, dp, shard_grads, slice, &own);
   st.grad_norm = std::sqrt(sq);
   ++optimizer.adam_step;
-  policy_adamw_step(policy, optimizer, config.adamw, st.lr, config.max_grad_norm, sq);
+  data_parallel_adamw(policy, optimizer, dp, own, config.adamw, st.lr, config.max_grad_norm, sq);
   return st;
 }
 
@@ -188,6 +210,15 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   const SftConfig& config = resume ? resume->config : given_config;
   check(config.epochs >= 1 || config.max_steps > 0, "sft: needs epochs >= 1 or max_steps > 0");
   check(config.grad_accum >= 1, "sft: grad_accum must be at least 1, got ", config.grad_accum);
+  // Several ranks: each update is one micro-batch per rank (rl/data_parallel.h).
+  const Comm single;
+  const Comm& comm = options.comm ? *options.comm : single;
+  const bool owner = comm.is_root();
+  check(comm.world_size == 1 || config.grad_accum == 1, "sft: grad-accum ", config.grad_accum, " with ",
+        comm.world_size, " ranks: use one or the other (N ranks compute what --grad-accum N computes in one process)");
+  check(comm.world_size == 1 || options.device == "cpu", "sft: several ranks on cuda are not implemented yet (the NCCL ",
+        "communicator is, runtime/comm.h); run it with --device cpu");
+  const int64_t per_update = config.grad_accum * comm.world_size;  // micro-batches per update
   check(!data.empty(), "sft: no training sequence (every line had no trained token?)");
   check(options.device == "cpu" || options.device == "cuda", "sft: device '", options.device,
         "' is not cpu or cuda");
@@ -237,7 +268,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   } else {
     // The cosine needs the total number of updates.
     for (int64_t e = 0; e < epochs; ++e)
-      cursor.planned += (static_cast<int64_t>(plan_of(e).size()) + config.grad_accum - 1) / config.grad_accum;
+      cursor.planned += (static_cast<int64_t>(plan_of(e).size()) + per_update - 1) / per_update;
     if (config.max_steps > 0) cursor.planned = config.max_steps;
     cursor.total_steps = optimizer.train_step + cursor.planned;
     cursor.warmup_steps = static_cast<int64_t>(std::floor(config.warmup_ratio * static_cast<float>(cursor.planned)));
@@ -255,6 +286,10 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   topt.max_tokens = mo.tokens_per_micro_batch;
   topt.logprob_chunk = mo.logprob_chunk_tokens;
   topt.recompute = mplan.modes.recompute;
+  // --grad-accum on the CPU and N ranks: the shard gradients of rl/data_parallel.h, and GEMMs whose
+  // bits do not depend on the thread count (a rank bound to one core vs a process with two).
+  const DataParallel dp{&comm, cuda || comm.world_size > 1 ? 1 : config.grad_accum, true, 0};
+  if (dp.shards() > 1) set_gemm_thread_independent(true);
   Policy policy = cuda ? cuda_policy(model, 0, /*grads=*/false) : cpu_policy(model);
   TrainMemory memory = start_train_memory(policy, mplan, topt, RolloutOptions{}.kv_block_size, config.adamw, optimizer);
   PolicyActivations& acts = memory_for_train(policy, memory, optimizer);
@@ -262,7 +297,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   const fs::path out = options.out_dir;
   RunLock lock;
   std::unique_ptr<JsonlWriter> metrics;
-  if (!options.out_dir.empty()) {
+  if (!options.out_dir.empty() && owner) {
     lock = lock_run_folder(options.out_dir);
     if (resume) {
       truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
@@ -302,9 +337,12 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     saved_step = optimizer.train_step;
     policy_download(policy, model);
     memory_optimizer_to_host(policy, memory, optimizer);
-    run.checkpoints.push_back(save_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
-                                              options.tokenizer_path, trainer_state()));
-    if (options.log) options.log("saved " + run.checkpoints.back());
+    if (owner) {
+      run.checkpoints.push_back(save_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
+                                                options.tokenizer_path, trainer_state()));
+      if (options.log) options.log("saved " + run.checkpoints.back());
+    }
+    comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
   };
 
   while (cursor.updates < cursor.planned) {
@@ -315,9 +353,9 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     }
     std::vector<const MicroBatch*> group;
     const size_t m = static_cast<size_t>(cursor.micro);
-    for (size_t k = m; k < std::min(micro.size(), m + config.grad_accum); ++k) group.push_back(&micro[k]);
+    for (size_t k = m; k < std::min(micro.size(), m + static_cast<size_t>(per_update)); ++k) group.push_back(&micro[k]);
     auto t0 = std::chrono::steady_clock::now();
-    SftUpdateStats st = sft_update(policy, optimizer, acts, group, schedule, config);
+    SftUpdateStats st = sft_update(policy, optimizer, acts, group, schedule, config, dp);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (run.updates == 0) run.first_loss = st.loss;
     run.last_loss = st.loss;
@@ -334,11 +372,14 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     line["tokens_per_s"] = seconds > 0 ? static_cast<double>(st.tokens) / seconds : 0.0;
     line["seconds"] = seconds;
     if (metrics) metrics->append(line.dump());
-    if (options.log) options.log(line.dump());
-    cursor.micro += config.grad_accum;
+    if (options.log && owner) options.log(line.dump());
+    cursor.micro += per_update;
     if (cursor.micro >= static_cast<int64_t>(micro.size())) ++cursor.epoch, cursor.micro = 0;
     if (config.save_every > 0 && cursor.updates % config.save_every == 0) save();
-    if (interrupt_requested()) {  // runtime/interrupt.h: this update is done; save it and stop
+    // runtime/interrupt.h: this update is done; save it and stop (every rank at the same update).
+    int64_t stop = interrupt_requested() ? 1 : 0;
+    if (comm.world_size > 1) comm_all_reduce_sum(comm, &stop, 1);
+    if (stop > 0) {
       run.interrupted = true;
       break;
     }

@@ -30,6 +30,7 @@
 #include "model/memory_plan.h"
 #include "rl/optimizer.h"
 #include "rl/options.h"
+#include "rl/data_parallel.h"
 #include "rl/policy.h"
 #include "rl/run_folder.h"
 #include "rl/sft/sft_data.h"
@@ -95,8 +96,14 @@ struct SftUpdateStats {
 // clock is optimizer.train_step. An update with no trained token changes nothing but the clock.
 // On either device (rl/policy.h; policy_init_training first): CPU moments in optimizer.m/v,
 // CUDA moments on the device (optimizer keeps the counters).
+// Data parallel (rl/data_parallel.h): shard s of the update is micro[s] alone. N ranks: `micro`
+// is the update's N micro-batches (every rank's), rank r trains micro[r] (none when there are
+// fewer), and the gradients are reduced. One process with dp.grad_accum N (CPU): each micro-batch's
+// gradient from zero, added in order: the bits of N ranks. dp.shards() == 1: every micro-batch
+// accumulated into one gradient buffer (the CUDA way of --grad-accum).
 SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActivations& acts,
-                          const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config);
+                          const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config,
+                          const DataParallel& dp = {});
 
 // Mean NLL per trained token of `data` under `model` (no update); 0 trained tokens -> 0.
 double sft_eval_loss(const QwenModel& model, TrainState& state, const std::vector<SftSequence>& data,
@@ -137,6 +144,9 @@ struct SftRunOptions {
   // The memory plan's budget and modes (rl/train_memory.h; no rollout phase): recomputed layers
   // and bf16 moments as the plan chooses; OUT/memory_plan.txt records it.
   MemoryOptions memory = {};
+  // Several ranks (runtime/comm.h): each update is world-size micro-batches, one per rank (the
+  // config's grad_accum must then be 1); rank 0 alone writes out_dir and logs. Null: one process.
+  const Comm* comm = nullptr;
 };
 
 struct SftRunStats {

@@ -77,6 +77,39 @@ TEST(TrainCliMpi, TwoRanksWriteTheBytesOfGradAccumTwo) {
   EXPECT_NE(a.out.find("rank 0 of 2 (mpirun)"), std::string::npos) << a.out;
 }
 
+// SFT: N ranks, one micro-batch each per update == one process with --grad-accum N (CPU: each
+// micro-batch's gradient from zero, added in order).
+TEST(TrainCliMpi, SftTwoRanksWriteTheBytesOfGradAccumTwo) {
+  SQLRL_REQUIRE_MPI();
+  const std::string dir = fresh_dir("cli_mpi_sft");
+  std::filesystem::create_directories(dir);
+  const std::string demos = dir + "/demos.jsonl";
+  CliRun d = run_command(std::string(SQLRL_BINARY) + " sft synth-demos --protocol skyrl --out " + demos, "demos");
+  ASSERT_EQ(d.rc, 0) << d.err;
+  const std::string args = str_cat(" sft --weights ", SQLRL_FIXTURES_DIR, "/sft_tiny --data ", demos,
+                                   " --lr 1e-3 --max-steps 4 --micro-batch-tokens 4096 --save-every 2 --out ");
+  CliRun a = run_command(mpirun(2) + SQLRL_BINARY + args + dir + "/np2", "sft_np2");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  CliRun b = run_command(std::string(SQLRL_BINARY) + args + dir + "/accum2 --grad-accum 2", "sft_acc2");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  for (int step : {2, 4}) {
+    const std::string ck = "/checkpoints/step-" + std::to_string(step);
+    EXPECT_TRUE(bytes(dir + "/np2" + ck + "/model.safetensors") == bytes(dir + "/accum2" + ck + "/model.safetensors"))
+        << "step " << step;
+    EXPECT_TRUE(bytes(dir + "/np2" + ck + "/optimizer.safetensors") ==
+                bytes(dir + "/accum2" + ck + "/optimizer.safetensors"))
+        << "step " << step;
+  }
+  std::vector<nlohmann::json> m = metric_lines(dir + "/np2"), n = metric_lines(dir + "/accum2");
+  ASSERT_EQ(m.size(), 4u);
+  ASSERT_EQ(n.size(), 4u);
+  for (size_t i = 0; i < m.size(); ++i) {
+    EXPECT_EQ(m[i]["loss"], n[i]["loss"]) << i;
+    EXPECT_EQ(m[i]["tokens"], n[i]["tokens"]) << i;
+    EXPECT_GT(m[i]["grad_norm"].get<double>(), 0.0);
+  }
+}
+
 // A rank that fails names itself, and the job ends (the other rank is waiting for it in a
 // barrier): MPMD launch, rank 1 given weights that do not exist.
 TEST(TrainCliMpi, AFailingRankNamesItselfAndEndsTheJob) {

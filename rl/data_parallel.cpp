@@ -1,0 +1,69 @@
+#include "rl/data_parallel.h"
+
+#include "runtime/error.h"
+
+namespace sqlrl::rl {
+
+std::pair<int64_t, int64_t> optimizer_slice(const DataParallel& dp, int64_t num_params) {
+  if (dp.zero_stage == 0 || !dp.distributed()) return {0, num_params};
+  const std::vector<int64_t> b = shard_bounds(num_params, dp.comm->world_size);
+  return {b[dp.comm->rank], b[dp.comm->rank + 1]};
+}
+
+std::vector<double> sum_over_shards(const DataParallel& dp, const std::vector<std::vector<double>>& local) {
+  std::vector<double> sum(local.at(0).size(), 0.0);
+  if (dp.distributed()) {
+    sum = local[0];
+    comm_sum_in_rank_order(*dp.comm, sum);
+    return sum;
+  }
+  for (const auto& row : local)
+    for (size_t k = 0; k < row.size(); ++k) sum[k] += row[k];
+  return sum;
+}
+
+double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vector<std::vector<float>>& shard_grads,
+                        std::vector<float>& slice_buffer, const float** own) {
+  *own = nullptr;
+  if (policy.on_cuda) {
+    check(dp.shards() == 1, "data parallel: several shards on cuda are not implemented yet");
+    return policy_grad_sq_sum(policy);
+  }
+  const int64_t n = policy.host->num_params, R = dp.shards();
+  float* grads = policy.host->grads.data();
+  if (R == 1) return grad_sq_sum_cpu(grads, n);
+  const std::vector<int64_t> bounds = shard_bounds(n, static_cast<int>(R));
+  std::vector<std::vector<double>> rows;
+  if (!dp.distributed()) {
+    check(static_cast<int64_t>(shard_grads.size()) == R, "data parallel: ", shard_grads.size(),
+          " shard gradients for ", R, " shards");
+    std::vector<const float*> parts;
+    for (const auto& g : shard_grads) parts.push_back(g.data());
+    add_in_rank_order(grads, parts, n);
+    for (int64_t r = 0; r < R; ++r) rows.push_back({grad_sq_sum_cpu(grads + bounds[r], bounds[r + 1] - bounds[r])});
+    return sum_over_shards(dp, rows)[0];
+  }
+  const int64_t lo = bounds[dp.rank()], count = bounds[dp.rank() + 1] - lo;
+  if (dp.zero_stage == 2) {
+    slice_buffer.resize(static_cast<size_t>(count));
+    comm_reduce_scatter_sum(*dp.comm, grads, slice_buffer.data(), n, dp.ordered);
+    *own = slice_buffer.data();
+  } else {
+    if (dp.ordered) comm_all_reduce_sum_ordered(*dp.comm, grads, n);
+    else comm_all_reduce_sum(*dp.comm, grads, n);
+    *own = grads + lo;
+  }
+  rows.push_back({grad_sq_sum_cpu(*own, count)});
+  return sum_over_shards(dp, rows)[0];
+}
+
+void data_parallel_adamw(Policy& policy, OptimizerState& optimizer, const DataParallel& dp, const float* own,
+                         const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum) {
+  const int64_t n = policy.host->num_params;
+  const auto [lo, hi] = optimizer_slice(dp, n);
+  if (hi - lo == n) return policy_adamw_step(policy, optimizer, config, lr, max_norm, grad_sq_sum);
+  policy_adamw_step_slice(policy, optimizer, own, lo, hi, config, lr, max_norm, grad_sq_sum);
+  comm_all_gather(*dp.comm, policy.host->params.data(), n);
+}
+
+}  // namespace sqlrl::rl

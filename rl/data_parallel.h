@@ -1,0 +1,57 @@
+// Data parallelism for the trainers (GRPO and SFT): how a step's gradient is spread over shards
+// of its data and put back together, on one process (--grad-accum) or over ranks (runtime/comm.h).
+//   - one process, grad_accum 1: the step as it always was (every figure bit-identical);
+//   - one process, grad_accum N: N shards, each shard's gradient computed from zero over its own
+//     packed micro-batches, exactly as rank r of N would, and added in shard order
+//     (add_in_rank_order);
+//   - N ranks (comm->world_size N): this process holds shard comm->rank, and the gradients are
+//     reduced across ranks.
+// What a shard cannot know alone is summed over all shards in shard order (sum_over_shards), and
+// the gradient norm is the squared norms of the ZeRO slices shard_bounds(n, N), summed in order.
+// So with `ordered`, N ranks and grad_accum N give bit-identical weights. docs/ARCHITECTURE.md §9.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "rl/optimizer.h"
+#include "rl/policy.h"
+#include "runtime/comm.h"
+
+namespace sqlrl::rl {
+
+struct DataParallel {
+  const Comm* comm = nullptr;  // null or world size 1: one process
+  int64_t grad_accum = 1;      // one process only
+  bool ordered = true;         // rank-order sums (runtime/comm.h); false: MPI's all-reduce
+  // 0: every rank keeps all moments and updates every parameter; 1: rank r keeps the moments of
+  // its slice shard_bounds(n, N)[r..r+1] only and updates that slice, then the parameters are
+  // all-gathered; 2: as 1, and only the slice's reduced gradient is formed (reduce-scatter).
+  // The optimizer state's m / v hold the slice (1, 2) or everything (0).
+  int zero_stage = 0;
+  int64_t shards() const { return comm && comm->world_size > 1 ? comm->world_size : grad_accum; }
+  int rank() const { return comm ? comm->rank : 0; }
+  bool distributed() const { return comm && comm->world_size > 1; }
+};
+// The slice of the flat parameter buffer whose moments this rank keeps: [first, second).
+std::pair<int64_t, int64_t> optimizer_slice(const DataParallel& dp, int64_t num_params);
+
+// The sum over every shard of the step (this process's `local` rows, or every rank's one row) of
+// per-shard vectors, in shard order from 0: the same additions whether shards are ranks or
+// --grad-accum.
+std::vector<double> sum_over_shards(const DataParallel& dp, const std::vector<std::vector<double>>& local);
+
+// The step's gradient once every local shard's backward is done (CPU policy; CUDA: one shard,
+// nothing to reduce). With several local shards, `shard_grads` holds each one's gradient (from
+// zero) and the policy's gradient buffer receives their sum in shard order; across ranks, the
+// buffer (this rank's gradient) is reduced (ZeRO 2: only this rank's slice, into slice_buffer).
+// Returns the squared gradient norm; `own` is set to this rank's ZeRO slice of the reduced
+// gradient (null with one process).
+double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vector<std::vector<float>>& shard_grads,
+                        std::vector<float>& slice_buffer, const float** own);
+// AdamW over the whole buffer, or (ZeRO 1/2 across ranks) over this rank's slice from `own`,
+// then the all-gather of the parameters. optimizer.adam_step must already be advanced.
+void data_parallel_adamw(Policy& policy, OptimizerState& optimizer, const DataParallel& dp, const float* own,
+                         const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum);
+
+}  // namespace sqlrl::rl
