@@ -12,12 +12,14 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "app/launch.h"
 #include "app/options.h"
 #include "rl/eval/eval.h"
 #include "rl/options.h"
 #include "rl/policy.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/gemm.h"
 #include "runtime/file_io.h"
 #include "tokenizer/chat_template.h"
 
@@ -67,6 +69,7 @@ struct EvalArgs {
   EvalConfig config;  // the flags' values
   TableFlags flags;
   bool quiet = false;
+  CommOptions launch;  // mpirun / srun / RANK: the questions shared among the ranks
 };
 
 void run_eval_command(EvalArgs& args) {
@@ -88,6 +91,13 @@ void run_eval_command(EvalArgs& args) {
   check(greedy || a.temperature > 0, "eval: --mode ", a.mode, " at --temperature 0 draws ", options.samples,
         " identical samples; give a temperature > 0");
   rl::validate_groups(a, "eval");
+  // Several processes: each takes its share of the questions; rank 0 gathers, prints and writes.
+  const Comm& job = join_job(args.launch);
+  if (!job.is_root()) args.quiet = true;
+  check(job.world_size == 1 || a.device == "cpu", "eval: several ranks on cuda are not implemented yet; run it with "
+        "--device cpu or in one process");
+  // The answers must not depend on the core count or the number of ranks (runtime/gemm.h).
+  set_gemm_thread_independent(true);
   const bool cuda = a.device == "cuda";
   if (cuda) check(cuda_device_count() > 0, "eval: --device cuda: ", cuda_unavailable_reason());
   std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);
@@ -139,7 +149,8 @@ void run_eval_command(EvalArgs& args) {
     std::fprintf(stderr, "eval: %zu questions, %s x %lld samples, protocol %s, %s, on %s\n", examples.size(),
                  a.mode.c_str(), static_cast<long long>(options.samples), a.protocol.c_str(),
                  a.single_turn ? "single-turn" : "multi-turn", a.device.c_str());
-  rl::EvalRun run = rl::run_eval(policy, *tokenizer, *protocol, pool, examples, options, ctx);
+  rl::EvalRun run = rl::run_eval(policy, *tokenizer, *protocol, pool, examples, options, ctx, job);
+  if (!job.is_root()) return;
   rl::write_eval_outputs(a.out, examples, run, options, info);
   write_text_atomic((fs::path(a.out) / "config.toml").string(),
                     options_to_toml(eval_options(a), "llm_sqlrl eval: the resolved configuration (llm_sqlrl eval --config FILE)"));
@@ -154,6 +165,7 @@ void add_eval_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint as a text-to-SQL agent (EX, EM, vote, pass@k)");
   add_table_flags(cmd, eval_options(a->config), a->flags);
   cmd->add_flag("--quiet", a->quiet, "no progress lines on stderr");
+  add_launch_flags(cmd, a->launch);
   cmd->callback([a] { run_eval_command(*a); });
 }
 

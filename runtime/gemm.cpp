@@ -87,12 +87,17 @@ namespace {
 
 std::atomic<bool> g_thread_independent{false};
 
-void sgemm_rows(const GemmProblem& p, const float* a, const float* b, float* c, int64_t r0, int64_t rows) {
-  // Rows r0.. of op(A): rows of A, or columns of A when transposed.
+// C[r0:r0+rows, c0:c0+cols] of one batch entry.
+void sgemm_tile(const GemmProblem& p, const float* a, const float* b, float* c, int64_t r0, int64_t rows, int64_t c0,
+                int64_t cols) {
+  // Rows r0.. of op(A): rows of A, or columns of A when transposed; columns c0.. of op(B):
+  // columns of B, or rows of B when transposed.
   const float* a_rows = p.trans_a ? a + r0 : a + r0 * p.lda;
+  const float* b_cols = p.trans_b ? b + c0 * p.ldb : b + c0;
   cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans, p.trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(rows), static_cast<int>(p.n), static_cast<int>(p.k), p.alpha, a_rows,
-              static_cast<int>(p.lda), b, static_cast<int>(p.ldb), p.beta, c + r0 * p.ldc, static_cast<int>(p.ldc));
+              static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(p.k), p.alpha, a_rows,
+              static_cast<int>(p.lda), b_cols, static_cast<int>(p.ldb), p.beta, c + r0 * p.ldc + c0,
+              static_cast<int>(p.ldc));
 }
 
 }  // namespace
@@ -121,14 +126,16 @@ void gemm_cpu(const GemmProblem& p) {
     const float* bi = b + i * p.stride_b;
     float* ci = c + i * p.stride_c;
     if (!g_thread_independent) {
-      sgemm_rows(p, ai, bi, ci, 0, p.m);
+      sgemm_tile(p, ai, bi, ci, 0, p.m, 0, p.n);
       continue;
     }
-    const int64_t blocks = (p.m + kGemmBlockRows - 1) / kGemmBlockRows;
-    default_thread_pool().parallel_for(static_cast<size_t>(blocks), 1, [&](size_t begin, size_t end) {
-      for (size_t blk = begin; blk < end; ++blk) {
-        const int64_t r0 = static_cast<int64_t>(blk) * kGemmBlockRows;
-        sgemm_rows(p, ai, bi, ci, r0, std::min(kGemmBlockRows, p.m - r0));
+    const int64_t row_tiles = (p.m + kGemmTileRows - 1) / kGemmTileRows;
+    const int64_t col_tiles = (p.n + kGemmTileCols - 1) / kGemmTileCols;
+    default_thread_pool().parallel_for(static_cast<size_t>(row_tiles * col_tiles), 1, [&](size_t begin, size_t end) {
+      for (size_t t = begin; t < end; ++t) {
+        const int64_t r0 = static_cast<int64_t>(t) / col_tiles * kGemmTileRows;
+        const int64_t c0 = static_cast<int64_t>(t) % col_tiles * kGemmTileCols;
+        sgemm_tile(p, ai, bi, ci, r0, std::min(kGemmTileRows, p.m - r0), c0, std::min(kGemmTileCols, p.n - c0));
       }
     });
   }

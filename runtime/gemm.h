@@ -29,13 +29,15 @@ struct GemmProblem {
 void gemm_cpu(const GemmProblem& p);
 
 // CPU GEMM whose bits depend on the shapes only, never on the thread count: OpenBLAS runs
-// single-threaded on fixed blocks of kGemmBlockRows rows of C, spread over the thread pool.
+// single-threaded on fixed tiles of C (kGemmTileRows x kGemmTileCols; columns too, so a decode
+// step's few rows still spread over the threads), the tiles spread over the thread pool.
 // OpenBLAS itself picks other kernels for other thread counts (a rank bound to one core by
 // mpirun runs its small-matrix kernels, a process with two cores its threaded ones: the same
 // GEMM then differs in the last bits). Data-parallel training turns this on in every process
-// (rl/grpo/grpo.h DataParallel) so N ranks and --grad-accum N compute the same bits. Off by
-// default: OpenBLAS's own threading, as before.
-constexpr int64_t kGemmBlockRows = 64;
+// (rl/data_parallel.h) so N ranks and --grad-accum N compute the same bits, and `eval` so its
+// answers do not depend on the machine's core count or the number of ranks. Off by default:
+// OpenBLAS's own threading.
+constexpr int64_t kGemmTileRows = 64, kGemmTileCols = 256;
 void set_gemm_thread_independent(bool on);
 bool gemm_thread_independent();
 void gemm_cuda(const GemmProblem& p, int device, const CudaStream& stream);

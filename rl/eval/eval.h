@@ -23,6 +23,7 @@
 #include "rl/agent/reward.h"
 #include "rl/agent/rollout.h"
 #include "rl/agent/trajectory.h"
+#include "runtime/comm.h"
 #include "sql/data/datasets.h"
 #include "tokenizer/tokenizer.h"
 
@@ -160,6 +161,13 @@ EvalRun run_eval(const QwenModel& model, const Tokenizer& tokenizer, const Proto
 // The same on either device (rl/policy.h).
 EvalRun run_eval(const Policy& policy, const Tokenizer& tokenizer, const Protocol& protocol, sql::Pool& pool,
                  const std::vector<sql::Example>& examples, const EvalOptions& options, RewardContext& ctx);
+
+// Data parallel (runtime/comm.h): rank r rolls out questions [rE/W, (r+1)E/W) with the sample
+// streams of their global index, and every rank's results are gathered in dataset order: every
+// rank returns the run one process returns (summed rollout stats, the slowest rank's seconds).
+EvalRun run_eval(const Policy& policy, const Tokenizer& tokenizer, const Protocol& protocol, sql::Pool& pool,
+                 const std::vector<sql::Example>& examples, const EvalOptions& options, RewardContext& ctx,
+                 const Comm& comm);
 
 // ---- output
 

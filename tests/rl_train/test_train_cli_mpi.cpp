@@ -110,6 +110,45 @@ TEST(TrainCliMpi, SftTwoRanksWriteTheBytesOfGradAccumTwo) {
   }
 }
 
+// eval: the questions shared among the ranks and gathered in order give the summary one process
+// writes (everything but wall-clock times) and the same examples.jsonl answers.
+TEST(TrainCliMpi, EvalTwoRanksWriteTheSummaryOfOneProcess) {
+  SQLRL_REQUIRE_MPI();
+  const std::string dir = fresh_dir("cli_mpi_eval");
+  CliRun d = run_command(std::string(SQLRL_BINARY) + " data synth --out " + dir + "/synth", "synth");
+  ASSERT_EQ(d.rc, 0) << d.err;
+  const std::string args = str_cat(" eval --quiet --weights ", SQLRL_FIXTURES_DIR, "/sft_tiny --dataset spider:", dir,
+                                   "/synth --split dev --limit 21 --max-turn-tokens 96 --mode vote --samples 2 --out ");
+  CliRun a = run_command(mpirun(2) + SQLRL_BINARY + args + dir + "/np2", "eval_np2");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  CliRun b = run_command(std::string(SQLRL_BINARY) + args + dir + "/one", "eval_one");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  auto summary = [](const std::string& path) {
+    nlohmann::json j = nlohmann::json::parse(bytes(path));
+    j.erase("time");
+    return j;
+  };
+  nlohmann::json sa = summary(dir + "/np2/summary.json"), sb = summary(dir + "/one/summary.json");
+  EXPECT_EQ(sa, sb);
+  EXPECT_EQ(sa["questions"], 21) << sa.dump();
+  auto answers = [](const std::string& path) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      j.erase("seconds");
+      out.push_back(j);
+    }
+    return out;
+  };
+  std::vector<nlohmann::json> ea = answers(dir + "/np2/examples.jsonl"), eb = answers(dir + "/one/examples.jsonl");
+  ASSERT_EQ(ea.size(), 21u);
+  EXPECT_EQ(ea, eb);
+  int64_t sql_calls = 0;
+  for (const auto& e : ea) sql_calls += e["sql_calls"].get<int64_t>();
+  EXPECT_GT(sql_calls, 0) << "the fixture never ran SQL: the comparison would be weak";
+}
+
 // A rank that fails names itself, and the job ends (the other rank is waiting for it in a
 // barrier): MPMD launch, rank 1 given weights that do not exist.
 TEST(TrainCliMpi, AFailingRankNamesItselfAndEndsTheJob) {

@@ -100,6 +100,22 @@ TEST(Gemm, CpuMatchesFloat64OnRandomShapes) {
   }
 }
 
+// The thread-independent mode (runtime/gemm.h) cuts C into fixed tiles: shapes that span several
+// tiles both ways, with every transpose and batch layout, must still be the product (a tile
+// reading A or B at the wrong offset breaks this), and the mode must not depend on the thread
+// pool (its tiles are fixed: checked end to end by the mpirun tests).
+TEST(Gemm, ThreadIndependentTilesMatchFloat64) {
+  uint64_t seed = std::random_device{}();
+  set_gemm_thread_independent(true);
+  for (Case c : random_cases(16, seed)) {
+    c.m = c.m * 3 + kGemmTileRows + 1;   // 2-6 row tiles, the last one partial
+    c.n = c.n * 5 + kGemmTileCols + 7;   // 2-4 column tiles
+    double ratio = run_case(c, cpu_device(), DType::F32, DType::F32, seed);
+    EXPECT_LE(ratio, 1.0) << describe(c) << " seed=" << seed;
+  }
+  set_gemm_thread_independent(false);
+}
+
 TEST(Gemm, NarrowedViewsUseRowStride) {
   // A is the left 3 columns of a 4x5 matrix: lda = 5 while K = 3.
   Tensor big = from_floats({1, 2, 3, 90, 90, 4, 5, 6, 90, 90, 7, 8, 9, 90, 90, 1, 0, 1, 90, 90}, {4, 5});
