@@ -184,6 +184,7 @@ struct Shard {
   const std::vector<Trajectory>* batch = nullptr;
   GrpoSelection sel;
   std::vector<std::vector<MicroBatch>> minis;  // [mini-batch]
+  double reward_part = 0;                      // sum of reward / (trajectories of every shard)
   double loss = 0;                             // this update's
   GrpoLossStats totals;
   double entropy_sum = 0, entropy_tokens = 0;
@@ -250,6 +251,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
               " has no sampler log-probs");
   }
   // Counts every shard needs: trajectories, kept, zero-variance denominator units.
+  double dropped_share = 0;
   {
     std::vector<std::vector<double>> local;
     for (const Shard& sh : shards)
@@ -259,7 +261,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
     stats.filtered.kept = static_cast<int64_t>(all[1]);  // the rest of `filtered` is summed below
     const double trajectories = all[0];
     for (Shard& sh : shards)
-      for (const Trajectory& t : *sh.batch) sh.loss += t.reward / trajectories;  // reward mean, reduced below
+      for (const Trajectory& t : *sh.batch) sh.reward_part += t.reward / trajectories;  // the mean, reduced below
     stats.lr = lr_at(config.schedule, optimizer.train_step);
     ++optimizer.train_step;
     // Mini-batches: contiguous, near-equal slices of each shard's kept trajectories (one shard:
@@ -267,7 +269,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
     const int64_t kept = stats.filtered.kept;
     const int64_t M = std::min<int64_t>(config.mini_batches, kept);
     // Each mini-batch's share of the zero-variance trajectories' count (config.filter).
-    stats.loss = config.filter.zero_variance_in_denominator && M > 0 ? all[2] / static_cast<double>(M) : 0.0;
+    dropped_share = config.filter.zero_variance_in_denominator && M > 0 ? all[2] / static_cast<double>(M) : 0.0;
     for (Shard& sh : shards) {
       const int64_t k = static_cast<int64_t>(sh.sel.kept.size());
       for (int64_t b = 0; b < M; ++b) {
@@ -277,10 +279,6 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       }
     }
   }
-  const double dropped_share = stats.loss;
-  stats.loss = 0;
-  std::vector<double> reward_parts;
-  for (Shard& sh : shards) reward_parts.push_back(sh.loss), sh.loss = 0;
 
   // Old (and reference) log-probs with the weights as they are before any update. The first
   // mini-batch's come from its first training forward instead (the weights are still the old
@@ -367,7 +365,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
     for (size_t si = 0; si < shards.size(); ++si) {
       const Shard& sh = shards[si];
       const FilterCounts& f = sh.sel.counts;
-      local.push_back({reward_parts[si], sh.totals.clipped, sh.totals.tokens, sh.totals.approx_kl, sh.totals.ratio,
+      local.push_back({sh.reward_part, sh.totals.clipped, sh.totals.tokens, sh.totals.approx_kl, sh.totals.ratio,
                        sh.totals.ref_kl, sh.entropy_sum, sh.entropy_tokens, static_cast<double>(f.truncated),
                        static_cast<double>(f.malformed), static_cast<double>(f.no_valid_action),
                        static_cast<double>(f.zero_variance_groups), static_cast<double>(f.zero_variance_trajectories),
