@@ -1,7 +1,10 @@
 #include "runtime/comm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <thread>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -34,11 +37,58 @@ int first_env_int(EnvLookup env, std::initializer_list<const char*> names, int m
   return -1;
 }
 
-// Adds the enclosing collective's wall time to comm.seconds.
+// The watchdog: a host collective that waits longer than the limit means another rank is dead
+// or stuck (srun without --kill-on-bad-exit does not end a step when one task dies; a rank can
+// hang): the waiting rank ends the job with a message instead of waiting forever.
+struct Watchdog {
+  std::atomic<int64_t> entered_ms{0};  // steady-clock ms when the current collective began; 0 = none
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+Watchdog g_watchdog;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void start_watchdog(const Comm& c) {
+  const char* text = std::getenv("SQLRL_COMM_TIMEOUT_S");
+  const double limit = text ? std::atof(text) : 3600.0;
+  if (c.world_size == 1 || limit <= 0 || g_watchdog.thread.joinable()) return;
+  const int rank = c.rank, world = c.world_size;
+  const bool mpi = c.mpi;
+  g_watchdog.stop = false;
+  g_watchdog.thread = std::thread([limit, rank, world, mpi] {
+    while (!g_watchdog.stop) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp<int64_t>(static_cast<int64_t>(limit * 100), 10, 1000)));
+      const int64_t since = g_watchdog.entered_ms;
+      if (since == 0 || static_cast<double>(now_ms() - since) < limit * 1000) continue;
+      std::fprintf(stderr, "error (rank %d of %d): a collective has waited %.0f s for the other ranks: one of them is "
+                   "dead or stuck (limit: SQLRL_COMM_TIMEOUT_S=%g); ending the job\n",
+                   rank, world, static_cast<double>(now_ms() - since) / 1000, limit);
+      std::fflush(stderr);
+      if (mpi) mpi::abort(124);
+      std::_Exit(124);
+    }
+  });
+}
+
+void stop_watchdog() {
+  if (!g_watchdog.thread.joinable()) return;
+  g_watchdog.stop = true;
+  g_watchdog.thread.join();
+}
+
+// Adds the enclosing collective's wall time to comm.seconds, and arms the watchdog meanwhile.
 struct Timed {
   const Comm& comm;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  ~Timed() { comm.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+  int64_t outer = g_watchdog.entered_ms.exchange(g_watchdog.entered_ms ? g_watchdog.entered_ms.load() : now_ms());
+  ~Timed() {
+    g_watchdog.entered_ms = outer;
+    comm.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
 };
 
 [[noreturn]] void fail_no_transport(const Comm& c, const char* what) {
@@ -125,10 +175,12 @@ Comm comm_init(const CommOptions& options) {
   check(c.world_size >= 1 && c.rank >= 0 && c.rank < c.world_size, c.source, ": rank ", c.rank,
         " is not in [0, world size ", c.world_size, ")");
   check(c.local_rank >= 0, c.source, ": local rank ", c.local_rank, " is negative");
+  start_watchdog(c);
   return c;
 }
 
 void comm_finalize(Comm& comm) {
+  stop_watchdog();
   if (comm.nccl) nccl_destroy(comm);
   if (comm.mpi) mpi::finalize();
   comm.mpi = false;

@@ -57,6 +57,9 @@ bool nccl_compiled();
 std::string nccl_library_version();  // "2.28.9" or why there is none
 
 // Joins the job: MPI_Init when an MPI launcher started the process (and this build has MPI).
+// With several ranks it starts the watchdog: a host collective waiting longer than
+// SQLRL_COMM_TIMEOUT_S seconds (default 3600; 0 = never) prints which rank gave up and ends the
+// job, so a dead or stuck rank never leaves the others waiting forever.
 // Fails with one line when the launcher says world size N > 1 and no transport can serve the
 // host collectives (a build without MPI, or srun without --mpi=pmix on a CPU run), when the
 // overrides disagree with MPI, or when the rank is out of range.
