@@ -14,6 +14,21 @@
 
 #include "runtime/device.h"
 
+// AddressSanitizer keeps freed memory in quarantine and adds shadow memory: RSS budgets do not
+// hold under it (the sanitizer build of .ci/run), so tests measuring RSS say so and skip that
+// check there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
 namespace sqlrl::testing {
 
 // The message of the exception `f` throws, "" when it throws none: for tests that assert what an

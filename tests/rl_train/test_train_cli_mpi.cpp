@@ -26,10 +26,11 @@ namespace fs = std::filesystem;
   } while (0)
 
 // As root (CI containers) Open MPI needs the two ALLOW variables; --oversubscribe: 2 ranks on
-// whatever cores the machine has; no single-copy (containers forbid its ptrace).
+// whatever cores the machine has; no single-copy (containers forbid its ptrace); no leak check
+// in the sanitizer build (Open MPI keeps allocations until exit: tests/CMakeLists.txt).
 std::string mpirun(int np) {
   return str_cat("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none ",
-                 SQLRL_MPIEXEC, " -np ", np, " --oversubscribe ");
+                 "ASAN_OPTIONS=detect_leaks=0 ", SQLRL_MPIEXEC, " -np ", np, " --oversubscribe ");
 }
 
 std::string fixture_args(int steps = 2, const std::string& weights = std::string(SQLRL_FIXTURES_DIR) + "/sft_tiny") {
