@@ -1,4 +1,5 @@
 // llm_sqlrl: one binary, one subcommand per job.
+#include <csignal>
 #include <cstdio>
 
 #include "app/commands.h"
@@ -7,6 +8,10 @@
 #include "runtime/error.h"
 
 int main(int argc, char** argv) {
+  // Past `ulimit -f`, a write raises SIGXFSZ, whose default action kills the process without a
+  // word. Ignored, the write fails with EFBIG instead: the one-line error names the file, and a
+  // checkpoint being written is removed (the previous one stays).
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"llm_sqlrl: multi-turn text-to-SQL agents trained with GRPO, from Hugging Face Qwen weights"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "llm_sqlrl 0.1");

@@ -216,6 +216,23 @@ TEST(TrainCli, SigintSavesTheStepAndSaysWhere) {
   EXPECT_EQ(count_lines(dir + "/metrics.jsonl"), steps + 1);
 }
 
+// Past `ulimit -f` (a file-size limit), writes fail instead of the process dying by SIGXFSZ with
+// no message: a one-line error naming the file and the reason, exit code 1, no half-written
+// checkpoint left, and the folder resumes once the limit is lifted.
+TEST(TrainCli, FileSizeLimitGivesAnErrorNotASilentDeath) {
+  std::string dir = fresh_dir("cli_ulimit");
+  // 700 KiB: the cache (benchmark, tokenizer) fits, the first checkpoint's optimizer (~3 MB) does not.
+  CliRun r = run_command("ulimit -f 1400; " + std::string(SQLRL_BINARY) + " train --max-steps 1 --out " + dir, "ulimit");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("File too large"), std::string::npos) << r.err;
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
+    ADD_FAILURE() << "left behind: " << e.path().string();
+  CliRun again = run_train("--resume " + dir + " --max-steps 1");
+  EXPECT_EQ(again.rc, 0) << again.err;
+  EXPECT_TRUE(fs::exists(checkpoint_dir(dir, 1) + "/model.safetensors"));
+}
+
 // Every recipe reads without error and passes validation; tiny.toml is the built-in default.
 TEST(TrainCli, RecipesParse) {
   for (const char* name : {"mtir", "sqltrail", "skyrl", "mtsql", "tiny"}) {
