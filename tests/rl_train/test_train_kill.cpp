@@ -1,0 +1,159 @@
+// kill -9 fault injection (issue 24): `train` and `sft` are killed with SIGKILL at several moments
+// (after a delay drawn from a fixed seed, or the instant a checkpoint's .tmp folder appears, i.e.
+// inside a checkpoint write), then continued (--resume, or the same command when no checkpoint
+// was complete yet) until they finish; the final weights, AdamW moments and metrics must be the
+// bytes of an uninterrupted run. From the SFT-trained tiny fixture, so every step trains.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <functional>
+#include <random>
+
+#include "rl/run_folder.h"
+#include "tests/rl_train/train_fixture.h"
+#include "tests/test_util.h"
+
+namespace sqlrl::rl::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Runs `args` (argv without the binary); kills it with SIGKILL after `delay_ms`, or as soon as a
+// checkpoint .tmp folder exists when `at_checkpoint`. Returns true when it was killed (false: it
+// finished first, exit code 0 expected).
+bool run_and_kill(const std::vector<std::string>& args, const std::string& dir, int delay_ms, bool at_checkpoint) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
+    std::vector<char*> argv{const_cast<char*>(SQLRL_BINARY)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(SQLRL_BINARY, argv.data());
+    _exit(127);
+  }
+  const auto start = Clock::now();
+  int status = 0;
+  for (;;) {
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a run ended on its own with status " << status;
+      return false;
+    }
+    bool fire = !at_checkpoint && Clock::now() - start >= std::chrono::milliseconds(delay_ms);
+    if (at_checkpoint && fs::exists(dir + "/checkpoints")) {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(dir + "/checkpoints", ec))
+        if (e.path().filename().string().ends_with(".tmp")) fire = true;
+    }
+    if (fire) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return true;
+    }
+    usleep(at_checkpoint ? 200 : 2000);
+  }
+}
+
+std::vector<std::string> metric_lines(const std::string& path, const std::vector<std::string>& drop) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(line);
+    for (const std::string& k : drop) j.erase(k);
+    out.push_back(j.dump());
+  }
+  return out;
+}
+
+struct Job {
+  std::function<std::vector<std::string>()> next;  // the command that starts or continues the run in DIR
+  int64_t steps;
+  std::vector<std::string> volatile_fields;        // wall-clock figures in metrics lines
+};
+
+// Kills the job `kills` times (alternating a seeded delay and a checkpoint write), continues it
+// each time, and compares the end with an uninterrupted run in `ref`.
+void kill_and_compare(const Job& job, const std::string& dir, const std::string& ref, int kills, int64_t full_ms) {
+  std::mt19937 rng(20261124);
+  int killed = 0, in_checkpoint = 0;
+  for (int k = 0; k < kills + 20 && killed < kills; ++k) {
+    std::vector<std::string> args = job.next();
+    const bool at_checkpoint = k % 2 == 1;
+    // Within the first half of an uninterrupted run's time: a resumed run is shorter than a full one.
+    const int delay = static_cast<int>(std::uniform_int_distribution<int64_t>(50, std::max<int64_t>(60, full_ms / 2))(rng));
+    if (!run_and_kill(args, dir, delay, at_checkpoint)) break;  // it finished before the kill
+    ++killed;
+    in_checkpoint += at_checkpoint;
+  }
+  // Continue to the end without a kill.
+  for (int k = 0; k < 3 && latest_checkpoint(dir) != checkpoint_dir(dir, job.steps); ++k) {
+    run_and_kill(job.next(), dir, 1 << 30, false);
+  }
+  std::printf("kill -9: %d kills (%d while a checkpoint .tmp existed), then finished\n", killed, in_checkpoint);
+  EXPECT_GE(killed, 2) << "the runs finished before most kills: the test did not test";
+  const std::string a = checkpoint_dir(dir, job.steps), b = checkpoint_dir(ref, job.steps);
+  ASSERT_TRUE(fs::exists(a)) << "the killed run never finished";
+  EXPECT_TRUE(sql::testing::file_bytes(a + "/model.safetensors") == sql::testing::file_bytes(b + "/model.safetensors"));
+  EXPECT_TRUE(sql::testing::file_bytes(a + "/optimizer.safetensors") ==
+              sql::testing::file_bytes(b + "/optimizer.safetensors"));
+  EXPECT_EQ(metric_lines(dir + "/metrics.jsonl", job.volatile_fields),
+            metric_lines(ref + "/metrics.jsonl", job.volatile_fields));
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
+    EXPECT_FALSE(e.path().filename().string().starts_with(".")) << "left behind: " << e.path().string();
+}
+
+int64_t timed_run_ms(const std::vector<std::string>& args) {
+  const auto start = Clock::now();
+  run_and_kill(args, "", 1 << 30, false);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+TEST(KillNine, TrainResumesToTheBytesOfAnUninterruptedRun) {
+  const std::string ref = fresh_dir("kill_train_ref"), dir = fresh_dir("kill_train");
+  auto args = [](const std::string& out) {
+    return std::vector<std::string>{"train", "--config", "tiny", "--weights",
+                                    std::string(SQLRL_FIXTURES_DIR) + "/sft_tiny", "--max-steps", "6",
+                                    "--batch-size", "2", "--group-size", "4", "--max-turn-tokens", "64",
+                                    "--save-every", "1", "--out", out};
+  };
+  const int64_t full_ms = timed_run_ms(args(ref));
+  ASSERT_TRUE(fs::exists(checkpoint_dir(ref, 6)));
+  // Once its config.toml exists the folder is a run: --resume continues it (from step 0 when
+  // no checkpoint was complete); before that the first command starts it again.
+  Job job{[&] {
+            return fs::exists(dir + "/config.toml") ? std::vector<std::string>{"train", "--resume", dir} : args(dir);
+          },
+          6, {"time"}};
+  kill_and_compare(job, dir, ref, 4, full_ms);
+}
+
+TEST(KillNine, SftResumesToTheBytesOfAnUninterruptedRun) {
+  const std::string base = fresh_dir("kill_sft_data");
+  fs::create_directories(base);
+  const std::string demos = base + "/demos.jsonl";
+  CliRun d = run_command(std::string(SQLRL_BINARY) + " sft synth-demos --protocol skyrl --out " + demos, "kill_demos");
+  ASSERT_EQ(d.rc, 0) << d.err;
+  const std::string ref = fresh_dir("kill_sft_ref"), dir = fresh_dir("kill_sft");
+  auto args = [&](const std::string& out) {
+    return std::vector<std::string>{"sft", "--weights", std::string(SQLRL_FIXTURES_DIR) + "/sft_tiny", "--data", demos,
+                                    "--lr", "1e-3", "--max-steps", "8", "--micro-batch-tokens", "4096",
+                                    "--save-every", "1", "--out", out};
+  };
+  const int64_t full_ms = timed_run_ms(args(ref));
+  ASSERT_TRUE(fs::exists(checkpoint_dir(ref, 8)));
+  // With a complete checkpoint --resume continues; before one, the same command starts again
+  // from update 0 (sft's rule for a folder whose run stopped before its first checkpoint).
+  Job job{[&] {
+            return latest_checkpoint(dir).empty() ? args(dir) : std::vector<std::string>{"sft", "--resume", dir};
+          },
+          8, {"seconds", "tokens_per_s"}};
+  kill_and_compare(job, dir, ref, 4, full_ms);
+}
+
+}  // namespace
+}  // namespace sqlrl::rl::testing
