@@ -259,6 +259,7 @@ std::vector<int64_t> shard_bounds(int64_t n, int world_size) {
 
 void add_in_rank_order(float* acc, const std::vector<const float*>& parts, int64_t n) {
   check(!parts.empty(), "add_in_rank_order: no parts");
+  if (n <= 0) return;
   if (acc != parts[0]) std::memmove(acc, parts[0], static_cast<size_t>(n) * sizeof(float));
   for (size_t p = 1; p < parts.size(); ++p) {
     const float* x = parts[p];

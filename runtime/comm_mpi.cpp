@@ -33,6 +33,12 @@ MPI_Datatype mpi_type(mpi::Type type) {
   return MPI_BYTE;
 }
 
+// memcpy of n floats; nothing when n is 0 (an empty shard's buffers may be null, and memcpy with
+// a null pointer is undefined even for 0 bytes: UBSan's nonnull-attribute check).
+void copy_floats(float* dst, const float* src, int64_t n) {
+  if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
 int64_t type_size(mpi::Type type) { return type == mpi::Type::F32 ? 4 : type == mpi::Type::Bytes ? 1 : 8; }
 
 void ok(int code, const char* what) {
@@ -130,12 +136,12 @@ void all_to_all(const float* send, const std::vector<int64_t>& send_counts, floa
     Pieces s = piece_of(send_counts, o), r = piece_of(recv_counts, o);
     packed.resize(static_cast<size_t>(s.total)), unpacked.resize(static_cast<size_t>(r.total));
     for (int q = 0; q < world; ++q)
-      std::memcpy(packed.data() + s.displs[q], send + send_off[q] + o, static_cast<size_t>(s.counts[q]) * 4);
+      copy_floats(packed.data() + s.displs[q], send + send_off[q] + o, s.counts[q]);
     ok(MPI_Alltoallv(packed.data(), s.counts.data(), s.displs.data(), MPI_FLOAT, unpacked.data(), r.counts.data(),
                      r.displs.data(), MPI_FLOAT, MPI_COMM_WORLD),
        "all-to-all");
     for (int q = 0; q < world; ++q)
-      std::memcpy(recv + q * recv_count + o, unpacked.data() + r.displs[q], static_cast<size_t>(r.counts[q]) * 4);
+      copy_floats(recv + q * recv_count + o, unpacked.data() + r.displs[q], r.counts[q]);
   }
 }
 
@@ -148,7 +154,7 @@ void reduce_scatter(const float* full, float* shard, const std::vector<int64_t>&
     Pieces p = piece_of(counts, o);
     packed.resize(static_cast<size_t>(p.total));
     for (int q = 0; q < world; ++q)
-      std::memcpy(packed.data() + p.displs[q], full + off[q] + o, static_cast<size_t>(p.counts[q]) * 4);
+      copy_floats(packed.data() + p.displs[q], full + off[q] + o, p.counts[q]);
     ok(MPI_Reduce_scatter(packed.data(), shard + o, p.counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
        "reduce-scatter");
   }
@@ -164,12 +170,12 @@ void all_gather(float* full, const std::vector<int64_t>& counts) {
   for (int64_t o = 0; o < max_count(counts); o += kPiece) {
     Pieces p = piece_of(counts, o);
     packed.resize(static_cast<size_t>(p.total));
-    std::memcpy(packed.data() + p.displs[rank], full + off[rank] + o, static_cast<size_t>(p.counts[rank]) * 4);
+    copy_floats(packed.data() + p.displs[rank], full + off[rank] + o, p.counts[rank]);
     ok(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, packed.data(), p.counts.data(), p.displs.data(), MPI_FLOAT,
                       MPI_COMM_WORLD),
        "all-gather");
     for (int q = 0; q < world; ++q)
-      std::memcpy(full + off[q] + o, packed.data() + p.displs[q], static_cast<size_t>(p.counts[q]) * 4);
+      copy_floats(full + off[q] + o, packed.data() + p.displs[q], p.counts[q]);
   }
 }
 
