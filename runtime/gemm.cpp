@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <vector>
 
 #include "runtime/thread_pool.h"
 
@@ -132,10 +133,30 @@ void gemm_cpu(const GemmProblem& p) {
     const int64_t row_tiles = (p.m + kGemmTileRows - 1) / kGemmTileRows;
     const int64_t col_tiles = (p.n + kGemmTileCols - 1) / kGemmTileCols;
     default_thread_pool().parallel_for(static_cast<size_t>(row_tiles * col_tiles), 1, [&](size_t begin, size_t end) {
+      // Every call has the same shape: op(A)'s rows of the tile copied (zero-padded to
+      // kGemmTileRows rows, transposed when op(A) is A^T) into a row-major scratch, C's tile
+      // computed into a scratch and its real rows copied back. So a row's result depends on its
+      // own values only, never on M or on the other rows (a rollout step of 32 sequences and one
+      // of 64 give each sequence the same logits).
+      thread_local std::vector<float> sa, sc;
       for (size_t t = begin; t < end; ++t) {
         const int64_t r0 = static_cast<int64_t>(t) / col_tiles * kGemmTileRows;
         const int64_t c0 = static_cast<int64_t>(t) % col_tiles * kGemmTileCols;
-        sgemm_tile(p, ai, bi, ci, r0, std::min(kGemmTileRows, p.m - r0), c0, std::min(kGemmTileCols, p.n - c0));
+        const int64_t rows = std::min(kGemmTileRows, p.m - r0), cols = std::min(kGemmTileCols, p.n - c0);
+        sa.assign(static_cast<size_t>(kGemmTileRows * p.k), 0.0f);
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t kk = 0; kk < p.k; ++kk)
+            sa[static_cast<size_t>(i * p.k + kk)] = p.trans_a ? ai[kk * p.lda + r0 + i] : ai[(r0 + i) * p.lda + kk];
+        sc.assign(static_cast<size_t>(kGemmTileRows * cols), 0.0f);
+        if (p.beta != 0.0f)
+          for (int64_t i = 0; i < rows; ++i)
+            std::copy(ci + (r0 + i) * p.ldc + c0, ci + (r0 + i) * p.ldc + c0 + cols, sc.begin() + i * cols);
+        const float* b_cols = p.trans_b ? bi + c0 * p.ldb : bi + c0;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, p.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(kGemmTileRows),
+                    static_cast<int>(cols), static_cast<int>(p.k), p.alpha, sa.data(), static_cast<int>(p.k), b_cols,
+                    static_cast<int>(p.ldb), p.beta, sc.data(), static_cast<int>(cols));
+        for (int64_t i = 0; i < rows; ++i)
+          std::copy(sc.begin() + i * cols, sc.begin() + (i + 1) * cols, ci + (r0 + i) * p.ldc + c0);
       }
     });
   }

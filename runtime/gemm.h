@@ -28,16 +28,18 @@ struct GemmProblem {
 
 void gemm_cpu(const GemmProblem& p);
 
-// CPU GEMM whose bits depend on the shapes only, never on the thread count: OpenBLAS runs
-// single-threaded on fixed tiles of C (kGemmTileRows x kGemmTileCols; columns too, so a decode
-// step's few rows still spread over the threads), the tiles spread over the thread pool.
+// CPU GEMM whose bits depend on a row's own values only, never on the thread count or on the
+// other rows: OpenBLAS runs single-threaded on fixed tiles of C (kGemmTileRows x kGemmTileCols,
+// the rows zero-padded to a full tile so every call has one shape; columns too, so a decode
+// step's few rows still spread over the threads), the tiles spread over the thread pool. A
+// rollout step of 32 sequences and one of 64 then give each sequence the same logits.
 // OpenBLAS itself picks other kernels for other thread counts (a rank bound to one core by
 // mpirun runs its small-matrix kernels, a process with two cores its threaded ones: the same
 // GEMM then differs in the last bits). Data-parallel training turns this on in every process
 // (rl/data_parallel.h) so N ranks and --grad-accum N compute the same bits, and `eval` so its
 // answers do not depend on the machine's core count or the number of ranks. Off by default:
 // OpenBLAS's own threading.
-constexpr int64_t kGemmTileRows = 64, kGemmTileCols = 256;
+constexpr int64_t kGemmTileRows = 16, kGemmTileCols = 256;
 void set_gemm_thread_independent(bool on);
 bool gemm_thread_independent();
 void gemm_cuda(const GemmProblem& p, int device, const CudaStream& stream);

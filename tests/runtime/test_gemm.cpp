@@ -116,6 +116,28 @@ TEST(Gemm, ThreadIndependentTilesMatchFloat64) {
   set_gemm_thread_independent(false);
 }
 
+// ... and a row's result does not depend on the other rows: the first rows of a 37-row product
+// equal, bit for bit, the product of those rows alone (what makes a rollout of 32 sequences give
+// each the logits it gets among 64). OpenBLAS alone does not promise this across M.
+TEST(Gemm, ThreadIndependentRowsDoNotDependOnTheOtherRows) {
+  set_gemm_thread_independent(true);
+  for (bool trans_a : {false, true}) {
+    const int64_t K = 300, N = 700;
+    Tensor big_a = empty(trans_a ? Shape{K, 37} : Shape{37, K}, DType::F32), b = empty({N, K}, DType::F32);
+    fill_uniform(big_a, 11, 1, -1.0f, 1.0f);
+    fill_uniform(b, 11, 2, -1.0f, 1.0f);
+    Tensor big_c = zeros({37, N}, DType::F32), small_c = zeros({5, N}, DType::F32);
+    gemm(big_a, b, big_c, trans_a, true);
+    std::vector<float> av = to_floats(big_a), first(static_cast<size_t>(5 * K));
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t k = 0; k < K; ++k) first[static_cast<size_t>(i * K + k)] = trans_a ? av[k * 37 + i] : av[i * K + k];
+    gemm(from_floats(first, {5, K}), b, small_c, false, true);
+    std::vector<float> want = to_floats(big_c), got = to_floats(small_c);
+    for (int64_t i = 0; i < 5 * N; ++i) ASSERT_EQ(got[i], want[i]) << "element " << i << " trans_a " << trans_a;
+  }
+  set_gemm_thread_independent(false);
+}
+
 TEST(Gemm, NarrowedViewsUseRowStride) {
   // A is the left 3 columns of a 4x5 matrix: lda = 5 while K = 3.
   Tensor big = from_floats({1, 2, 3, 90, 90, 4, 5, 6, 90, 90, 7, 8, 9, 90, 90, 1, 0, 1, 90, 90}, {4, 5});
