@@ -40,6 +40,14 @@ std::string fixture_args(int steps = 2, const std::string& weights = std::string
 
 std::string bytes(const std::string& path) { return sql::testing::file_bytes(path); }
 
+// Checkpoint `step` of two run folders holds the same weights and AdamW moments, byte for byte.
+void expect_same_checkpoint(const std::string& a, const std::string& b, int step) {
+  const std::string ck = "/checkpoints/step-" + std::to_string(step);
+  EXPECT_TRUE(bytes(a + ck + "/model.safetensors") == bytes(b + ck + "/model.safetensors")) << "weights, step " << step;
+  EXPECT_TRUE(bytes(a + ck + "/optimizer.safetensors") == bytes(b + ck + "/optimizer.safetensors"))
+      << "moments, step " << step;
+}
+
 std::vector<nlohmann::json> metric_lines(const std::string& dir) {
   std::ifstream in(dir + "/metrics.jsonl");
   std::vector<nlohmann::json> out;
@@ -54,12 +62,7 @@ TEST(TrainCliMpi, TwoRanksWriteTheBytesOfGradAccumTwo) {
   ASSERT_EQ(a.rc, 0) << a.err;
   CliRun b = run_command(std::string(SQLRL_BINARY) + " train " + fixture_args() + "--save-every 1 --grad-accum 2 --out " + one, "acc2");
   ASSERT_EQ(b.rc, 0) << b.err;
-  for (int step = 1; step <= 2; ++step) {
-    const std::string ck = "/checkpoints/step-" + std::to_string(step);
-    EXPECT_TRUE(bytes(dp + ck + "/model.safetensors") == bytes(one + ck + "/model.safetensors")) << "step " << step;
-    EXPECT_TRUE(bytes(dp + ck + "/optimizer.safetensors") == bytes(one + ck + "/optimizer.safetensors"))
-        << "step " << step;
-  }
+  for (int step = 1; step <= 2; ++step) expect_same_checkpoint(dp, one, step);
   // Real updates, logged once (rank 0), for the whole job's trajectories.
   std::vector<nlohmann::json> m = metric_lines(dp);
   ASSERT_EQ(m.size(), 2u);
@@ -93,14 +96,7 @@ TEST(TrainCliMpi, SftTwoRanksWriteTheBytesOfGradAccumTwo) {
   ASSERT_EQ(a.rc, 0) << a.err;
   CliRun b = run_command(std::string(SQLRL_BINARY) + args + dir + "/accum2 --grad-accum 2", "sft_acc2");
   ASSERT_EQ(b.rc, 0) << b.err;
-  for (int step : {2, 4}) {
-    const std::string ck = "/checkpoints/step-" + std::to_string(step);
-    EXPECT_TRUE(bytes(dir + "/np2" + ck + "/model.safetensors") == bytes(dir + "/accum2" + ck + "/model.safetensors"))
-        << "step " << step;
-    EXPECT_TRUE(bytes(dir + "/np2" + ck + "/optimizer.safetensors") ==
-                bytes(dir + "/accum2" + ck + "/optimizer.safetensors"))
-        << "step " << step;
-  }
+  for (int step : {2, 4}) expect_same_checkpoint(dir + "/np2", dir + "/accum2", step);
   std::vector<nlohmann::json> m = metric_lines(dir + "/np2"), n = metric_lines(dir + "/accum2");
   ASSERT_EQ(m.size(), 4u);
   ASSERT_EQ(n.size(), 4u);
