@@ -105,7 +105,7 @@ if has_stage build; then
   say "== build"
   b0=$(date +%s)
   # A configure that finds no nvcc would quietly build the CPU path only: here that is a failure.
-  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSQLRL_WITH_CUDA=ON \
+  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSQLRL_WITH_CUDA=ON -DSQLRL_WERROR=OFF \
          -DPKG_CONFIG_EXECUTABLE="$(command -v pkgconf || command -v pkg-config || echo pkg-config)" >>"$log" 2>&1 ||
      ! grep -q "^-- llm_sqlrl: CUDA" "$log" ||
      ! cmake --build "$build" -j "$(nproc)" >>"$log" 2>&1; then
@@ -116,7 +116,9 @@ if has_stage build; then
     say "build failed; report: $report"
     exit 1
   fi
-  stage_lines+=("build: $(($(date +%s) - b0)) s on $(nproc) cores")
+  # Warnings are not fatal here (the machine's compiler is not the project's); they are counted.
+  warnings=$(grep -c "warning:" "$log" || true)
+  stage_lines+=("build: $(($(date +%s) - b0)) s on $(nproc) cores, $warnings compiler warnings (gpu_check.log)")
   say "build: $(($(date +%s) - b0)) s"
   write_report
 fi

@@ -99,7 +99,7 @@ static const TensorEntry& need(const Checkpoint& c, const std::string& name, siz
 
 QwenConfig infer_config(const Checkpoint& c) {
   QwenConfig cfg;
-  const TensorEntry& embed = need(c, "model.embed_tokens.weight", 2);
+  const TensorEntry embed = need(c, "model.embed_tokens.weight", 2);
   cfg.vocab_size = embed.shape[0];
   cfg.hidden_size = embed.shape[1];
   cfg.inferred.push_back("vocab_size, hidden_size from model.embed_tokens.weight " + embed.shape_str());
@@ -109,7 +109,7 @@ QwenConfig infer_config(const Checkpoint& c) {
   cfg.num_hidden_layers = layers;
   cfg.inferred.push_back("num_hidden_layers = " + std::to_string(layers) + " from the model.layers.N tensors");
   const std::string l0 = "model.layers.0.";
-  const TensorEntry& gate = need(c, l0 + "mlp.gate_proj.weight", 2);
+  const TensorEntry gate = need(c, l0 + "mlp.gate_proj.weight", 2);
   cfg.intermediate_size = gate.shape[0];
   cfg.inferred.push_back("intermediate_size from mlp.gate_proj.weight " + gate.shape_str());
   const int64_t q_dim = need(c, l0 + "self_attn.q_proj.weight", 2).shape[0];
