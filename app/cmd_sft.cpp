@@ -17,6 +17,7 @@
 
 #include "app/commands.h"
 #include "app/launch.h"
+#include "kernels/attention.h"
 #include "app/options.h"
 #include "rl/options.h"
 #include "rl/sft/sft.h"
@@ -170,6 +171,9 @@ void run_sft_command(SftArgs& args) {
     model = load_model(a.weights);
     if (a.device == "cpu") opt = rl::make_optimizer_state(model.num_params);  // CUDA: moments on the device
   }
+  // Refused before the data is read and anything printed.
+  check(a.device != "cuda" || cuda_attention_takes_head_dim(model.config.head_dim), "sft: --device cuda: the model's head_dim is ",
+        model.config.head_dim, "; the CUDA attention kernels take 64 or 128");
   std::unique_ptr<Tokenizer> tok = load_tokenizer(a.tokenizer);
   ChatOptions chat;
   chat.chat_template = resume ? chat_template_from_name(a.chat_template) : template_for(a.chat_template, a.tokenizer);

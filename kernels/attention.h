@@ -59,7 +59,9 @@ void paged_attention_cpu(float* out, const float* q, const float* k_cache, const
 // arrays (cu_seqlens, block tables, positions) are device arrays; the host passes the bounds it
 // needs to size the grid (max_seqlen, max_context), which must hold for every entry; rows of a
 // sequence longer than max_seqlen are set to NaN (the rows before them are still right).
-// head_dim must be 64 or 128. The launchers allocate nothing: workspace comes from the caller.
+// head_dim must be 64 or 128 (cuda_attention_takes_head_dim). The launchers allocate nothing:
+// workspace comes from the caller.
+inline bool cuda_attention_takes_head_dim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
 // Shared prefixes on CUDA: SharedPrefixes as device arrays, plus each prefix's sharers for the
 // backward, which adds their gradients into the prefix's dk/dv rows itself (the key tiles of a

@@ -242,7 +242,7 @@ CudaTrainState measured_state(const QwenConfig& config, const TrainOptions& opti
   Dims d = dims_of(config);
   check(options.recompute.empty() || static_cast<int64_t>(options.recompute.size()) == d.L,
         "cuda train state: recompute has ", options.recompute.size(), " entries for ", d.L, " layers");
-  check(d.D == 64 || d.D == 128, "cuda train state: head_dim ", d.D,
+  check(cuda_attention_takes_head_dim(d.D), "cuda train state: head_dim ", d.D,
         " (the CUDA attention kernels take 64 or 128, kernels/attention.h)");
   CudaTrainState s;
   s.config = config;

@@ -143,8 +143,9 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
         p.kv_blocks * p.kv_block_bytes);
     add(p.rollout, p.rollout_bytes, str_cat("decode logits (", o.rollout_sequences, " rows x vocab, fp32)"),
         price.decode_logits());
-    add(p.train, p.train_bytes, "gradients (fp32)", price.grads());
-    if (offload) add(p.train, p.train_bytes, moments_what + ", back from host memory", moments);
+    // The region's layout (rl/train_memory.cpp): gradients, then m and v, each piece aligned.
+    add(p.train, p.train_bytes, "gradients (fp32)", region_aligned(price.grads()));
+    if (offload) add(p.train, p.train_bytes, moments_what + ", back from host memory", 2 * region_aligned(moments / 2));
     add(p.train, p.train_bytes, acts_what, p.activation_bytes);
     p.phase_bytes = std::max(p.rollout_bytes, p.train_bytes);
   } else {

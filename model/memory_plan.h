@@ -88,6 +88,11 @@ struct MemoryPlan {
 };
 
 MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& options);
+
+// Pieces of the CUDA phase region start at multiples of this (rl/train_memory.cpp lays them out;
+// the plan counts the padding, so the region it sizes holds them).
+constexpr int64_t kRegionAlign = 256;
+inline int64_t region_aligned(int64_t bytes) { return (bytes + kRegionAlign - 1) / kRegionAlign * kRegionAlign; }
 // The table `llm_sqlrl plan` prints and the trainers write to RUN/memory_plan.txt.
 std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& plan, const MemoryPlanOptions& options);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/cuda_ops.h"
+#include "kernels/attention.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
@@ -23,7 +24,7 @@ namespace {
 void check_cuda_device(const QwenModel& host, int device) {
   check(cuda_device_count() > 0, "device cuda: ", cuda_unavailable_reason());
   check(cuda_device_count() > device, "device cuda: no CUDA device ", device, " (", cuda_device_count(), " present)");
-  check(host.config.head_dim == 64 || host.config.head_dim == 128, "device cuda: the model's head_dim is ",
+  check(cuda_attention_takes_head_dim(host.config.head_dim), "device cuda: the model's head_dim is ",
         host.config.head_dim, "; the CUDA attention kernels take 64 or 128 (the embedded model: --tiny-head-dim 64)");
 }
 

@@ -36,7 +36,7 @@ namespace {
 
 // Offset of the next 256-byte aligned piece of the region.
 size_t take(size_t& used, size_t bytes) {
-  size_t at = (used + 255) / 256 * 256;
+  const size_t at = static_cast<size_t>(region_aligned(static_cast<int64_t>(used)));
   used = at + bytes;
   return at;
 }

@@ -5,7 +5,8 @@
 # each test's result, each benchmark's figures).
 #   scripts/gpu_check.sh OUT_DIR [STAGES]     STAGES: comma list of build,test,bench (the default)
 #   and firstlight (scripts/gpu_first_light.sh: every model-running subcommand on a random
-#   Qwen3-0.6B, CPU beside CUDA; a few minutes, so run it as its own command after the build)
+#   Qwen3-0.6B, CPU beside CUDA; a few minutes, so run it as its own command after the build),
+#   and train4b (two GRPO steps on a random Qwen3-4B on the device, each phase's time)
 # Made for a borrowed GPU machine that stops a command at 10 minutes and has no network:
 #  * the report is rewritten after every stage and every benchmark, so a command stopped at its
 #    limit still leaves what ran; benchmarks not started before SQLRL_GPU_BUDGET_S seconds
@@ -178,6 +179,32 @@ if has_stage firstlight; then
   bash scripts/gpu_first_light.sh "$out/first_light" "$build" >> "$log" 2>&1 || status=1
   { echo; echo "## first light"; echo; cat "$out/first_light/first_light.md" 2>/dev/null; } >> "$bench_md"
   stage_lines+=("first light: $(($(date +%s) - f0)) s")
+  write_report
+fi
+
+if has_stage train4b; then
+  # GRPO on a random Qwen3-4B-shaped checkpoint on the device: 2 steps of 4 prompts x 8 samples,
+  # 2 turns of up to 512 tokens (random weights write until the cap: the decode worst case), every
+  # filter off so each step trains. What a real checkpoint's step costs, phase by phase.
+  say "== train4b"
+  q0=$(date +%s)
+  q="$out/train4b"
+  rm -rf "$q" && mkdir -p "$q"
+  if "$build/llm_sqlrl" init --preset qwen3-4b --tokenizer tests/fixtures/tokenizer/qwen3_tokenizer.json \
+       --out "$q/ckpt" --seed 1 >>"$log" 2>&1 &&
+     "$build/llm_sqlrl" train --weights "$q/ckpt" --out "$q/run" --device cuda --max-steps 2 --batch-size 4 \
+       --group-size 8 --max-turns 2 --max-turn-tokens 512 --max-total-tokens 4096 --enable-thinking=false \
+       --chat-template qwen3 --lr 1e-6 --filter-truncated=false --filter-malformed=false \
+       --filter-no-valid-action=false --filter-zero-variance=false --save-every 0 >>"$log" 2>&1; then
+    { echo "### train4b: GRPO on a random Qwen3-4B, 4 prompts x 8 samples, 2 turns x 512 tokens"; echo;
+      echo "init $(du -sh "$q/ckpt" | cut -f1) checkpoint; $(($(date +%s) - q0)) s in all"; echo; echo '```';
+      cat "$q/run/memory_plan.txt"; echo; cut -c1-2000 "$q/run/metrics.jsonl"; echo '```'; } >> "$bench_md"
+  else
+    status=1
+    { echo "### train4b FAILED"; echo '```'; tail -20 "$log"; echo '```'; } >> "$bench_md"
+  fi
+  rm -rf "$q/ckpt"
+  stage_lines+=("train4b: $(($(date +%s) - q0)) s")
   write_report
 fi
 

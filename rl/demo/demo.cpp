@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "rl/policy.h"
+#include "kernels/attention.h"
 #include "rl/sft/sft.h"
 #include "rl/sft/sft_demos.h"
 #include "rl/grpo/train.h"
@@ -220,7 +221,7 @@ DemoReport run_demo(const DemoConfig& config) {
   const bool cuda = config.device == "cuda";
   if (cuda) {
     check(cuda_device_count() > 0, "demo: --device cuda: ", cuda_unavailable_reason());
-    check(s.head_dim == 64 || s.head_dim == 128, "demo: --device cuda: the model's head_dim is ", s.head_dim,
+    check(cuda_attention_takes_head_dim(s.head_dim), "demo: --device cuda: the model's head_dim is ", s.head_dim,
           "; the CUDA attention kernels take 64 or 128 (add --set head_dim=64)");
   }
   TrainConfig tc = train_config(config);

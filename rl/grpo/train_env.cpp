@@ -9,6 +9,7 @@
 
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_log.h"
+#include "kernels/attention.h"
 #include "rl/run_folder.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
@@ -59,7 +60,7 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
   const bool cuda = c.device == "cuda";
   if (cuda) check(cuda_device_count() > 0, "device cuda: ", cuda_unavailable_reason());
   auto check_head_dim = [&](int64_t head_dim, const std::string& model) {
-    check(!cuda || head_dim == 64 || head_dim == 128, "device cuda: ", model, " has head_dim ", head_dim,
+    check(!cuda || cuda_attention_takes_head_dim(head_dim), "device cuda: ", model, " has head_dim ", head_dim,
           "; the CUDA attention kernels take 64 or 128", c.weights.empty() ? " (set --tiny-head-dim 64)" : "");
   };
   if (c.weights.empty()) check_head_dim(c.tiny_head_dim, "the embedded model");

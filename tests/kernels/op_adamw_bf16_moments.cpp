@@ -42,6 +42,8 @@
 // moments before rounding, so they agree to the fp32 AdamW's CUDA-vs-CPU 1e-6 relative. A second,
 // free-running CUDA state is checked against float64 with the CPU's budget.
 #include <cfloat>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 
@@ -168,19 +170,34 @@ void run_cpu() {
 // bf16 bits in order (-0 and +0 both 0), so adjacent values differ by 1.
 int bf16_order(uint16_t b) { return (b & 0x8000u) ? -static_cast<int>(b & 0x7fffu) : static_cast<int>(b); }
 
-// CUDA's moments equal the CPU's but for rare one-ulp flips (the header comment): each within one
-// ulp, at most 1 + n / 1000 of them (expected: a few in 10^5).
-void expect_moments_match(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want, const std::string& what) {
+// CUDA's moments equal the CPU's but for rare one-ulp flips (the header comment): the two compute
+// the f32 moment with different roundings (FMA contraction), and the same stochastic-rounding
+// bits then land on neighbouring bf16 values when the threshold falls between the two f32s.
+// Each f32 result is within a few f32 ulps of the magnitude of its terms (`terms`:
+// beta1 |m| + (1 - beta1) |g s| for m), so where the terms cancel (m near 0, seen on an H100:
+// 2 ulps at 1.6e-10) the two may lie more than one bf16 ulp of the result apart; the bound is
+// 1 + (4 f32 ulps of the terms) / (bf16 ulp of the result). At most 1 + n / 1000 elements differ
+// (expected: a few in 10^5).
+float bf16_ulp(float x) {
+  const float a = std::max(std::fabs(x), std::numeric_limits<float>::min());
+  return std::ldexp(1.0f, std::ilogb(a) - 7);
+}
+
+void expect_moments_match(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want,
+                          const std::vector<float>& terms, const std::string& what) {
   ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(terms.size(), want.size());
   size_t flips = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const int d = std::abs(bf16_order(got[i]) - bf16_order(want[i]));
-    ASSERT_LE(d, 1) << what << " element " << i << ": " << bf16_bits_to_f32(got[i]) << " vs the CPU's "
-                    << bf16_bits_to_f32(want[i]);
-    flips += d;
+    const float result = bf16_bits_to_f32(want[i]);
+    const double allowed = 1 + std::floor(4 * std::numeric_limits<float>::epsilon() * terms[i] / bf16_ulp(result));
+    ASSERT_LE(d, allowed) << what << " element " << i << ": " << bf16_bits_to_f32(got[i]) << " vs the CPU's " << result
+                          << " (terms " << terms[i] << ")";
+    flips += d > 0;
   }
-  EXPECT_LE(flips, 1 + got.size() / 1000) << what << ": one-ulp flips";
-  if (flips > 0) std::printf("%s: %zu one-ulp flips of %zu\n", what.c_str(), flips, got.size());
+  EXPECT_LE(flips, 1 + got.size() / 1000) << what << ": elements that differ";
+  if (flips > 0) std::printf("%s: %zu elements differ of %zu\n", what.c_str(), flips, got.size());
 }
 
 void run_cuda() {
@@ -207,11 +224,17 @@ void run_cuda() {
         Tensor sp = gpu(cpu.p, DType::F32), sm = upload(cpu.m), sv = upload(cpu.v), bf = poisoned(n, DType::BF16);
         adamw_bf16_moments_cuda(f32_ptr(sp), static_cast<uint16_t*>(sm.data()), static_cast<uint16_t*>(sv.data()),
                                 f32_ptr(dg), bf16_ptr(bf), n, kAdam, step, kLr, sq_ptr, 0.5f, default_stream());
+        std::vector<float> m_terms(static_cast<size_t>(n)), v_terms(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          const float gs = g[i] * scale;
+          m_terms[i] = kAdam.beta1 * std::fabs(bf16_bits_to_f32(cpu.m[i])) + (1 - kAdam.beta1) * std::fabs(gs);
+          v_terms[i] = kAdam.beta2 * bf16_bits_to_f32(cpu.v[i]) + (1 - kAdam.beta2) * gs * gs;
+        }
         adamw_bf16_moments_cpu(cpu.p.data(), cpu.m.data(), cpu.v.data(), g.data(), n, kAdam, step, kLr, scale);
         const std::vector<float> got_p = to_floats(sp);
         expect_close(got_p, widen(cpu.p), kCudaVsCpu, "params vs the CPU");
-        expect_moments_match(download<uint16_t>(sm, n), cpu.m, "m vs the CPU");
-        expect_moments_match(download<uint16_t>(sv, n), cpu.v, "v vs the CPU");
+        expect_moments_match(download<uint16_t>(sm, n), cpu.m, m_terms, "m vs the CPU");
+        expect_moments_match(download<uint16_t>(sv, n), cpu.v, v_terms, "v vs the CPU");
         const std::vector<float> wide = to_floats(bf);  // the updated parameters rounded to nearest even
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(wide[i], round_bf16(got_p[i])) << i;
 

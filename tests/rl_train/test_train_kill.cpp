@@ -1,6 +1,6 @@
 // kill -9 fault injection (issue 24): `train` and `sft` are killed with SIGKILL at several moments
-// (after a delay drawn from a fixed seed, or the instant a checkpoint's .tmp folder appears, i.e.
-// inside a checkpoint write), then continued (--resume, or the same command when no checkpoint
+// (a delay drawn from a fixed seed after the run's next metrics line, or the instant a
+// checkpoint's .tmp folder appears, i.e. inside a checkpoint write), then continued (--resume, or the same command when no checkpoint
 // was complete yet) until they finish; the final weights, AdamW moments and metrics must be the
 // bytes of an uninterrupted run. From the SFT-trained tiny fixture, so every step trains.
 #include <signal.h>
@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <functional>
+#include <optional>
 #include <random>
 
 #include "rl/run_folder.h"
@@ -24,10 +25,20 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// Runs `args` (argv without the binary); kills it with SIGKILL after `delay_ms`, or as soon as a
-// checkpoint .tmp folder exists when `at_checkpoint`. Returns true when it was killed (false: it
-// finished first, exit code 0 expected).
+int64_t count_lines(const std::string& path) {
+  std::ifstream in(path);
+  int64_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// Runs `args` (argv without the binary); kills it with SIGKILL `delay_ms` after DIR/metrics.jsonl
+// gained a line (progress, not wall time: a fixed delay measured on one machine lets a faster one
+// finish first), or as soon as a checkpoint .tmp folder exists when `at_checkpoint`. Returns true
+// when it was killed (false: it finished first, exit code 0 expected).
 bool run_and_kill(const std::vector<std::string>& args, const std::string& dir, int delay_ms, bool at_checkpoint) {
+  const int64_t lines_at_start = dir.empty() ? 0 : count_lines(dir + "/metrics.jsonl");
+  std::optional<Clock::time_point> progressed;
   pid_t pid = fork();
   if (pid == 0) {
     if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
@@ -37,14 +48,15 @@ bool run_and_kill(const std::vector<std::string>& args, const std::string& dir, 
     execv(SQLRL_BINARY, argv.data());
     _exit(127);
   }
-  const auto start = Clock::now();
   int status = 0;
   for (;;) {
     if (waitpid(pid, &status, WNOHANG) == pid) {
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a run ended on its own with status " << status;
       return false;
     }
-    bool fire = !at_checkpoint && Clock::now() - start >= std::chrono::milliseconds(delay_ms);
+    if (!at_checkpoint && !dir.empty() && !progressed && count_lines(dir + "/metrics.jsonl") > lines_at_start)
+      progressed = Clock::now();
+    bool fire = progressed && Clock::now() - *progressed >= std::chrono::milliseconds(delay_ms);
     if (at_checkpoint && fs::exists(dir + "/checkpoints")) {
       std::error_code ec;
       for (const auto& e : fs::directory_iterator(dir + "/checkpoints", ec))
@@ -55,7 +67,7 @@ bool run_and_kill(const std::vector<std::string>& args, const std::string& dir, 
       waitpid(pid, &status, 0);
       return true;
     }
-    usleep(at_checkpoint ? 200 : 2000);
+    usleep(at_checkpoint ? 200 : 1000);
   }
 }
 
@@ -76,16 +88,17 @@ struct Job {
   std::vector<std::string> volatile_fields;        // wall-clock figures in metrics lines
 };
 
-// Kills the job `kills` times (alternating a seeded delay and a checkpoint write), continues it
-// each time, and compares the end with an uninterrupted run in `ref`.
+// Kills the job `kills` times (alternating a seeded delay after a step and a checkpoint write),
+// continues it each time, and compares the end with an uninterrupted run in `ref`.
 void kill_and_compare(const Job& job, const std::string& dir, const std::string& ref, int kills, int64_t full_ms) {
   std::mt19937 rng(20261124);
   int killed = 0, in_checkpoint = 0;
   for (int k = 0; k < kills + 20 && killed < kills; ++k) {
     std::vector<std::string> args = job.next();
     const bool at_checkpoint = k % 2 == 1;
-    // Within the first half of an uninterrupted run's time: a resumed run is shorter than a full one.
-    const int delay = static_cast<int>(std::uniform_int_distribution<int64_t>(50, std::max<int64_t>(60, full_ms / 2))(rng));
+    // Within a step of the one that was just logged: an uninterrupted run's time per step.
+    const int64_t per_step = std::max<int64_t>(10, full_ms / job.steps);
+    const int delay = static_cast<int>(std::uniform_int_distribution<int64_t>(0, per_step)(rng));
     if (!run_and_kill(args, dir, delay, at_checkpoint)) break;  // it finished before the kill
     ++killed;
     in_checkpoint += at_checkpoint;
