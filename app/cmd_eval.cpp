@@ -94,12 +94,11 @@ void run_eval_command(EvalArgs& args) {
   // Several processes: each takes its share of the questions; rank 0 gathers, prints and writes.
   const Comm& job = join_job(args.launch);
   if (!job.is_root()) args.quiet = true;
-  check(job.world_size == 1 || a.device == "cpu", "eval: several ranks on cuda are not implemented yet; run it with "
-        "--device cpu or in one process");
   // The answers must not depend on the core count or the number of ranks (runtime/gemm.h).
   set_gemm_thread_independent(true);
   const bool cuda = a.device == "cuda";
   if (cuda) check(cuda_device_count() > 0, "eval: --device cuda: ", cuda_unavailable_reason());
+  const int gpu = cuda ? join_job_gpu() : 0;  // each rank on GPU local_rank
   std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);
   size_t colon = a.dataset.find(':');
   check(colon != std::string::npos && colon > 0, "eval: --dataset '", a.dataset,
@@ -144,7 +143,7 @@ void run_eval_command(EvalArgs& args) {
   rl::EvalInfo info{a.dataset, a.split, a.protocol, a.weights, bird ? "bird" : "spider", a.seed, a.device};
   // CUDA: bf16 weights on the device (rl/policy.h); it fails naming the model's head_dim when the
   // CUDA attention does not take it.
-  rl::Policy policy = cuda ? rl::cuda_frozen_policy(model) : rl::cpu_policy(model);
+  rl::Policy policy = cuda ? rl::cuda_frozen_policy(model, gpu) : rl::cpu_policy(model);
   if (!args.quiet)
     std::fprintf(stderr, "eval: %zu questions, %s x %lld samples, protocol %s, %s, on %s\n", examples.size(),
                  a.mode.c_str(), static_cast<long long>(options.samples), a.protocol.c_str(),

@@ -158,6 +158,7 @@ void run_sft_command(SftArgs& args) {
   const Comm& job = join_job(args.launch);
   if (!job.is_root()) check(std::freopen("/dev/null", "w", stdout) != nullptr, "sft: rank ", job.rank, ": /dev/null");
   if (a.device == "cuda") check(cuda_device_count() > 0, "sft: --device cuda: ", cuda_unavailable_reason());
+  if (a.device == "cuda") join_job_gpu();  // each rank on GPU local_rank, NCCL between them
   QwenModel model;
   rl::OptimizerState opt;
   std::optional<rl::SftCheckpoint> resume;

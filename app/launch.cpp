@@ -1,5 +1,8 @@
 #include "app/launch.h"
 
+#include "runtime/device.h"
+#include "runtime/error.h"
+
 namespace sqlrl {
 
 namespace {
@@ -17,6 +20,19 @@ void add_launch_flags(CLI::App* cmd, CommOptions& o) {
 const Comm& join_job(const CommOptions& options) {
   if (!g_job) g_job = std::make_unique<Comm>(comm_init(options));
   return *g_job;
+}
+
+int join_job_gpu() {
+  check(g_job != nullptr, "join_job_gpu before join_job");
+  Comm& job = *g_job;
+  const int count = cuda_device_count();
+  check(count > 0, "device cuda: ", cuda_unavailable_reason());
+  const int gpu = job.world_size > 1 ? job.local_rank : 0;
+  check(gpu < count, "device cuda: rank ", job.rank, " has local rank ", job.local_rank, " but this machine has ", count,
+        " GPU", count == 1 ? "" : "s", ": start at most ", count, " ranks per machine");
+  cuda_set_device(gpu);
+  if (job.world_size > 1 && job.nccl == nullptr) comm_init_nccl(job, gpu);
+  return gpu;
 }
 
 const Comm* joined_job() { return g_job.get(); }

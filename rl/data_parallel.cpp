@@ -26,7 +26,20 @@ double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vecto
                         std::vector<float>& slice_buffer, const float** own) {
   *own = nullptr;
   if (policy.on_cuda) {
-    check(dp.shards() == 1, "data parallel: several shards on cuda are not implemented yet");
+    // One shard per GPU; the gradient is summed in place by NCCL (a communicator of one rank too,
+    // when the caller made one: the same code path). Every rank then holds the whole sum, takes
+    // the same norm and makes the same AdamW update (ZeRO 0).
+    check(dp.grad_accum == 1, "data parallel: --grad-accum ", dp.grad_accum, " on cuda is not implemented yet");
+    if (dp.comm && dp.comm->nccl) {
+      check(dp.zero_stage == 0, "data parallel: --zero-stage ", dp.zero_stage,
+            " on cuda is not implemented yet (0: every GPU keeps every AdamW moment)");
+      float* grads = static_cast<float*>(policy.cuda.grads.data());
+      const int64_t n = policy.cuda.num_params();
+      if (dp.ordered) comm_all_reduce_sum_ordered_device(*dp.comm, grads, n, policy.cuda.stream);
+      else comm_all_reduce_sum_device(*dp.comm, grads, n, policy.cuda.stream);
+    } else {
+      check(!dp.distributed(), "data parallel: several ranks on cuda need the job's NCCL communicator (comm_init_nccl)");
+    }
     return policy_grad_sq_sum(policy);
   }
   const int64_t n = policy.host->num_params, R = dp.shards();

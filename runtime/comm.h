@@ -111,6 +111,10 @@ void comm_init_nccl(Comm& comm, int device);
 // caller's stream; nullptr handle = the legacy default stream), runs on comm.stream, and makes
 // `after` wait for it: callers see plain stream order, the host is never blocked.
 void comm_all_reduce_sum_device(const Comm& comm, float* data, int64_t n, const CudaStream& after);
+// The sum over ranks in rank order, in place on every rank (the gradient of a data-parallel CUDA
+// step under --deterministic-reduce): ordered reduce-scatter, then all-gather, over chunks of
+// 2^24 elements so the all-to-all's receive buffer stays at 64 MB per chunk whatever n is.
+void comm_all_reduce_sum_ordered_device(const Comm& comm, float* data, int64_t n, const CudaStream& after);
 // As comm_reduce_scatter_sum (the same shard_bounds; ordered: all-to-all by grouped send/recv,
 // then the sum in rank order, the same fp32 additions as add_in_rank_order).
 void comm_reduce_scatter_sum_device(const Comm& comm, const float* full, float* shard, int64_t n, bool ordered,

@@ -142,8 +142,14 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   const DataParallel dp{&comm, c.grad_accum, c.deterministic_reduce, static_cast<int>(c.zero_stage)};
   check(!dp.distributed() || c.grad_accum == 1, "train: grad-accum ", c.grad_accum, " with ", comm.world_size,
         " ranks: use one or the other (N ranks compute what --grad-accum N computes in one process)");
-  check(c.device != "cuda" || dp.shards() == 1, "train: ", dp.distributed() ? "several ranks" : "grad-accum > 1",
-        " on cuda is not implemented yet (the NCCL communicator is, runtime/comm.h); run it with --device cpu");
+  check(c.device != "cuda" || c.grad_accum == 1, "train: --grad-accum ", c.grad_accum,
+        " on cuda is not implemented yet (with N GPUs, mpirun -np N computes what it would)");
+  check(c.device != "cuda" || !dp.distributed() || c.zero_stage == 0, "train: --zero-stage ", c.zero_stage,
+        " on cuda is not implemented yet (0: every GPU keeps every AdamW moment)");
+  check(c.device != "cuda" || !dp.distributed() || comm.nccl != nullptr,
+        "train: several ranks on cuda need the job's NCCL communicator (app/launch.h join_job_gpu)");
+  // Each rank drives GPU local_rank (join_job_gpu made it current and checked it exists).
+  const int gpu = dp.distributed() ? comm.local_rank : 0;
   // N ranks (each bound to its own cores by mpirun) and one process with --grad-accum N must
   // compute the same bits: GEMMs whose bits do not depend on the thread count (runtime/gemm.h).
   if (dp.shards() > 1 && c.deterministic_reduce) set_gemm_thread_independent(true);
@@ -240,9 +246,9 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   if (!quiet) std::printf("memory: %s\n", plan.modes.describe().c_str());
   // Upload once (after a resume loaded its weights); the host model is then only the shape and
   // the staging buffer of each checkpoint's download.
-  Policy policy = cuda ? cuda_policy(env.model, 0, /*grads=*/false) : cpu_policy(env.model);
+  Policy policy = cuda ? cuda_policy(env.model, gpu, /*grads=*/false) : cpu_policy(env.model);
   Policy reference;
-  if (env.reference) reference = cuda ? cuda_frozen_policy(*env.reference) : cpu_policy(*env.reference);
+  if (env.reference) reference = cuda ? cuda_frozen_policy(*env.reference, gpu) : cpu_policy(*env.reference);
   TrainMemory memory = start_train_memory(policy, plan, to, base.kv_block_size, gc.adamw, optimizer);
   SchemaCache schemas;
 

@@ -216,8 +216,10 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   const bool owner = comm.is_root();
   check(comm.world_size == 1 || config.grad_accum == 1, "sft: grad-accum ", config.grad_accum, " with ",
         comm.world_size, " ranks: use one or the other (N ranks compute what --grad-accum N computes in one process)");
-  check(comm.world_size == 1 || options.device == "cpu", "sft: several ranks on cuda are not implemented yet (the NCCL ",
-        "communicator is, runtime/comm.h); run it with --device cpu");
+  check(comm.world_size == 1 || options.device == "cpu" || comm.nccl != nullptr,
+        "sft: several ranks on cuda need the job's NCCL communicator (app/launch.h join_job_gpu)");
+  // Each rank drives GPU local_rank (join_job_gpu made it current and checked it exists).
+  const int gpu = comm.world_size > 1 ? comm.local_rank : 0;
   const int64_t per_update = config.grad_accum * comm.world_size;  // micro-batches per update
   check(!data.empty(), "sft: no training sequence (every line had no trained token?)");
   check(options.device == "cpu" || options.device == "cuda", "sft: device '", options.device,
@@ -290,7 +292,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   // bits do not depend on the thread count (a rank bound to one core vs a process with two).
   const DataParallel dp{&comm, cuda || comm.world_size > 1 ? 1 : config.grad_accum, true, 0};
   if (dp.shards() > 1) set_gemm_thread_independent(true);
-  Policy policy = cuda ? cuda_policy(model, 0, /*grads=*/false) : cpu_policy(model);
+  Policy policy = cuda ? cuda_policy(model, gpu, /*grads=*/false) : cpu_policy(model);
   TrainMemory memory = start_train_memory(policy, mplan, topt, RolloutOptions{}.kv_block_size, config.adamw, optimizer);
   PolicyActivations& acts = memory_for_train(policy, memory, optimizer);
   run.modes = executed_modes(policy, memory, optimizer);

@@ -5,6 +5,7 @@
 // summing the received blocks in rank order.
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -166,6 +167,18 @@ void comm_all_gather_device(const Comm& c, float* full, int64_t n, const CudaStr
               "ncclBroadcast", c.rank);
   }
   nccl_ok(ncclGroupEnd(), "ncclGroupEnd", c.rank);
+}
+
+void comm_all_reduce_sum_ordered_device(const Comm& c, float* data, int64_t n, const CudaStream& after) {
+  constexpr int64_t kChunk = int64_t(1) << 24;
+  for (int64_t a = 0; a < n; a += kChunk) {
+    const int64_t k = std::min(kChunk, n - a);
+    // The chunk's own partition: every rank sums one slice in rank order (in place: the sends
+    // have read the slice before the sum kernel writes it, in stream order), then all gather.
+    const std::vector<int64_t> b = shard_bounds(k, c.world_size);
+    comm_reduce_scatter_sum_device(c, data + a, data + a + b[c.rank], k, /*ordered=*/true, after);
+    comm_all_gather_device(c, data + a, k, after);
+  }
 }
 
 // Host collectives without MPI: through a device staging buffer, synchronously.

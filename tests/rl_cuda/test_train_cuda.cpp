@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "rl/optimizer.h"
 #include "rl/grpo/train_log.h"
+#include "runtime/comm.h"
 #include "tests/model_cuda/model_cuda_util.h"
 #include "tests/rl_train/train_fixture.h"
 #include "tests/test_util.h"
@@ -119,6 +120,37 @@ TEST(TrainCuda, OffloadAndRecomputationLeaveTheRunUnchanged) {
   int64_t differ = 0;
   for (size_t i = 0; i < oa.v16.size(); ++i) differ += oa.v16[i] != ob.v16[i];
   EXPECT_LE(differ, static_cast<int64_t>(oa.v16.size() / 1000)) << differ << " of " << oa.v16.size() << " v differ";
+}
+
+// The data-parallel CUDA path (rl/data_parallel.cpp) on a NCCL communicator of one rank, the
+// most a one-GPU machine can run: each step's gradient goes through the ordered all-reduce (an
+// all-to-all by NCCL send/recv into a receive buffer, the rank-order sum kernel writing it back,
+// the all-gather) on the communicator's own stream, ordered after the backward and before AdamW
+// by events. With one rank the sum is the gradient itself, so the run must end where the run
+// without a communicator ends (float atomics: 1e-5). Catches a reduce that reads the gradient
+// before the backward finished or that AdamW reads before the sum is written back (stream
+// ordering), a wrong pointer, length or chunking (a partial gradient), and --zero-stage or
+// grad-accum paths that reach NCCL when they must not.
+TEST(TrainCuda, OneRankNcclCommunicatorLeavesTheRunUnchanged) {
+  SQLRL_REQUIRE_CUDA();
+  Comm one;
+  comm_init_nccl(one, 0);
+  auto run = [&](const std::string& name, const Comm* comm) {
+    TrainConfig c = cuda_config(name, 3);
+    TrainEnv env = cuda_env(c);
+    env.comm = comm;
+    TrainSummary s = run_training(env, true);
+    EXPECT_EQ(s.last_step, 3);
+    return c.out;
+  };
+  const std::string a = run("cuda_train_nccl", &one), b = run("cuda_train_plain", nullptr);
+  nccl_destroy(one);
+  QwenModel wa = load_model(checkpoint_dir(a, 3)), wb = load_model(checkpoint_dir(b, 3));
+  const double diff = sqlrl::testing::relative_l2(wa.params, wb.params);
+  std::printf("one-rank NCCL vs no communicator: weights relative L2 %.3g\n", diff);
+  EXPECT_LE(diff, 1e-5);
+  QwenModel initial = cuda_env(cuda_config("cuda_train_nccl_initial", 3)).model;
+  EXPECT_GT(sqlrl::testing::relative_l2(wa.params, initial.params), 100 * diff) << "the steps did not train";
 }
 
 TEST(TrainCuda, WithoutADeviceDeviceCudaIsAOneLineError) {
