@@ -1,5 +1,6 @@
 // `llm_sqlrl plan`: the device memory plan of GRPO training for a model, from its checkpoint
 // (only config.json / the tensor shapes are read) or a preset name.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +19,7 @@ void add_plan_command(CLI::App& app) {
   struct Args {
     std::string weights, preset, device = "cuda", bf16_moments = "auto", recompute = "auto", offload = "auto";
     int64_t seq = 8192, chunk = 1024, rollout_seq = 8192, rollout_seqs = 64, group = 1, block = 16;
+    int world_size = 1, zero_stage = 0;
     double memory_gb = 80, reserve_gib = 2;
     bool kl = false;
   };
@@ -35,7 +37,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--seq", args->seq, "packed tokens per training micro-batch")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--logprob-chunk", args->chunk, "tokens per log-prob chunk")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--rollout-seq", args->rollout_seq, "tokens per trajectory (max_total_tokens)")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--rollout-seqs", args->rollout_seqs, "trajectories the rollout wants in flight at once")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--rollout-seqs", args->rollout_seqs, "trajectories the rollout wants in flight at once (the whole job's: each rank gets its share)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--world-size", args->world_size, "ranks of a data-parallel job (one GPU each on cuda): the plan is one rank's")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--zero-stage", args->zero_stage, "0 | 1 (each rank keeps its slice's AdamW moments) | 2 (and its slice's reduced gradient); 1 and 2: --device cpu only, as in train")
+      ->capture_default_str()->check(CLI::Range(0, 2));
   cmd->add_option("--group", args->group, "trajectories the KV cache must hold at least (one GRPO group)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--kv-block", args->block, "tokens per KV-cache block")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--kl", args->kl, "also hold a frozen reference model (kl_coef > 0)");
@@ -57,8 +63,12 @@ void add_plan_command(CLI::App& app) {
     options.tokens_per_micro_batch = args->seq;
     options.logprob_chunk_tokens = args->chunk;
     options.rollout_sequence_tokens = args->rollout_seq;
-    options.rollout_sequences = args->rollout_seqs;
+    // A rank rolls out its share of the job's trajectories, whole groups.
+    const int64_t share = (args->rollout_seqs + args->world_size - 1) / args->world_size;
+    options.rollout_sequences = std::max(args->group, (share + args->group - 1) / args->group * args->group);
     options.min_rollout_sequences = args->group;
+    options.world_size = args->world_size;
+    options.zero_stage = args->zero_stage;
     options.kv_block_size = args->block;
     options.device_bytes = std::llround(args->memory_gb * 1e9);
     options.reserve_bytes = static_cast<int64_t>(args->reserve_gib * double(int64_t(1) << 30));

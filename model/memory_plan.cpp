@@ -5,6 +5,7 @@
 
 #include "model/cuda_model.h"
 #include "model/train.h"
+#include "runtime/comm.h"
 #include "runtime/error.h"
 #include "weights/qwen_params.h"
 
@@ -38,7 +39,16 @@ struct Pricer {
   int64_t master() const { return cuda ? N * 4 : 0; }  // the CPU trains its one fp32 copy in place
   int64_t reference() const { return o.reference_model ? N * (cuda ? 2 : 4) : 0; }
   int64_t grads() const { return N * 4; }
-  int64_t moments(bool bf16) const { return 2 * N * (bf16 ? 2 : 4); }
+  // The parameters whose moments this rank keeps: all, or (ZeRO 1/2) the largest ZeRO slice.
+  int64_t moment_params() const {
+    if (o.zero_stage == 0 || o.world_size == 1) return N;
+    const std::vector<int64_t> b = shard_bounds(N, o.world_size);
+    int64_t most = 0;
+    for (size_t r = 0; r + 1 < b.size(); ++r) most = std::max(most, b[r + 1] - b[r]);
+    return most;
+  }
+  int64_t moments(bool bf16) const { return 2 * moment_params() * (bf16 ? 2 : 4); }
+  int64_t slice_grads() const { return o.zero_stage == 2 && o.world_size > 1 ? moment_params() * 4 : 0; }
   int64_t activations(int64_t recomputed) const {
     TrainOptions to;
     to.max_tokens = o.tokens_per_micro_batch;
@@ -54,7 +64,7 @@ struct Pricer {
   // The train step's peak: with every buffer of both devices' plans that is live then (on the
   // CPU the KV cache is too: min_kv, the least the rollout can run with).
   int64_t train_peak(bool bf16, int64_t recomputed, int64_t min_kv) const {
-    int64_t t = weights() + master() + reference() + grads() + moments(bf16) + activations(recomputed);
+    int64_t t = weights() + master() + reference() + grads() + slice_grads() + moments(bf16) + activations(recomputed);
     return cuda ? t : t + min_kv + decode_logits();
   }
 };
@@ -90,7 +100,11 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
                              {o.device_bytes, "device memory"}})
     check(value > 0, "memory plan: ", what, " must be positive, got ", value);
   check(o.reserve_bytes >= 0, "memory plan: the reserve must not be negative, got ", o.reserve_bytes);
+  check(o.world_size >= 1, "memory plan: world size must be at least 1, got ", o.world_size);
+  check(o.zero_stage >= 0 && o.zero_stage <= 2, "memory plan: zero stage ", o.zero_stage, " is not 0, 1 or 2");
   const bool cuda = o.device == PlanDevice::Cuda;
+  check(!cuda || o.zero_stage == 0 || o.world_size == 1, "memory plan: zero stage ", o.zero_stage,
+        " on cuda is not implemented (the trainer refuses it; ZeRO 0 keeps every moment on every GPU)");
   check(cuda || o.offload_optimizer != Choice::On,
         "memory plan: offloading the optimizer is a CUDA mode (on the CPU the moments are in host memory already)");
   MemoryPlan p;
@@ -118,7 +132,9 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
   p.modes.bf16_moments = bf16;
   p.activation_bytes = price.activations(k);
   const int64_t moments = price.moments(bf16);
-  const std::string moments_what = str_cat("AdamW moments m, v (", bf16 ? "bf16" : "fp32", ")");
+  const std::string moments_what =
+      str_cat("AdamW moments m, v (", bf16 ? "bf16" : "fp32",
+              price.moment_params() < p.num_params ? str_cat(", this rank's ZeRO slice of 1/", o.world_size) : std::string(), ")");
   const std::string acts_what = str_cat("activations + backward scratch (", o.tokens_per_micro_batch, " tokens, ", k,
                                         "/", L, " layers recomputed)");
 
@@ -149,12 +165,13 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
     add(p.train, p.train_bytes, acts_what, p.activation_bytes);
     p.phase_bytes = std::max(p.rollout_bytes, p.train_bytes);
   } else {
-    const int64_t without_kv = price.weights() + price.reference() + price.grads() + moments + p.activation_bytes +
-                               price.decode_logits();
+    const int64_t without_kv = price.weights() + price.reference() + price.grads() + price.slice_grads() + moments +
+                               p.activation_bytes + price.decode_logits();
     p.kv_blocks = std::max<int64_t>(0, std::min(wanted_kv, usable - without_kv) / p.kv_block_bytes);
     add(p.resident, p.resident_bytes, weights_what, price.weights());
     add(p.resident, p.resident_bytes, "reference model (fp32, KL)", price.reference());
     add(p.resident, p.resident_bytes, "gradients (fp32)", price.grads());
+    add(p.resident, p.resident_bytes, "this rank's reduced gradient slice (fp32, ZeRO 2)", price.slice_grads());
     add(p.resident, p.resident_bytes, moments_what, moments);
     add(p.resident, p.resident_bytes, acts_what, p.activation_bytes);
     add(p.resident, p.resident_bytes, str_cat("KV cache (fp32, ", p.kv_blocks, " blocks of ", o.kv_block_size, " tokens)"),
@@ -194,6 +211,9 @@ std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, co
   const bool cuda = p.device == PlanDevice::Cuda;
   out += str_cat(cuda ? "device cuda " : "device cpu (host memory) ", gib(o.device_bytes), ", reserve ",
                  gib(o.reserve_bytes), ": ", gib(p.usable_bytes), " usable\n");
+  if (o.world_size > 1)
+    out += str_cat("data parallel: each of ", o.world_size, " ranks", cuda ? " (one GPU each)" : "", ", ZeRO ",
+                   o.zero_stage, "; every figure below is one rank's\n");
   out += str_cat("modes: ", p.modes.describe(), "\n\n");
   out += cuda ? "resident for the whole run\n" : "allocated once, held for the whole run\n";
   for (const MemoryLine& l : p.resident) line("  ", l.what, l.bytes);

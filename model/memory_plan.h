@@ -49,6 +49,11 @@ struct MemoryPlanOptions {
   Choice bf16_moments = Choice::Auto;
   Choice recompute = Choice::Auto;           // On: every layer; Off: none
   Choice offload_optimizer = Choice::Auto;   // CUDA only (On is refused on the CPU)
+  // Data parallel (rl/data_parallel.h): the plan is one rank's, and rollout_sequences that
+  // rank's share. ZeRO 1/2 (the CPU trainer only; CUDA runs ZeRO 0): the AdamW moments of the
+  // rank's slice shard_bounds(n, world_size); ZeRO 2 adds the slice's reduced gradient.
+  int world_size = 1;
+  int zero_stage = 0;
 };
 
 struct TrainModes {

@@ -122,12 +122,17 @@ MemoryPlanOptions grpo_memory_plan_options(const TrainEnv& env) {
   const int64_t cap = std::min(c.max_total_tokens, env.model.config.max_position_embeddings);
   mo.tokens_per_micro_batch = std::max(c.micro_batch_tokens, cap);  // one whole trajectory fits a micro-batch
   mo.rollout_sequence_tokens = cap;
-  // As many live samples as the rollout decodes together (whole groups), at least one group.
-  const int64_t live = std::min(c.max_batch_sequences, c.batch_size * c.group_size);
+  // As many live samples as the rollout decodes together (whole groups), at least one group; with
+  // N ranks each rolls out its share of the prompts (at most ceil(B / N)).
+  const int world = env.comm ? env.comm->world_size : 1;
+  const int64_t prompts = (c.batch_size + world - 1) / world;
+  const int64_t live = std::min(c.max_batch_sequences, prompts * c.group_size);
   mo.rollout_sequences = std::max<int64_t>(1, (live + c.group_size - 1) / c.group_size) * c.group_size;
   mo.min_rollout_sequences = c.group_size;
   mo.kv_block_size = RolloutOptions{}.kv_block_size;
   mo.reference_model = env.reference != nullptr;
+  mo.world_size = world;
+  mo.zero_stage = world > 1 ? static_cast<int>(c.zero_stage) : 0;
   return mo;
 }
 

@@ -5,11 +5,13 @@
 // the KV cache would otherwise fall short).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "model/cuda_model.h"
 #include "model/memory_plan.h"
 #include "model/train.h"
+#include "runtime/comm.h"
 #include "runtime/error.h"
 #include "tests/test_util.h"
 
@@ -119,6 +121,43 @@ TEST(MemoryPlan, CpuPlanHoldsEverythingInFp32) {
   EXPECT_THROW(plan_memory(config, o), Error);
 }
 
+// One rank of a data-parallel CPU job: ZeRO 1 keeps the moments of the rank's slice (the largest
+// of shard_bounds, as the trainer's optimizer_slice allocates), ZeRO 2 adds the slice's reduced
+// gradient; ZeRO 0 keeps every moment. CUDA runs ZeRO 0 only, and the plan refuses the others as
+// the trainer does. Catches a plan that still prices every moment on every rank (the CPU RSS
+// prediction of a ZeRO run would be off by 8 bytes a parameter x (N-1)/N).
+TEST(MemoryPlan, ZeroStagesPriceOneRanksSlice) {
+  QwenConfig config = preset_config("qwen3-0.6b");
+  MemoryPlanOptions o;
+  o.device = PlanDevice::Cpu;
+  o.device_bytes = int64_t(64) << 30;
+  o.reserve_bytes = 0;
+  o.tokens_per_micro_batch = 512;
+  o.rollout_sequence_tokens = 1024;
+  o.rollout_sequences = 4;
+  const MemoryPlan whole = plan_memory(config, o);
+  const int64_t N = whole.num_params;
+  std::vector<int64_t> b = shard_bounds(N, 4);
+  int64_t slice = 0;
+  for (int r = 0; r < 4; ++r) slice = std::max(slice, b[r + 1] - b[r]);
+  ASSERT_LT(slice, N / 3);
+  o.world_size = 4;
+  const MemoryPlan zero0 = plan_memory(config, o);
+  EXPECT_EQ(zero0.resident_bytes, whole.resident_bytes);
+  o.zero_stage = 1;
+  const MemoryPlan zero1 = plan_memory(config, o);
+  EXPECT_EQ(whole.resident_bytes - zero1.resident_bytes, 8 * (N - slice));
+  o.zero_stage = 2;
+  const MemoryPlan zero2 = plan_memory(config, o);
+  EXPECT_EQ(zero2.resident_bytes - zero1.resident_bytes, 4 * slice);
+  EXPECT_NE(format_memory_plan(config, zero2, o).find("data parallel: each of 4 ranks, ZeRO 2"), std::string::npos);
+  o.device = PlanDevice::Cuda;
+  o.device_bytes = 80'000'000'000;
+  EXPECT_THROW(plan_memory(config, o), Error);
+  o.zero_stage = 0;
+  EXPECT_TRUE(plan_memory(config, o).fits);
+}
+
 TEST(MemoryPlan, SaysWhyItDoesNotFit) {
   QwenConfig config = preset_config("qwen3-4b");
   MemoryPlanOptions o;
@@ -155,6 +194,19 @@ TEST(MemoryPlanCli, PrintsTheQwen3_4bPlanOnAnH100) {
   EXPECT_NE(out.find("AdamW moments bf16, moments offloaded to host during rollouts"), std::string::npos) << out;
   EXPECT_NE(out.find("peak  (fits)"), std::string::npos) << out;
   EXPECT_NE(out.find("trajectories of 8192 tokens at once"), std::string::npos) << out;
+}
+
+// --world-size: the plan is one GPU's, and its rollout holds its share of the job's trajectories
+// (64 over 8 ranks: 8, whole groups of 8); ZeRO 1 on cuda is refused as train refuses it.
+TEST(MemoryPlanCli, WorldSizeGivesEachRankItsShareOfTheRollout) {
+  int status = 0;
+  std::string out = run("plan --preset qwen3-8b --world-size 8 --rollout-seqs 64 --group 8 --kl", &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("data parallel: each of 8 ranks (one GPU each), ZeRO 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("(8 wanted)"), std::string::npos) << out;
+  out = run("plan --preset qwen3-8b --world-size 8 --zero-stage 1", &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("zero stage 1 on cuda is not implemented"), std::string::npos) << out;
 }
 
 TEST(MemoryPlanCli, UnknownPresetIsAnError) {
