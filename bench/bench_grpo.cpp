@@ -37,7 +37,7 @@ void BM_GrpoLoss(benchmark::State& state) {
     adv[t] = normal(rng), w[t] = t % 7 == 0 ? 0.0f : 1.0f / static_cast<float>(state.range(1) ? (t / seq + 1) * T : T);
   GrpoLossConfig cfg{0.2f, 0.28f, 0.01f};
   for (auto _ : state) {
-    GrpoLossStats st = grpo_loss_cpu(d.data(), lp.data(), old.data(), ref.data(), adv.data(), w.data(), T, cfg);
+    GrpoLossStats st = grpo_loss_cpu(d.data(), lp.data(), old.data(), ref.data(), adv.data(), w.data(), nullptr, T, cfg);
     benchmark::DoNotOptimize(st);
   }
   set_bytes(state, 24.0 * T);

@@ -4,7 +4,11 @@
 //   pg_t    = max(-A_t ratio_t, -A_t clip(ratio_t, 1 - eps_low, 1 + eps_high))   (clip-higher)
 //   kl_t    = k3 = exp(d) - d - 1, d = ref_t - logp_t  (d clamped to [-20, 20], kl to [-10, 10]:
 //             verl's "low_var_kl"), only when kl_coef > 0
-//   loss    = sum_t w_t (pg_t + kl_coef kl_t),  dlogp_t = d loss / d logp_t
+//   loss    = sum_t w_t (v_t pg_t + kl_coef kl_t),  dlogp_t = d loss / d logp_t
+//
+// v_t is the rollout importance weight (rl/grpo/rollout_is.h: pi_trainer / pi_sampler, truncated
+// or masked; a constant, not differentiated), on the policy term only as verl applies it; null
+// is_weights means v_t = 1.
 //
 // The weights w_t carry the aggregation (token-mean, sequence mean, ...) and the mask: w_t = 0
 // means t is not trained (dlogp_t = 0, not counted in the stats). The trainer computes them for a
@@ -43,8 +47,8 @@ struct GrpoLossStats {
 // Token arrays are [num_tokens]; ref_logp may be null when kl_coef == 0; dlogp may be null
 // (forward only).
 GrpoLossStats grpo_loss_cpu(float* dlogp, const float* logp, const float* old_logp, const float* ref_logp,
-                            const float* advantages, const float* weights, int64_t num_tokens,
-                            const GrpoLossConfig& config);
+                            const float* advantages, const float* weights, const float* is_weights,
+                            int64_t num_tokens, const GrpoLossConfig& config);
 
 // One token's loss term (unweighted) and its derivative.
 struct GrpoToken {
@@ -52,7 +56,8 @@ struct GrpoToken {
   bool clipped = false;
 };
 
-inline GrpoToken grpo_token(float logp, float old_logp, float adv, const float* ref_logp_t, const GrpoLossConfig& c) {
+inline GrpoToken grpo_token(float logp, float old_logp, float adv, float is_weight, const float* ref_logp_t,
+                            const GrpoLossConfig& c) {
   GrpoToken out;
   float log_ratio = logp - old_logp;
   bool inside = log_ratio > -20.0f && log_ratio < 20.0f;
@@ -61,8 +66,8 @@ inline GrpoToken grpo_token(float logp, float old_logp, float adv, const float* 
   float rc = fminf(fmaxf(r, 1.0f - c.clip_low), 1.0f + c.clip_high);
   float pg1 = -adv * r, pg2 = -adv * rc;
   out.clipped = pg2 > pg1;
-  out.loss = out.clipped ? pg2 : pg1;
-  out.dloss = (out.clipped || !inside) ? 0.0f : -adv * r;
+  out.loss = is_weight * (out.clipped ? pg2 : pg1);
+  out.dloss = (out.clipped || !inside) ? 0.0f : is_weight * -adv * r;
   out.ratio = r;
   out.approx_kl = old_logp - logp;
   if (c.kl_coef > 0.0f) {

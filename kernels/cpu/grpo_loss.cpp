@@ -13,8 +13,8 @@ constexpr int64_t kTile = 4096;  // fixed tiles: the stats' summation order igno
 }
 
 GrpoLossStats grpo_loss_cpu(float* dlogp, const float* logp, const float* old_logp, const float* ref_logp,
-                            const float* advantages, const float* weights, int64_t num_tokens,
-                            const GrpoLossConfig& config) {
+                            const float* advantages, const float* weights, const float* is_weights,
+                            int64_t num_tokens, const GrpoLossConfig& config) {
   check(config.kl_coef <= 0 || ref_logp != nullptr, "grpo_loss: kl_coef ", config.kl_coef, " needs ref_logp");
   check(num_tokens >= 0, "grpo_loss: num_tokens must be >= 0, got ", num_tokens);
   const int64_t tiles = (num_tokens + kTile - 1) / kTile;
@@ -29,7 +29,8 @@ GrpoLossStats grpo_loss_cpu(float* dlogp, const float* logp, const float* old_lo
           if (dlogp) dlogp[t] = 0.0f;
           continue;
         }
-        GrpoToken k = grpo_token(logp[t], old_logp[t], advantages[t], ref_logp ? ref_logp + t : nullptr, config);
+        GrpoToken k = grpo_token(logp[t], old_logp[t], advantages[t], is_weights ? is_weights[t] : 1.0f,
+                                 ref_logp ? ref_logp + t : nullptr, config);
         if (dlogp) dlogp[t] = w * k.dloss;
         st.loss += static_cast<double>(w) * k.loss;
         st.tokens += 1, st.clipped += k.clipped, st.ratio += k.ratio, st.approx_kl += k.approx_kl,

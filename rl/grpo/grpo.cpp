@@ -188,6 +188,7 @@ struct Shard {
   double loss = 0;                             // this update's
   GrpoLossStats totals;
   double entropy_sum = 0, entropy_tokens = 0;
+  MismatchSums mismatch;
   std::vector<float> grads;                    // grad_accum > 1: this shard's gradient
 };
 
@@ -233,6 +234,10 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
         dp.zero_stage > 0 && dp.distributed() ? " (this rank's ZeRO slice)" : "");
 
   // ---- the shards this process holds
+  const bool is_on = config.rollout_is.mode != RolloutIsMode::Off;
+  check(!is_on || !config.use_sampler_logprobs, "grpo: rollout-is ", rollout_is_mode_name(config.rollout_is.mode),
+        " weighs the trainer's old log-probs against the sampler's; with use-sampler-logprobs they are the same");
+  if (is_on) validate_rollout_is(config.rollout_is);
   const int64_t R = dp.shards();
   std::vector<std::vector<Trajectory>> owned;
   std::vector<Shard> shards;
@@ -289,13 +294,21 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       for (MicroBatch& mb : sh.minis[b]) {
         const size_t T = mb.targets.size();
         positions += static_cast<int64_t>(T), ++micro_batches;
-        for (uint8_t m : mb.mask) tokens += m;
         if (config.use_sampler_logprobs) {
           mb.old_logprobs = mb.sampler_logprobs;
-        } else if (b > 0) {
-          mb.old_logprobs.resize(T);
+        } else if (b > 0 || is_on) {  // with rollout-is the first mini-batch's too: its rejections
+          mb.old_logprobs.resize(T);   // change the mask, which the loss weights are made from
           policy_forward_logprobs(policy, state, mb.batch, mb.targets, mb.old_logprobs.data(), nullptr, logit_scale);
         }
+        if (is_on) {
+          check(mb.sampler_logprobs.size() == T, "grpo: rollout-is ", rollout_is_mode_name(config.rollout_is.mode),
+                " needs the sampler's log-prob of every trajectory token");
+          mb.is_weights.resize(T);
+          sh.mismatch.add(rollout_importance_weights(mb.old_logprobs.data(), mb.sampler_logprobs.data(), mb.mask.data(),
+                                                     mb.batch.cu_seqlens.data(), mb.batch.num_seqs(), config.rollout_is,
+                                                     mb.is_weights.data()));
+        }
+        for (uint8_t m : mb.mask) tokens += m;
         if (config.kl_coef > 0) {
           mb.ref_logprobs.resize(T);
           policy_forward_logprobs(*reference, state, mb.batch, mb.targets, mb.ref_logprobs.data(), nullptr, logit_scale);
@@ -303,7 +316,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       }
 
   const int64_t M = shards[0].minis.size();
-  std::vector<float> logp, dlogp, entropy, grad_slice;
+  std::vector<float> logp, dlogp, entropy, grad_slice, is_scratch;
   for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
     for (int64_t b = 0; b < M; ++b) {
       const GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef};
@@ -325,14 +338,20 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
             if (epoch == 0) entropy.resize(T);
             policy_forward_logprobs(policy, state, mb.batch, mb.targets, logp.data(),
                                     epoch == 0 ? entropy.data() : nullptr, logit_scale);
-            if (epoch == 0 && b == 0 && !config.use_sampler_logprobs) mb.old_logprobs = logp;
+            if (epoch == 0 && b == 0 && !config.use_sampler_logprobs && !is_on) mb.old_logprobs = logp;
+            if (epoch == 0 && !is_on && !config.use_sampler_logprobs && mb.sampler_logprobs.size() == T) {
+              is_scratch.resize(T);  // the metrics alone: mode off changes neither weights nor mask
+              sh.mismatch.add(rollout_importance_weights(mb.old_logprobs.data(), mb.sampler_logprobs.data(),
+                                                         mb.mask.data(), mb.batch.cu_seqlens.data(), mb.batch.num_seqs(),
+                                                         config.rollout_is, is_scratch.data()));
+            }
             if (epoch == 0)
               for (size_t t = 0; t < T; ++t)
                 if (mb.mask[t]) sh.entropy_sum += entropy[t], ++sh.entropy_tokens;
             GrpoLossStats s = grpo_loss_cpu(dlogp.data(), logp.data(), mb.old_logprobs.data(),
                                             config.kl_coef > 0 ? mb.ref_logprobs.data() : nullptr,
-                                            mb.advantages.data(), weights.per_micro[k].data(), static_cast<int64_t>(T),
-                                            lc);
+                                            mb.advantages.data(), weights.per_micro[k].data(),
+                                            is_on ? mb.is_weights.data() : nullptr, static_cast<int64_t>(T), lc);
             policy_backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data());
             sh.loss += s.loss;
             sh.totals.add(s);
@@ -372,6 +391,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                        static_cast<double>(f.groups), static_cast<double>(f.kept_groups),
                        si == 0 ? static_cast<double>(tokens) : 0.0, si == 0 ? static_cast<double>(positions) : 0.0,
                        si == 0 ? static_cast<double>(micro_batches) : 0.0});
+      const std::vector<double> m = sh.mismatch.as_vector();
+      local.back().insert(local.back().end(), m.begin(), m.end());
     }
     const std::vector<double> a = sum_over_shards(dp, local);
     stats.reward_mean = a[0];
@@ -385,6 +406,14 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
     f.kept_groups = static_cast<int64_t>(a[14]);
     stats.tokens = static_cast<int64_t>(a[15]), stats.positions = static_cast<int64_t>(a[16]);
     stats.micro_batches = static_cast<int64_t>(a[17]);
+    const MismatchSums m = MismatchSums::from_vector(a, 18);
+    if (m.tokens > 0) {
+      stats.mismatch_tokens = m.tokens;
+      stats.mismatch_kl = -m.log_ratio / m.tokens, stats.mismatch_k3 = m.k3 / m.tokens;
+      stats.mismatch_abs_log_ratio = m.abs_log_ratio / m.tokens, stats.is_weight_mean = m.weight / m.tokens;
+      stats.is_truncated = m.truncated / m.tokens, stats.is_masked = m.masked / m.tokens;
+      if (m.sequences > 0) stats.is_masked_sequences = m.masked_sequences / m.sequences;
+    }
     if (totals.tokens > 0) {
       stats.clip_fraction = totals.clipped / totals.tokens;
       stats.approx_kl = totals.approx_kl / totals.tokens;

@@ -28,6 +28,7 @@
 #include "rl/optimizer.h"
 #include "rl/agent/trajectory.h"
 #include "rl/grpo/loss_agg.h"
+#include "rl/grpo/rollout_is.h"
 #include "rl/policy.h"
 #include "rl/data_parallel.h"
 
@@ -53,6 +54,9 @@ struct GrpoConfig {
   float kl_coef = 0.0f;                     // > 0 needs a reference model
   LossAgg agg = LossAgg::TokenMean;
   bool use_sampler_logprobs = false;        // old log-probs from the sampler, not a training forward
+  // Sampler-vs-trainer correction (rl/grpo/rollout_is.h); its metrics are measured whenever the
+  // trajectories carry sampler log-probs and the old log-probs are the trainer's.
+  RolloutIsConfig rollout_is;
   // Log-probs (old, reference, trained) are those of softmax(logits / temperature), the policy
   // that sampled the rollouts, as verl's actor divides its logits by the rollout temperature;
   // 0 (greedy rollouts) trains softmax(logits).
@@ -91,6 +95,7 @@ struct MicroBatch {
   std::vector<uint8_t> mask;          // policy_mask[t + 1]
   std::vector<float> advantages;      // the trajectory's advantage on each position
   std::vector<float> sampler_logprobs, old_logprobs, ref_logprobs;  // of targets; ref only with KL
+  std::vector<float> is_weights;      // rollout importance weights (rollout_is != off)
 };
 // Packs `indices` (in order) greedily under max_tokens positions per micro-batch; fails naming
 // the trajectory when one alone is longer. Trajectories of fewer than 2 tokens are skipped.
@@ -110,6 +115,16 @@ struct GrpoStepStats {
   double approx_kl = 0;       // mean of old - logp (verl's ppo_kl)
   double ratio_mean = 0;
   double ref_kl = 0;          // mean k3 to the reference (0 without KL)
+  // Sampler vs trainer (rl/grpo/rollout_is.h), over the trained tokens of the first epoch, before
+  // rejection; all 0 when not measured (mismatch_tokens 0).
+  double mismatch_tokens = 0;
+  double mismatch_kl = 0;       // k1 estimate of KL(sampler || trainer): mean(sampler - old)
+  double mismatch_k3 = 0;       // k3 estimate: mean(rho - 1 - log rho), rho = exp(old - sampler)
+  double mismatch_abs_log_ratio = 0;
+  double is_weight_mean = 0;    // mean importance weight before truncation
+  double is_truncated = 0;      // fraction of tokens whose weight was capped (truncate)
+  double is_masked = 0;         // fraction of tokens rejected (mask)
+  double is_masked_sequences = 0;  // fraction of sequences with a rejected token
   // Mean policy entropy -sum p log p over the masked (policy) tokens, from the first epoch's
   // training forward (verl logs it from its update forward too): before any update when there is
   // one mini-batch.

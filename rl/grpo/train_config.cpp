@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "rl/grpo/loss_agg.h"
+#include "rl/grpo/rollout_is.h"
 #include "runtime/error.h"
 
 namespace sqlrl::rl {
@@ -67,6 +68,13 @@ OptionTable config_fields(TrainConfig& c) {
       {"kl-coef", "k3 KL to the initial model (0 = off)", &c.kl_coef},
       {"loss-agg", "token-mean | seq-mean-token-mean (rl/grpo/loss_agg.h)", &c.loss_agg},
       {"sampler-logprobs", "old log-probs from the sampler instead of a training forward", &c.sampler_logprobs},
+      {"rollout-is", "sampler-vs-trainer correction of the policy term: off (metrics only) | truncate (TIS: weight "
+                     "min(pi_trainer/pi_sampler, upper)) | mask (MIS: tokens or sequences outside [lower, upper] get "
+                     "no gradient)", &c.rollout_is},
+      {"rollout-is-level", "token | sequence (product of the token ratios) | geometric (their geometric mean)",
+       &c.rollout_is_level},
+      {"rollout-is-upper", "rollout-is cap (truncate) or upper bound (mask); > 1", &c.rollout_is_upper},
+      {"rollout-is-lower", "rollout-is lower bound (mask); 0 = 1 / upper", &c.rollout_is_lower},
       {"ppo-epochs", "passes over each rollout batch", &c.ppo_epochs},
       {"mini-batches", "optimizer updates per epoch", &c.mini_batches},
       {"max-grad-norm", "gradient-norm clip (<= 0 = off)", &c.max_grad_norm},
@@ -98,6 +106,11 @@ bool one_of(const std::string& value, std::initializer_list<const char*> names) 
 
 }  // namespace
 
+RolloutIsConfig rollout_is_config(const TrainConfig& c) {
+  return {parse_rollout_is_mode(c.rollout_is), parse_rollout_is_level(c.rollout_is_level),
+          static_cast<float>(c.rollout_is_upper), static_cast<float>(c.rollout_is_lower)};
+}
+
 void validate_config(const TrainConfig& c) {
   validate_groups(c, "config");
   try {
@@ -126,6 +139,12 @@ void validate_config(const TrainConfig& c) {
         "' is not spider or bird");
   check(c.clip_low >= 0 && c.clip_high >= 0, "config: clip-low/clip-high must be >= 0");
   check(c.kl_coef >= 0, "config: kl-coef must be >= 0, got ", c.kl_coef);
+  {
+    const RolloutIsConfig is = rollout_is_config(c);
+    validate_rollout_is(is);
+    check(is.mode == RolloutIsMode::Off || !c.sampler_logprobs, "config: rollout-is ", c.rollout_is,
+          " weighs the trainer's old log-probs against the sampler's; sampler-logprobs makes them the same");
+  }
   check(c.ppo_epochs > 0 && c.mini_batches > 0, "config: ppo-epochs and mini-batches must be positive");
   check(c.micro_batch_tokens > 0, "config: micro-batch-tokens must be positive, got ", c.micro_batch_tokens);
   check(c.warmup_steps >= 0 && c.total_steps >= 0, "config: warmup-steps and total-steps must be >= 0");

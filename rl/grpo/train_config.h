@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "rl/grpo/rollout_is.h"
 #include "rl/options.h"
 #include "runtime/options.h"
 
@@ -70,6 +71,9 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   double kl_coef = 0;
   std::string loss_agg = "token-mean";  // token-mean | seq-mean-token-mean
   bool sampler_logprobs = false;        // old log-probs from the sampler instead of a training forward
+  std::string rollout_is = "off";        // off | truncate | mask (rl/grpo/rollout_is.h)
+  std::string rollout_is_level = "token";  // token | sequence | geometric
+  double rollout_is_upper = 2.0, rollout_is_lower = 0;  // lower 0: 1 / upper
   int64_t ppo_epochs = 1;
   int64_t mini_batches = 1;
   double max_grad_norm = 1.0;
@@ -87,6 +91,8 @@ OptionTable config_fields(TrainConfig& config);
 
 // Checks enumerations and ranges; a bad value is a one-line error naming the key.
 void validate_config(const TrainConfig& config);
+// The rollout-is keys as the trainer takes them (rl/grpo/rollout_is.h); fails naming a bad value.
+RolloutIsConfig rollout_is_config(const TrainConfig& config);
 
 // Settings that would harm a pretrained model (more than kRealModelParams parameters): an lr
 // above 1e-4, a turn cap below kMinTurnTokens, Qwen3 thinking with a turn cap below

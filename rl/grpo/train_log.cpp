@@ -85,6 +85,15 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
   j["entropy"] = r.grpo.entropy;
   j["ratio_mean"] = r.grpo.ratio_mean;
   j["ref_kl"] = r.grpo.ref_kl;
+  // Sampler vs trainer (rl/grpo/rollout_is.h); tokens 0: not measured this step.
+  j["mismatch"] = {{"tokens", r.grpo.mismatch_tokens},
+                   {"kl", r.grpo.mismatch_kl},
+                   {"k3", r.grpo.mismatch_k3},
+                   {"abs_log_ratio", r.grpo.mismatch_abs_log_ratio},
+                   {"is_weight_mean", r.grpo.is_weight_mean},
+                   {"is_truncated", r.grpo.is_truncated},
+                   {"is_masked", r.grpo.is_masked},
+                   {"is_masked_sequences", r.grpo.is_masked_sequences}};
   j["updates"] = r.grpo.updates;
   j["trained_tokens"] = r.grpo.tokens;
   j["packed_positions"] = r.grpo.positions;

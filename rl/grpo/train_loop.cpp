@@ -50,6 +50,7 @@ GrpoConfig grpo_config(const TrainConfig& c) {
   g.kl_coef = static_cast<float>(c.kl_coef);
   g.agg = parse_loss_agg(c.loss_agg);
   g.use_sampler_logprobs = c.sampler_logprobs;
+  g.rollout_is = rollout_is_config(c);
   g.temperature = static_cast<float>(c.temperature);
   g.share_prefixes = c.share_prefixes;
   g.ppo_epochs = c.ppo_epochs;

@@ -71,6 +71,7 @@ void run_advantage_cpu() {
 // --- grpo_loss -----------------------------------------------------------------------------
 struct LossCase {
   std::vector<float> logp, old, ref, adv;
+  std::vector<float> is;  // rollout importance weights (rl/grpo/rollout_is.h), empty: none
   std::vector<uint8_t> mask;
   std::vector<int32_t> cu;
   double denominator(bool token_mean) const {
@@ -88,7 +89,9 @@ struct LossCase {
     return std::vector<float>(w.begin(), w.end());
   }
   RefLoss reference(const GrpoLossConfig& c, const std::vector<float>& w, const std::vector<double>& lp) const {
-    return ref_grpo_loss_weighted(lp, old, &ref, adv, widen(w), c.clip_low, c.clip_high, c.kl_coef);
+    const std::vector<double> v = widen(is);
+    return ref_grpo_loss_weighted(lp, old, &ref, adv, widen(w), c.clip_low, c.clip_high, c.kl_coef,
+                                  is.empty() ? nullptr : &v);
   }
 };
 
@@ -133,8 +136,9 @@ LossScale loss_scale(const LossCase& c, const std::vector<float>& w, const GrpoL
     const bool clipped = -c.adv[t] * rc > -c.adv[t] * r;
     const double k3_terms =
         cfg.kl_coef > 0 ? std::exp(d) + std::fabs(d) + 1 : 0.0;  // e^d - d - 1 cancels; its error does not
-    s.dlogp[t] = w[t] * ((clipped ? 0.0 : std::fabs(c.adv[t]) * r) + cfg.kl_coef * (1 + std::exp(d)));
-    s.loss += w[t] * (std::fabs(c.adv[t]) * r + cfg.kl_coef * k3_terms);
+    const double v = c.is.empty() ? 1.0 : c.is[t];
+    s.dlogp[t] = w[t] * ((clipped ? 0.0 : v * std::fabs(c.adv[t]) * r) + cfg.kl_coef * (1 + std::exp(d)));
+    s.loss += w[t] * (v * std::fabs(c.adv[t]) * r + cfg.kl_coef * k3_terms);
     s.ratio += r;
     s.approx_kl += std::fabs(c.old[t]) + std::fabs(c.logp[t]);
     s.ref_kl += k3_terms;
@@ -148,15 +152,22 @@ void run_grpo_loss_cpu() {
   const double u8 = 8 * unit_roundoff(Precision::F32);
   for (int64_t T : {1, 17, 1000, 10000})   // 10000: several 4096-token tiles
     for (bool token_mean : {true, false})  // weights equal (token mean) or differing per sequence
-      for (float kl : {0.0f, 0.1f}) {
+      for (float kl : {0.0f, 0.1f})
+      for (bool is : {false, true}) {  // rollout importance weights: uniform in [0, 2], some exactly 0
         SCOPED_TRACE("T " + std::to_string(T) + " token_mean " + std::to_string(token_mean) + " kl " +
-                     std::to_string(kl));
-        const LossCase c = random_loss_case(rng, T);
+                     std::to_string(kl) + " is " + std::to_string(is));
+        LossCase c = random_loss_case(rng, T);
+        if (is) {
+          std::uniform_real_distribution<float> u(0.0f, 2.0f);
+          c.is.resize(static_cast<size_t>(T));
+          for (int64_t t = 0; t < T; ++t) c.is[t] = t % 13 == 5 ? 0.0f : u(rng.engine());
+        }
+        const float* isw = c.is.empty() ? nullptr : c.is.data();
         const GrpoLossConfig cfg{0.2f, 0.28f, kl};
         const std::vector<float> w = c.weights_f32(token_mean);
         std::vector<float> dlogp(static_cast<size_t>(T), NAN);
         const GrpoLossStats st =
-            grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(), T, cfg);
+            grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(), isw, T, cfg);
         const RefLoss want = c.reference(cfg, w, widen(c.logp));
         const LossScale scale = loss_scale(c, w, cfg);
         double worst = 0;
@@ -177,12 +188,12 @@ void run_grpo_loss_cpu() {
         }
         // Forward only (dlogp null): the same stats.
         const GrpoLossStats fwd =
-            grpo_loss_cpu(nullptr, c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(), T, cfg);
+            grpo_loss_cpu(nullptr, c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(), isw, T, cfg);
         EXPECT_EQ(fwd.loss, st.loss);
         // Repeatable bits.
         std::vector<float> again(dlogp.size());
         const GrpoLossStats st2 =
-            grpo_loss_cpu(again.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(), T, cfg);
+            grpo_loss_cpu(again.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(), isw, T, cfg);
         EXPECT_EQ(again, dlogp);
         EXPECT_EQ(st2.loss, st.loss);
       }
@@ -199,7 +210,7 @@ void run_grpo_loss_cpu() {
     const double denominator = c.denominator(token_mean);
     const std::vector<double> analytic = c.reference(cfg, w, widen(c.logp)).dlogp;
     std::vector<float> dlogp(c.logp.size());
-    grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(),
+    grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(), w.data(), nullptr,
                   static_cast<int64_t>(c.logp.size()), cfg);
     std::vector<double> smooth_analytic, fd;
     for (size_t t = 0; t < c.logp.size() && fd.size() < 12; ++t) {

@@ -572,7 +572,7 @@ struct RefLoss {
 inline RefLoss ref_grpo_loss_weighted(const std::vector<double>& logp, const std::vector<float>& old,
                                       const std::vector<float>* ref, const std::vector<float>& adv,
                                       const std::vector<double>& weights, double clip_low, double clip_high,
-                                      double kl_coef) {
+                                      double kl_coef, const std::vector<double>* is_weights = nullptr) {
   RefLoss out;
   out.dlogp.assign(logp.size(), 0.0);
   for (size_t t = 0; t < logp.size(); ++t) {
@@ -583,7 +583,9 @@ inline RefLoss ref_grpo_loss_weighted(const std::vector<double>& logp, const std
     double rc = std::clamp(r, 1 - clip_low, 1 + clip_high);
     double a = adv[t], pg1 = -a * r, pg2 = -a * rc;
     bool clipped = pg2 > pg1;
-    double l = std::max(pg1, pg2), dl = clipped || std::fabs(lr) >= 20 ? 0.0 : -a * r;
+    // The rollout importance weight scales the policy term only (kernels/grpo_loss.h).
+    const double v = is_weights ? (*is_weights)[t] : 1.0;
+    double l = v * std::max(pg1, pg2), dl = clipped || std::fabs(lr) >= 20 ? 0.0 : -v * a * r;
     double kl = 0;
     if (kl_coef > 0) {
       double d = (*ref)[t] - logp[t], dc = std::clamp(d, -20.0, 20.0);

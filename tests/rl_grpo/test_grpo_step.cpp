@@ -258,6 +258,102 @@ TEST(GrpoStep, AllFilteredMakesNoUpdateButAdvancesTheSchedule) {
   EXPECT_TRUE(policy.params == initial);
 }
 
+// Rollout importance sampling (rl/grpo/rollout_is.h) in the step: sampler log-probs off the
+// trainer's by -0.4..+0.4, the old log-probs the trainer's own, so rho = exp(old - sampler) spans
+// [0.67, 1.49]. Each mode's loss, trained-token count and mismatch metrics against float64 from
+// the definitions: truncate weighs the policy term by min(rho, 1.2); mask drops the tokens (token
+// level, [0.8, 1.2]) or whole sequences (geometric, [0.97, 1.03]) outside the bounds from the loss and its denominator and
+// weighs the rest by rho; off leaves the step as it was and still measures. Catches weights
+// applied to the KL term, a rejected token left in the denominator, the first mini-batch's old
+// log-probs missing when the mask is decided, and metrics over the wrong tokens.
+TEST(GrpoStep, RolloutImportanceSamplingMatchesFloat64) {
+  QwenConfig cfg = tiny_config();
+  const QwenModel initial = random_model(cfg, 11, 0.3f), reference = random_model(cfg, 12, 0.3f);
+  std::vector<Trajectory> batch = mixed_batch();
+  const std::vector<std::vector<float>> lp = trajectory_logprobs(initial, batch, nullptr, 1.0f),
+                                        ref_lp = trajectory_logprobs(reference, batch, nullptr, 1.0f);
+  for (size_t i = 0; i < batch.size(); ++i)
+    for (size_t p = 0; p < lp[i].size(); ++p)
+      batch[i].sampler_logprobs[p + 1] = batch[i].policy_mask[p + 1] ? lp[i][p] + 0.4f * std::sin(3.0f * (i * 7 + p)) : 0.0f;
+  // Float64 inputs: every trajectory as one sequence, old = the trainer's log-probs.
+  std::vector<double> logp;
+  std::vector<float> old, ref, adv, sampler;
+  std::vector<uint8_t> mask;
+  std::vector<int32_t> cu = {0};
+  std::map<int64_t, std::vector<double>> groups;
+  for (const Trajectory& t : batch) groups[t.example_index].push_back(t.reward);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const std::vector<double>& r = groups[batch[i].example_index];
+    double mean = (r[0] + r[1] + r[2]) / 3, var = 0;
+    for (double x : r) var += (x - mean) * (x - mean) / 2;
+    for (size_t p = 0; p < lp[i].size(); ++p) {
+      logp.push_back(lp[i][p]), old.push_back(lp[i][p]), ref.push_back(ref_lp[i][p]);
+      sampler.push_back(batch[i].sampler_logprobs[p + 1]);
+      adv.push_back(static_cast<float>((batch[i].reward - mean) / (std::sqrt(var) + 1e-6)));
+      mask.push_back(batch[i].policy_mask[p + 1]);
+    }
+    cu.push_back(static_cast<int32_t>(logp.size()));
+  }
+  double tokens = 0, k1 = 0, k3 = 0;
+  for (size_t t = 0; t < mask.size(); ++t)
+    if (mask[t]) {
+      const double lr = static_cast<double>(old[t]) - sampler[t];
+      tokens += 1, k1 += -lr, k3 += std::exp(lr) - 1 - lr;
+    }
+  struct Case {
+    const char* mode;
+    const char* level;
+    double lower, upper;
+  };
+  for (Case c : {Case{"off", "token", 0.8, 1.2}, Case{"truncate", "token", 0.8, 1.2}, Case{"mask", "token", 0.8, 1.2},
+                 Case{"mask", "geometric", 0.97, 1.03}}) {
+    SCOPED_TRACE(std::string(c.mode) + " " + c.level);
+    // Expected weights and mask.
+    std::vector<double> v(mask.size(), 1.0);
+    std::vector<uint8_t> kept = mask;
+    double rejected = 0;
+    for (size_t s = 0; s + 1 < cu.size(); ++s) {
+      double sum = 0, n = 0;
+      for (int32_t t = cu[s]; t < cu[s + 1]; ++t)
+        if (mask[t]) sum += static_cast<double>(old[t]) - sampler[t], n += 1;
+      for (int32_t t = cu[s]; t < cu[s + 1]; ++t) {
+        if (!mask[t]) continue;
+        const double rho = std::string(c.level) == "token" ? std::exp(static_cast<double>(old[t]) - sampler[t])
+                                                           : std::exp(sum / n);
+        if (std::string(c.mode) == "truncate") v[t] = std::min(rho, c.upper);
+        if (std::string(c.mode) == "mask") {
+          if (rho < c.lower || rho > c.upper) kept[t] = 0, rejected += 1;
+          else v[t] = rho;
+        }
+      }
+    }
+    double left = 0;
+    for (uint8_t m : kept) left += m;
+    if (std::string(c.mode) == "mask") {
+      ASSERT_TRUE(rejected > 0 && left > 0) << "the case should reject some";
+    }
+    const RefLoss want = ref_grpo_loss_weighted(logp, old, &ref, adv, ref_loss_weights(kept, cu, true, left), 0.2, 0.28,
+                                                0.1, &v);
+    QwenModel policy = initial;
+    alloc_grads(policy);
+    rl::GrpoConfig gc;
+    gc.filter = rl::GrpoFilterConfig{false, false, false, false};
+    gc.clip_low = 0.2f, gc.clip_high = 0.28f, gc.kl_coef = 0.1f;
+    gc.rollout_is = {rl::parse_rollout_is_mode(c.mode), rl::parse_rollout_is_level(c.level), static_cast<float>(c.upper),
+                     static_cast<float>(c.lower)};
+    rl::OptimizerState opt = rl::make_optimizer_state(policy.num_params);
+    TrainState state = make_train_state(cfg, train_options(12));
+    const rl::GrpoStepStats st = rl::grpo_step(policy, &reference, opt, state, batch, gc);
+    EXPECT_EQ(st.tokens, static_cast<int64_t>(left));
+    EXPECT_NEAR(st.loss, want.loss, 1e-5 * (1 + std::fabs(want.loss)));
+    EXPECT_EQ(st.mismatch_tokens, tokens);
+    EXPECT_NEAR(st.mismatch_kl, k1 / tokens, 1e-6);
+    EXPECT_NEAR(st.mismatch_k3, k3 / tokens, 1e-6);
+    EXPECT_NEAR(st.is_masked, rejected / tokens, 1e-12);
+    EXPECT_GT(st.mismatch_k3, 1e-3);
+  }
+}
+
 TEST(GrpoStep, OneUpdateMatchesFloat64TokenMean) { check_one_update(LossAgg::TokenMean); }
 TEST(GrpoStep, OneUpdateMatchesFloat64SeqMeanTokenMean) { check_one_update(LossAgg::SeqMeanTokenMean); }
 TEST(GrpoStep, OneUpdateAtSamplingTemperatureMatchesFloat64) { check_one_update(LossAgg::TokenMean, 0.6f); }
