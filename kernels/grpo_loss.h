@@ -2,8 +2,13 @@
 //
 //   ratio_t = exp(logp_t - old_t)                      (log-ratio clamped to [-20, 20], as verl)
 //   pg_t    = max(-A_t ratio_t, -A_t clip(ratio_t, 1 - eps_low, 1 + eps_high))   (clip-higher)
-//   kl_t    = k3 = exp(d) - d - 1, d = ref_t - logp_t  (d clamped to [-20, 20], kl to [-10, 10]:
-//             verl's "low_var_kl"), only when kl_coef > 0
+//             dual-clip c > 1 (Ye et al. 2020, arXiv 1912.09729; verl's clip_ratio_c): where
+//             A_t < 0, pg_t = min(pg_t, -A_t c): a token far above the old policy with a negative
+//             advantage stops pushing (no gradient once capped)
+//   kl_t    = one estimator of KL(pi || ref), d = ref_t - logp_t, only when kl_coef > 0 (Schulman,
+//             "Approximating KL divergence", 2020; verl's kl_penalty):
+//             k1 = -d ("kl"), k2 = d^2 / 2 ("mse"), k3 = exp(d) - d - 1 (d clamped to [-20, 20],
+//             kl to [-10, 10]: verl's "low_var_kl", the default)
 //   loss    = sum_t w_t (v_t pg_t + kl_coef kl_t),  dlogp_t = d loss / d logp_t
 //
 // v_t is the rollout importance weight (rl/grpo/rollout_is.h: pi_trainer / pi_sampler, truncated
@@ -30,9 +35,13 @@
 
 namespace sqlrl {
 
+enum class KlEstimator : uint8_t { K1, K2, K3 };
+
 struct GrpoLossConfig {
   float clip_low = 0.2f, clip_high = 0.2f;  // ratio clipped to [1 - clip_low, 1 + clip_high]
   float kl_coef = 0.0f;                     // > 0 needs ref_logp
+  float dual_clip = 0.0f;                   // c > 1: dual-clip for negative advantages; 0: off
+  KlEstimator kl_estimator = KlEstimator::K3;
 };
 
 struct GrpoLossStats {
@@ -66,11 +75,18 @@ inline GrpoToken grpo_token(float logp, float old_logp, float adv, float is_weig
   float rc = fminf(fmaxf(r, 1.0f - c.clip_low), 1.0f + c.clip_high);
   float pg1 = -adv * r, pg2 = -adv * rc;
   out.clipped = pg2 > pg1;
-  out.loss = is_weight * (out.clipped ? pg2 : pg1);
+  float pg = out.clipped ? pg2 : pg1;
+  if (c.dual_clip > 0.0f && adv < 0.0f && pg > -adv * c.dual_clip) pg = -adv * c.dual_clip, out.clipped = true;
+  out.loss = is_weight * pg;
   out.dloss = (out.clipped || !inside) ? 0.0f : is_weight * -adv * r;
   out.ratio = r;
   out.approx_kl = old_logp - logp;
-  if (c.kl_coef > 0.0f) {
+  if (c.kl_coef > 0.0f && c.kl_estimator != KlEstimator::K3) {
+    const float d = *ref_logp_t - logp;
+    out.ref_kl = c.kl_estimator == KlEstimator::K1 ? -d : 0.5f * d * d;
+    out.loss += c.kl_coef * out.ref_kl;
+    out.dloss += c.kl_coef * (c.kl_estimator == KlEstimator::K1 ? 1.0f : -d);
+  } else if (c.kl_coef > 0.0f) {
     float d = *ref_logp_t - logp;
     bool d_inside = d > -20.0f && d < 20.0f;
     d = fminf(fmaxf(d, -20.0f), 20.0f);

@@ -319,7 +319,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
   std::vector<float> logp, dlogp, entropy, grad_slice, is_scratch;
   for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
     for (int64_t b = 0; b < M; ++b) {
-      const GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef};
+      GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef};
+      lc.dual_clip = config.dual_clip, lc.kl_estimator = config.kl_estimator;
       std::vector<std::vector<double>> units;
       for (const Shard& sh : shards) units.push_back({loss_units(sh.minis[b], config.agg)});
       const double all_units = sum_over_shards(dp, units)[0];

@@ -52,6 +52,8 @@ struct GrpoConfig {
   GrpoFilterConfig filter;
   float clip_low = 0.2f, clip_high = 0.2f;  // clip-higher: clip_high > clip_low (DAPO 0.28)
   float kl_coef = 0.0f;                     // > 0 needs a reference model
+  KlEstimator kl_estimator = KlEstimator::K3;  // kernels/grpo_loss.h
+  float dual_clip = 0.0f;                   // c > 1: dual-clip of negative advantages; 0: off
   LossAgg agg = LossAgg::TokenMean;
   bool use_sampler_logprobs = false;        // old log-probs from the sampler, not a training forward
   // Sampler-vs-trainer correction (rl/grpo/rollout_is.h); its metrics are measured whenever the

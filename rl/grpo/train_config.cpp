@@ -65,7 +65,10 @@ OptionTable config_fields(TrainConfig& c) {
       {"weight-decay", "AdamW weight decay", &c.weight_decay},
       {"clip-low", "PPO ratio clip below (1 - clip-low)", &c.clip_low},
       {"clip-high", "PPO ratio clip above (1 + clip-high); > clip-low = clip-higher", &c.clip_high},
-      {"kl-coef", "k3 KL to the initial model (0 = off)", &c.kl_coef},
+      {"kl-coef", "KL to the initial model, as a loss term (0 = off)", &c.kl_coef},
+      {"kl-estimator", "k1 (logp - ref) | k2 ((logp - ref)^2 / 2) | k3 (verl's low_var_kl)", &c.kl_estimator},
+      {"dual-clip", "dual-clip c > 1: a negative-advantage token's loss is capped at -A c (verl's clip_ratio_c, 3); 0 = off",
+       &c.dual_clip},
       {"loss-agg", "token-mean | seq-mean-token-mean (rl/grpo/loss_agg.h)", &c.loss_agg},
       {"sampler-logprobs", "old log-probs from the sampler instead of a training forward", &c.sampler_logprobs},
       {"rollout-is", "sampler-vs-trainer correction of the policy term: off (metrics only) | truncate (TIS: weight "
@@ -106,6 +109,13 @@ bool one_of(const std::string& value, std::initializer_list<const char*> names) 
 
 }  // namespace
 
+KlEstimator parse_kl_estimator(const std::string& name) {
+  if (name == "k1") return KlEstimator::K1;
+  if (name == "k2") return KlEstimator::K2;
+  if (name == "k3") return KlEstimator::K3;
+  fail("config: kl-estimator '", name, "' is not k1, k2 or k3");
+}
+
 RolloutIsConfig rollout_is_config(const TrainConfig& c) {
   return {parse_rollout_is_mode(c.rollout_is), parse_rollout_is_level(c.rollout_is_level),
           static_cast<float>(c.rollout_is_upper), static_cast<float>(c.rollout_is_lower)};
@@ -139,6 +149,8 @@ void validate_config(const TrainConfig& c) {
         "' is not spider or bird");
   check(c.clip_low >= 0 && c.clip_high >= 0, "config: clip-low/clip-high must be >= 0");
   check(c.kl_coef >= 0, "config: kl-coef must be >= 0, got ", c.kl_coef);
+  parse_kl_estimator(c.kl_estimator);
+  check(c.dual_clip == 0 || c.dual_clip > 1, "config: dual-clip must be 0 (off) or above 1, got ", c.dual_clip);
   {
     const RolloutIsConfig is = rollout_is_config(c);
     validate_rollout_is(is);

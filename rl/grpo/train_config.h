@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/grpo_loss.h"
 #include "rl/grpo/rollout_is.h"
 #include "rl/options.h"
 #include "runtime/options.h"
@@ -69,6 +70,8 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8, weight_decay = 0.01;
   double clip_low = 0.2, clip_high = 0.2;
   double kl_coef = 0;
+  std::string kl_estimator = "k3";  // k1 | k2 | k3 (kernels/grpo_loss.h)
+  double dual_clip = 0;             // c > 1: dual-clip; 0: off
   std::string loss_agg = "token-mean";  // token-mean | seq-mean-token-mean
   bool sampler_logprobs = false;        // old log-probs from the sampler instead of a training forward
   std::string rollout_is = "off";        // off | truncate | mask (rl/grpo/rollout_is.h)
@@ -91,6 +94,8 @@ OptionTable config_fields(TrainConfig& config);
 
 // Checks enumerations and ranges; a bad value is a one-line error naming the key.
 void validate_config(const TrainConfig& config);
+// "k1" | "k2" | "k3" (kernels/grpo_loss.h); fails naming the key.
+KlEstimator parse_kl_estimator(const std::string& name);
 // The rollout-is keys as the trainer takes them (rl/grpo/rollout_is.h); fails naming a bad value.
 RolloutIsConfig rollout_is_config(const TrainConfig& config);
 

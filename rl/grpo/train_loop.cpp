@@ -48,6 +48,8 @@ GrpoConfig grpo_config(const TrainConfig& c) {
   g.clip_low = static_cast<float>(c.clip_low);
   g.clip_high = static_cast<float>(c.clip_high);
   g.kl_coef = static_cast<float>(c.kl_coef);
+  g.kl_estimator = parse_kl_estimator(c.kl_estimator);
+  g.dual_clip = static_cast<float>(c.dual_clip);
   g.agg = parse_loss_agg(c.loss_agg);
   g.use_sampler_logprobs = c.sampler_logprobs;
   g.rollout_is = rollout_is_config(c);

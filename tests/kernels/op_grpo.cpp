@@ -198,6 +198,37 @@ void run_grpo_loss_cpu() {
         EXPECT_EQ(st2.loss, st.loss);
       }
 
+  // Dual-clip (c = 3) and the k1 / k2 KL estimators: log-ratios N(0, 1) so that many tokens with a
+  // negative advantage pass ratio 3 and hit the cap; each estimator with its own gradient.
+  for (int est : {1, 2, 3})
+    for (float dual : {0.0f, 3.0f}) {
+      SCOPED_TRACE("kl estimator k" + std::to_string(est) + " dual-clip " + std::to_string(dual));
+      LossCase c = random_loss_case(rng, 2000);
+      for (size_t t = 0; t < c.logp.size(); ++t) c.logp[t] = c.old[t] + 4.0f * (c.logp[t] - c.old[t]);
+      GrpoLossConfig cfg{0.2f, 0.28f, 0.1f};
+      cfg.dual_clip = dual;
+      cfg.kl_estimator = est == 1 ? KlEstimator::K1 : est == 2 ? KlEstimator::K2 : KlEstimator::K3;
+      const std::vector<float> w = c.weights_f32(true);
+      std::vector<float> dlogp(c.logp.size(), NAN);
+      const GrpoLossStats st = grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(),
+                                             w.data(), nullptr, static_cast<int64_t>(c.logp.size()), cfg);
+      const RefLoss want = ref_grpo_loss_weighted(widen(c.logp), c.old, &c.ref, c.adv, widen(w), 0.2, 0.28, 0.1,
+                                                  nullptr, dual, est);
+      int capped = 0;
+      for (size_t t = 0; t < c.logp.size(); ++t) {
+        const double r = std::exp(static_cast<double>(c.logp[t]) - c.old[t]);
+        capped += w[t] != 0 && c.adv[t] < 0 && r > 3.5;
+        // fp32 terms of size |A| r and kl_coef (1 + |d| + e^d): 1e-5 relative of the largest.
+        const double d = static_cast<double>(c.ref[t]) - c.logp[t];
+        const double scale = w[t] * (std::fabs(c.adv[t]) * r + 0.1 * (1 + std::fabs(d) + std::exp(std::min(d, 20.0))));
+        ASSERT_NEAR(dlogp[t], want.dlogp[t], 1e-5 * scale) << "dlogp of token " << t;
+      }
+      EXPECT_GT(capped, 10) << "the case should reach the dual-clip cap";
+      EXPECT_NEAR(st.loss, want.loss, 1e-5 * (1 + std::fabs(want.loss)));
+      EXPECT_NEAR(st.ref_kl, want.ref_kl, 1e-5 * (1 + std::fabs(want.ref_kl)));
+      EXPECT_EQ(st.clipped, want.clipped);
+    }
+
   // The backward is the derivative of the forward: central differences of the float64 loss on
   // tokens away from the clip kinks, against the float64 backward (which the kernel's dlogp is
   // held to above) and against the kernel's dlogp directly (fd in float64 is good to ~1e-9

@@ -572,7 +572,8 @@ struct RefLoss {
 inline RefLoss ref_grpo_loss_weighted(const std::vector<double>& logp, const std::vector<float>& old,
                                       const std::vector<float>* ref, const std::vector<float>& adv,
                                       const std::vector<double>& weights, double clip_low, double clip_high,
-                                      double kl_coef, const std::vector<double>* is_weights = nullptr) {
+                                      double kl_coef, const std::vector<double>* is_weights = nullptr,
+                                      double dual_clip = 0, int kl_estimator = 3) {
   RefLoss out;
   out.dlogp.assign(logp.size(), 0.0);
   for (size_t t = 0; t < logp.size(); ++t) {
@@ -583,11 +584,18 @@ inline RefLoss ref_grpo_loss_weighted(const std::vector<double>& logp, const std
     double rc = std::clamp(r, 1 - clip_low, 1 + clip_high);
     double a = adv[t], pg1 = -a * r, pg2 = -a * rc;
     bool clipped = pg2 > pg1;
+    double pg = std::max(pg1, pg2);
+    if (dual_clip > 0 && a < 0 && pg > -a * dual_clip) pg = -a * dual_clip, clipped = true;  // dual-clip cap
     // The rollout importance weight scales the policy term only (kernels/grpo_loss.h).
     const double v = is_weights ? (*is_weights)[t] : 1.0;
-    double l = v * std::max(pg1, pg2), dl = clipped || std::fabs(lr) >= 20 ? 0.0 : -v * a * r;
+    double l = v * pg, dl = clipped || std::fabs(lr) >= 20 ? 0.0 : -v * a * r;
     double kl = 0;
-    if (kl_coef > 0) {
+    if (kl_coef > 0 && kl_estimator != 3) {  // k1 = logp - ref, k2 = (logp - ref)^2 / 2
+      const double d = (*ref)[t] - logp[t];
+      kl = kl_estimator == 1 ? -d : 0.5 * d * d;
+      l += kl_coef * kl;
+      dl += kl_coef * (kl_estimator == 1 ? 1.0 : -d);
+    } else if (kl_coef > 0) {
       double d = (*ref)[t] - logp[t], dc = std::clamp(d, -20.0, 20.0);
       double k = std::exp(dc) - dc - 1;
       kl = std::clamp(k, -10.0, 10.0);

@@ -269,6 +269,23 @@ TEST(TrainCli, GreedyRolloutsAndUnlimitedSqlAreRefused) {
   refused(c, "sql-timeout-ms must be positive");
   c.sql_timeout_ms = -5;
   refused(c, "sql-timeout-ms must be");
+  // The loss knobs (kernels/grpo_loss.h, rl/grpo/rollout_is.h): a bad value names its key.
+  c = TrainConfig{};
+  c.kl_estimator = "k4";
+  refused(c, "kl-estimator 'k4'");
+  c = TrainConfig{};
+  c.dual_clip = 0.5;
+  refused(c, "dual-clip must be 0 (off) or above 1");
+  c = TrainConfig{};
+  c.rollout_is = "clip";
+  refused(c, "rollout-is: 'clip'");
+  c = TrainConfig{};
+  c.rollout_is = "truncate";
+  c.rollout_is_upper = 0.9;
+  refused(c, "rollout-is-upper must be");
+  c.rollout_is_upper = 2;
+  c.sampler_logprobs = true;
+  refused(c, "sampler-logprobs makes them the same");
 }
 
 // config_to_toml -> read_config_toml gives back every field (strings with quotes, arrays).
