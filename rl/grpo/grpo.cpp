@@ -328,7 +328,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       for (size_t si = 0; si < shards.size(); ++si) {
         Shard& sh = shards[si];
         std::vector<MicroBatch>& mini = sh.minis[b];
-        const LossWeights weights = loss_weights_of_total(mini, config.agg, all_units, dropped_share);
+        const LossWeights weights =
+            loss_weights_of_total(mini, config.agg, all_units, dropped_share, static_cast<double>(config.loss_norm_tokens));
         policy_zero_grads(policy);
         sh.loss = 0;
         if (weights.own_units > 0)

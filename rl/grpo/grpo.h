@@ -55,6 +55,7 @@ struct GrpoConfig {
   KlEstimator kl_estimator = KlEstimator::K3;  // kernels/grpo_loss.h
   float dual_clip = 0.0f;                   // c > 1: dual-clip of negative advantages; 0: off
   LossAgg agg = LossAgg::TokenMean;
+  int64_t loss_norm_tokens = 0;             // L of seq-mean-token-sum-norm (rl/grpo/loss_agg.h)
   bool use_sampler_logprobs = false;        // old log-probs from the sampler, not a training forward
   // Sampler-vs-trainer correction (rl/grpo/rollout_is.h); its metrics are measured whenever the
   // trajectories carry sampler log-probs and the old log-probs are the trainer's.

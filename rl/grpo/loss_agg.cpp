@@ -7,13 +7,16 @@
 namespace sqlrl::rl {
 
 namespace {
-constexpr LossAgg kModes[] = {LossAgg::TokenMean, LossAgg::SeqMeanTokenMean};
+constexpr LossAgg kModes[] = {LossAgg::TokenMean, LossAgg::SeqMeanTokenMean, LossAgg::SeqMeanTokenSum,
+                              LossAgg::SeqMeanTokenSumNorm};
 }
 
 const char* loss_agg_name(LossAgg agg) {
   switch (agg) {
     case LossAgg::TokenMean: return "token-mean";
     case LossAgg::SeqMeanTokenMean: return "seq-mean-token-mean";
+    case LossAgg::SeqMeanTokenSum: return "seq-mean-token-sum";
+    case LossAgg::SeqMeanTokenSumNorm: return "seq-mean-token-sum-norm";
   }
   return "?";
 }
@@ -57,8 +60,21 @@ double units_of(const std::vector<std::vector<int64_t>>& counts, LossAgg agg) {
   return units;
 }
 
+// One sequence's weight before the float rounding.
+double sequence_weight(LossAgg agg, int64_t n, double D, double L) {
+  switch (agg) {
+    case LossAgg::TokenMean: return 1.0 / D;
+    case LossAgg::SeqMeanTokenMean: return 1.0 / (static_cast<double>(n) * D);
+    case LossAgg::SeqMeanTokenSum: return 1.0 / D;
+    case LossAgg::SeqMeanTokenSumNorm: return 1.0 / (L * D);
+  }
+  return 0;
+}
+
 LossWeights weights_with(const std::vector<MicroBatch>& mini, LossAgg agg,
-                         const std::vector<std::vector<int64_t>>& counts, double own_units, double D) {
+                         const std::vector<std::vector<int64_t>>& counts, double own_units, double D, double L) {
+  check(agg != LossAgg::SeqMeanTokenSumNorm || L > 0, "loss-agg seq-mean-token-sum-norm needs a positive token "
+        "constant (loss-norm-tokens), got ", L);
   LossWeights out;
   out.own_units = own_units;
   if (out.own_units <= 0) return out;
@@ -69,7 +85,7 @@ LossWeights weights_with(const std::vector<MicroBatch>& mini, LossAgg agg,
       const int64_t n = counts[m][static_cast<size_t>(s)];
       if (n == 0) continue;
       // The weight is rounded to float once per sequence (the kernel multiplies in float).
-      const float ws = static_cast<float>(agg == LossAgg::TokenMean ? 1.0 / D : 1.0 / (static_cast<double>(n) * D));
+      const float ws = static_cast<float>(sequence_weight(agg, n, D, L));
       for (int32_t t = mb.batch.cu_seqlens[s]; t < mb.batch.cu_seqlens[s + 1]; ++t)
         if (mb.mask[t]) w[static_cast<size_t>(t)] = ws;
     }
@@ -82,16 +98,16 @@ LossWeights weights_with(const std::vector<MicroBatch>& mini, LossAgg agg,
 
 double loss_units(const std::vector<MicroBatch>& mini, LossAgg agg) { return units_of(sequence_counts(mini), agg); }
 
-LossWeights loss_weights(const std::vector<MicroBatch>& mini, LossAgg agg, double extra_units) {
+LossWeights loss_weights(const std::vector<MicroBatch>& mini, LossAgg agg, double extra_units, double norm_tokens) {
   const auto counts = sequence_counts(mini);
   const double own = units_of(counts, agg);
-  return weights_with(mini, agg, counts, own, own + extra_units);
+  return weights_with(mini, agg, counts, own, own + extra_units, norm_tokens);
 }
 
 LossWeights loss_weights_of_total(const std::vector<MicroBatch>& mini, LossAgg agg, double all_units,
-                                  double extra_units) {
+                                  double extra_units, double norm_tokens) {
   const auto counts = sequence_counts(mini);
-  return weights_with(mini, agg, counts, units_of(counts, agg), all_units + extra_units);
+  return weights_with(mini, agg, counts, units_of(counts, agg), all_units + extra_units, norm_tokens);
 }
 
 }  // namespace sqlrl::rl

@@ -69,7 +69,9 @@ OptionTable config_fields(TrainConfig& c) {
       {"kl-estimator", "k1 (logp - ref) | k2 ((logp - ref)^2 / 2) | k3 (verl's low_var_kl)", &c.kl_estimator},
       {"dual-clip", "dual-clip c > 1: a negative-advantage token's loss is capped at -A c (verl's clip_ratio_c, 3); 0 = off",
        &c.dual_clip},
-      {"loss-agg", "token-mean | seq-mean-token-mean (rl/grpo/loss_agg.h)", &c.loss_agg},
+      {"loss-agg", "token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm (Dr. GRPO; "
+                   "rl/grpo/loss_agg.h)", &c.loss_agg},
+      {"loss-norm-tokens", "seq-mean-token-sum-norm's constant token count L (0 = max-total-tokens)", &c.loss_norm_tokens},
       {"sampler-logprobs", "old log-probs from the sampler instead of a training forward", &c.sampler_logprobs},
       {"rollout-is", "sampler-vs-trainer correction of the policy term: off (metrics only) | truncate (TIS: weight "
                      "min(pi_trainer/pi_sampler, upper)) | mask (MIS: tokens or sequences outside [lower, upper] get "
@@ -125,6 +127,7 @@ void validate_config(const TrainConfig& c) {
   validate_groups(c, "config");
   try {
     parse_loss_agg(c.loss_agg);
+  check(c.loss_norm_tokens >= 0, "config: loss-norm-tokens must be >= 0 (0: max-total-tokens), got ", c.loss_norm_tokens);
   } catch (const Error& e) {
     fail("config: ", e.what());
   }

@@ -40,12 +40,18 @@ TEST(LossAgg, WeightsMatchTheDefinitionsAcrossMicroBatches) {
     tokens += n, seqs += n > 0;
   }
   ASSERT_EQ(seqs, 4);  // trajectory 2 trains on nothing
-  for (LossAgg agg : {LossAgg::TokenMean, LossAgg::SeqMeanTokenMean}) {
+  const double L = 40;  // seq-mean-token-sum-norm's constant
+  for (LossAgg agg : {LossAgg::TokenMean, LossAgg::SeqMeanTokenMean, LossAgg::SeqMeanTokenSum,
+                      LossAgg::SeqMeanTokenSumNorm}) {
     for (double extra : {0.0, 2.5}) {
-      rl::LossWeights w = rl::loss_weights(mini, agg, extra);
+      rl::LossWeights w = rl::loss_weights(mini, agg, extra, L);
       const bool token_mean = agg == LossAgg::TokenMean;
       EXPECT_EQ(w.own_units, token_mean ? tokens : seqs);
       std::vector<double> want = ref_loss_weights(mask, cu, token_mean, (token_mean ? tokens : seqs) + extra);
+      // The token-sum modes: every trained token of a sequence weighs 1 / D (/ L for -norm).
+      if (agg == LossAgg::SeqMeanTokenSum || agg == LossAgg::SeqMeanTokenSumNorm)
+        for (size_t t = 0; t < want.size(); ++t)
+          want[t] = mask[t] ? 1.0 / ((seqs + extra) * (agg == LossAgg::SeqMeanTokenSumNorm ? L : 1.0)) : 0.0;
       std::vector<float> got;
       ASSERT_EQ(w.per_micro.size(), mini.size());
       for (size_t m = 0; m < mini.size(); ++m) {
@@ -55,10 +61,14 @@ TEST(LossAgg, WeightsMatchTheDefinitionsAcrossMicroBatches) {
       // Each weight is one float rounding of its float64 value.
       ASSERT_EQ(got.size(), want.size());
       for (size_t t = 0; t < got.size(); ++t) EXPECT_EQ(got[t], static_cast<float>(want[t])) << rl::loss_agg_name(agg) << " t=" << t;
-      // The loss they aggregate is a mean: weights sum to own / (own + extra).
+      // The mean modes: weights sum to own / (own + extra); the token sums to tokens / (seqs + extra)
+      // (/ L).
       double sum = 0;
       for (double x : want) sum += x;
-      EXPECT_NEAR(sum, w.own_units / (w.own_units + extra), 1e-12);
+      const double mean_sum = agg == LossAgg::SeqMeanTokenSum       ? tokens / (seqs + extra)
+                              : agg == LossAgg::SeqMeanTokenSumNorm ? tokens / ((seqs + extra) * L)
+                                                                    : w.own_units / (w.own_units + extra);
+      EXPECT_NEAR(sum, mean_sum, 1e-12);
     }
   }
 }
@@ -72,12 +82,14 @@ TEST(LossAgg, NothingTrainedGivesNoWeights) {
 }
 
 TEST(LossAgg, NamesRoundTripAndABadOneIsRefusedByName) {
-  for (LossAgg a : {LossAgg::TokenMean, LossAgg::SeqMeanTokenMean}) EXPECT_EQ(rl::parse_loss_agg(rl::loss_agg_name(a)), a);
+  for (LossAgg a : {LossAgg::TokenMean, LossAgg::SeqMeanTokenMean, LossAgg::SeqMeanTokenSum,
+                    LossAgg::SeqMeanTokenSumNorm})
+    EXPECT_EQ(rl::parse_loss_agg(rl::loss_agg_name(a)), a);
   try {
     rl::parse_loss_agg("seq-mean");
     FAIL() << "accepted an unknown mode";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'seq-mean' is not one of token-mean | seq-mean-token-mean"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'seq-mean' is not one of token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm"), std::string::npos)
         << e.what();
   }
 }
