@@ -97,16 +97,22 @@ TEST(MemoryPlan, SmallModelNeedsNoModeAndKeepsMomentsOnTheDevice) {
   EXPECT_EQ(p.resident_bytes, 14 * p.num_params);  // bf16 2 + master 4 + moments 8
 }
 
-TEST(MemoryPlan, CpuPlanHoldsEverythingInFp32) {
-  QwenConfig config = preset_config("qwen3-0.6b");
+// A CPU plan of short sequences: 512-token micro-batches, 4 rollouts of 1024 tokens.
+MemoryPlanOptions small_cpu_options(int64_t device_bytes) {
   MemoryPlanOptions o;
   o.device = PlanDevice::Cpu;
-  o.device_bytes = int64_t(24) << 30;
+  o.device_bytes = device_bytes;
   o.reserve_bytes = 0;
   o.tokens_per_micro_batch = 512;
   o.logprob_chunk_tokens = 128;
   o.rollout_sequence_tokens = 1024;
   o.rollout_sequences = 4;
+  return o;
+}
+
+TEST(MemoryPlan, CpuPlanHoldsEverythingInFp32) {
+  QwenConfig config = preset_config("qwen3-0.6b");
+  MemoryPlanOptions o = small_cpu_options(int64_t(24) << 30);
   o.reference_model = true;
   MemoryPlan p = plan_memory(config, o);
   ASSERT_TRUE(p.fits) << p.problem;
@@ -128,13 +134,7 @@ TEST(MemoryPlan, CpuPlanHoldsEverythingInFp32) {
 // prediction of a ZeRO run would be off by 8 bytes a parameter x (N-1)/N).
 TEST(MemoryPlan, ZeroStagesPriceOneRanksSlice) {
   QwenConfig config = preset_config("qwen3-0.6b");
-  MemoryPlanOptions o;
-  o.device = PlanDevice::Cpu;
-  o.device_bytes = int64_t(64) << 30;
-  o.reserve_bytes = 0;
-  o.tokens_per_micro_batch = 512;
-  o.rollout_sequence_tokens = 1024;
-  o.rollout_sequences = 4;
+  MemoryPlanOptions o = small_cpu_options(int64_t(64) << 30);
   const MemoryPlan whole = plan_memory(config, o);
   const int64_t N = whole.num_params;
   std::vector<int64_t> b = shard_bounds(N, 4);

@@ -35,6 +35,34 @@ std::vector<Trajectory> mixed_batch() {
   return b;
 }
 
+// Every trajectory of the batch as one packed sequence list, in float64's terms: the given
+// log-probs, the sampler's, the reference's, the group advantages (groups of 3: (r - mean) /
+// (sample std + 1e-6)), the mask and the sequence bounds.
+struct FlatBatch {
+  std::vector<double> logp;
+  std::vector<float> sampler, ref, adv;
+  std::vector<uint8_t> mask;
+  std::vector<int32_t> cu = {0};
+};
+FlatBatch flatten(const std::vector<Trajectory>& batch, const std::vector<std::vector<float>>& lp,
+                  const std::vector<std::vector<float>>& ref_lp) {
+  FlatBatch f;
+  std::map<int64_t, std::vector<double>> groups;
+  for (const Trajectory& t : batch) groups[t.example_index].push_back(t.reward);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const std::vector<double>& r = groups[batch[i].example_index];
+    double mean = (r[0] + r[1] + r[2]) / 3, var = 0;
+    for (double x : r) var += (x - mean) * (x - mean) / 2;
+    for (size_t p = 0; p < lp[i].size(); ++p) {
+      f.logp.push_back(lp[i][p]), f.sampler.push_back(batch[i].sampler_logprobs[p + 1]), f.ref.push_back(ref_lp[i][p]);
+      f.adv.push_back(static_cast<float>((batch[i].reward - mean) / (std::sqrt(var) + 1e-6)));
+      f.mask.push_back(batch[i].policy_mask[p + 1]);
+    }
+    f.cu.push_back(static_cast<int32_t>(f.logp.size()));
+  }
+  return f;
+}
+
 // temperature != 1: the step trains softmax(logits / temperature), the policy that sampled; the
 // float64 side uses log-probs and a backward at that temperature, so a step that ignored
 // GrpoConfig::temperature would miss the loss, entropy and gradient checks.
@@ -64,24 +92,12 @@ void check_one_update(LossAgg agg, float temperature = 1.0f) {
   EXPECT_GE(st.micro_batches, 3);
   EXPECT_EQ(st.updates, 1);
 
-  // Float64: all trajectories as one packed sequence list.
-  std::vector<double> logp;
-  std::vector<float> old, ref, adv;
-  std::vector<uint8_t> mask;
-  std::vector<int32_t> cu = {0};
-  std::map<int64_t, std::vector<double>> groups;
-  for (const Trajectory& t : batch) groups[t.example_index].push_back(t.reward);
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const std::vector<double>& r = groups[batch[i].example_index];
-    double mean = (r[0] + r[1] + r[2]) / 3, var = 0;
-    for (double x : r) var += (x - mean) * (x - mean) / 2;
-    for (size_t p = 0; p < lp[i].size(); ++p) {
-      logp.push_back(lp[i][p]), old.push_back(batch[i].sampler_logprobs[p + 1]), ref.push_back(ref_lp[i][p]);
-      adv.push_back(static_cast<float>((batch[i].reward - mean) / (std::sqrt(var) + 1e-6)));
-      mask.push_back(batch[i].policy_mask[p + 1]);
-    }
-    cu.push_back(static_cast<int32_t>(logp.size()));
-  }
+  // Float64: all trajectories as one packed sequence list; old = the sampler's log-probs.
+  const FlatBatch f = flatten(batch, lp, ref_lp);
+  const std::vector<double>& logp = f.logp;
+  const std::vector<float>&old = f.sampler, &ref = f.ref, &adv = f.adv;
+  const std::vector<uint8_t>& mask = f.mask;
+  const std::vector<int32_t>& cu = f.cu;
   double tokens = 0;
   for (uint8_t m : mask) tokens += m;
   double denom = agg == LossAgg::TokenMean ? tokens : static_cast<double>(batch.size());
@@ -276,24 +292,12 @@ TEST(GrpoStep, RolloutImportanceSamplingMatchesFloat64) {
     for (size_t p = 0; p < lp[i].size(); ++p)
       batch[i].sampler_logprobs[p + 1] = batch[i].policy_mask[p + 1] ? lp[i][p] + 0.4f * std::sin(3.0f * (i * 7 + p)) : 0.0f;
   // Float64 inputs: every trajectory as one sequence, old = the trainer's log-probs.
-  std::vector<double> logp;
-  std::vector<float> old, ref, adv, sampler;
-  std::vector<uint8_t> mask;
-  std::vector<int32_t> cu = {0};
-  std::map<int64_t, std::vector<double>> groups;
-  for (const Trajectory& t : batch) groups[t.example_index].push_back(t.reward);
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const std::vector<double>& r = groups[batch[i].example_index];
-    double mean = (r[0] + r[1] + r[2]) / 3, var = 0;
-    for (double x : r) var += (x - mean) * (x - mean) / 2;
-    for (size_t p = 0; p < lp[i].size(); ++p) {
-      logp.push_back(lp[i][p]), old.push_back(lp[i][p]), ref.push_back(ref_lp[i][p]);
-      sampler.push_back(batch[i].sampler_logprobs[p + 1]);
-      adv.push_back(static_cast<float>((batch[i].reward - mean) / (std::sqrt(var) + 1e-6)));
-      mask.push_back(batch[i].policy_mask[p + 1]);
-    }
-    cu.push_back(static_cast<int32_t>(logp.size()));
-  }
+  const FlatBatch f = flatten(batch, lp, ref_lp);
+  const std::vector<double>& logp = f.logp;
+  const std::vector<float> old(f.logp.begin(), f.logp.end());  // the f32 log-probs, exactly
+  const std::vector<float>&ref = f.ref, &adv = f.adv, &sampler = f.sampler;
+  const std::vector<uint8_t>& mask = f.mask;
+  const std::vector<int32_t>& cu = f.cu;
   double tokens = 0, k1 = 0, k3 = 0;
   for (size_t t = 0; t < mask.size(); ++t)
     if (mask[t]) {
