@@ -201,6 +201,19 @@ Outcome final_outcome(const sql::Example& example, const Trajectory& traj, Rewar
 
 }  // namespace detail
 
+double overlong_penalty(int64_t length, int64_t cap, int64_t buffer) {
+  check(buffer > 0 && buffer <= cap, "overlong penalty: buffer ", buffer, " must be in (0, cap ", cap, "]");
+  if (length <= cap - buffer) return 0.0;
+  if (length > cap) return -1.0;
+  return static_cast<double>(cap - buffer - length) / static_cast<double>(buffer);
+}
+
+void add_overlong_term(RewardPanel& panel, double weight) {
+  for (const RewardTerm& t : panel.terms)
+    check(t.name != "overlong", "reward panel '", panel.name, "' has an overlong term already");
+  panel.terms.push_back({"overlong", weight});
+}
+
 void score(const RewardPanel& panel, const sql::Example& example, Trajectory& traj, RewardContext& ctx) {
   detail::Outcome outcome = detail::final_outcome(example, traj, ctx);
   std::vector<double> raw;
@@ -214,6 +227,8 @@ void score(const RewardPanel& panel, const sql::Example& example, Trajectory& tr
     raw = detail::mtsql_terms(example, traj, outcome, ctx);
   else
     fail("reward panel '", panel.name, "' does not exist; panels: ", joined_names(reward_panel_names()));
+  if (!panel.terms.empty() && panel.terms.back().name == "overlong")
+    raw.push_back(overlong_penalty(static_cast<int64_t>(traj.tokens.size()), ctx.overlong_cap, ctx.overlong_buffer));
   check(raw.size() == panel.terms.size(), "reward panel '", panel.name, "': ", panel.terms.size(),
         " terms configured, the scorer gives ", raw.size());
   traj.reward = 0;

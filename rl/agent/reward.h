@@ -7,6 +7,10 @@
 //   skyrl     outcome (−1 bad format / 0 wrong / 1 right) ×1                  SkyRL-SQL §4.1
 //   mtsql     ex ×1, em ×1, clause_f1 ×0.8, verify (E-mean + M-mean, 0..2) ×0.1  MTSQL-R1 §3.3.2
 //
+// Any panel may end with the term "overlong" (add_overlong_term, the trainer's overlong-buffer):
+// DAPO's soft overlong punishment (Yu et al. 2025, arXiv 2503.14476, §3.4 eq. 13) on the
+// trajectory's length against its token cap.
+//
 // Execution comparison follows the SQL environment's EX (sql/exec/compare.h) in the context's mode;
 // gold results are executed once per (database, gold SQL) and shared by every sample.
 // Where a paper leaves a choice open, rl/agent/reward.cpp and rl/agent/reward_terms.cpp say what was chosen.
@@ -64,6 +68,8 @@ struct RewardContext {
   // SQL-Trail's turn budget T (A.4 eq. 7: hard/extra pay only when t < T). SQL-Trail trains
   // with 10 turns (§4 / A.8); the trainer sets it from the recipe's max turns.
   int turn_budget = 10;
+  // The "overlong" term's cap (the trajectory token cap) and buffer L_cache (add_overlong_term).
+  int64_t overlong_cap = 0, overlong_buffer = 0;
   // score_batch's threads; nullptr = default_thread_pool() (what the SQLite pool submits to).
   ThreadPool* workers = nullptr;
 
@@ -73,6 +79,13 @@ struct RewardContext {
 
 // Fills traj.reward (the weighted sum) and traj.reward_terms (name -> weighted value, panel
 // order). Runs the predicted SQL once on the pool (and the gold once per context). Thread-safe
+// DAPO's soft overlong punishment of a trajectory of `length` tokens under `cap`, ramping over the
+// last `buffer` tokens: 0 up to cap - buffer, then (cap - buffer - length) / buffer, -1 past cap.
+double overlong_penalty(int64_t length, int64_t cap, int64_t buffer);
+// Appends the "overlong" term (weight: DAPO's penalty factor) to the panel; score() then computes it
+// from the context's overlong_cap and overlong_buffer.
+void add_overlong_term(RewardPanel& panel, double weight);
+
 // for distinct trajectories. Throws only for unusable input (an unknown difficulty label, a
 // database whose schema cannot be read).
 void score(const RewardPanel& panel, const sql::Example& example, Trajectory& traj, RewardContext& ctx);

@@ -67,6 +67,9 @@ OptionTable config_fields(TrainConfig& c) {
       {"clip-high", "PPO ratio clip above (1 + clip-high); > clip-low = clip-higher", &c.clip_high},
       {"kl-coef", "KL to the initial model, as a loss term (0 = off)", &c.kl_coef},
       {"kl-estimator", "k1 (logp - ref) | k2 ((logp - ref)^2 / 2) | k3 (verl's low_var_kl)", &c.kl_estimator},
+      {"overlong-buffer", "DAPO's soft overlong punishment: a trajectory within this many tokens of max-total-tokens "
+                          "loses up to overlong-penalty, linearly (the reward term 'overlong'); 0 = off", &c.overlong_buffer},
+      {"overlong-penalty", "the overlong term's weight (DAPO: 1)", &c.overlong_penalty},
       {"dual-clip", "dual-clip c > 1: a negative-advantage token's loss is capped at -A c (verl's clip_ratio_c, 3); 0 = off",
        &c.dual_clip},
       {"loss-agg", "token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm (Dr. GRPO; "
@@ -153,6 +156,9 @@ void validate_config(const TrainConfig& c) {
   check(c.clip_low >= 0 && c.clip_high >= 0, "config: clip-low/clip-high must be >= 0");
   check(c.kl_coef >= 0, "config: kl-coef must be >= 0, got ", c.kl_coef);
   parse_kl_estimator(c.kl_estimator);
+  check(c.overlong_buffer >= 0 && c.overlong_buffer <= c.max_total_tokens, "config: overlong-buffer must be in [0, ",
+        "max-total-tokens ", c.max_total_tokens, "], got ", c.overlong_buffer);
+  check(c.overlong_penalty >= 0, "config: overlong-penalty must be >= 0, got ", c.overlong_penalty);
   check(c.dual_clip == 0 || c.dual_clip > 1, "config: dual-clip must be 0 (off) or above 1, got ", c.dual_clip);
   {
     const RolloutIsConfig is = rollout_is_config(c);

@@ -172,6 +172,11 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
   env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, mode);
   if (c.reward_turn_budget > 0) env.reward_context->turn_budget = static_cast<int>(c.reward_turn_budget);
   else if (c.max_turns > 0) env.reward_context->turn_budget = static_cast<int>(c.max_turns);
+  if (c.overlong_buffer > 0) {  // DAPO's soft overlong punishment, a term of the panel
+    add_overlong_term(env.panel, c.overlong_penalty);
+    env.reward_context->overlong_cap = c.max_total_tokens;
+    env.reward_context->overlong_buffer = c.overlong_buffer;
+  }
   env.score = panel_scorer(env.panel, *env.reward_context);
   env.description = str_cat("model ", c.weights.empty() ? "embedded tiny Qwen3" : c.weights, " (",
                             env.model.num_params, " parameters, vocab ", env.model.config.vocab_size, "), tokenizer ",

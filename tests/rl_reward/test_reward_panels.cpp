@@ -169,6 +169,38 @@ TEST(RewardSkyrl, MinusOneZeroOne) {
   }
 }
 
+// DAPO's soft overlong punishment (arXiv 2503.14476 §3.4 eq. 13) with L_max = cap 100 and
+// L_cache = buffer 20: 0 up to 80 tokens, linear to -1 at 100, -1 beyond.
+TEST(RewardOverlong, SoftPunishmentRampsOverTheBuffer) {
+  EXPECT_EQ(overlong_penalty(10, 100, 20), 0.0);
+  EXPECT_EQ(overlong_penalty(80, 100, 20), 0.0);
+  EXPECT_DOUBLE_EQ(overlong_penalty(81, 100, 20), -0.05);
+  EXPECT_DOUBLE_EQ(overlong_penalty(90, 100, 20), -0.5);
+  EXPECT_DOUBLE_EQ(overlong_penalty(100, 100, 20), -1.0);
+  EXPECT_EQ(overlong_penalty(101, 100, 20), -1.0);
+  EXPECT_THROW(overlong_penalty(10, 100, 0), Error);
+  EXPECT_THROW(overlong_penalty(10, 100, 101), Error);
+}
+
+// The term joins any panel as its last one, weighted, computed from the context's cap and buffer;
+// the panel's own terms are unchanged.
+TEST(RewardOverlong, TermAddsToThePanelsReward) {
+  sql::Pool pool;
+  RewardContext ctx(pool, {}, sql::CompareMode::BirdSet);
+  RewardPanel p = make_reward_panel("skyrl");
+  add_overlong_term(p, 0.5);
+  EXPECT_THROW(add_overlong_term(p, 0.5), Error);
+  sql::Example ex = example("SELECT dname FROM dept");
+  Trajectory t = trajectory({turn("<think>t</think><solution>SELECT dname FROM dept</solution>", ActionKind::Answer,
+                                  "SELECT dname FROM dept")});
+  t.tokens.assign(10, 1);  // the length the term reads
+  ctx.overlong_cap = 12, ctx.overlong_buffer = 4;  // 10 is 2 tokens into the 4-token buffer: -0.5
+  score(p, ex, t, ctx);
+  EXPECT_EQ(term(t, "outcome"), 1.0);
+  EXPECT_DOUBLE_EQ(term(t, "overlong"), 0.5 * -0.5);
+  EXPECT_DOUBLE_EQ(t.reward, 1.0 - 0.25);
+}
+
 TEST(RewardSkyrl, ComparisonModeComesFromTheContext) {
   // Swapped columns: Spider's result_eq allows column permutations, BIRD's set equality does not.
   sql::Pool pool;

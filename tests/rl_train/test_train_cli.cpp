@@ -79,6 +79,25 @@ TEST(TrainCli, EmbeddedDefaultTwoStepsThenResume) {
   EXPECT_TRUE(fs::exists(checkpoint_dir(dir, 3) + "/model.safetensors"));
 }
 
+// --overlong-buffer reaches the reward: with the buffer the whole cap, every trajectory of L
+// tokens pays -L / cap, logged as the panel's "overlong" term, and the step's reward is the
+// outcome plus it. Catches the term computed but not added, or the cap/buffer never set.
+TEST(TrainCli, OverlongBufferAddsDaposLengthPenaltyToTheReward) {
+  const std::string dir = fresh_dir("cli_overlong");
+  CliRun r = run_train("--max-steps 1 --batch-size 2 --group-size 2 --max-total-tokens 4096 --overlong-buffer 4096 "
+                       "--overlong-penalty 0.5 --out " + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const nlohmann::json m = nlohmann::json::parse(line);
+  ASSERT_TRUE(m["reward_terms"].contains("overlong")) << line;
+  const double overlong = m["reward_terms"]["overlong"], outcome = m["reward_terms"]["outcome"];
+  // Each trajectory (at most the cap): 0.5 * -(tokens / 4096); over the batch, of the mean token count.
+  EXPECT_NEAR(overlong, -0.5 * m["tokens_mean"].get<double>() / 4096.0, 1e-9) << line;
+  EXPECT_NEAR(m["reward_mean"].get<double>(), outcome + overlong, 1e-9) << line;
+}
+
 // A run whose tokenizer folder holds tokenizer_config.json (here Qwen2.5's chat template) carries
 // it into every checkpoint, so `eval --weights RUN/checkpoints/step-N` renders with the template
 // the run used (eval's config.toml records the one it detected).
