@@ -207,6 +207,19 @@ std::vector<std::vector<Trajectory>> split_by_prompt(const std::vector<Trajector
 
 }  // namespace
 
+void gspo_old_logprobs(const float* logp, const float* old, const uint8_t* mask, const std::vector<int32_t>& cu,
+                       float* out) {
+  for (size_t s = 0; s + 1 < cu.size(); ++s) {
+    double sum = 0;
+    int64_t n = 0;
+    for (int32_t t = cu[s]; t < cu[s + 1]; ++t)
+      if (mask[t]) sum += static_cast<double>(logp[t]) - old[t], ++n;
+    const double mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
+    for (int32_t t = cu[s]; t < cu[s + 1]; ++t)
+      out[t] = mask[t] ? static_cast<float>(static_cast<double>(logp[t]) - mean) : old[t];
+  }
+}
+
 GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState& optimizer, PolicyActivations& state,
                         const std::vector<Trajectory>& batch, const GrpoConfig& config, const DataParallel& dp) {
   auto start = std::chrono::steady_clock::now();
@@ -316,7 +329,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       }
 
   const int64_t M = shards[0].minis.size();
-  std::vector<float> logp, dlogp, entropy, grad_slice, is_scratch;
+  std::vector<float> logp, dlogp, entropy, grad_slice, is_scratch, gspo_old;
   for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
     for (int64_t b = 0; b < M; ++b) {
       GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef};
@@ -350,7 +363,13 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
             if (epoch == 0)
               for (size_t t = 0; t < T; ++t)
                 if (mb.mask[t]) sh.entropy_sum += entropy[t], ++sh.entropy_tokens;
-            GrpoLossStats s = grpo_loss_cpu(dlogp.data(), logp.data(), mb.old_logprobs.data(),
+            const float* old = mb.old_logprobs.data();
+            if (config.gspo) {
+              gspo_old.resize(T);
+              gspo_old_logprobs(logp.data(), old, mb.mask.data(), mb.batch.cu_seqlens, gspo_old.data());
+              old = gspo_old.data();
+            }
+            GrpoLossStats s = grpo_loss_cpu(dlogp.data(), logp.data(), old,
                                             config.kl_coef > 0 ? mb.ref_logprobs.data() : nullptr,
                                             mb.advantages.data(), weights.per_micro[k].data(),
                                             is_on ? mb.is_weights.data() : nullptr, static_cast<int64_t>(T), lc);

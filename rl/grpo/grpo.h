@@ -54,6 +54,10 @@ struct GrpoConfig {
   float kl_coef = 0.0f;                     // > 0 needs a reference model
   KlEstimator kl_estimator = KlEstimator::K3;  // kernels/grpo_loss.h
   float dual_clip = 0.0f;                   // c > 1: dual-clip of negative advantages; 0: off
+  // GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv 2507.18071, eq. 7 and
+  // its GSPO-token form): the ratio of every token is its sequence's s = exp(mean_t(logp - old))
+  // and clipping acts on s (the paper's ranges are ~3e-4 / 4e-4, set with clip-low / clip-high).
+  bool gspo = false;
   LossAgg agg = LossAgg::TokenMean;
   int64_t loss_norm_tokens = 0;             // L of seq-mean-token-sum-norm (rl/grpo/loss_agg.h)
   bool use_sampler_logprobs = false;        // old log-probs from the sampler, not a training forward
@@ -72,6 +76,13 @@ struct GrpoConfig {
   // A group's shared prompt is packed once (pack_micro_batches share_min_tokens), on either device.
   bool share_prefixes = true;
 };
+// GSPO through the token kernel: old'_t = logp_t - mean over t's sequence of (logp - old), so
+// that the kernel's exp(logp_t - old'_t) is the sequence ratio s and its derivative -A s is
+// GSPO-token's (s stop-gradient times d logp_t). Masked-out tokens copy old; `cu_seqlens` splits
+// the T positions into sequences.
+void gspo_old_logprobs(const float* logp, const float* old, const uint8_t* mask, const std::vector<int32_t>& cu_seqlens,
+                       float* out);
+
 // Shortest common start worth sharing: below it the copies cost more than the rows saved.
 constexpr int64_t kSharePrefixMinTokens = 32;
 

@@ -70,6 +70,8 @@ OptionTable config_fields(TrainConfig& c) {
       {"overlong-buffer", "DAPO's soft overlong punishment: a trajectory within this many tokens of max-total-tokens "
                           "loses up to overlong-penalty, linearly (the reward term 'overlong'); 0 = off", &c.overlong_buffer},
       {"overlong-penalty", "the overlong term's weight (DAPO: 1)", &c.overlong_penalty},
+      {"policy-loss", "grpo (token ratios) | gspo (each token takes its sequence's ratio exp(mean log ratio), clipped "
+                      "as a whole; GSPO's clip ranges are ~3e-4 / 4e-4)", &c.policy_loss},
       {"dual-clip", "dual-clip c > 1: a negative-advantage token's loss is capped at -A c (verl's clip_ratio_c, 3); 0 = off",
        &c.dual_clip},
       {"loss-agg", "token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm (Dr. GRPO; "
@@ -159,6 +161,8 @@ void validate_config(const TrainConfig& c) {
   check(c.overlong_buffer >= 0 && c.overlong_buffer <= c.max_total_tokens, "config: overlong-buffer must be in [0, ",
         "max-total-tokens ", c.max_total_tokens, "], got ", c.overlong_buffer);
   check(c.overlong_penalty >= 0, "config: overlong-penalty must be >= 0, got ", c.overlong_penalty);
+  check(c.policy_loss == "grpo" || c.policy_loss == "gspo", "config: policy-loss '", c.policy_loss,
+        "' is not grpo or gspo");
   check(c.dual_clip == 0 || c.dual_clip > 1, "config: dual-clip must be 0 (off) or above 1, got ", c.dual_clip);
   {
     const RolloutIsConfig is = rollout_is_config(c);

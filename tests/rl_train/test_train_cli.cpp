@@ -293,6 +293,9 @@ TEST(TrainCli, GreedyRolloutsAndUnlimitedSqlAreRefused) {
   c.kl_estimator = "k4";
   refused(c, "kl-estimator 'k4'");
   c = TrainConfig{};
+  c.policy_loss = "gsop";
+  refused(c, "policy-loss 'gsop' is not grpo or gspo");
+  c = TrainConfig{};
   c.dual_clip = 0.5;
   refused(c, "dual-clip must be 0 (off) or above 1");
   c = TrainConfig{};
