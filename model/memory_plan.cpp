@@ -104,7 +104,7 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
   check(o.zero_stage >= 0 && o.zero_stage <= 2, "memory plan: zero stage ", o.zero_stage, " is not 0, 1 or 2");
   const bool cuda = o.device == PlanDevice::Cuda;
   check(!cuda || o.zero_stage == 0 || o.world_size == 1, "memory plan: zero stage ", o.zero_stage,
-        " on cuda is not implemented (the trainer refuses it; ZeRO 0 keeps every moment on every GPU)");
+        " shards the AdamW moments in the CPU trainer only; cuda runs ZeRO 0 (every GPU keeps every moment)");
   check(cuda || o.offload_optimizer != Choice::On,
         "memory plan: offloading the optimizer is a CUDA mode (on the CPU the moments are in host memory already)");
   MemoryPlan p;

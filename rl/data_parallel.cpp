@@ -29,10 +29,11 @@ double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vecto
     // One shard per GPU; the gradient is summed in place by NCCL (a communicator of one rank too,
     // when the caller made one: the same code path). Every rank then holds the whole sum, takes
     // the same norm and makes the same AdamW update (ZeRO 0).
-    check(dp.grad_accum == 1, "data parallel: --grad-accum ", dp.grad_accum, " on cuda is not implemented yet");
+    check(dp.grad_accum == 1, "data parallel: --grad-accum ", dp.grad_accum,
+          " shards a step in the CPU trainer only; on cuda, N ranks on N GPUs compute what it would");
     if (dp.comm && dp.comm->nccl) {
       check(dp.zero_stage == 0, "data parallel: --zero-stage ", dp.zero_stage,
-            " on cuda is not implemented yet (0: every GPU keeps every AdamW moment)");
+            " shards the AdamW moments in the CPU trainer only; cuda runs ZeRO 0 (every GPU keeps every moment)");
       float* grads = static_cast<float*>(policy.cuda.grads.data());
       const int64_t n = policy.cuda.num_params();
       if (dp.ordered) comm_all_reduce_sum_ordered_device(*dp.comm, grads, n, policy.cuda.stream);

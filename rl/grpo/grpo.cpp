@@ -232,7 +232,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
         " must be 1 with several ranks, and at least 1");
   check(dp.zero_stage >= 0 && dp.zero_stage <= 2, "grpo: zero stage ", dp.zero_stage, " is not 0, 1 or 2");
   check(!policy.on_cuda || dp.grad_accum == 1, "grpo: grad-accum ", dp.grad_accum,
-        " on cuda is not implemented yet (with N GPUs, N ranks compute what it would)");
+        " shards a step in the CPU trainer only; on cuda, N ranks on N GPUs compute what it would");
   const float logit_scale = config.temperature > 0 ? 1.0f / config.temperature : 1.0f;
   check(policy_training_ready(policy), "grpo: policy gradients are not allocated (alloc_grads / policy_init_training)");
   const int64_t n = policy.host->num_params;

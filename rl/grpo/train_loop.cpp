@@ -153,9 +153,9 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   check(!dp.distributed() || c.grad_accum == 1, "train: grad-accum ", c.grad_accum, " with ", comm.world_size,
         " ranks: use one or the other (N ranks compute what --grad-accum N computes in one process)");
   check(c.device != "cuda" || c.grad_accum == 1, "train: --grad-accum ", c.grad_accum,
-        " on cuda is not implemented yet (with N GPUs, mpirun -np N computes what it would)");
+        " shards a step in the CPU trainer only; on cuda, mpirun -np N on N GPUs computes what it would");
   check(c.device != "cuda" || !dp.distributed() || c.zero_stage == 0, "train: --zero-stage ", c.zero_stage,
-        " on cuda is not implemented yet (0: every GPU keeps every AdamW moment)");
+        " shards the AdamW moments in the CPU trainer only; cuda runs ZeRO 0 (every GPU keeps every moment)");
   check(c.device != "cuda" || !dp.distributed() || comm.nccl != nullptr,
         "train: several ranks on cuda need the job's NCCL communicator (app/launch.h join_job_gpu)");
   // Each rank drives GPU local_rank (join_job_gpu made it current and checked it exists).
