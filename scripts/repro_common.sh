@@ -43,8 +43,10 @@ repro_main() {
     synth=${synth%/}
     if [[ $PROTOCOL == mtsql ]]; then dataset="sparc:$synth/sparc"; else dataset="spider:$synth"; fi
     weights=$(ls -d "$out"/init/sft/checkpoints/step-* | sort -t- -k2 -n | tail -1)
+    # The recipes' difficulty pre-pass (K rollouts of every training question) is left out of a
+    # 2-step smoke run; tests/rl_train covers it.
     train_flags=(--max-steps 2 --batch-size 2 --group-size 2 --max-turn-tokens 16 --max-total-tokens 3072
-                 --chat-template qwen3 --save-every 0)
+                 --chat-template qwen3 --save-every 0 --difficulty-samples 0 --curate off --curriculum-bin-size 0)
     eval_flags=(--limit 4 --max-turn-tokens 16 --max-total-tokens 3072 --chat-template qwen3 --quiet)
     sft_flags=(--max-steps 2 --micro-batch-tokens 4096)
   else

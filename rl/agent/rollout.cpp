@@ -295,6 +295,21 @@ void decode_step(Engine& e, const std::vector<size_t>& batch) {
 
 }  // namespace
 
+void add_rollout_stats(RolloutStats& into, const RolloutStats& s) {
+  into.sampled_tokens += s.sampled_tokens;
+  into.injected_tokens += s.injected_tokens;
+  into.prompt_tokens += s.prompt_tokens;
+  into.sql_calls += s.sql_calls;
+  into.sql_errors += s.sql_errors;
+  into.decode_seconds += s.decode_seconds;
+  into.prefill_seconds += s.prefill_seconds;
+  into.sql_seconds += s.sql_seconds;
+  into.wall_seconds += s.wall_seconds;
+  into.decode_steps += s.decode_steps;
+  into.kv_blocks = std::max(into.kv_blocks, s.kv_blocks);
+  into.kv_blocks_peak = std::max(into.kv_blocks_peak, s.kv_blocks_peak);
+}
+
 std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokenizer, const Protocol& protocol,
                                 sql::Pool& pool, const std::vector<RolloutRequest>& requests,
                                 const RolloutOptions& options, RolloutStats* stats_out) {

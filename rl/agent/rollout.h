@@ -61,6 +61,8 @@ struct RolloutStats {
   int64_t decode_steps = 0;                // forward_cached calls after the prompt prefills
   int64_t kv_blocks = 0, kv_blocks_peak = 0;  // cache size and most blocks in use at once
 };
+// Several rollouts' figures as one: counts and times add, cache sizes take the largest.
+void add_rollout_stats(RolloutStats& into, const RolloutStats& s);
 
 // Reads (and caches) each database's schema through the pool. The reference get() returns stays
 // valid until a later get() reads a database not seen before (the vector may grow).

@@ -8,24 +8,6 @@
 
 namespace sqlrl::rl {
 
-namespace {
-
-void add_stats(RolloutStats& into, const RolloutStats& s) {
-  into.sampled_tokens += s.sampled_tokens;
-  into.injected_tokens += s.injected_tokens;
-  into.prompt_tokens += s.prompt_tokens;
-  into.sql_calls += s.sql_calls;
-  into.sql_errors += s.sql_errors;
-  into.decode_seconds += s.decode_seconds;
-  into.prefill_seconds += s.prefill_seconds;
-  into.sql_seconds += s.sql_seconds;
-  into.wall_seconds += s.wall_seconds;
-  into.decode_steps += s.decode_steps;
-  into.kv_blocks = std::max(into.kv_blocks, s.kv_blocks);
-  into.kv_blocks_peak = std::max(into.kv_blocks_peak, s.kv_blocks_peak);
-}
-
-}  // namespace
 
 EvalRun run_eval(const QwenModel& model, const Tokenizer& tokenizer, const Protocol& protocol, sql::Pool& pool,
                  const std::vector<sql::Example>& examples, const EvalOptions& options, RewardContext& ctx) {
@@ -65,7 +47,7 @@ EvalRun run_eval(const Policy& model, const Tokenizer& tokenizer, const Protocol
     batch_options.first_sample_id = ro.first_sample_id + begin * static_cast<uint64_t>(options.samples);
     RolloutStats stats;
     std::vector<Trajectory> trajs = rollout(model, tokenizer, protocol, pool, requests, batch_options, &stats);
-    add_stats(run.stats, stats);
+    add_rollout_stats(run.stats, stats);
     std::vector<ExampleResult> scored = score_examples(part, trajs, options.samples, options.mode, ctx);
     for (ExampleResult& r : scored) {
       r.example_index += begin;
@@ -160,7 +142,7 @@ EvalRun run_eval(const Policy& policy, const Tokenizer& tokenizer, const Protoco
     rs.sampled_tokens = t[0], rs.injected_tokens = t[1], rs.prompt_tokens = t[2], rs.sql_calls = t[3];
     rs.sql_errors = t[4], rs.decode_seconds = t[5], rs.prefill_seconds = t[6], rs.sql_seconds = t[7];
     rs.wall_seconds = t[8], rs.decode_steps = t[9], rs.kv_blocks = t[10], rs.kv_blocks_peak = t[11];
-    add_stats(run.stats, rs);
+    add_rollout_stats(run.stats, rs);
   }
   check(run.results.size() == E, "eval: the ranks returned ", run.results.size(), " results for ", E, " questions");
   run.summary = summarize(examples, run.results, options.samples, options.dialogue);

@@ -19,6 +19,10 @@ bool has_valid_action(const Trajectory& t) {
 
 }  // namespace
 
+bool rewards_vary(const std::vector<float>& rewards) {
+  return !std::all_of(rewards.begin(), rewards.end(), [&](float r) { return r == rewards[0]; });
+}
+
 GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const GrpoConfig& config) {
   GrpoSelection sel;
   const int64_t n = static_cast<int64_t>(batch.size());
@@ -47,7 +51,7 @@ GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const Gr
     adv.resize(rewards.size());
     group_advantage_cpu(adv.data(), rewards.data(), 1, static_cast<int64_t>(g.size()), config.advantage);
     for (size_t k = 0; k < g.size(); ++k) sel.advantages[g[k]] = adv[k];
-    bool flat = std::all_of(rewards.begin(), rewards.end(), [&](float r) { return r == rewards[0]; });
+    const bool flat = !rewards_vary(rewards);
     if (f.drop_zero_variance && flat) {
       ++sel.counts.zero_variance_groups;
       for (int64_t i : g)

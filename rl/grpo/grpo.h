@@ -100,6 +100,9 @@ struct GrpoSelection {
   FilterCounts counts;
 };
 GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const GrpoConfig& config);
+// A group is informative when its rewards (as the advantage kernel reads them, f32) are not all
+// equal: the zero-variance filter and dynamic sampling use this one test.
+bool rewards_vary(const std::vector<float>& rewards);
 
 // One packed micro-batch: per-token arrays over batch.num_tokens() positions.
 struct MicroBatch {

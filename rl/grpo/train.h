@@ -1,14 +1,17 @@
 // `llm_sqlrl train`: the multi-turn GRPO loop that ties the pieces together. Per step:
-//   batch_size examples from a seeded shuffle of the train split (cursor = step * batch_size,
-//   a new permutation per epoch) -> prompts (rl/agent/protocol) -> rollout of G samples each
-//   (rl/agent/rollout; Philox sample ids start at step * batch_size * G, so they depend only on the
-//   step and the seed) -> rewards (rl/agent/reward panel) -> grpo_step (rl/grpo/grpo) -> metrics.jsonl,
+//   batch_size examples from the data schedule (rl/grpo/data_schedule.h: a seeded shuffle of the
+//   train split, a new permutation per epoch, or the curated / curriculum subsets) -> prompts
+//   (rl/agent/protocol) -> rollout of G samples each (rl/agent/rollout; the Philox sample ids of
+//   draw d are d * G + s, so they depend only on the cursor and the seed; dynamic sampling rolls
+//   out further batches until batch_size groups vary, rl/grpo/train_data.h) -> rewards (rl/agent/reward panel) -> grpo_step (rl/grpo/grpo) -> metrics.jsonl,
 //   trajectories.jsonl, and a checkpoint every save_every steps.
 //
 // Run folder (config.out):
 //   config.toml          the resolved configuration (CLI11 format; `--config` reads it back)
 //   metrics.jsonl        one JSON object per step
 //   trajectories.jsonl   a few readable trajectories per step
+//   difficulty.jsonl     curate / curriculum: each training question's solved samples (pre-pass)
+//   data_schedule.json   curate / curriculum: the counts and the questions of each level
 //   memory_plan.txt      the memory plan the run executes (rl/train_memory.h; `llm_sqlrl plan` prints the same)
 //   checkpoints/step-N/  config.json + model.safetensors (HF layout), tokenizer.json,
 //                        optimizer.safetensors, trainer_state.json; written as .step-N.tmp then

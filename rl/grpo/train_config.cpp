@@ -52,6 +52,28 @@ OptionTable config_fields(TrainConfig& c) {
   set_option_help(t, "temperature", "sampling temperature; GRPO trains softmax(logits / T), the policy that sampled (as verl)");
   add_turn_options(t, c);
   t.push_back({"max-batch-sequences", "samples decoded together", &c.max_batch_sequences});
+  t.insert(t.end(), {
+      {"dynamic-sampling", "DAPO's dynamic sampling: roll out more prompts until batch-size groups have reward "
+                           "variance (the rest are not trained on)", &c.dynamic_sampling},
+      {"dynamic-sampling-max-tries", "rollout batches per step at most with dynamic-sampling (then the step trains "
+                                     "on the informative groups it has)", &c.dynamic_sampling_max_tries},
+      {"difficulty-samples", "sample K rollouts of every training question before step 1 and count the solved "
+                             "ones (difficulty.jsonl; needed by curate and curriculum); 0 = off", &c.difficulty_samples},
+      {"difficulty-metric", "a solved sample: ex | ex-em (EX and Spider exact match, MTSQL-R1)", &c.difficulty_metric},
+      {"difficulty-file", "read the pre-pass from this difficulty.jsonl (an earlier run's) instead of sampling",
+       &c.difficulty_file},
+      {"curate", "off | pass-at-g: train only on questions solved by some but not all of the K samples, hardest "
+                 "first (SQL-Trail A.6)", &c.curate},
+      {"curate-keep", "pass-at-g: keep this many of them (0 = all)", &c.curate_keep},
+      {"curate-unsolved", "pass-at-g: also keep this many never-solved questions (SQL-Trail's exploration set)",
+       &c.curate_unsolved},
+      {"curriculum-bin-size", "MTSQL-R1 curriculum: drop the always-solved questions, sort the rest easiest first, "
+                              "train level by level in bins of N; 0 = off", &c.curriculum_bin_size},
+      {"curriculum-level-epochs", "passes over a curriculum level before the next", &c.curriculum_level_epochs},
+      {"curriculum-promote-at", "move to the next level early once the training EX over curriculum-window steps "
+                                "reaches this (0 = epochs only)", &c.curriculum_promote_at},
+      {"curriculum-window", "steps averaged by curriculum-promote-at", &c.curriculum_window},
+  });
   add_sql_options(t, c);
   t.insert(t.end(), {
       {"lr", "peak learning rate", &c.lr},
@@ -170,6 +192,24 @@ void validate_config(const TrainConfig& c) {
     check(is.mode == RolloutIsMode::Off || !c.sampler_logprobs, "config: rollout-is ", c.rollout_is,
           " weighs the trainer's old log-probs against the sampler's; sampler-logprobs makes them the same");
   }
+  check(c.dynamic_sampling_max_tries > 0, "config: dynamic-sampling-max-tries must be positive, got ",
+        c.dynamic_sampling_max_tries);
+  check(c.difficulty_samples >= 0, "config: difficulty-samples must be >= 0, got ", c.difficulty_samples);
+  check(one_of(c.difficulty_metric, {"ex", "ex-em"}), "config: difficulty-metric '", c.difficulty_metric,
+        "' is not ex or ex-em");
+  check(one_of(c.curate, {"off", "pass-at-g"}), "config: curate '", c.curate, "' is not off or pass-at-g");
+  check(c.curate_keep >= 0 && c.curate_unsolved >= 0, "config: curate-keep and curate-unsolved must be >= 0");
+  check(c.curriculum_bin_size >= 0, "config: curriculum-bin-size must be >= 0, got ", c.curriculum_bin_size);
+  check(c.curriculum_level_epochs > 0 && c.curriculum_window > 0,
+        "config: curriculum-level-epochs and curriculum-window must be positive");
+  check(c.curriculum_promote_at >= 0 && c.curriculum_promote_at <= 1, "config: curriculum-promote-at must be in [0, 1], got ",
+        c.curriculum_promote_at);
+  check(c.curate == "off" || c.curriculum_bin_size == 0,
+        "config: curate and curriculum-bin-size are two schedules (SQL-Trail's, MTSQL-R1's): use one");
+  // A question's pass rate needs more than one sample to tell always, sometimes and never apart.
+  check((c.curate == "off" && c.curriculum_bin_size == 0) || c.difficulty_samples >= 2 || !c.difficulty_file.empty(),
+        "config: curate and curriculum-bin-size need difficulty-samples >= 2 (or a difficulty-file), got ",
+        c.difficulty_samples);
   check(c.ppo_epochs > 0 && c.mini_batches > 0, "config: ppo-epochs and mini-batches must be positive");
   check(c.micro_batch_tokens > 0, "config: micro-batch-tokens must be positive, got ", c.micro_batch_tokens);
   check(c.warmup_steps >= 0 && c.total_steps >= 0, "config: warmup-steps and total-steps must be >= 0");

@@ -60,6 +60,22 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   int64_t batch_size = 2;  // prompts per step
   int64_t group_size = 4;  // G samples per prompt
   int64_t max_batch_sequences = 64;
+  // DAPO's dynamic sampling (Yu et al. 2025, "DAPO", arXiv 2503.14476, §3.2): roll out more
+  // batches until batch-size groups have reward variance; at most this many rollouts per step.
+  bool dynamic_sampling = false;
+  int64_t dynamic_sampling_max_tries = 10;  // verl's max_num_gen_batches in the DAPO recipe
+
+  // ---- data schedule (rl/grpo/data_schedule.h) from a difficulty pre-pass (rl/grpo/difficulty.h)
+  int64_t difficulty_samples = 0;       // K samples per training question before step 1; 0 = no pre-pass
+  std::string difficulty_metric = "ex";  // ex | ex-em: what counts as a solved sample
+  std::string difficulty_file;          // a difficulty.jsonl of an earlier run instead of sampling
+  std::string curate = "off";           // off | pass-at-g (SQL-Trail A.6)
+  int64_t curate_keep = 0;              // questions with 0 < pass < 1 kept, hardest first; 0 = all of them
+  int64_t curate_unsolved = 0;          // plus this many never-solved questions (SQL-Trail's exploration set)
+  int64_t curriculum_bin_size = 0;      // MTSQL-R1 §3.3.1 levels of this many questions, easiest first; 0 = off
+  int64_t curriculum_level_epochs = 1;  // passes over a level before the next
+  double curriculum_promote_at = 0;     // > 0: move on once the training EX over curriculum-window steps reaches it
+  int64_t curriculum_window = 4;
 
   // ---- GRPO
   double lr = 1e-3;

@@ -50,6 +50,12 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
   j["step"] = r.step;
   j["epoch"] = r.epoch;
   j["data_position"] = r.data_position;
+  if (r.level > 0) j["curriculum_level"] = r.level;
+  if (r.dynamic)
+    j["dynamic_sampling"] = {{"tries", r.dynamic->tries},
+                             {"prompts", r.dynamic->prompts},
+                             {"informative_groups", r.dynamic->informative_groups},
+                             {"kept_groups", r.dynamic->kept_groups}};
   j["trajectories"] = static_cast<int64_t>(count);
   j["lr"] = r.grpo.lr;
   j["reward_mean"] = mean;

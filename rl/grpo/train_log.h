@@ -9,6 +9,7 @@
 #include "rl/grpo/grpo.h"
 #include "rl/agent/rollout.h"
 #include "rl/grpo/train.h"
+#include "rl/grpo/train_data.h"
 #include "rl/run_folder.h"
 
 namespace sqlrl::rl {
@@ -16,6 +17,8 @@ namespace sqlrl::rl {
 struct StepRecord {
   int64_t step = 0;  // 1-based: the step this record closes
   int64_t epoch = 0, data_position = 0;
+  int64_t level = 0;  // curriculum level (1-based) the step drew from; 0 = no curriculum
+  const DynamicSamplingStats* dynamic = nullptr;  // with dynamic sampling
   const std::vector<sql::Example>* examples = nullptr;
   const std::vector<Trajectory>* trajs = nullptr;
   const std::vector<uint8_t>* ex = nullptr;

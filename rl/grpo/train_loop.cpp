@@ -6,38 +6,21 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <numeric>
 
 #include "rl/grpo/grpo.h"
 #include "rl/grpo/train.h"
+#include "rl/grpo/train_data.h"
 #include "rl/grpo/train_log.h"
 #include "rl/train_memory.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "runtime/gemm.h"
 #include "runtime/interrupt.h"
-#include "runtime/philox.h"
 
 namespace fs = std::filesystem;
 
 namespace sqlrl::rl {
 namespace {
-
-// Philox stream of the data shuffle (the sampler uses sample ids as streams under the same seed;
-// a different key half keeps the two apart).
-constexpr uint64_t kShuffleKey = 0x53485546464c45ull;  // "SHUFFLE"
-
-// The example order of one epoch: Fisher-Yates with Philox(seed ^ key, epoch, i) draws.
-std::vector<int64_t> epoch_order(uint64_t seed, int64_t epoch, int64_t n) {
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  for (int64_t i = n - 1; i > 0; --i) {
-    Philox4 r = philox_draw(seed ^ kShuffleKey, static_cast<uint64_t>(epoch), static_cast<uint64_t>(i));
-    uint64_t bits = (static_cast<uint64_t>(r.v[0]) << 32) | r.v[1];
-    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(bits % static_cast<uint64_t>(i + 1))]);
-  }
-  return order;
-}
 
 GrpoConfig grpo_config(const TrainConfig& c) {
   GrpoConfig g;
@@ -87,14 +70,16 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 // trainer_state.json (rl/run_folder.h) with what resume checks and, for reading, what the next
 // step draws (the loop derives both from step and seed).
-nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const TrainConfig& c, int64_t dataset_size) {
+nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const TrainConfig& c, int64_t dataset_size,
+                                          const DataCursor& cursor) {
   nlohmann::ordered_json j = trainer_state_head("grpo", optimizer);
   j["seed"] = c.seed;
   j["batch_size"] = c.batch_size;
   j["group_size"] = c.group_size;
   j["dataset_size"] = dataset_size;
-  j["next_data_position"] = optimizer.train_step * c.batch_size;
-  j["next_sample_id"] = optimizer.train_step * c.batch_size * c.group_size;
+  j["next_data_position"] = cursor.draws;
+  j["next_sample_id"] = cursor.draws * c.group_size;
+  j["data_cursor"] = cursor_json(cursor);
   return j;
 }
 
@@ -189,6 +174,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   const int64_t moments = slice_hi - slice_lo;
   OptimizerState optimizer;
   int64_t step = 0;
+  DataCursor cursor;
   const std::string ckpt = c.resume.empty() ? "" : latest_checkpoint(dir);
   if (!c.resume.empty() && ckpt.empty()) {
     // Stopped before its first checkpoint: nothing to continue from, so the run starts again at
@@ -228,6 +214,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     // The file holds every moment (whatever world size wrote it): keep this rank's slice.
     if (moments != env.model.num_params) optimizer = optimizer_slice_of(optimizer, slice_lo, slice_hi);
     step = saved["step"].get<int64_t>();
+    cursor = cursor_from_json(saved, step * c.batch_size);
     if (owner) {
       truncate_jsonl((run / "metrics.jsonl").string(), step);
       truncate_jsonl((run / "trajectories.jsonl").string(), step);
@@ -269,54 +256,43 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   }
   const bool tty = !quiet && isatty(fileno(stderr));
 
+  // The data schedule (a difficulty pre-pass runs here, with the weights about to be trained).
+  nlohmann::ordered_json schedule_summary;
+  const DataSchedule schedule = make_data_schedule(env, policy, base, comm, owner, quiet, &schedule_summary);
+  if (owner && !schedule_summary.empty())
+    write_text_atomic((run / "data_schedule.json").string(), schedule_summary.dump(2) + "\n");
   TrainSummary summary;
   summary.first_step = step;
   auto run_start = std::chrono::steady_clock::now();
-  int64_t cached_epoch = -1;
-  std::vector<int64_t> order;
   for (; step < c.max_steps; ++step) {
     auto step_start = std::chrono::steady_clock::now();
     const double comm_start = comm.seconds;
-    // ---- the batch: positions step*B .. step*B+B-1 of the epoch-wise shuffled stream
-    std::vector<sql::Example> batch;
-    int64_t first_position = step * c.batch_size, epoch = first_position / n_examples;
-    for (int64_t i = 0; i < c.batch_size; ++i) {
-      int64_t pos = first_position + i, e = pos / n_examples;
-      if (e != cached_epoch) order = epoch_order(c.seed, e, n_examples), cached_epoch = e;
-      batch.push_back(env.examples[static_cast<size_t>(order[static_cast<size_t>(pos % n_examples)])]);
-    }
-    // This rank's prompts: [r * B / W, (r + 1) * B / W) of the batch. Sample s of batch prompt p
-    // draws with Philox stream step * B * G + p * G + s on whichever rank holds it, so what is
-    // sampled does not depend on the world size.
-    const int64_t W = comm.world_size, first_prompt = comm.rank * c.batch_size / W;
-    batch = std::vector<sql::Example>(batch.begin() + first_prompt, batch.begin() + (comm.rank + 1) * c.batch_size / W);
-    RolloutOptions ro = base;
-    ro.first_sample_id = static_cast<uint64_t>((step * c.batch_size + first_prompt) * c.group_size);
-    std::vector<RolloutRequest> requests;
-    for (const sql::Example& ex : batch)
-      requests.push_back({&ex, build_prompt_tokens(*env.protocol, *env.tokenizer, ex,
-                                                   schemas.get(*env.pool, ex.db_path), ro)});
+    PolicyKV& kv = memory_for_rollout(policy, memory, optimizer);
+    StepBatch sb = sample_step_batch(env, policy, kv, base, schedule, cursor, schemas, comm);
+    const std::vector<sql::Example>& batch = sb.examples;
+    const std::vector<Trajectory>& trajs = sb.trajs;
 
     StepRecord rec;
     rec.step = step + 1;
-    rec.epoch = epoch;
-    rec.data_position = first_position;
+    rec.epoch = sb.epoch;
+    rec.data_position = sb.first_draw;
+    rec.level = schedule.levels.size() > 1 ? sb.level + 1 : 0;
+    rec.dynamic = c.dynamic_sampling ? &sb.dynamic : nullptr;
     rec.ppo_epochs = c.ppo_epochs;
-    PolicyKV& kv = memory_for_rollout(policy, memory, optimizer);
-    std::vector<Trajectory> trajs =
-        rollout(policy, *env.tokenizer, *env.protocol, *env.pool, requests, ro, &rec.rollout, &kv);
-    auto score_start = std::chrono::steady_clock::now();
-    std::vector<uint8_t> ex;
-    env.score(batch, trajs, &ex);
-    rec.score_seconds = seconds_since(score_start);
+    rec.rollout = sb.rollout;
+    rec.score_seconds = sb.score_seconds;
     PolicyActivations& state = memory_for_train(policy, memory, optimizer);
     if (summary.modes.recompute.empty()) summary.modes = executed_modes(policy, memory, optimizer);
     rec.grpo = grpo_step(policy, env.reference ? &reference : nullptr, optimizer, state, trajs, gc, dp);
     rec.examples = &batch;
     rec.trajs = &trajs;
-    rec.ex = &ex;
-    rec.sums = trajectory_sums(trajs, &ex, env.panel);
+    rec.ex = &sb.ex;
+    rec.sums = sb.sums;
     if (dp.distributed()) reduce_step_record(comm, rec);
+    // The curriculum moves on by the step's training EX over every rank's samples.
+    if (observe_step(schedule, cursor, rec.sums[0] > 0 ? rec.sums[3] / rec.sums[0] : 0.0) && !quiet)
+      std::printf("curriculum: level %lld of %zu from step %lld\n", static_cast<long long>(cursor.level + 1),
+                  schedule.levels.size(), static_cast<long long>(step + 2));
     rec.step_seconds = seconds_since(step_start);
     rec.comm_seconds = comm.seconds - comm_start;
 
@@ -351,7 +327,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
                                                             : OptimizerState{};
       if (owner)
         save_checkpoint(dir, step + 1, env.model, moments != env.model.num_params ? full : optimizer,
-                        env.tokenizer_path, grpo_trainer_state(optimizer, c, n_examples));
+                        env.tokenizer_path, grpo_trainer_state(optimizer, c, n_examples, cursor));
       comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
       if (cuda && !plan.modes.offload_optimizer) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
     }

@@ -1,0 +1,50 @@
+// What a GRPO step trains on: the data schedule of the run (the whole split, SQL-Trail's pass@G
+// curation or MTSQL-R1's curriculum, from a difficulty pre-pass) and each step's rollout batch,
+// with DAPO's dynamic sampling. Internal to rl/grpo/train*.cpp.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "rl/grpo/data_schedule.h"
+#include "rl/grpo/train.h"
+#include "rl/policy.h"
+#include "runtime/comm.h"
+
+namespace sqlrl::rl {
+
+// The run's schedule. Without curate / curriculum: the whole split. Otherwise the difficulty of
+// every training question comes from RUN/difficulty.jsonl when the run already has one (a
+// resume), else from config.difficulty_file, else from a pass@K rollout of `policy` now (every
+// rank takes part; rank 0 writes the file). `summary` receives the counts (data_schedule.json).
+DataSchedule make_data_schedule(TrainEnv& env, const Policy& policy, const RolloutOptions& base, const Comm& comm,
+                                bool owner, bool quiet, nlohmann::ordered_json* summary);
+
+struct DynamicSamplingStats {
+  int64_t tries = 0;               // rollout batches made this step
+  int64_t prompts = 0;             // prompts rolled out (every rank's)
+  int64_t informative_groups = 0;  // of them, groups with reward variance
+  int64_t kept_groups = 0;         // trained on: at most batch-size
+};
+
+struct StepBatch {
+  std::vector<sql::Example> examples;  // this rank's trained prompts; trajs' example_index points here
+  std::vector<Trajectory> trajs;       // G samples per prompt, in prompt order
+  std::vector<uint8_t> ex;             // EX of each trajectory
+  // trajectory_sums over every trajectory sampled this step on this rank (all tries), so the
+  // reward curve measures the policy, not the selection.
+  std::vector<double> sums;
+  RolloutStats rollout;  // summed over tries
+  double score_seconds = 0;
+  DynamicSamplingStats dynamic;
+  int64_t first_draw = 0, epoch = 0, level = 0;  // the cursor before the step
+};
+
+// Rolls out batch-size prompts from the cursor (rank r takes prompts [rB/W, (r+1)B/W) of each
+// draw; sample s of draw d uses Philox stream d * G + s on any rank) and scores them. With
+// dynamic sampling it rolls out further batches until batch-size groups over every rank have
+// reward variance or max-tries is reached, and keeps the first batch-size of them in draw order.
+StepBatch sample_step_batch(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
+                            const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas, const Comm& comm);
+
+}  // namespace sqlrl::rl
