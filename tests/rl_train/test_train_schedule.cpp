@@ -26,23 +26,6 @@ std::vector<std::string> metric_lines(const std::string& dir) {
   return out;
 }
 
-// Questions toy_1, toy_3, toy_5 give every sample a different reward; toy_0, toy_2, toy_4 give
-// all samples 0.5 (a zero-variance group). `seen` collects the scored questions.
-void half_flat_scorer(TrainEnv& env, std::vector<std::string>* seen) {
-  env.score = [seen](const std::vector<sql::Example>& examples, std::vector<Trajectory>& trajs,
-                     std::vector<uint8_t>* ex) {
-    if (ex) ex->assign(trajs.size(), 0);
-    for (size_t i = 0; i < trajs.size(); ++i) {
-      const sql::Example& e = examples[static_cast<size_t>(trajs[i].example_index)];
-      const bool flat = (e.id.back() - '0') % 2 == 0;
-      const double r = flat ? 0.5 : static_cast<double>(trajs[i].sample_index) / 8.0;
-      trajs[i].reward = r;
-      trajs[i].reward_terms = {{"match", r}};
-      if (seen && trajs[i].sample_index == 0) seen->push_back(e.id);
-    }
-  };
-}
-
 TEST(TrainDynamicSampling, FillsTheBatchWithInformativeGroupsInBoundedTries) {
   TrainConfig c = toy_config(fresh_dir("dyn_fill"));
   c.max_steps = 3;

@@ -92,6 +92,45 @@ TEST_P(RanksVsGradAccum, BitIdenticalCheckpoints) {
 
 INSTANTIATE_TEST_SUITE_P(Zero, RanksVsGradAccum, ::testing::Values(0, 1, 2));
 
+// Dynamic sampling on N ranks keeps the groups one process keeps: the first batch-size
+// informative groups in draw order (tries, then ranks, then prompts), whatever rank rolled them out.
+TEST(TrainMpi, DynamicSamplingKeepsTheGroupsOfOneProcess) {
+  const std::string dp = shared_dir("dp_dynamic");
+  auto config = [](const std::string& out) {
+    TrainConfig c = mpi_config(out);
+    c.dynamic_sampling = true;
+    return c;
+  };
+  {
+    TrainEnv env = toy_env(config(dp));
+    half_flat_scorer(env, nullptr);
+    env.comm = &g_comm;
+    run_training(env, true);
+  }
+  if (g_comm.is_root()) {
+    const std::string one = fresh_dir("one_dynamic");
+    TrainEnv env = toy_env(config(one));
+    half_flat_scorer(env, nullptr);
+    run_training(env, true);
+    std::vector<nlohmann::json> a = metrics(dp), b = metrics(one);
+    ASSERT_EQ(a.size(), 3u);
+    ASSERT_EQ(b.size(), 3u);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i]["dynamic_sampling"], b[i]["dynamic_sampling"]) << "step " << i + 1;
+      EXPECT_EQ(a[i]["data_position"], b[i]["data_position"]) << "step " << i + 1;
+      EXPECT_EQ(a[i]["filtered"], b[i]["filtered"]) << "step " << i + 1;
+      // The same trajectories at step 1; later steps sample from weights that differ in rounding
+      // (N shards' gradients are summed in another grouping than one process's).
+      if (i == 0) {
+        EXPECT_EQ(a[i]["trained_tokens"], b[i]["trained_tokens"]);
+      }
+      EXPECT_EQ(a[i]["filtered"]["zero_variance_groups"].get<int64_t>(), 0);
+      EXPECT_EQ(a[i]["dynamic_sampling"]["kept_groups"].get<int64_t>(), 4);
+    }
+  }
+  comm_barrier(g_comm);
+}
+
 TEST(TrainMpi, ResumeOnOneProcessContinuesBitForBit) {
   const std::string dp = shared_dir("dp_resume");
   {
