@@ -27,6 +27,7 @@ struct DemoSettings : rl::OutputOptions, rl::DeviceOptions, rl::ProtocolOptions 
   int64_t dev_limit = -1, train_limit = -1, sft_epochs = -1, rl_steps = -1;  // < 0: the size's value
   double rl_lr = -1, sft_lr = -1;
   std::vector<std::string> sets;  // KEY=VALUE, applied last
+  std::vector<std::string> train_sets;  // KEY=VALUE of `llm_sqlrl train`, for the GRPO phase
 };
 
 const std::string& set_help() {
@@ -56,6 +57,8 @@ OptionTable demo_options(DemoSettings& s) {
       {"rl-steps", "GRPO steps (default: the size's)", &s.rl_steps},
       {"rl-lr", "GRPO learning rate (default: the size's)", &s.rl_lr},
       {"set", set_help().c_str(), &s.sets},
+      {"train-set", "KEY=VALUE: a `llm_sqlrl train` key for the GRPO phase (repeatable; e.g. dynamic-sampling=true, "
+                    "rollout-is=truncate), over the size's values", &s.train_sets},
   });
   rl::add_device_options(t, s);
   set_option_help(t, "device", "cpu (f32) | cuda (one GPU: SFT, evaluations and GRPO; bf16 weights; needs --set head_dim=64)");
@@ -83,6 +86,7 @@ void run_demo_command(DemoArgs& args) {
   if (a.rl_lr > 0) c.sizes.rl_lr = a.rl_lr;
   if (a.sft_lr > 0) c.sizes.sft_lr = a.sft_lr;
   for (const std::string& kv : a.sets) rl::set_demo_size(c.sizes, kv);
+  c.train_sets = a.train_sets;
   if (!args.quiet)
     c.log = [](const std::string& line) {
       std::printf("%s\n", line.c_str());

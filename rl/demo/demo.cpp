@@ -4,6 +4,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/options.h"
 #include "sql/data/datasets.h"
 #include "sql/data/synth.h"
 
@@ -105,6 +107,15 @@ TrainConfig train_config(const DemoConfig& c) {
   // SkyRL-SQL's plain GRPO (configs/skyrl.toml): a malformed or truncated sample keeps its -1, so
   // the group still learns the format; groups with one reward carry no advantage and are dropped.
   t.filter_truncated = t.filter_malformed = t.filter_no_valid_action = false;
+  const OptionTable table = config_fields(t);
+  for (const std::string& kv : c.train_sets) {
+    const size_t eq = kv.find('=');
+    check(eq != std::string::npos, "demo: --train-set '", kv, "' is not KEY=VALUE");
+    const std::string key = kv.substr(0, eq);
+    auto it = std::find_if(table.begin(), table.end(), [&](const Option& o) { return key == o.key; });
+    check(it != table.end(), "demo: --train-set: '", key, "' is not a key of llm_sqlrl train");
+    set_option_value(*it, std::string_view(kv).substr(eq + 1), "demo --train-set " + key);
+  }
   validate_config(t);
   return t;
 }

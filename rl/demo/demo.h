@@ -96,6 +96,9 @@ struct DemoConfig {
   // cpu (f32) or cuda: SFT, evaluations and GRPO on one GPU (bf16 weights, f32 master). The CUDA
   // attention takes head_dim 64 or 128, so a CUDA run needs sizes.head_dim set to one of them.
   std::string device = "cpu";
+  // "key=value" of `llm_sqlrl train`'s table (rl/grpo/train_config.h) applied to the GRPO phase
+  // after the size's values: the trainer's knobs (dynamic-sampling, rollout-is, ...) on the demo.
+  std::vector<std::string> train_sets;
   std::function<void(const std::string&)> log;  // progress lines; may be empty
 };
 

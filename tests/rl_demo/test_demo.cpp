@@ -72,6 +72,35 @@ TEST(Demo, MiniRunWritesReport) {
   fs::remove_all(c.out);
 }
 
+// --train-set reaches the GRPO phase's trainer config (its metrics show the knob at work), and a
+// key that `llm_sqlrl train` does not have is refused before anything runs.
+TEST(Demo, TrainSetReachesTheGrpoPhase) {
+  DemoConfig c;
+  c.out = (fs::temp_directory_path() / "sqlrl_test_demo_train_set").string();
+  fs::remove_all(c.out);
+  c.sizes = demo_sizes("mini");
+  c.train_sets = {"dynamic-sampling=true", "dynamic-sampling-max-tries=2"};
+  run_demo(c);
+  std::ifstream in(fs::path(c.out) / "rl" / "metrics.jsonl");
+  int64_t lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    ASSERT_TRUE(j.contains("dynamic_sampling")) << line;
+    EXPECT_LE(j["dynamic_sampling"]["tries"].get<int64_t>(), 2);
+  }
+  EXPECT_EQ(lines, c.sizes.rl_steps);
+  fs::remove_all(c.out);
+  c.train_sets = {"dynamic-sampling-tries=2"};
+  try {
+    run_demo(c);
+    FAIL() << "an unknown train key was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'dynamic-sampling-tries' is not a key of llm_sqlrl train"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(c.out);
+}
+
 // The demo never writes over another command's run (it used to delete DIR/{sft,rl,eval}).
 TEST(Demo, RefusesAFolderHoldingATrainRun) {
   DemoConfig c;
