@@ -28,6 +28,7 @@ struct DemoSettings : rl::OutputOptions, rl::DeviceOptions, rl::ProtocolOptions 
   double rl_lr = -1, sft_lr = -1;
   std::vector<std::string> sets;  // KEY=VALUE, applied last
   std::vector<std::string> train_sets;  // KEY=VALUE of `llm_sqlrl train`, for the GRPO phase
+  std::string sft_from;
 };
 
 const std::string& set_help() {
@@ -59,6 +60,8 @@ OptionTable demo_options(DemoSettings& s) {
       {"set", set_help().c_str(), &s.sets},
       {"train-set", "KEY=VALUE: a `llm_sqlrl train` key for the GRPO phase (repeatable; e.g. dynamic-sampling=true, "
                     "rollout-is=truncate), over the size's values", &s.train_sets},
+      {"sft-from", "an earlier demo folder (same sizes, seeds and protocol): start GRPO from its SFT checkpoint "
+                   "instead of training SFT again (to compare GRPO variants on one SFT)", &s.sft_from},
   });
   rl::add_device_options(t, s);
   set_option_help(t, "device", "cpu (f32) | cuda (one GPU: SFT, evaluations and GRPO; bf16 weights; needs --set head_dim=64)");
@@ -87,6 +90,7 @@ void run_demo_command(DemoArgs& args) {
   if (a.sft_lr > 0) c.sizes.sft_lr = a.sft_lr;
   for (const std::string& kv : a.sets) rl::set_demo_size(c.sizes, kv);
   c.train_sets = a.train_sets;
+  c.sft_from = a.sft_from;
   if (!args.quiet)
     c.log = [](const std::string& line) {
       std::printf("%s\n", line.c_str());

@@ -315,9 +315,29 @@ DemoReport run_demo(const DemoConfig& config) {
   sc.seed = config.seed;
   OptimizerState sft_opt;  // CUDA: the moments live on the device
   if (!cuda) sft_opt = make_optimizer_state(model.num_params);
-  SftRunOptions so{(out / "sft").string(), tok_path, {}};
-  so.device = config.device;
-  SftRunStats ss = run_sft(model, sft_opt, std::move(seqs), sc, so);
+  SftRunStats ss;
+  if (config.sft_from.empty()) {
+    SftRunOptions so{(out / "sft").string(), tok_path, {}};
+    so.device = config.device;
+    ss = run_sft(model, sft_opt, std::move(seqs), sc, so);
+  } else {
+    // An earlier demo's SFT weights: the same benchmark and tokenizer (checked), so the GRPO phase
+    // of several variants starts from one SFT run.
+    const std::string ckpt = latest_checkpoint((fs::path(config.sft_from) / "sft").string());
+    check(!ckpt.empty(), "demo: --sft-from ", config.sft_from, ": no checkpoint in ", config.sft_from, "/sft/checkpoints");
+    check(slurp((fs::path(ckpt) / "tokenizer.json").string()) == tok_json, "demo: --sft-from ", ckpt,
+          ": its tokenizer is not this run's (another synth-seed, size or protocol)");
+    // The SFT settings this run would train with (its seed, epochs, lr): another run's weights
+    // would make the comparison meaningless.
+    const nlohmann::json saved = read_trainer_state(ckpt, "sft").at("config");
+    check(saved == nlohmann::json(sft_config_json(sc)), "demo: --sft-from ", ckpt,
+          ": trained with SFT settings ", saved.dump(), ", this run's are ", sft_config_json(sc).dump());
+    QwenModel loaded = load_model(ckpt);
+    check(loaded.num_params == model.num_params, "demo: --sft-from ", ckpt, ": ", loaded.num_params,
+          " parameters, this run's model has ", model.num_params);
+    model.params = std::move(loaded.params);
+    log(str_cat("demo: SFT weights from ", ckpt));
+  }
   rep.sft_first_loss = ss.first_loss, rep.sft_last_loss = ss.last_loss, rep.sft_seconds = ss.seconds;
   {
     // The held-out demonstrations' loss: how far the SFT model is from writing the dev gold

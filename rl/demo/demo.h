@@ -99,6 +99,8 @@ struct DemoConfig {
   // "key=value" of `llm_sqlrl train`'s table (rl/grpo/train_config.h) applied to the GRPO phase
   // after the size's values: the trainer's knobs (dynamic-sampling, rollout-is, ...) on the demo.
   std::vector<std::string> train_sets;
+  // An earlier demo folder whose SFT checkpoint replaces this run's SFT phase ("" = train it).
+  std::string sft_from;
   std::function<void(const std::string&)> log;  // progress lines; may be empty
 };
 

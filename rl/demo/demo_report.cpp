@@ -65,6 +65,7 @@ nlohmann::ordered_json demo_report_json(const DemoReport& r) {
   j["demos"] = r.demos;
   j["params"] = r.params;
   j["sft_loss"] = {{"first", r.sft_first_loss}, {"last", r.sft_last_loss}, {"dev", r.sft_dev_loss}};
+  if (!r.config.sft_from.empty()) j["sft_from"] = r.config.sft_from;  // losses 0: not trained here
   j["rl_reward_means"] = r.rl_reward_means;
   nlohmann::ordered_json stages = nlohmann::ordered_json::object();
   for (const DemoStage& s : r.stages) stages[s.name] = {{"multi_turn", summary_brief(s.multi)}, {"single_turn", summary_brief(s.single)}};

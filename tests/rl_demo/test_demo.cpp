@@ -101,6 +101,51 @@ TEST(Demo, TrainSetReachesTheGrpoPhase) {
   fs::remove_all(c.out);
 }
 
+// --sft-from starts GRPO from an earlier demo's SFT checkpoint: the same seed gives the GRPO phase
+// and evaluations of the run that trained SFT itself; another seed's SFT settings are refused.
+TEST(Demo, SftFromAnEarlierRunGivesItsGrpoPhase) {
+  const fs::path tmp = fs::temp_directory_path();
+  DemoConfig a;
+  a.out = (tmp / "sqlrl_test_demo_sft_a").string();
+  fs::remove_all(a.out);
+  a.sizes = demo_sizes("mini");
+  DemoReport ra = run_demo(a);
+  DemoConfig b = a;
+  b.out = (tmp / "sqlrl_test_demo_sft_b").string();
+  fs::remove_all(b.out);
+  b.sft_from = a.out;
+  DemoReport rb = run_demo(b);
+  EXPECT_FALSE(fs::exists(fs::path(b.out) / "sft"));  // nothing trained
+  auto lines = [](const std::string& dir) {
+    std::ifstream in(fs::path(dir) / "rl" / "metrics.jsonl");
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      j.erase("time");
+      out.push_back(j.dump());
+    }
+    return out;
+  };
+  EXPECT_EQ(lines(a.out), lines(b.out));
+  EXPECT_FALSE(lines(a.out).empty());
+  ASSERT_EQ(ra.stages.size(), rb.stages.size());
+  for (size_t i = 0; i < ra.stages.size(); ++i) {
+    EXPECT_EQ(ra.stages[i].multi.total.correct, rb.stages[i].multi.total.correct) << ra.stages[i].name;
+    EXPECT_EQ(ra.stages[i].single.total.correct, rb.stages[i].single.total.correct) << ra.stages[i].name;
+  }
+  DemoConfig c = b;
+  c.out = (tmp / "sqlrl_test_demo_sft_c").string();
+  fs::remove_all(c.out);
+  c.seed = 2;
+  try {
+    run_demo(c);
+    FAIL() << "took another seed's SFT";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("trained with SFT settings"), std::string::npos) << e.what();
+  }
+  for (const std::string& d : {a.out, b.out, c.out}) fs::remove_all(d);
+}
+
 // The demo never writes over another command's run (it used to delete DIR/{sft,rl,eval}).
 TEST(Demo, RefusesAFolderHoldingATrainRun) {
   DemoConfig c;
