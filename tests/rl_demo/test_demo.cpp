@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "rl/demo/demo.h"
+#include "rl/run_folder.h"
 #include "runtime/device.h"
 
 namespace fs = std::filesystem;
@@ -128,6 +129,15 @@ TEST(Demo, SftFromAnEarlierRunGivesItsGrpoPhase) {
   };
   EXPECT_EQ(lines(a.out), lines(b.out));
   EXPECT_FALSE(lines(a.out).empty());
+  // The mini run's rewards may all be equal (nothing trained), so the weights say more: B's GRPO
+  // ends on A's bytes.
+  auto bytes = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string wa = bytes(fs::path(latest_checkpoint(a.out + "/rl")) / "model.safetensors");
+  EXPECT_FALSE(wa.empty());
+  EXPECT_TRUE(wa == bytes(fs::path(latest_checkpoint(b.out + "/rl")) / "model.safetensors")) << "GRPO ended elsewhere";
   ASSERT_EQ(ra.stages.size(), rb.stages.size());
   for (size_t i = 0; i < ra.stages.size(); ++i) {
     EXPECT_EQ(ra.stages[i].multi.total.correct, rb.stages[i].multi.total.correct) << ra.stages[i].name;
