@@ -8,6 +8,8 @@
 #include <fstream>
 
 #include "rl/agent/reward.h"
+#include "rl/options.h"
+#include "runtime/error.h"
 #include "tests/rl_rollout/rollout_fixture.h"
 
 namespace sqlrl::rl::testing {
@@ -133,6 +135,28 @@ TEST(RolloutInfra, ScoringMarksAnswersWhoseGoldOrOwnSqlCannotRun) {
   EXPECT_TRUE(ctx.gold.get(later, ex.gold_sql)->infra_error);
   std::filesystem::copy_file(fresh_city_db("infra_source.sqlite"), later);
   EXPECT_TRUE(ctx.gold.get(later, ex.gold_sql)->ok());
+}
+
+// --sql-vm-steps (train, eval, sft) reaches the rollout's limits, so the wall clock under it is
+// classed as the machine's; a negative budget is refused naming the key.
+TEST(RolloutInfra, SqlVmStepsReachesTheRolloutLimits) {
+  SqlOptions q;
+  OptionTable table;
+  add_sql_options(table, q);
+  bool listed = false;
+  for (const Option& o : table) listed = listed || std::string(o.key) == "sql-vm-steps";
+  EXPECT_TRUE(listed);
+  q.sql_vm_steps = 123456;
+  RolloutOptions ro;
+  apply_to_rollout(ro, SamplingOptions{}, 1, TurnOptions{}, q);
+  EXPECT_EQ(ro.sql_limits.max_vm_steps, 123456);
+  q.sql_vm_steps = -1;
+  try {
+    validate(q);
+    ADD_FAILURE() << "a negative sql-vm-steps was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sql-vm-steps"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
