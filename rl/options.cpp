@@ -85,6 +85,8 @@ void add_sql_options(OptionTable& t, SqlOptions& o) {
   t.push_back({"sql-max-rows", "rows fetched per SQL call", &o.sql_max_rows});
   t.push_back({"sql-memory-mb", "memory one SQL call may hold inside SQLite, MiB (0 = none)", &o.sql_memory_mb});
   t.push_back({"sql-max-value-kb", "longest string or blob one SQL call may build, KiB", &o.sql_max_value_kb});
+  t.push_back({"sql-vm-steps", "deterministic budget per SQL call in SQLite VM steps (0 = none); with one, the "
+               "wall clock firing first is the machine's failure (infrastructure), not the query's", &o.sql_vm_steps});
 }
 
 void add_parallel_options(OptionTable& t, ParallelOptions& o) {
@@ -128,6 +130,7 @@ void validate(const SqlOptions& o) {
   check(o.sql_timeout_ms >= 0, "sql-timeout-ms must be >= 0 (0 = none), got ", o.sql_timeout_ms);
   check(o.sql_max_rows > 0, "sql-max-rows must be positive, got ", o.sql_max_rows);
   check(o.sql_memory_mb >= 0, "sql-memory-mb must be >= 0 (0 = none), got ", o.sql_memory_mb);
+  check(o.sql_vm_steps >= 0, "sql-vm-steps must be >= 0 (0 = none), got ", o.sql_vm_steps);
   check(o.sql_max_value_kb > 0 && o.sql_max_value_kb <= 1000000, "sql-max-value-kb must be in [1, 1000000] (SQLite's "
         "own ceiling is 1e9 bytes), got ", o.sql_max_value_kb);
 }
@@ -142,6 +145,7 @@ void apply_to_rollout(RolloutOptions& ro, const SamplingOptions& s, uint64_t see
   ro.sql_limits.max_rows = static_cast<size_t>(q.sql_max_rows);
   ro.sql_limits.max_query_memory_bytes = q.sql_memory_mb << 20;
   ro.sql_limits.max_value_bytes = q.sql_max_value_kb << 10;
+  ro.sql_limits.max_vm_steps = q.sql_vm_steps;
 }
 
 }  // namespace sqlrl::rl

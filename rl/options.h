@@ -57,6 +57,10 @@ struct SqlOptions {
   int64_t sql_max_rows = 10000;
   int64_t sql_memory_mb = 256;      // per query, inside SQLite (sql::Limits::max_query_memory_bytes)
   int64_t sql_max_value_kb = 1024;  // longest string/blob a query may build (SQLITE_LIMIT_LENGTH)
+  // Deterministic budget per query in SQLite VM steps (sql::Limits::max_vm_steps); 0 = none. With
+  // one, the step budget is the query's limit and the wall clock a safety net: a query the clock
+  // stops first failed for the machine (sql::Result::infra_error), and GRPO leaves it out.
+  int64_t sql_vm_steps = 0;
 };
 
 // The memory plan's inputs (model/memory_plan.h, rl/train_memory.h): the budget and each

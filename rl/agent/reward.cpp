@@ -196,6 +196,9 @@ Outcome final_outcome(const sql::Example& example, const Trajectory& traj, Rewar
   options.mode = ctx.mode;
   options.order_matters = ctx.mode == sql::CompareMode::Spider && sql::gold_has_order_by(exec_text(ctx, example.gold_sql));
   o.ex = o.executable && sql::results_match(pred, *gold, options);
+  o.infra_failure = gold->infra_error || pred.infra_error;
+  if (gold->infra_error) o.infra_reason = "gold SQL: " + gold->error;
+  else if (pred.infra_error) o.infra_reason = "final SQL: " + pred.error;
   return o;
 }
 
@@ -216,6 +219,7 @@ void add_overlong_term(RewardPanel& panel, double weight) {
 
 void score(const RewardPanel& panel, const sql::Example& example, Trajectory& traj, RewardContext& ctx) {
   detail::Outcome outcome = detail::final_outcome(example, traj, ctx);
+  traj.note_infra_failure(outcome.infra_failure, "scoring", outcome.infra_reason);
   std::vector<double> raw;
   if (panel.name == "mtir")
     raw = detail::mtir_terms(example, traj, outcome, ctx);

@@ -77,8 +77,6 @@ struct RewardContext {
   std::unique_ptr<RewardCaches> caches;
 };
 
-// Fills traj.reward (the weighted sum) and traj.reward_terms (name -> weighted value, panel
-// order). Runs the predicted SQL once on the pool (and the gold once per context). Thread-safe
 // DAPO's soft overlong punishment of a trajectory of `length` tokens under `cap`, ramping over the
 // last `buffer` tokens: 0 up to cap - buffer, then (cap - buffer - length) / buffer, -1 past cap.
 double overlong_penalty(int64_t length, int64_t cap, int64_t buffer);
@@ -86,6 +84,10 @@ double overlong_penalty(int64_t length, int64_t cap, int64_t buffer);
 // from the context's overlong_cap and overlong_buffer.
 void add_overlong_term(RewardPanel& panel, double weight);
 
+// Fills traj.reward (the weighted sum) and traj.reward_terms (name -> weighted value, panel
+// order). Runs the predicted SQL once on the pool (and the gold once per context); when either
+// fails for the infrastructure's reason, marks traj.infra_failure (the reward is still filled
+// in, and says nothing about the model: GRPO leaves such trajectories out). Thread-safe
 // for distinct trajectories. Throws only for unusable input (an unknown difficulty label, a
 // database whose schema cannot be read).
 void score(const RewardPanel& panel, const sql::Example& example, Trajectory& traj, RewardContext& ctx);

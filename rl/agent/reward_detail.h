@@ -64,6 +64,10 @@ struct Outcome {
   std::string pred;         // the final SQL as submitted
   bool executable = false;  // ran: no error, no timeout, no second statement
   bool ex = false;          // executable and equal to the gold result
+  // The gold's or the answer's execution failed for the infrastructure's reason
+  // (sql::Result::infra_error): executable and ex then say nothing about the model.
+  bool infra_failure = false;
+  std::string infra_reason;  // "gold SQL: <error>" / "final SQL: <error>"
 };
 Outcome final_outcome(const sql::Example& example, const Trajectory& traj, RewardContext& ctx);
 

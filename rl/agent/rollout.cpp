@@ -147,17 +147,24 @@ void take_sql_result(Engine& e, Sample& s, Trajectory& t) {
   TurnRecord& turn = t.turns.back();
   turn.executed = true;
   turn.sql_error = !result.ok();
+  turn.infra_error = result.infra_error;
   turn.rows = static_cast<int64_t>(result.rows.size());
   turn.sql_seconds = result.elapsed_ms / 1000.0;
+  const std::string where = str_cat("turn ", t.turns.size());
+  t.note_infra_failure(result.infra_error, where, result.error);
   std::vector<sql::Result> history;
   for (auto& f : s.history) {
     history.push_back(f.get());
     turn.sql_seconds += history.back().elapsed_ms / 1000.0;
+    // The memory shown is built from these results: a machine's failure here is one too.
+    turn.infra_error = turn.infra_error || history.back().infra_error;
+    t.note_infra_failure(history.back().infra_error, where + " (dialogue history)", history.back().error);
   }
   s.history.clear();
   t.sql_seconds += turn.sql_seconds;
   e.stats.sql_seconds += turn.sql_seconds;
   e.stats.sql_errors += turn.sql_error ? 1 : 0;
+  e.stats.sql_infra_errors += turn.infra_error ? 1 : 0;
   StepOutcome outcome = outcome_of(e, s, t);
   outcome.result = &result;
   if (turn.action.kind == ActionKind::MemoryRetrieve) outcome.history_results = &history;
@@ -301,6 +308,7 @@ void add_rollout_stats(RolloutStats& into, const RolloutStats& s) {
   into.prompt_tokens += s.prompt_tokens;
   into.sql_calls += s.sql_calls;
   into.sql_errors += s.sql_errors;
+  into.sql_infra_errors += s.sql_infra_errors;
   into.decode_seconds += s.decode_seconds;
   into.prefill_seconds += s.prefill_seconds;
   into.sql_seconds += s.sql_seconds;

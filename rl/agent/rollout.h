@@ -57,6 +57,10 @@ struct RolloutRequest {
 struct RolloutStats {
   int64_t sampled_tokens = 0, injected_tokens = 0, prompt_tokens = 0;  // prompts counted once per request
   int64_t sql_calls = 0, sql_errors = 0;  // turns whose SQL ran (a retrieval's history queries not counted)
+  // Of sql_calls, the turns whose SQL (or history SQL) failed for the infrastructure's reason
+  // (sql::Result::infra_error): the trajectory is marked infra_failure. The rollout goes on: the
+  // protocol shows the error as it would any other, and the other samples are not touched.
+  int64_t sql_infra_errors = 0;
   double decode_seconds = 0, prefill_seconds = 0, sql_seconds = 0, wall_seconds = 0;
   int64_t decode_steps = 0;                // forward_cached calls after the prompt prefills
   int64_t kv_blocks = 0, kv_blocks_peak = 0;  // cache size and most blocks in use at once

@@ -12,6 +12,12 @@ const char* action_kind_name(ActionKind kind) {
   return "unknown";
 }
 
+void Trajectory::note_infra_failure(bool failed, const std::string& where, const std::string& error) {
+  if (!failed || infra_failure) return;
+  infra_failure = true;
+  infra_reason = where + ": " + error;
+}
+
 int64_t Trajectory::generated_tokens() const {
   int64_t n = 0;
   for (uint8_t m : policy_mask) n += m;

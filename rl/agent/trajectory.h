@@ -35,7 +35,8 @@ struct TurnRecord {
   Action action;
   std::string observation;     // decoded injected text after the turn ("" when none)
   bool executed = false;       // the SQL reached the database
-  bool sql_error = false;      // ... and failed (syntax, timeout, limit)
+  bool sql_error = false;      // ... and failed (syntax, timeout, limit, or the machine's: infra_error)
+  bool infra_error = false;    // ... for the infrastructure's reason (sql::Result::infra_error)
   int64_t rows = 0;            // rows returned when it succeeded
   double sql_seconds = 0;
 };
@@ -54,6 +55,15 @@ struct Trajectory {
   bool out_of_turns = false;              // hit the turn budget without answering
   int64_t invalid_actions = 0;
   double decode_seconds = 0, sql_seconds = 0;
+  // Some SQL of this trajectory failed for the infrastructure's reason (sql::Result::infra_error):
+  // a turn's query (set by the rollout) or, at scoring, the final answer's or the gold's (set by
+  // the reward). Its reward says nothing about the model: GRPO leaves it out of its group's
+  // baseline and of the loss (rl/grpo/grpo.h select_trajectories).
+  bool infra_failure = false;
+  std::string infra_reason;  // the first such failure: "turn 2: <the pool's error>"
+
+  // Marks the trajectory (keeping the first reason) when `failed` is the infrastructure's.
+  void note_infra_failure(bool failed, const std::string& where, const std::string& error);
 
   // Filled by the reward panel.
   double reward = 0;

@@ -63,6 +63,10 @@ struct SampleOutcome {
   uint64_t result_hash = 0;  // set semantics (duplicates and row order ignored); 0 = not executable or truncated
   int64_t turns = 0, sql_calls = 0;
   double seconds = 0;  // decode + SQL time of this sample (wall time of its batched steps)
+  // Some SQL of the sample (a turn's, its answer's or the gold's) failed for the infrastructure's
+  // reason (sql::Result::infra_error). Scored as it came out (EX as the official scripts would
+  // count it); the summary counts these so a low number can be told from a broken machine.
+  bool infra_failure = false;
 };
 
 struct ExampleResult {
@@ -127,6 +131,7 @@ struct EvalSummary {
   double avg_turns = 0, sql_calls_per_trajectory = 0;
   double sql_calls_per_question = 0;  // all samples of a question together
   int64_t gold_errors = 0;
+  int64_t infra_failures = 0;  // trajectories with SampleOutcome::infra_failure
   double mean_question_seconds = 0;  // latency (wall time; differs run to run)
 };
 

@@ -172,6 +172,7 @@ EvalSummary summarize(const std::vector<sql::Example>& examples, const std::vect
       format_errors += !o.format_ok;
       turns += o.turns;
       calls += o.sql_calls;
+      s.infra_failures += o.infra_failure ? 1 : 0;
     }
     s.gold_errors += r.gold_error ? 1 : 0;
     seconds += r.seconds;

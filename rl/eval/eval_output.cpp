@@ -67,6 +67,7 @@ nlohmann::ordered_json summary_json(const EvalRun& run, const EvalOptions& optio
   j["sql_calls_per_question"] = s.sql_calls_per_question;
   j["sql_calls_per_trajectory"] = s.sql_calls_per_trajectory;
   j["gold_errors"] = s.gold_errors;
+  j["infra_failures"] = s.infra_failures;
   nlohmann::ordered_json diff = nlohmann::ordered_json::object();
   for (const auto& [label, t] : s.by_difficulty) diff[label] = tally_json(t);
   j["by_difficulty"] = diff;
@@ -121,6 +122,10 @@ std::string summary_markdown(const EvalRun& run, const EvalOptions& options, con
           " (" + std::to_string(s.interactions.n) + " dialogues)\n";
   }
   if (s.gold_errors) md += "\n" + std::to_string(s.gold_errors) + " gold queries failed to run (counted wrong)\n";
+  if (s.infra_failures)
+    md += "\n" + std::to_string(s.infra_failures) +
+          " trajectories hit an infrastructure failure (a database could not be read, or the wall clock fired "
+          "under a step budget); scored as they came out\n";
   return md;
 }
 
@@ -149,6 +154,7 @@ std::string examples_jsonl(const std::vector<sql::Example>& examples, const Eval
     j["chosen"] = r.chosen;
     j["votes"] = r.votes;
     if (r.gold_error) j["gold_error"] = true;
+    if (c.infra_failure) j["infra_failure"] = true;
     nlohmann::ordered_json actions = nlohmann::ordered_json::array();
     for (const TurnRecord& t : r.turns) {
       nlohmann::ordered_json a = {{"action", action_kind_name(t.action.kind)}};

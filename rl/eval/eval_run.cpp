@@ -73,10 +73,10 @@ nlohmann::json result_json(const ExampleResult& r) {
   nlohmann::json samples = nlohmann::json::array(), turns = nlohmann::json::array();
   for (const SampleOutcome& o : r.samples)
     samples.push_back({o.answered, o.format_ok, o.executable, o.ex, o.em, o.result_hash, o.turns, o.sql_calls,
-                       o.seconds});
+                       o.seconds, o.infra_failure});
   for (const TurnRecord& t : r.turns)
     turns.push_back({t.assistant_text, static_cast<int>(t.action.kind), t.action.sql, t.action.tool, t.action.verdict,
-                     t.action.error, t.observation, t.executed, t.sql_error, t.rows, t.sql_seconds});
+                     t.action.error, t.observation, t.executed, t.sql_error, t.rows, t.sql_seconds, t.infra_error});
   return {r.example_index, samples, r.chosen, r.prediction, r.correct, r.em, r.gold_parsed, r.gold_error,
           r.num_correct, r.votes, turns, r.seconds};
 }
@@ -86,7 +86,8 @@ ExampleResult result_from_json(const nlohmann::json& j) {
   r.example_index = j[0].get<size_t>();
   for (const auto& o : j[1])
     r.samples.push_back({o[0].get<bool>(), o[1].get<bool>(), o[2].get<bool>(), o[3].get<bool>(), o[4].get<bool>(),
-                         o[5].get<uint64_t>(), o[6].get<int64_t>(), o[7].get<int64_t>(), o[8].get<double>()});
+                         o[5].get<uint64_t>(), o[6].get<int64_t>(), o[7].get<int64_t>(), o[8].get<double>(),
+                         o[9].get<bool>()});
   r.chosen = j[2].get<int64_t>();
   r.prediction = j[3].get<std::string>();
   r.correct = j[4].get<bool>(), r.em = j[5].get<bool>(), r.gold_parsed = j[6].get<bool>();
@@ -101,6 +102,7 @@ ExampleResult result_from_json(const nlohmann::json& j) {
     turn.observation = t[6].get<std::string>();
     turn.executed = t[7].get<bool>(), turn.sql_error = t[8].get<bool>();
     turn.rows = t[9].get<int64_t>(), turn.sql_seconds = t[10].get<double>();
+    turn.infra_error = t[11].get<bool>();
     r.turns.push_back(std::move(turn));
   }
   r.seconds = j[11].get<double>();
@@ -131,7 +133,7 @@ EvalRun run_eval(const Policy& policy, const Tokenizer& tokenizer, const Protoco
   const RolloutStats& s = part.stats;
   nlohmann::json stats = {s.sampled_tokens, s.injected_tokens, s.prompt_tokens, s.sql_calls, s.sql_errors,
                           s.decode_seconds, s.prefill_seconds, s.sql_seconds, s.wall_seconds, s.decode_steps,
-                          s.kv_blocks, s.kv_blocks_peak};
+                          s.kv_blocks, s.kv_blocks_peak, s.sql_infra_errors};
   const std::vector<std::string> all = comm_all_gather_bytes(comm, nlohmann::json{out, stats}.dump());
   EvalRun run;
   for (const std::string& text : all) {  // rank order = dataset order
@@ -142,6 +144,7 @@ EvalRun run_eval(const Policy& policy, const Tokenizer& tokenizer, const Protoco
     rs.sampled_tokens = t[0], rs.injected_tokens = t[1], rs.prompt_tokens = t[2], rs.sql_calls = t[3];
     rs.sql_errors = t[4], rs.decode_seconds = t[5], rs.prefill_seconds = t[6], rs.sql_seconds = t[7];
     rs.wall_seconds = t[8], rs.decode_steps = t[9], rs.kv_blocks = t[10], rs.kv_blocks_peak = t[11];
+    rs.sql_infra_errors = t[12];
     add_rollout_stats(run.stats, rs);
   }
   check(run.results.size() == E, "eval: the ranks returned ", run.results.size(), " results for ", E, " questions");

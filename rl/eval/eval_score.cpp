@@ -49,6 +49,7 @@ SampleOutcome score_sample(const sql::Example& example, const Trajectory& traj, 
   o.turns = static_cast<int64_t>(traj.turns.size());
   for (const TurnRecord& turn : traj.turns) o.sql_calls += turn.executed ? 1 : 0;
   o.seconds = traj.decode_seconds + traj.sql_seconds;
+  o.infra_failure = traj.infra_failure;
   if (!traj.answered) return o;
 
   const std::string gold_text = detail::exec_text(ctx, example.gold_sql);
@@ -62,6 +63,7 @@ SampleOutcome score_sample(const sql::Example& example, const Trajectory& traj, 
   compare.mode = ctx.mode;
   compare.order_matters = ctx.mode == sql::CompareMode::Spider && sql::gold_has_order_by(gold_text);
   o.ex = o.executable && sql::results_match(pred, *gold, compare);
+  o.infra_failure = o.infra_failure || gold->infra_error || pred.infra_error;
   if (o.ex && ctx.mode == sql::CompareMode::Spider) o.ex = agrees_on_test_suite(example, traj.final_sql, ctx);
   // Set semantics for every mode: two answers vote together when they return the same rows,
   // whatever the order (which the gold, not the sample, says whether it matters).

@@ -37,24 +37,36 @@ GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const Gr
   }
   sel.counts.groups = static_cast<int64_t>(groups.size());
   std::vector<bool> keep(batch.size(), true);
+  std::vector<bool> in_baseline(batch.size(), true);
   const GrpoFilterConfig& f = config.filter;
   for (int64_t i = 0; i < n; ++i) {
     const Trajectory& t = batch[i];
-    if (f.drop_truncated && t.truncated) ++sel.counts.truncated, keep[i] = false;
+    if (t.infra_failure) ++sel.counts.infra;
+    if (f.exclude_infra_failures && t.infra_failure) keep[i] = false, in_baseline[i] = false;
+    else if (f.drop_truncated && t.truncated) ++sel.counts.truncated, keep[i] = false;
     else if (f.drop_malformed && t.invalid_actions > 0) ++sel.counts.malformed, keep[i] = false;
     else if (f.drop_no_valid_action && !has_valid_action(t)) ++sel.counts.no_valid_action, keep[i] = false;
   }
   std::vector<float> rewards, adv;
+  std::vector<int64_t> members;
   for (const std::vector<int64_t>& g : groups) {
+    members.clear();
+    for (int64_t i : g)
+      if (in_baseline[i]) members.push_back(i);
+    if (members.size() < g.size() && members.size() < 2) {  // infrastructure failures left no baseline
+      ++sel.counts.infra_groups;
+      for (int64_t i : g) keep[i] = false;
+      continue;
+    }
     rewards.clear();
-    for (int64_t i : g) rewards.push_back(static_cast<float>(batch[i].reward));
+    for (int64_t i : members) rewards.push_back(static_cast<float>(batch[i].reward));
     adv.resize(rewards.size());
-    group_advantage_cpu(adv.data(), rewards.data(), 1, static_cast<int64_t>(g.size()), config.advantage);
-    for (size_t k = 0; k < g.size(); ++k) sel.advantages[g[k]] = adv[k];
+    group_advantage_cpu(adv.data(), rewards.data(), 1, static_cast<int64_t>(members.size()), config.advantage);
+    for (size_t k = 0; k < members.size(); ++k) sel.advantages[members[k]] = adv[k];
     const bool flat = !rewards_vary(rewards);
     if (f.drop_zero_variance && flat) {
       ++sel.counts.zero_variance_groups;
-      for (int64_t i : g)
+      for (int64_t i : members)
         if (keep[i]) ++sel.counts.zero_variance_trajectories, keep[i] = false, sel.zero_variance.push_back(i);
     }
     bool any = false;
@@ -415,7 +427,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                        static_cast<double>(f.zero_variance_groups), static_cast<double>(f.zero_variance_trajectories),
                        static_cast<double>(f.groups), static_cast<double>(f.kept_groups),
                        si == 0 ? static_cast<double>(tokens) : 0.0, si == 0 ? static_cast<double>(positions) : 0.0,
-                       si == 0 ? static_cast<double>(micro_batches) : 0.0});
+                       si == 0 ? static_cast<double>(micro_batches) : 0.0, static_cast<double>(f.infra),
+                       static_cast<double>(f.infra_groups)});
       const std::vector<double> m = sh.mismatch.as_vector();
       local.back().insert(local.back().end(), m.begin(), m.end());
     }
@@ -431,7 +444,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
     f.kept_groups = static_cast<int64_t>(a[14]);
     stats.tokens = static_cast<int64_t>(a[15]), stats.positions = static_cast<int64_t>(a[16]);
     stats.micro_batches = static_cast<int64_t>(a[17]);
-    const MismatchSums m = MismatchSums::from_vector(a, 18);
+    f.infra = static_cast<int64_t>(a[18]), f.infra_groups = static_cast<int64_t>(a[19]);
+    const MismatchSums m = MismatchSums::from_vector(a, 20);
     if (m.tokens > 0) {
       stats.mismatch_tokens = m.tokens;
       stats.mismatch_kl = -m.log_ratio / m.tokens, stats.mismatch_k3 = m.k3 / m.tokens;

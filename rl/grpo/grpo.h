@@ -7,8 +7,9 @@
 // Choices (verl's where it has one):
 // - Groups are the trajectories sharing example_index. Mean/std (unbiased) use every sample of
 //   the group, dropped ones included (their rewards, e.g. -1 for bad format, still shape the
-//   baseline); a group with zero reward variance is dropped whole. Filtered trajectories are
-//   then left out of the loss.
+//   baseline), except the infrastructure failures (GrpoFilterConfig::exclude_infra_failures);
+//   a group with zero reward variance is dropped whole. Filtered trajectories are then left out
+//   of the loss.
 // - A sequence of n tokens trains on n - 1 positions: input tokens[0, n-1), target tokens[t+1],
 //   mask policy_mask[t+1] (the log-prob of token t+1 is predicted at t).
 // - Mini-batches are contiguous slices of the kept trajectories (in batch order); each is packed
@@ -45,6 +46,13 @@ struct GrpoFilterConfig {
   // weights less. Off: the mean is over the kept trajectories only (DAPO's normalisation, without
   // its refill of the batch).
   bool zero_variance_in_denominator = false;
+  // Trajectories with an infrastructure failure (Trajectory::infra_failure: the database could
+  // not be read, the machine's wall clock fired under a step budget, ...) are left out of their
+  // group's mean and std as well as the loss: their reward measures the machine, and in the
+  // baseline it would shift every other sample's advantage. A group left with fewer than 2 valid
+  // samples by this is dropped whole (no baseline can be formed from one sample). On by default:
+  // without an infrastructure failure nothing changes. Off: they are treated as any other.
+  bool exclude_infra_failures = true;
 };
 
 struct GrpoConfig {
@@ -87,6 +95,10 @@ void gspo_old_logprobs(const float* logp, const float* old, const uint8_t* mask,
 constexpr int64_t kSharePrefixMinTokens = 32;
 
 struct FilterCounts {
+  // Trajectories marked infra_failure (counted whether or not exclude_infra_failures leaves them
+  // out; one left out counts under no reason below), and groups dropped because they kept fewer
+  // than 2 samples without one.
+  int64_t infra = 0, infra_groups = 0;
   int64_t truncated = 0, malformed = 0, no_valid_action = 0;  // trajectories (first reason counts)
   int64_t zero_variance_groups = 0, zero_variance_trajectories = 0;
   int64_t kept = 0, groups = 0, kept_groups = 0;
@@ -96,7 +108,8 @@ struct FilterCounts {
 struct GrpoSelection {
   std::vector<int64_t> kept;       // indices into the batch, in batch order
   std::vector<int64_t> zero_variance;  // dropped for zero group variance alone, in batch order
-  std::vector<float> advantages;   // [batch.size()]: every trajectory's advantage (dropped ones too)
+  std::vector<float> advantages;   // [batch.size()]: every trajectory's advantage (dropped ones too;
+                                   // 0 for the ones excluded from the baseline and their dropped groups)
   FilterCounts counts;
 };
 GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const GrpoConfig& config);

@@ -104,6 +104,7 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   double adv_eps = 1e-6;
   bool filter_truncated = true, filter_malformed = true, filter_no_valid_action = true, filter_zero_variance = true;
   bool zero_variance_in_denominator = false;
+  bool exclude_infra_failures = true;  // GrpoFilterConfig::exclude_infra_failures (a correctness fix: on)
   int64_t micro_batch_tokens = 8192;
   bool share_prefixes = true;  // CPU: pack a group's common prompt once
   bool override_safety = false;  // train a real checkpoint with settings real_model_problems refuses

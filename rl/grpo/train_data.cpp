@@ -145,10 +145,13 @@ StepBatch sample_step_batch(TrainEnv& env, const Policy& policy, PolicyKV& kv, c
     // Which of this rank's groups vary, and how many every rank has (in rank order).
     const int64_t P = static_cast<int64_t>(mine.size());
     std::vector<std::vector<float>> rewards(static_cast<size_t>(P));
-    for (const Trajectory& tr : trajs) rewards[static_cast<size_t>(tr.example_index)].push_back(static_cast<float>(tr.reward));
+    // As select_trajectories judges a group: over its samples that did not fail for the machine.
+    for (const Trajectory& tr : trajs)
+      if (!(c.exclude_infra_failures && tr.infra_failure))
+        rewards[static_cast<size_t>(tr.example_index)].push_back(static_cast<float>(tr.reward));
     std::vector<uint8_t> varies(static_cast<size_t>(P));
     int64_t mine_informative = 0;
-    for (int64_t p = 0; p < P; ++p) mine_informative += varies[p] = rewards_vary(rewards[p]);
+    for (int64_t p = 0; p < P; ++p) mine_informative += varies[p] = rewards[p].size() >= 2 && rewards_vary(rewards[p]);
     std::vector<double> per_rank(static_cast<size_t>(W), 0.0);
     per_rank[static_cast<size_t>(comm.rank)] = static_cast<double>(mine_informative);
     comm_sum_in_rank_order(comm, per_rank);

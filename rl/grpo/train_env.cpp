@@ -131,6 +131,7 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
   sql::Limits limits;
   limits.timeout_ms = c.sql_timeout_ms;
   limits.max_rows = static_cast<size_t>(c.sql_max_rows);
+  limits.max_vm_steps = c.sql_vm_steps;  // the answer and the gold under the rollout's step budget
 
   // A tokenizer trained here has at most tiny-vocab ids: refuse a smaller model before writing.
   if (!env.tokenizer && !c.weights.empty())

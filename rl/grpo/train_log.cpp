@@ -74,8 +74,13 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
   j["tokens_mean"] = tokens / n;
   j["sql_calls"] = r.rollout.sql_calls;
   j["sql_errors"] = r.rollout.sql_errors;
+  j["sql_infra_errors"] = r.rollout.sql_infra_errors;  // of sql_errors, the machine's (rollout turns)
   const FilterCounts& f = r.grpo.filtered;
-  j["filtered"] = {{"truncated", f.truncated},
+  // infra: trajectories with an infrastructure failure (rollout or scoring), left out of the
+  // baseline and the loss unless exclude-infra-failures is off; infra_groups: groups dropped for it.
+  j["filtered"] = {{"infra", f.infra},
+                   {"infra_groups", f.infra_groups},
+                   {"truncated", f.truncated},
                    {"malformed", f.malformed},
                    {"no_valid_action", f.no_valid_action},
                    {"zero_variance_groups", f.zero_variance_groups},
@@ -143,12 +148,14 @@ std::vector<nlohmann::ordered_json> trajectory_json(const StepRecord& r, int64_t
       if (!turn.action.verdict.empty()) tj["verdict"] = turn.action.verdict;
       if (!turn.action.error.empty()) tj["error"] = turn.action.error;
       if (turn.executed) tj["rows"] = turn.rows, tj["sql_error"] = turn.sql_error;
+      if (turn.infra_error) tj["infra_error"] = true;
       tj["observation"] = turn.observation;
       turns.push_back(tj);
     }
     j["turns"] = turns;
     j["answered"] = t.answered;
     j["truncated"] = t.truncated;
+    if (t.infra_failure) j["infra_failure"] = t.infra_reason;
     j["final_sql"] = t.final_sql;
     j["ex"] = r.ex ? (*r.ex)[static_cast<size_t>(k * n / count)] : 0;
     j["reward"] = t.reward;
@@ -166,11 +173,15 @@ std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_st
   const double reward = r.sums.size() > 3 ? r.sums[1] : 0, ex = r.sums.size() > 3 ? r.sums[3] : 0;
   double n = std::max<double>(1, count);
   int64_t eta = static_cast<int64_t>(mean_step_seconds * static_cast<double>(max_steps - r.step) + 0.5);
-  char buf[256];
+  // Infrastructure failures only when there are some: a line without them reads as before.
+  char infra[64] = "";
+  if (r.grpo.filtered.infra > 0)
+    std::snprintf(infra, sizeof infra, " | infra %lld", static_cast<long long>(r.grpo.filtered.infra));
+  char buf[320];
   std::snprintf(buf, sizeof buf,
-                "step %lld/%lld | reward %.4f | EX %.3f | loss %.4g | kept %lld/%lld | %.2f s/step | ETA %lldm%02llds",
+                "step %lld/%lld | reward %.4f | EX %.3f | loss %.4g | kept %lld/%lld%s | %.2f s/step | ETA %lldm%02llds",
                 static_cast<long long>(r.step), static_cast<long long>(max_steps), reward / n, ex / n, r.grpo.loss,
-                static_cast<long long>(r.grpo.filtered.kept), static_cast<long long>(count), r.step_seconds,
+                static_cast<long long>(r.grpo.filtered.kept), static_cast<long long>(count), infra, r.step_seconds,
                 static_cast<long long>(eta / 60), static_cast<long long>(eta % 60));
   return buf;
 }

@@ -27,7 +27,7 @@ GrpoConfig grpo_config(const TrainConfig& c) {
   g.advantage.eps = static_cast<float>(c.adv_eps);
   g.advantage.divide_std = c.adv_std;
   g.filter = {c.filter_truncated, c.filter_malformed, c.filter_no_valid_action, c.filter_zero_variance,
-              c.zero_variance_in_denominator};
+              c.zero_variance_in_denominator, c.exclude_infra_failures};
   g.clip_low = static_cast<float>(c.clip_low);
   g.clip_high = static_cast<float>(c.clip_high);
   g.kl_coef = static_cast<float>(c.kl_coef);
@@ -90,8 +90,10 @@ void reduce_step_record(const Comm& comm, StepRecord& rec) {
   RolloutStats& s = rec.rollout;
   std::vector<double> counts{static_cast<double>(s.sampled_tokens), static_cast<double>(s.injected_tokens),
                              static_cast<double>(s.prompt_tokens),  static_cast<double>(s.sql_calls),
-                             static_cast<double>(s.sql_errors),     static_cast<double>(s.kv_blocks)};
+                             static_cast<double>(s.sql_errors),     static_cast<double>(s.kv_blocks),
+                             static_cast<double>(s.sql_infra_errors)};
   comm_sum_in_rank_order(comm, counts);
+  s.sql_infra_errors = static_cast<int64_t>(counts[6]);
   s.sampled_tokens = static_cast<int64_t>(counts[0]), s.injected_tokens = static_cast<int64_t>(counts[1]);
   s.prompt_tokens = static_cast<int64_t>(counts[2]), s.sql_calls = static_cast<int64_t>(counts[3]);
   s.sql_errors = static_cast<int64_t>(counts[4]), s.kv_blocks = static_cast<int64_t>(counts[5]);

@@ -280,6 +280,9 @@ std::shared_ptr<const Result> GoldCache::get(const std::string& db_path, const s
     }
   }
   auto result = std::make_shared<const Result>(pool_.execute(db_path, gold_sql, limits_));
+  // A failure of the machine's (Result::infra_error) says nothing about the gold: the next
+  // caller runs it again instead of being given it for the rest of the run.
+  if (result->infra_error) return result;
   std::lock_guard<std::mutex> lock(mutex_);
   auto [it, inserted] = cache_.emplace(std::move(key), result);
   return it->second;

@@ -51,7 +51,8 @@ bool results_match(const Result& pred, const Result& gold, const CompareOptions&
 uint64_t result_hash(const Result& result, bool ordered = false);
 
 // Gold results cached per (database path, gold SQL): gold queries are run once per training run.
-// Thread-safe; a gold query that two threads ask for at once may run twice (same answer).
+// Thread-safe; a gold query that two threads ask for at once may run twice (same answer). A
+// result that failed for the infrastructure (Result::infra_error) is returned but not kept.
 class GoldCache {
  public:
   explicit GoldCache(Pool& pool, Limits limits = {}) : pool_(pool), limits_(limits) {}

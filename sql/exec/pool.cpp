@@ -226,6 +226,15 @@ bool connection_broken(int rc) {
          primary == SQLITE_CANTOPEN;
 }
 
+// Whether a statement that ended with SQLite code `rc` failed for the infrastructure's reason
+// (the cases and why: Result::infra_error). wall_clock: the deadline stopped it (not the steps).
+bool infrastructure_failure(int rc, bool wall_clock, bool memory_cap_hit, const Limits& limits) {
+  const int primary = rc & 0xff;
+  if (primary == SQLITE_INTERRUPT) return wall_clock && limits.max_vm_steps > 0;
+  if (primary == SQLITE_NOMEM) return limits.max_query_memory_bytes > 0 && !memory_cap_hit;
+  return connection_broken(rc) || primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_SCHEMA;
+}
+
 Cell read_cell(sqlite3_stmt* stmt, int i, size_t& bytes) {
   switch (sqlite3_column_type(stmt, i)) {
     case SQLITE_INTEGER:
@@ -294,6 +303,11 @@ int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& 
     return conn.stop_reason.empty() ? str_cat("timeout after ", limits.timeout_ms, " ms") : conn.stop_reason;
   };
 
+  auto classify = [&](int code) {
+    r.infra_error = conn.auth.denied.empty() &&
+                    infrastructure_failure(code, conn.stop_reason.empty(), t_statement.hit, limits);
+  };
+
   sqlite3_stmt* stmt = nullptr;
   const char* tail = nullptr;
   int rc = sqlite3_prepare_v2(conn.db, sql.data(), static_cast<int>(sql.size()), &stmt, &tail);
@@ -306,6 +320,7 @@ int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& 
     } else {
       r.error = statement_error(conn.db, rc, limits);
     }
+    classify(rc);
     sqlite3_finalize(stmt);
     return rc;
   }
@@ -374,6 +389,7 @@ int run_statement(Pool::Connection& conn, const std::string& sql, const Limits& 
     } else {
       r.error = statement_error(conn.db, rc, limits);
     }
+    classify(rc);
     break;
   }
   r.result_bytes = bytes;
@@ -459,6 +475,7 @@ Result Pool::execute(const std::string& db_path, const std::string& sql, const L
     std::unique_ptr<Connection> conn = acquire(db_path, error);
     if (!conn) {
       r.error = error;
+      r.infra_error = true;  // the file cannot be opened or read (Result::infra_error)
     } else {
       int rc = run_statement(*conn, sql, limits, r);
       if (connection_broken(rc)) {
@@ -474,6 +491,7 @@ Result Pool::execute(const std::string& db_path, const std::string& sql, const L
   ++stats_.executions;
   if (r.timed_out) ++stats_.timeouts;
   if (!r.ok()) ++stats_.errors;
+  if (r.infra_error) ++stats_.infra_errors;
   return r;
 }
 

@@ -67,6 +67,7 @@ struct PoolStats {
   size_t executions = 0;    // execute() calls finished
   size_t timeouts = 0;      // of which timed out
   size_t errors = 0;        // of which ended with an error (timeouts included)
+  size_t infra_errors = 0;  // of those, the infrastructure's (Result::infra_error)
   size_t databases = 0;     // distinct database files seen
 };
 

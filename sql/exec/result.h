@@ -39,6 +39,29 @@ struct Result {
   // an open failure naming the database path.
   std::string error;
   bool timed_out = false;       // wall-clock deadline or VM-step budget hit (error says which)
+  // The failure is the infrastructure's, not the query's: a reward or an advantage built on it
+  // would teach the model about the machine (GRPO leaves such trajectories out, rl/grpo/grpo.h).
+  // Set by the pool (sql/exec/pool.cpp infrastructure_failure) only when `error` is set:
+  //   infrastructure:
+  //   - the database cannot be opened or read: missing, not a regular file, unreadable, not a
+  //     database (SQLITE_CANTOPEN, SQLITE_NOTADB), or an I/O error or corruption while reading
+  //     (SQLITE_IOERR, SQLITE_CORRUPT): the path comes from the dataset, and a read-only,
+  //     defensive connection cannot damage the file, so the model could not have caused it;
+  //   - SQLITE_BUSY / SQLITE_LOCKED / SQLITE_SCHEMA: someone else wrote the file meanwhile;
+  //   - the wall clock firing while a VM-step budget (Limits::max_vm_steps > 0) is set: the step
+  //     budget is the query's deterministic limit, so a deadline that comes first means the
+  //     machine was slow (load, contention), not that the query was long;
+  //   - SQLITE_NOMEM while a per-query memory cap (max_query_memory_bytes > 0) is set and was not
+  //     reached: the shared process-wide heap limit, or malloc, ran out, i.e. the other queries
+  //     or the machine; the cap is the query's own limit.
+  //   the model's: everything else: syntax, names (no such column), type and value errors, the
+  //   authorizer's and the pool's refusals (writes, unbound parameters, SQL too long, empty SQL),
+  //   the VM-step budget, the wall clock when it is the only budget (the papers' evaluators
+  //   time out on the clock alone), the per-query memory cap, SQLITE_TOOBIG, SQLITE_FULL (the
+  //   temp-storage page cap), and NOMEM without a per-query cap (the heap limit is then the
+  //   query's only memory limit). The pool never refuses for capacity: callers past
+  //   max_connections_per_db wait, and a query's deadline starts once it has a connection.
+  bool infra_error = false;
   bool truncated = false;       // stopped at max_rows or max_result_bytes; rows holds the prefix
   std::string truncation;       // why, when truncated: "more than 10000 rows", "more than N bytes"
   std::string ignored_tail;     // statements after the first one, reported and never executed

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "rl/eval/eval.h"
 #include "runtime/error.h"
@@ -205,6 +206,46 @@ TEST(EvalScore, ExamplesVoteOnExecutedResults) {
   EXPECT_THROW(score_examples(examples, trajs, 4, EvalMode::Vote, ctx), Error);
   trajs.pop_back();
   EXPECT_THROW(score_examples(examples, trajs, 4, EvalMode::Vote, ctx), Error);
+}
+
+}  // namespace
+}  // namespace sqlrl::rl
+
+namespace sqlrl::rl {
+namespace {
+
+// Infrastructure failures are scored as they come out (EX as the official scripts count it) and
+// counted: one marked by the rollout, one whose own answer cannot run because its database went
+// bad after the gold ran. The summary counts both; summary.json carries the count.
+TEST(EvalScore, InfrastructureFailuresAreCountedInTheSummary) {
+  sql::Pool pool;
+  RewardContext ctx(pool);
+  const std::string db = town_db("town_infra");
+  std::vector<sql::Example> examples = {example("i0", kGold), example("i1", kGold)};
+  for (sql::Example& e : examples) e.db_path = db;
+  std::vector<Trajectory> trajs = {answered(kGold, 0), answered(kGold, 1)};
+  trajs[0].infra_failure = true;  // a turn's SQL failed for the machine during the rollout
+  std::vector<ExampleResult> first = score_examples(examples, trajs, 1, EvalMode::Greedy, ctx);
+  EXPECT_TRUE(first[0].samples[0].infra_failure);
+  EXPECT_TRUE(first[0].correct);  // scored as it came out
+  EXPECT_FALSE(first[1].samples[0].infra_failure);
+  {
+    const auto size = std::filesystem::file_size(db);
+    std::fstream out(db, std::ios::binary | std::ios::in | std::ios::out);  // same inode, not a database
+    out << std::string(size, '\xff');
+  }
+  SampleOutcome broken = score_sample(examples[1], trajs[1], ctx);  // the gold's result is cached
+  EXPECT_TRUE(broken.infra_failure);
+  EXPECT_FALSE(broken.ex);
+  first[1].samples[0] = broken;
+  EvalSummary s = summarize(examples, first, 1, false);
+  EXPECT_EQ(s.infra_failures, 2);
+  EvalRun run;
+  run.results = first;
+  run.summary = s;
+  EXPECT_EQ(summary_json(run, EvalOptions{}, EvalInfo{})["infra_failures"], 2);
+  EXPECT_NE(summary_markdown(run, EvalOptions{}, EvalInfo{}).find("2 trajectories hit an infrastructure failure"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <future>
 #include <thread>
 
+#include <unistd.h>
+
 #include "sql/exec/compare.h"
 #include "sql/exec/pool.h"
 #include "tests/sql/pool_test_db.h"
@@ -323,6 +325,70 @@ TEST(SqlPool, MissingAndCorruptDatabasesNameThePath) {
   PoolStats s = pool.stats();
   EXPECT_EQ(s.open, 0u);
   EXPECT_EQ(s.in_use, 0u);
+}
+
+// Result::infra_error: the machine's failures are marked, the query's are not. Unreadable files
+// are made without permissions (root reads a chmod 000 file): a directory in the file's place,
+// and a database overwritten in place (same inode) while the pool holds an open connection to
+// it, which is what a file going bad mid-run looks like to a connection opened before. (Deleting
+// or renaming the file is not a failure for an open connection: it keeps reading the old inode.)
+TEST(SqlPool, FailuresAreClassifiedAsTheModelsOrTheInfrastructures) {
+  Pool pool;
+  auto expect_infra = [](const Result& r, bool infra, const std::string& what) {
+    EXPECT_FALSE(r.ok()) << what;
+    EXPECT_EQ(r.infra_error, infra) << what << ": " << r.error;
+  };
+  // The model's.
+  expect_infra(pool.execute(shop_db(), "SELEC 1"), false, "syntax error");
+  expect_infra(pool.execute(shop_db(), "SELECT x FROM products"), false, "no such column");
+  expect_infra(pool.execute(shop_db(), "DELETE FROM products"), false, "authorizer refusal");
+  expect_infra(pool.execute(shop_db(), "SELECT length(zeroblob(2000000))"), false, "value too big");
+  const char* endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(x) FROM c";
+  Limits steps;
+  steps.timeout_ms = 0;
+  steps.max_vm_steps = 50000;
+  expect_infra(pool.execute(shop_db(), endless, steps), false, "VM-step budget");
+  Limits clock_only;
+  clock_only.timeout_ms = 50;
+  expect_infra(pool.execute(shop_db(), endless, clock_only), false, "wall clock as the only budget");
+  // The infrastructure's: the clock fires before a step budget the query would have reached.
+  Limits both;
+  both.timeout_ms = 50;
+  both.max_vm_steps = int64_t(1) << 60;
+  Result slow = pool.execute(shop_db(), endless, both);
+  EXPECT_TRUE(slow.timed_out);
+  EXPECT_EQ(slow.error, "timeout after 50 ms");
+  expect_infra(slow, true, "wall clock under a step budget");
+
+  std::string missing = testing::temp_dir() + "/infra_missing.sqlite";
+  expect_infra(pool.execute(missing, "SELECT 1"), true, "missing file");
+  std::string dir = testing::temp_dir() + "/infra_dir.sqlite";
+  std::filesystem::create_directories(dir);
+  expect_infra(pool.execute(dir, "SELECT 1"), true, "a directory in the file's place");
+
+  std::string db = make_db("infra_goes_bad.sqlite", "CREATE TABLE t(x INTEGER); INSERT INTO t VALUES (1),(2);");
+  ASSERT_TRUE(pool.execute(db, "SELECT count(*) FROM t").ok());
+  ASSERT_EQ(pool.stats().open, 1u + 1u);  // shop and this one: the connection stays open
+  const size_t size = std::filesystem::file_size(db);
+  {
+    std::fstream out(db, std::ios::binary | std::ios::in | std::ios::out);  // no truncation: same inode
+    out << std::string(size, '\xff');
+  }
+  const size_t opened = pool.stats().opened_total;
+  Result bad = pool.execute(db, "SELECT count(*) FROM t");
+  expect_infra(bad, true, "overwritten under an open connection");
+  EXPECT_EQ(pool.stats().opened_total, opened);  // it was the connection opened before
+  std::printf("overwritten under an open connection: %s\n", bad.error.c_str());
+  Result reopened = pool.execute(db, "SELECT count(*) FROM t");
+  expect_infra(reopened, true, "overwritten, on a new connection");
+  if (::geteuid() != 0) {
+    std::string locked = make_db("infra_locked.sqlite", "CREATE TABLE t(x INTEGER);");
+    std::filesystem::permissions(locked, std::filesystem::perms::none);
+    expect_infra(pool.execute(locked, "SELECT 1"), true, "chmod 000");
+  } else {
+    std::printf("chmod 000 not checked: running as root, which reads the file anyway\n");
+  }
+  EXPECT_GE(pool.stats().infra_errors, 5u);
 }
 
 TEST(SqlPool, SubmitRunsOnWorkersAndReturnsConnections) {
