@@ -224,6 +224,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                         const std::vector<Trajectory>& batch, const GrpoConfig& config, const DataParallel& dp) {
   auto start = std::chrono::steady_clock::now();
   check(config.kl_coef <= 0 || reference != nullptr, "grpo: kl_coef ", config.kl_coef, " needs a reference model");
+  check(config.entropy_coef >= 0 && std::isfinite(config.entropy_coef), "grpo: entropy_coef must be >= 0 and finite, got ",
+        config.entropy_coef);
   check(config.ppo_epochs >= 1 && config.mini_batches >= 1, "grpo: ppo_epochs ", config.ppo_epochs,
         " and mini_batches ", config.mini_batches, " must be at least 1");
   check(config.temperature >= 0 && std::isfinite(config.temperature), "grpo: temperature must be >= 0 and finite, got ",
@@ -329,7 +331,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       }
 
   const int64_t M = shards[0].minis.size();
-  std::vector<float> logp, dlogp, entropy, grad_slice, is_scratch, gspo_old;
+  std::vector<float> logp, dlogp, entropy, dentropy, grad_slice, is_scratch, gspo_old;
+  const bool entropy_bonus = config.entropy_coef > 0;
   for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
     for (int64_t b = 0; b < M; ++b) {
       GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef};
@@ -350,9 +353,10 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
             MicroBatch& mb = mini[k];
             const size_t T = mb.targets.size();
             logp.resize(T), dlogp.resize(T);
-            if (epoch == 0) entropy.resize(T);
+            const bool with_entropy = epoch == 0 || entropy_bonus;
+            if (with_entropy) entropy.resize(T);
             policy_forward_logprobs(policy, state, mb.batch, mb.targets, logp.data(),
-                                    epoch == 0 ? entropy.data() : nullptr, logit_scale);
+                                    with_entropy ? entropy.data() : nullptr, logit_scale);
             if (epoch == 0 && b == 0 && !config.use_sampler_logprobs && !is_on) mb.old_logprobs = logp;
             if (epoch == 0 && !is_on && !config.use_sampler_logprobs && mb.sampler_logprobs.size() == T) {
               is_scratch.resize(T);  // the metrics alone: mode off changes neither weights nor mask
@@ -373,7 +377,21 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                                             config.kl_coef > 0 ? mb.ref_logprobs.data() : nullptr,
                                             mb.advantages.data(), weights.per_micro[k].data(),
                                             is_on ? mb.is_weights.data() : nullptr, static_cast<int64_t>(T), lc);
-            policy_backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data());
+            if (entropy_bonus) {
+              // d(-C sum_t w_t H_t) / dH_t = -C w_t; w_t = 0 off the mask, so those rows stay skipped.
+              const float* w = weights.per_micro[k].data();
+              dentropy.resize(T);
+              double bonus = 0;
+              for (size_t t = 0; t < T; ++t) {
+                dentropy[t] = -config.entropy_coef * w[t];
+                bonus += static_cast<double>(w[t]) * entropy[t];
+              }
+              s.loss -= config.entropy_coef * bonus;
+              policy_backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data(), dentropy.data(),
+                                       entropy.data());
+            } else {
+              policy_backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data());
+            }
             sh.loss += s.loss;
             sh.totals.add(s);
           }

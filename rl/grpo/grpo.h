@@ -54,6 +54,11 @@ struct GrpoConfig {
   float kl_coef = 0.0f;                     // > 0 needs a reference model
   KlEstimator kl_estimator = KlEstimator::K3;  // kernels/grpo_loss.h
   float dual_clip = 0.0f;                   // c > 1: dual-clip of negative advantages; 0: off
+  // Entropy bonus (verl's actor entropy_coeff: loss = pg_loss - coef * entropy_loss): the loss
+  // gains -entropy_coef sum_t w_t H_t, H_t = -sum_v p log p of the trained softmax, aggregated
+  // with the policy term's weights w_t (rl/grpo/loss_agg.h); its gradient flows through the
+  // logits (logprob backward's dentropy). 0: off, and the entropy is then only measured.
+  float entropy_coef = 0.0f;
   // GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv 2507.18071, eq. 7 and
   // its GSPO-token form): the ratio of every token is its sequence's s = exp(mean_t(logp - old))
   // and clipping acts on s (the paper's ranges are ~3e-4 / 4e-4, set with clip-low / clip-high).

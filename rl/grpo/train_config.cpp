@@ -74,6 +74,8 @@ OptionTable config_fields(TrainConfig& c) {
                       "as a whole; GSPO's clip ranges are ~3e-4 / 4e-4)", &c.policy_loss},
       {"dual-clip", "dual-clip c > 1: a negative-advantage token's loss is capped at -A c (verl's clip_ratio_c, 3); 0 = off",
        &c.dual_clip},
+      {"entropy-coef", "entropy bonus: the loss gains -C x the policy entropy, aggregated as the policy term "
+                       "(loss-agg), its gradient through the logits (verl's entropy_coeff); 0 = off", &c.entropy_coef},
       {"loss-agg", "token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm (Dr. GRPO; "
                    "rl/grpo/loss_agg.h)", &c.loss_agg},
       {"loss-norm-tokens", "seq-mean-token-sum-norm's constant token count L (0 = max-total-tokens)", &c.loss_norm_tokens},
@@ -164,6 +166,8 @@ void validate_config(const TrainConfig& c) {
   check(c.policy_loss == "grpo" || c.policy_loss == "gspo", "config: policy-loss '", c.policy_loss,
         "' is not grpo or gspo");
   check(c.dual_clip == 0 || c.dual_clip > 1, "config: dual-clip must be 0 (off) or above 1, got ", c.dual_clip);
+  check(c.entropy_coef >= 0 && std::isfinite(c.entropy_coef), "config: entropy-coef must be a finite number >= 0, got ",
+        c.entropy_coef);
   {
     const RolloutIsConfig is = rollout_is_config(c);
     validate_rollout_is(is);

@@ -299,6 +299,11 @@ TEST(TrainCli, GreedyRolloutsAndUnlimitedSqlAreRefused) {
   c.dual_clip = 0.5;
   refused(c, "dual-clip must be 0 (off) or above 1");
   c = TrainConfig{};
+  c.entropy_coef = -0.01;
+  refused(c, "entropy-coef must be a finite number >= 0");
+  c.entropy_coef = INFINITY;
+  refused(c, "entropy-coef must be a finite number >= 0");
+  c = TrainConfig{};
   c.rollout_is = "clip";
   refused(c, "rollout-is: 'clip'");
   c = TrainConfig{};
