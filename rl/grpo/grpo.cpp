@@ -19,7 +19,10 @@ bool has_valid_action(const Trajectory& t) {
 
 }  // namespace
 
-GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const GrpoConfig& config) {
+GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const GrpoConfig& config,
+                                  const std::vector<double>* rewards_in) {
+  check(!rewards_in || rewards_in->size() == batch.size(), "grpo: ", rewards_in ? rewards_in->size() : 0,
+        " rewards for ", batch.size(), " trajectories");
   GrpoSelection sel;
   const int64_t n = static_cast<int64_t>(batch.size());
   sel.advantages.assign(batch.size(), 0.0f);
@@ -43,7 +46,7 @@ GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const Gr
   std::vector<float> rewards, adv;
   for (const std::vector<int64_t>& g : groups) {
     rewards.clear();
-    for (int64_t i : g) rewards.push_back(static_cast<float>(batch[i].reward));
+    for (int64_t i : g) rewards.push_back(static_cast<float>(rewards_in ? (*rewards_in)[i] : batch[i].reward));
     adv.resize(rewards.size());
     group_advantage_cpu(adv.data(), rewards.data(), 1, static_cast<int64_t>(g.size()), config.advantage);
     for (size_t k = 0; k < g.size(); ++k) sel.advantages[g[k]] = adv[k];
@@ -188,6 +191,8 @@ struct Shard {
   double loss = 0;                             // this update's
   GrpoLossStats totals;
   double entropy_sum = 0, entropy_tokens = 0;
+  std::vector<double> rewards;                 // KL in the reward: the penalised rewards
+  double kl_penalty = 0;                       // their penalties, summed
   MismatchSums mismatch;
   std::vector<float> grads;                    // grad_accum > 1: this shard's gradient
 };
@@ -203,6 +208,40 @@ std::vector<std::vector<Trajectory>> split_by_prompt(const std::vector<Trajector
     out[static_cast<size_t>(s)].push_back(t);
   }
   return out;
+}
+
+// KL in the reward: each trajectory's sum of kl_t(old || ref) over its trained tokens, from a
+// policy and a reference forward over every trajectory (old = the sampler's log-probs with
+// use_sampler_logprobs, as the step's own old log-probs). Trajectories under 2 tokens have none.
+std::vector<double> kl_reward_sums(const Policy& policy, const Policy& reference, PolicyActivations& state,
+                                   const std::vector<Trajectory>& batch, const GrpoConfig& config, float logit_scale) {
+  std::vector<int64_t> all(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) all[i] = static_cast<int64_t>(i);
+  const std::vector<float> no_advantages(batch.size(), 0.0f);
+  std::vector<double> sums(batch.size(), 0.0);
+  std::vector<float> old, ref;
+  for (const MicroBatch& mb : pack_micro_batches(batch, all, no_advantages, state.max_tokens(),
+                                                 config.share_prefixes ? kSharePrefixMinTokens : 0)) {
+    const size_t T = mb.targets.size();
+    ref.resize(T);
+    policy_forward_logprobs(reference, state, mb.batch, mb.targets, ref.data(), nullptr, logit_scale);
+    if (config.use_sampler_logprobs) {
+      for (int64_t i : mb.trajectories)
+        check(!batch[i].sampler_logprobs.empty(), "grpo: use_sampler_logprobs is set but trajectory ", i,
+              " has no sampler log-probs (kl-reward-coef needs every trajectory's)");
+      old = mb.sampler_logprobs;
+    } else {
+      old.resize(T);
+      policy_forward_logprobs(policy, state, mb.batch, mb.targets, old.data(), nullptr, logit_scale);
+    }
+    for (int64_t s = 0; s < mb.batch.num_seqs(); ++s) {
+      double sum = 0;
+      for (int32_t t = mb.batch.cu_seqlens[s]; t < mb.batch.cu_seqlens[s + 1]; ++t)
+        if (mb.mask[t]) sum += kl_estimate(old[t], ref[t], config.kl_reward_estimator);
+      sums[static_cast<size_t>(mb.trajectories[static_cast<size_t>(s)])] = sum;
+    }
+  }
+  return sums;
 }
 
 }  // namespace
@@ -224,6 +263,10 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                         const std::vector<Trajectory>& batch, const GrpoConfig& config, const DataParallel& dp) {
   auto start = std::chrono::steady_clock::now();
   check(config.kl_coef <= 0 || reference != nullptr, "grpo: kl_coef ", config.kl_coef, " needs a reference model");
+  check(config.kl_reward_coef <= 0 || reference != nullptr, "grpo: kl_reward_coef ", config.kl_reward_coef,
+        " needs a reference model");
+  check(config.kl_reward_coef >= 0 && std::isfinite(config.kl_reward_coef),
+        "grpo: kl_reward_coef must be >= 0 and finite, got ", config.kl_reward_coef);
   check(config.entropy_coef >= 0 && std::isfinite(config.entropy_coef), "grpo: entropy_coef must be >= 0 and finite, got ",
         config.entropy_coef);
   check(config.ppo_epochs >= 1 && config.mini_batches >= 1, "grpo: ppo_epochs ", config.ppo_epochs,
@@ -264,14 +307,24 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
   }
   GrpoStepStats stats;
   for (Shard& sh : shards) {
-    sh.sel = select_trajectories(*sh.batch, config);
+    // KL in the reward: the penalty must be in before the group advantages (and the filter's
+    // zero-variance test) see the rewards. A shard holds whole groups, so it needs no other's.
+    if (config.kl_reward_coef > 0) {
+      const std::vector<double> kl = kl_reward_sums(policy, *reference, state, *sh.batch, config, logit_scale);
+      for (size_t i = 0; i < kl.size(); ++i) {
+        const double penalty = config.kl_reward_coef * kl[i];
+        sh.rewards.push_back((*sh.batch)[i].reward - penalty);
+        sh.kl_penalty += penalty;
+      }
+    }
+    sh.sel = select_trajectories(*sh.batch, config, config.kl_reward_coef > 0 ? &sh.rewards : nullptr);
     if (config.use_sampler_logprobs)
       for (int64_t i : sh.sel.kept)
         check(!(*sh.batch)[i].sampler_logprobs.empty(), "grpo: use_sampler_logprobs is set but trajectory ", i,
               " has no sampler log-probs");
   }
   // Counts every shard needs: trajectories, kept, zero-variance denominator units.
-  double dropped_share = 0;
+  double dropped_share = 0, trajectories = 0;
   {
     std::vector<std::vector<double>> local;
     for (const Shard& sh : shards)
@@ -279,7 +332,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                        dropped_units(*sh.batch, sh.sel.zero_variance, config.agg)});
     std::vector<double> all = sum_over_shards(dp, local);
     stats.filtered.kept = static_cast<int64_t>(all[1]);  // the rest of `filtered` is summed below
-    const double trajectories = all[0];
+    trajectories = all[0];
     for (Shard& sh : shards)
       for (const Trajectory& t : *sh.batch) sh.reward_part += t.reward / trajectories;  // the mean, reduced below
     stats.lr = lr_at(config.schedule, optimizer.train_step);
@@ -429,7 +482,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                        static_cast<double>(f.zero_variance_groups), static_cast<double>(f.zero_variance_trajectories),
                        static_cast<double>(f.groups), static_cast<double>(f.kept_groups),
                        si == 0 ? static_cast<double>(tokens) : 0.0, si == 0 ? static_cast<double>(positions) : 0.0,
-                       si == 0 ? static_cast<double>(micro_batches) : 0.0});
+                       si == 0 ? static_cast<double>(micro_batches) : 0.0, sh.kl_penalty});
       const std::vector<double> m = sh.mismatch.as_vector();
       local.back().insert(local.back().end(), m.begin(), m.end());
     }
@@ -445,7 +498,11 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
     f.kept_groups = static_cast<int64_t>(a[14]);
     stats.tokens = static_cast<int64_t>(a[15]), stats.positions = static_cast<int64_t>(a[16]);
     stats.micro_batches = static_cast<int64_t>(a[17]);
-    const MismatchSums m = MismatchSums::from_vector(a, 18);
+    if (config.kl_reward_coef > 0) {
+      stats.kl_in_reward = true;
+      if (trajectories > 0) stats.kl_penalty = a[18] / trajectories;
+    }
+    const MismatchSums m = MismatchSums::from_vector(a, 19);
     if (m.tokens > 0) {
       stats.mismatch_tokens = m.tokens;
       stats.mismatch_kl = -m.log_ratio / m.tokens, stats.mismatch_k3 = m.k3 / m.tokens;
