@@ -44,7 +44,7 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(0, 2));
   cmd->add_option("--group", args->group, "trajectories the KV cache must hold at least (one GRPO group)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--kv-block", args->block, "tokens per KV-cache block")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_flag("--kl", args->kl, "also hold a frozen reference model (kl_coef > 0)");
+  cmd->add_flag("--kl", args->kl, "also hold a frozen reference model (kl-coef or kl-reward-coef > 0)");
   for (auto [flag, value, what] : {std::tuple{"--bf16-moments", &args->bf16_moments, "AdamW moments in bf16"},
                                    {"--recompute", &args->recompute, "recompute layers in the backward (on: every layer)"},
                                    {"--offload-optimizer", &args->offload, "AdamW moments in host memory during rollouts (cuda)"}})

@@ -59,6 +59,16 @@ GrpoLossStats grpo_loss_cpu(float* dlogp, const float* logp, const float* old_lo
                             const float* advantages, const float* weights, const float* is_weights,
                             int64_t num_tokens, const GrpoLossConfig& config);
 
+// kl_t of one token by `estimator` (d = ref - logp, with verl's clamps for k3), as above: the
+// loss's KL term and the KL-in-reward penalty (rl/grpo/grpo.h kl_reward_coef) share it.
+inline float kl_estimate(float logp, float ref, KlEstimator estimator) {
+  float d = ref - logp;
+  if (estimator == KlEstimator::K1) return -d;
+  if (estimator == KlEstimator::K2) return 0.5f * d * d;
+  d = fminf(fmaxf(d, -20.0f), 20.0f);
+  return fminf(fmaxf(expf(d) - d - 1.0f, -10.0f), 10.0f);
+}
+
 // One token's loss term (unweighted) and its derivative.
 struct GrpoToken {
   float loss = 0, dloss = 0, ratio = 0, approx_kl = 0, ref_kl = 0;
@@ -83,7 +93,7 @@ inline GrpoToken grpo_token(float logp, float old_logp, float adv, float is_weig
   out.approx_kl = old_logp - logp;
   if (c.kl_coef > 0.0f && c.kl_estimator != KlEstimator::K3) {
     const float d = *ref_logp_t - logp;
-    out.ref_kl = c.kl_estimator == KlEstimator::K1 ? -d : 0.5f * d * d;
+    out.ref_kl = kl_estimate(logp, *ref_logp_t, c.kl_estimator);
     out.loss += c.kl_coef * out.ref_kl;
     out.dloss += c.kl_coef * (c.kl_estimator == KlEstimator::K1 ? 1.0f : -d);
   } else if (c.kl_coef > 0.0f) {
@@ -92,7 +102,7 @@ inline GrpoToken grpo_token(float logp, float old_logp, float adv, float is_weig
     d = fminf(fmaxf(d, -20.0f), 20.0f);
     float e = expf(d), k = e - d - 1.0f;
     bool k_inside = k > -10.0f && k < 10.0f;
-    out.ref_kl = fminf(fmaxf(k, -10.0f), 10.0f);
+    out.ref_kl = kl_estimate(logp, *ref_logp_t, KlEstimator::K3);
     out.loss += c.kl_coef * out.ref_kl;
     if (d_inside && k_inside) out.dloss += c.kl_coef * (1.0f - e);  // dk/dlogp = -(e^d - 1)
   }

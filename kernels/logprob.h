@@ -24,12 +24,14 @@ struct LogprobShape {
 void logprob_forward_cpu(float* logprobs, float* lse, const float* hidden, const float* weight, const int32_t* targets,
                          LogprobShape shape, float* scratch, float* entropy = nullptr);
 
-// d logprob_t / d logit_tv = [v == target_t] - softmax_tv; with dlogprobs [T] given:
-// dhidden [T, C] += dlogits @ weight; dweight [V, C] += dlogits^T @ hidden. Rows with a zero
-// dlogprob contribute nothing and are skipped (masked prompt tokens cost no vocab work).
+// d logit_tv = g_t ([v == target_t] - p_tv) + h_t (-p_tv (log p_tv + H_t)), g = dlogprobs [T],
+// h = dentropy [T] (nullable; then entropy may be null too; H = the forward's entropy): the same
+// dlogits as logprob_backward_cuda. dhidden [T, C] += dlogits @ weight; dweight [V, C] +=
+// dlogits^T @ hidden. Rows with g and h both zero contribute nothing and are skipped (masked
+// prompt tokens cost no vocab work).
 void logprob_backward_cpu(float* dhidden, float* dweight, const float* dlogprobs, const float* hidden,
                           const float* weight, const int32_t* targets, const float* lse, LogprobShape shape,
-                          float* scratch);
+                          float* scratch, const float* dentropy = nullptr, const float* entropy = nullptr);
 
 // CUDA (kernels/cuda/logprob.cu), device pointers: hidden [T, C] bf16, weight [V, C] bf16 (bf16 =
 // uint16_t bits), targets [T]. Logits are made one [chunk_tokens x chunk_vocab] f32 tile at a time

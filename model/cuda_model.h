@@ -68,6 +68,7 @@ struct CudaTrainState {
   std::vector<CudaLayerActs> layer_acts;
   uint16_t* lnf = nullptr;
   float *rstdf = nullptr, *vocab_lse = nullptr, *logprobs = nullptr, *entropy = nullptr, *dlogprobs = nullptr;
+  float* dentropy = nullptr;
   int32_t *tokens = nullptr, *positions = nullptr, *targets = nullptr;
   // cu_seqlens, then (a batch with shared prefixes) the prefix arrays and sharer lists of
   // `prefixes`; grows with the sequence count (empty sequences make it unbounded)
@@ -84,6 +85,7 @@ struct CudaTrainState {
   size_t workspace_bytes = 0;
   int64_t max_seqlen = 0, num_tokens = 0;  // of the batch last run forward
   float logit_scale = 1.0f;                // of the last log-prob forward (vocab_lse belongs to it)
+  bool has_entropy = false;                // the last log-prob forward filled `entropy`
   int64_t bytes() const { return static_cast<int64_t>(arena.nbytes()); }
 };
 
@@ -101,8 +103,11 @@ void forward_logits_cuda(const CudaModel& model, CudaTrainState& state, const Pa
 void forward_logprobs_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
                            const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr,
                            float logit_scale = 1.0f);
+// dentropy (host, nullable) as backward_logprobs's: needs the last forward_logprobs_cuda to have
+// computed the entropy (the state keeps it on the device).
 void backward_logprobs_cuda(CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
-                            const std::vector<int32_t>& targets, const float* dlogprobs);
+                            const std::vector<int32_t>& targets, const float* dlogprobs,
+                            const float* dentropy = nullptr);
 
 // AdamW over the master buffer with bf16 copy-out into model.weights (kernels/adamw.h), global
 // grad-norm clipping on the device (max_norm <= 0: none). Returns nothing: no host round trip.

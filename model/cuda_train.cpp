@@ -84,6 +84,7 @@ void carve_state(CudaTrainState& s, Carver& c, const Dims& d, bool qk_norm) {
   s.logprobs = c.take<float>(T);
   s.entropy = c.take<float>(T);
   s.dlogprobs = c.take<float>(T);
+  s.dentropy = c.take<float>(T);
   s.tokens = c.take<int32_t>(T);
   s.positions = c.take<int32_t>(T);
   s.targets = c.take<int32_t>(T);
@@ -302,6 +303,7 @@ void forward_logprobs_cuda(const CudaModel& model, CudaTrainState& state, const 
   forward_hidden(model, state, batch);
   model_copy(state.targets, targets.data(), sizeof(int32_t) * T, CopyKind::HostToDevice, model.stream);
   state.logit_scale = logit_scale;
+  state.has_entropy = entropy != nullptr;
   LogprobCudaShape shape = logprob_shape(state, T);
   check(logprob_cuda_workspace_bytes(shape) <= state.workspace_bytes, "forward_logprobs_cuda: the log-prob needs ",
         logprob_cuda_workspace_bytes(shape), " workspace bytes, the state planned ", state.workspace_bytes);
@@ -313,7 +315,7 @@ void forward_logprobs_cuda(const CudaModel& model, CudaTrainState& state, const 
 }
 
 void backward_logprobs_cuda(CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
-                            const std::vector<int32_t>& targets, const float* dlogprobs) {
+                            const std::vector<int32_t>& targets, const float* dlogprobs, const float* dentropy) {
   const QwenConfig& config = model.config();
   Dims d = dims_of(config);
   int64_t T = batch.num_tokens();
@@ -322,10 +324,14 @@ void backward_logprobs_cuda(CudaModel& model, CudaTrainState& state, const Packe
   const CudaStream& st = model.stream;
   CudaWeights w = bf16_weights(model);
   ModelWeights g = grad_views(model);
+  check(!dentropy || state.has_entropy, "backward_logprobs_cuda: dentropy needs the entropy of the last forward "
+        "(forward_logprobs_cuda with an entropy buffer)");
   model_copy(state.dlogprobs, dlogprobs, sizeof(float) * T, CopyKind::HostToDevice, st);
+  if (dentropy) model_copy(state.dentropy, dentropy, sizeof(float) * T, CopyKind::HostToDevice, st);
   model_zero(state.dln, sizeof(uint16_t) * T * d.C, st);
-  logprob_backward_cuda(state.dln, g.lm_head, state.dlogprobs, nullptr, state.lnf, w.lm_head, state.targets,
-                        state.vocab_lse, nullptr, logprob_shape(state, T), state.workspace, state.workspace_bytes, st);
+  logprob_backward_cuda(state.dln, g.lm_head, state.dlogprobs, dentropy ? state.dentropy : nullptr, state.lnf,
+                        w.lm_head, state.targets, state.vocab_lse, dentropy ? state.entropy : nullptr,
+                        logprob_shape(state, T), state.workspace, state.workspace_bytes, st);
   model_zero(state.dresid, sizeof(uint16_t) * T * d.C, st);
   rmsnorm_backward_cuda(state.dresid, g.final_norm, state.dln, resid_at(state, d.L), w.final_norm, state.rstdf, T,
                         d.C, state.workspace, state.workspace_bytes, st);

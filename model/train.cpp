@@ -348,7 +348,8 @@ void forward_logprobs_masked(const QwenModel& model, TrainState& state, const Pa
 }
 
 void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& batch,
-                       const std::vector<int32_t>& targets, const float* dlogprobs) {
+                       const std::vector<int32_t>& targets, const float* dlogprobs, const float* dentropy,
+                       const float* entropy) {
   check(model.grads.size() == model.params.size(), "backward: gradients are not allocated (call alloc_grads)");
   const QwenConfig& config = model.config;
   Dims d = dims_of(config);
@@ -358,7 +359,7 @@ void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& b
   zero(state.dln, T * d.C);
   LogprobShape shape{T, d.C, d.V, state.options.logprob_chunk, state.logit_scale};
   logprob_backward_cpu(state.dln.data(), g.lm_head, dlogprobs, state.lnf.data(), w.lm_head, targets.data(),
-                       state.vocab_lse.data(), shape, state.logits_scratch.data());
+                       state.vocab_lse.data(), shape, state.logits_scratch.data(), dentropy, entropy);
   zero(state.dresid, T * d.C);
   rmsnorm_backward_cpu(state.dresid.data(), g.final_norm, state.dln.data(), state.resid.data() + d.L * maxT * d.C,
                        w.final_norm, state.rstdf.data(), T, d.C);

@@ -82,9 +82,11 @@ void forward_logprobs(const QwenModel& model, TrainState& state, const PackedBat
 // through the lm_head. backward_logprobs after it is exact as long as those rows' dlogprobs are 0.
 void forward_logprobs_masked(const QwenModel& model, TrainState& state, const PackedBatch& batch,
                              const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs);
-// After forward_logprobs on the same batch: adds d(sum_t dlogprobs[t] * logprob_t)/d(param) into
-// model.grads (allocated by the caller).
+// After forward_logprobs on the same batch: adds d(sum_t dlogprobs[t] logprob_t + dentropy[t]
+// entropy_t)/d(param) into model.grads (allocated by the caller). dentropy (nullable) needs
+// `entropy`, what that forward wrote (the state keeps no copy of it).
 void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& batch,
-                       const std::vector<int32_t>& targets, const float* dlogprobs);
+                       const std::vector<int32_t>& targets, const float* dlogprobs, const float* dentropy = nullptr,
+                       const float* entropy = nullptr);
 
 }  // namespace sqlrl

@@ -146,9 +146,11 @@ void policy_forward_logprobs_masked(const Policy& policy, PolicyActivations& act
 }
 
 void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
-                              const std::vector<int32_t>& targets, const float* dlogprobs) {
-  if (policy.on_cuda) backward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, dlogprobs);
-  else backward_logprobs(*policy.host, acts.host, batch, targets, dlogprobs);
+                              const std::vector<int32_t>& targets, const float* dlogprobs, const float* dentropy,
+                              const float* entropy) {
+  check(!dentropy || entropy, "policy backward: dentropy needs the entropy the forward returned");
+  if (policy.on_cuda) backward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, dlogprobs, dentropy);
+  else backward_logprobs(*policy.host, acts.host, batch, targets, dlogprobs, dentropy, entropy);
 }
 
 void policy_zero_grads(Policy& policy) {

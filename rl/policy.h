@@ -93,8 +93,12 @@ void policy_forward_logprobs(const Policy& policy, PolicyActivations& acts, cons
 // vocabulary work (forward_logprobs_masked); CUDA computes every row.
 void policy_forward_logprobs_masked(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
                                     const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs);
+// dentropy (nullable): also adds d(sum_t dentropy[t] entropy_t)/d(param); then the last forward
+// must have computed the entropy, and `entropy` is what it returned (the CPU reads it; CUDA
+// uses its own device copy of it).
 void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
-                              const std::vector<int32_t>& targets, const float* dlogprobs);
+                              const std::vector<int32_t>& targets, const float* dlogprobs,
+                              const float* dentropy = nullptr, const float* entropy = nullptr);
 void policy_zero_grads(Policy& policy);
 double policy_grad_sq_sum(Policy& policy);
 // One AdamW update with adam step optimizer.adam_step (already advanced by the caller), the

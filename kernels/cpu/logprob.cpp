@@ -65,13 +65,14 @@ void logprob_forward_cpu(float* logprobs, float* lse, const float* hidden, const
 
 void logprob_backward_cpu(float* dhidden, float* dweight, const float* dlogprobs, const float* hidden,
                           const float* weight, const int32_t* targets, const float* lse, LogprobShape shape,
-                          float* scratch) {
+                          float* scratch, const float* dentropy, const float* entropy) {
   check_shape(shape, targets);
+  check(!dentropy || entropy, "logprob backward: dentropy needs the forward's entropy");
   const int64_t V = shape.vocab, C = shape.hidden;
   // Gather the rows that carry gradient into chunks of contiguous hidden copies.
   std::vector<int64_t> rows;
   for (int64_t t = 0; t < shape.tokens; ++t)
-    if (dlogprobs[t] != 0.0f) rows.push_back(t);
+    if (dlogprobs[t] != 0.0f || (dentropy && dentropy[t] != 0.0f)) rows.push_back(t);
   std::vector<float> h(static_cast<size_t>(shape.chunk_tokens * C)), dh(static_cast<size_t>(shape.chunk_tokens * C));
   for (size_t r0 = 0; r0 < rows.size(); r0 += static_cast<size_t>(shape.chunk_tokens)) {
     int64_t n = std::min<int64_t>(shape.chunk_tokens, static_cast<int64_t>(rows.size() - r0));
@@ -84,8 +85,17 @@ void logprob_backward_cpu(float* dhidden, float* dweight, const float* dlogprobs
         float* row = scratch + r * V;
         scale_row(row, V, shape.logit_scale);
         // d/d(raw logit) = logit_scale * d/d(scaled logit)
-        float g = dlogprobs[t] * shape.logit_scale, l = lse[t];
-        for (int64_t v = 0; v < V; ++v) row[v] = -g * std::exp(row[v] - l);
+        float g = dlogprobs[t] * shape.logit_scale, h = dentropy ? dentropy[t] * shape.logit_scale : 0.0f,
+              l = lse[t];
+        if (h == 0.0f) {  // the log-prob term alone keeps its bits
+          for (int64_t v = 0; v < V; ++v) row[v] = -g * std::exp(row[v] - l);
+        } else {  // dH/dz_v = -p_v (log p_v + H)
+          const float H = entropy[t];
+          for (int64_t v = 0; v < V; ++v) {
+            const float log_p = row[v] - l, p = std::exp(log_p);
+            row[v] = -g * p - h * p * (log_p + H);
+          }
+        }
         row[targets[t]] += g;
       }
     });

@@ -23,7 +23,10 @@ bool rewards_vary(const std::vector<float>& rewards) {
   return !std::all_of(rewards.begin(), rewards.end(), [&](float r) { return r == rewards[0]; });
 }
 
-GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const GrpoConfig& config) {
+GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const GrpoConfig& config,
+                                  const std::vector<double>* rewards_in) {
+  check(!rewards_in || rewards_in->size() == batch.size(), "grpo: ", rewards_in ? rewards_in->size() : 0,
+        " rewards for ", batch.size(), " trajectories");
   GrpoSelection sel;
   const int64_t n = static_cast<int64_t>(batch.size());
   sel.advantages.assign(batch.size(), 0.0f);
@@ -59,7 +62,7 @@ GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const Gr
       continue;
     }
     rewards.clear();
-    for (int64_t i : members) rewards.push_back(static_cast<float>(batch[i].reward));
+    for (int64_t i : members) rewards.push_back(static_cast<float>(rewards_in ? (*rewards_in)[i] : batch[i].reward));
     adv.resize(rewards.size());
     group_advantage_cpu(adv.data(), rewards.data(), 1, static_cast<int64_t>(members.size()), config.advantage);
     for (size_t k = 0; k < members.size(); ++k) sel.advantages[members[k]] = adv[k];
@@ -204,6 +207,8 @@ struct Shard {
   double loss = 0;                             // this update's
   GrpoLossStats totals;
   double entropy_sum = 0, entropy_tokens = 0;
+  std::vector<double> rewards;                 // KL in the reward: the penalised rewards
+  double kl_penalty = 0;                       // their penalties, summed
   MismatchSums mismatch;
   std::vector<float> grads;                    // grad_accum > 1: this shard's gradient
 };
@@ -219,6 +224,40 @@ std::vector<std::vector<Trajectory>> split_by_prompt(const std::vector<Trajector
     out[static_cast<size_t>(s)].push_back(t);
   }
   return out;
+}
+
+// KL in the reward: each trajectory's sum of kl_t(old || ref) over its trained tokens, from a
+// policy and a reference forward over every trajectory (old = the sampler's log-probs with
+// use_sampler_logprobs, as the step's own old log-probs). Trajectories under 2 tokens have none.
+std::vector<double> kl_reward_sums(const Policy& policy, const Policy& reference, PolicyActivations& state,
+                                   const std::vector<Trajectory>& batch, const GrpoConfig& config, float logit_scale) {
+  std::vector<int64_t> all(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) all[i] = static_cast<int64_t>(i);
+  const std::vector<float> no_advantages(batch.size(), 0.0f);
+  std::vector<double> sums(batch.size(), 0.0);
+  std::vector<float> old, ref;
+  for (const MicroBatch& mb : pack_micro_batches(batch, all, no_advantages, state.max_tokens(),
+                                                 config.share_prefixes ? kSharePrefixMinTokens : 0)) {
+    const size_t T = mb.targets.size();
+    ref.resize(T);
+    policy_forward_logprobs(reference, state, mb.batch, mb.targets, ref.data(), nullptr, logit_scale);
+    if (config.use_sampler_logprobs) {
+      for (int64_t i : mb.trajectories)
+        check(!batch[i].sampler_logprobs.empty(), "grpo: use_sampler_logprobs is set but trajectory ", i,
+              " has no sampler log-probs (kl-reward-coef needs every trajectory's)");
+      old = mb.sampler_logprobs;
+    } else {
+      old.resize(T);
+      policy_forward_logprobs(policy, state, mb.batch, mb.targets, old.data(), nullptr, logit_scale);
+    }
+    for (int64_t s = 0; s < mb.batch.num_seqs(); ++s) {
+      double sum = 0;
+      for (int32_t t = mb.batch.cu_seqlens[s]; t < mb.batch.cu_seqlens[s + 1]; ++t)
+        if (mb.mask[t]) sum += kl_estimate(old[t], ref[t], config.kl_reward_estimator);
+      sums[static_cast<size_t>(mb.trajectories[static_cast<size_t>(s)])] = sum;
+    }
+  }
+  return sums;
 }
 
 }  // namespace
@@ -240,6 +279,12 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                         const std::vector<Trajectory>& batch, const GrpoConfig& config, const DataParallel& dp) {
   auto start = std::chrono::steady_clock::now();
   check(config.kl_coef <= 0 || reference != nullptr, "grpo: kl_coef ", config.kl_coef, " needs a reference model");
+  check(config.kl_reward_coef <= 0 || reference != nullptr, "grpo: kl_reward_coef ", config.kl_reward_coef,
+        " needs a reference model");
+  check(config.kl_reward_coef >= 0 && std::isfinite(config.kl_reward_coef),
+        "grpo: kl_reward_coef must be >= 0 and finite, got ", config.kl_reward_coef);
+  check(config.entropy_coef >= 0 && std::isfinite(config.entropy_coef), "grpo: entropy_coef must be >= 0 and finite, got ",
+        config.entropy_coef);
   check(config.ppo_epochs >= 1 && config.mini_batches >= 1, "grpo: ppo_epochs ", config.ppo_epochs,
         " and mini_batches ", config.mini_batches, " must be at least 1");
   check(config.temperature >= 0 && std::isfinite(config.temperature), "grpo: temperature must be >= 0 and finite, got ",
@@ -278,14 +323,24 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
   }
   GrpoStepStats stats;
   for (Shard& sh : shards) {
-    sh.sel = select_trajectories(*sh.batch, config);
+    // KL in the reward: the penalty must be in before the group advantages (and the filter's
+    // zero-variance test) see the rewards. A shard holds whole groups, so it needs no other's.
+    if (config.kl_reward_coef > 0) {
+      const std::vector<double> kl = kl_reward_sums(policy, *reference, state, *sh.batch, config, logit_scale);
+      for (size_t i = 0; i < kl.size(); ++i) {
+        const double penalty = config.kl_reward_coef * kl[i];
+        sh.rewards.push_back((*sh.batch)[i].reward - penalty);
+        sh.kl_penalty += penalty;
+      }
+    }
+    sh.sel = select_trajectories(*sh.batch, config, config.kl_reward_coef > 0 ? &sh.rewards : nullptr);
     if (config.use_sampler_logprobs)
       for (int64_t i : sh.sel.kept)
         check(!(*sh.batch)[i].sampler_logprobs.empty(), "grpo: use_sampler_logprobs is set but trajectory ", i,
               " has no sampler log-probs");
   }
   // Counts every shard needs: trajectories, kept, zero-variance denominator units.
-  double dropped_share = 0;
+  double dropped_share = 0, trajectories = 0;
   {
     std::vector<std::vector<double>> local;
     for (const Shard& sh : shards)
@@ -293,7 +348,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                        dropped_units(*sh.batch, sh.sel.zero_variance, config.agg)});
     std::vector<double> all = sum_over_shards(dp, local);
     stats.filtered.kept = static_cast<int64_t>(all[1]);  // the rest of `filtered` is summed below
-    const double trajectories = all[0];
+    trajectories = all[0];
     for (Shard& sh : shards)
       for (const Trajectory& t : *sh.batch) sh.reward_part += t.reward / trajectories;  // the mean, reduced below
     stats.lr = lr_at(config.schedule, optimizer.train_step);
@@ -345,7 +400,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       }
 
   const int64_t M = shards[0].minis.size();
-  std::vector<float> logp, dlogp, entropy, grad_slice, is_scratch, gspo_old;
+  std::vector<float> logp, dlogp, entropy, dentropy, grad_slice, is_scratch, gspo_old;
+  const bool entropy_bonus = config.entropy_coef > 0;
   for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
     for (int64_t b = 0; b < M; ++b) {
       GrpoLossConfig lc{config.clip_low, config.clip_high, config.kl_coef};
@@ -366,9 +422,10 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
             MicroBatch& mb = mini[k];
             const size_t T = mb.targets.size();
             logp.resize(T), dlogp.resize(T);
-            if (epoch == 0) entropy.resize(T);
+            const bool with_entropy = epoch == 0 || entropy_bonus;
+            if (with_entropy) entropy.resize(T);
             policy_forward_logprobs(policy, state, mb.batch, mb.targets, logp.data(),
-                                    epoch == 0 ? entropy.data() : nullptr, logit_scale);
+                                    with_entropy ? entropy.data() : nullptr, logit_scale);
             if (epoch == 0 && b == 0 && !config.use_sampler_logprobs && !is_on) mb.old_logprobs = logp;
             if (epoch == 0 && !is_on && !config.use_sampler_logprobs && mb.sampler_logprobs.size() == T) {
               is_scratch.resize(T);  // the metrics alone: mode off changes neither weights nor mask
@@ -389,7 +446,21 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                                             config.kl_coef > 0 ? mb.ref_logprobs.data() : nullptr,
                                             mb.advantages.data(), weights.per_micro[k].data(),
                                             is_on ? mb.is_weights.data() : nullptr, static_cast<int64_t>(T), lc);
-            policy_backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data());
+            if (entropy_bonus) {
+              // d(-C sum_t w_t H_t) / dH_t = -C w_t; w_t = 0 off the mask, so those rows stay skipped.
+              const float* w = weights.per_micro[k].data();
+              dentropy.resize(T);
+              double bonus = 0;
+              for (size_t t = 0; t < T; ++t) {
+                dentropy[t] = -config.entropy_coef * w[t];
+                bonus += static_cast<double>(w[t]) * entropy[t];
+              }
+              s.loss -= config.entropy_coef * bonus;
+              policy_backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data(), dentropy.data(),
+                                       entropy.data());
+            } else {
+              policy_backward_logprobs(policy, state, mb.batch, mb.targets, dlogp.data());
+            }
             sh.loss += s.loss;
             sh.totals.add(s);
           }
@@ -428,7 +499,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                        static_cast<double>(f.groups), static_cast<double>(f.kept_groups),
                        si == 0 ? static_cast<double>(tokens) : 0.0, si == 0 ? static_cast<double>(positions) : 0.0,
                        si == 0 ? static_cast<double>(micro_batches) : 0.0, static_cast<double>(f.infra),
-                       static_cast<double>(f.infra_groups)});
+                       static_cast<double>(f.infra_groups), sh.kl_penalty});
       const std::vector<double> m = sh.mismatch.as_vector();
       local.back().insert(local.back().end(), m.begin(), m.end());
     }
@@ -445,7 +516,11 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
     stats.tokens = static_cast<int64_t>(a[15]), stats.positions = static_cast<int64_t>(a[16]);
     stats.micro_batches = static_cast<int64_t>(a[17]);
     f.infra = static_cast<int64_t>(a[18]), f.infra_groups = static_cast<int64_t>(a[19]);
-    const MismatchSums m = MismatchSums::from_vector(a, 20);
+    if (config.kl_reward_coef > 0) {
+      stats.kl_in_reward = true;
+      if (trajectories > 0) stats.kl_penalty = a[20] / trajectories;
+    }
+    const MismatchSums m = MismatchSums::from_vector(a, 21);
     if (m.tokens > 0) {
       stats.mismatch_tokens = m.tokens;
       stats.mismatch_kl = -m.log_ratio / m.tokens, stats.mismatch_k3 = m.k3 / m.tokens;

@@ -61,7 +61,22 @@ struct GrpoConfig {
   float clip_low = 0.2f, clip_high = 0.2f;  // clip-higher: clip_high > clip_low (DAPO 0.28)
   float kl_coef = 0.0f;                     // > 0 needs a reference model
   KlEstimator kl_estimator = KlEstimator::K3;  // kernels/grpo_loss.h
+  // KL in the reward (verl's algorithm.use_kl_in_reward with kl_ctrl.kl_coef and kl_penalty,
+  // default "kl" = k1; independent of kl_coef, the KL as a loss, and both may be on): before the
+  // group advantages, each trajectory's reward becomes r - kl_reward_coef sum_t kl_t over its
+  // trained tokens, kl_t the estimator of the old policy against the reference (kernels/grpo_loss.h
+  // kl_estimate). verl subtracts coef kl_t per token and, for GAE, credits it per token; GRPO's
+  // outcome advantage sums the token rewards of a sequence, which is this sequence penalty. > 0
+  // needs a reference model, and costs a policy and a reference forward over the whole batch
+  // (dropped trajectories too: their rewards still set their group's mean and std).
+  float kl_reward_coef = 0.0f;
+  KlEstimator kl_reward_estimator = KlEstimator::K1;
   float dual_clip = 0.0f;                   // c > 1: dual-clip of negative advantages; 0: off
+  // Entropy bonus (verl's actor entropy_coeff: loss = pg_loss - coef * entropy_loss): the loss
+  // gains -entropy_coef sum_t w_t H_t, H_t = -sum_v p log p of the trained softmax, aggregated
+  // with the policy term's weights w_t (rl/grpo/loss_agg.h); its gradient flows through the
+  // logits (logprob backward's dentropy). 0: off, and the entropy is then only measured.
+  float entropy_coef = 0.0f;
   // GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv 2507.18071, eq. 7 and
   // its GSPO-token form): the ratio of every token is its sequence's s = exp(mean_t(logp - old))
   // and clipping acts on s (the paper's ranges are ~3e-4 / 4e-4, set with clip-low / clip-high).
@@ -112,7 +127,9 @@ struct GrpoSelection {
                                    // 0 for the ones excluded from the baseline and their dropped groups)
   FilterCounts counts;
 };
-GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const GrpoConfig& config);
+// rewards (nullable, [batch.size()]): used instead of each trajectory's own (the KL-penalised ones).
+GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const GrpoConfig& config,
+                                  const std::vector<double>* rewards = nullptr);
 // A group is informative when its rewards (as the advantage kernel reads them, f32) are not all
 // equal: the zero-variance filter and dynamic sampling use this one test.
 bool rewards_vary(const std::vector<float>& rewards);
@@ -145,6 +162,10 @@ struct GrpoStepStats {
   double approx_kl = 0;       // mean of old - logp (verl's ppo_kl)
   double ratio_mean = 0;
   double ref_kl = 0;          // mean k3 to the reference (0 without KL)
+  // KL in the reward (kl_reward_coef > 0, then kl_in_reward): the mean over the batch's
+  // trajectories of what was subtracted from the reward, kl_reward_coef sum_t kl_t.
+  bool kl_in_reward = false;
+  double kl_penalty = 0;
   // Sampler vs trainer (rl/grpo/rollout_is.h), over the trained tokens of the first epoch, before
   // rejection; all 0 when not measured (mismatch_tokens 0).
   double mismatch_tokens = 0;
@@ -159,7 +180,7 @@ struct GrpoStepStats {
   // training forward (verl logs it from its update forward too): before any update when there is
   // one mini-batch.
   double entropy = 0;
-  double reward_mean = 0;     // over the whole batch, before filtering
+  double reward_mean = 0;     // over the whole batch, before filtering (and before any KL penalty)
   int64_t tokens = 0;         // trained (masked) tokens per epoch
   int64_t positions = 0;      // packed positions per epoch
   int64_t updates = 0;        // optimizer updates made
@@ -175,7 +196,7 @@ struct GrpoStepStats {
 // are summed over shards first.
 // One trainer step. `state` plans activations for the micro-batch budget
 // (state.options.max_tokens) and is shared with the reference forward; policy.grads must be
-// allocated; `reference` may be null when kl_coef == 0. With no trajectory left after the
+// allocated; `reference` may be null when kl_coef == 0 and kl_reward_coef == 0. With no trajectory left after the
 // filter, no update is made (the schedule still advances).
 GrpoStepStats grpo_step(QwenModel& policy, const QwenModel* reference, OptimizerState& optimizer, TrainState& state,
                         const std::vector<Trajectory>& batch, const GrpoConfig& config);

@@ -51,7 +51,7 @@ using ScoreFn = std::function<void(const std::vector<sql::Example>& examples, st
 struct TrainEnv {
   TrainConfig config;
   QwenModel model;
-  std::unique_ptr<QwenModel> reference;  // initial weights, only when kl_coef > 0
+  std::unique_ptr<QwenModel> reference;  // initial weights, only when kl_coef or kl_reward_coef > 0
   std::unique_ptr<Tokenizer> tokenizer;
   std::string tokenizer_path;            // tokenizer.json read; it and its folder's tokenizer files go into every checkpoint
   ChatTemplate chat_template = ChatTemplate::qwen3;

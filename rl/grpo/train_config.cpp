@@ -89,6 +89,10 @@ OptionTable config_fields(TrainConfig& c) {
       {"clip-high", "PPO ratio clip above (1 + clip-high); > clip-low = clip-higher", &c.clip_high},
       {"kl-coef", "KL to the initial model, as a loss term (0 = off)", &c.kl_coef},
       {"kl-estimator", "k1 (logp - ref) | k2 ((logp - ref)^2 / 2) | k3 (verl's low_var_kl)", &c.kl_estimator},
+      {"kl-reward-coef", "KL to the initial model in the reward: each trajectory's reward loses coef x the sum of "
+                         "kl-reward-estimator over its trained tokens (old policy vs reference) before the group "
+                         "advantages (verl's use_kl_in_reward); independent of kl-coef; 0 = off", &c.kl_reward_coef},
+      {"kl-reward-estimator", "k1 | k2 | k3, as kl-estimator (verl's kl_penalty default: k1)", &c.kl_reward_estimator},
       {"overlong-buffer", "DAPO's soft overlong punishment: a trajectory within this many tokens of max-total-tokens "
                           "loses up to overlong-penalty, linearly (the reward term 'overlong'); 0 = off", &c.overlong_buffer},
       {"overlong-penalty", "the overlong term's weight (DAPO: 1)", &c.overlong_penalty},
@@ -96,6 +100,8 @@ OptionTable config_fields(TrainConfig& c) {
                       "as a whole; GSPO's clip ranges are ~3e-4 / 4e-4)", &c.policy_loss},
       {"dual-clip", "dual-clip c > 1: a negative-advantage token's loss is capped at -A c (verl's clip_ratio_c, 3); 0 = off",
        &c.dual_clip},
+      {"entropy-coef", "entropy bonus: the loss gains -C x the policy entropy, aggregated as the policy term "
+                       "(loss-agg), its gradient through the logits (verl's entropy_coeff); 0 = off", &c.entropy_coef},
       {"loss-agg", "token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm (Dr. GRPO; "
                    "rl/grpo/loss_agg.h)", &c.loss_agg},
       {"loss-norm-tokens", "seq-mean-token-sum-norm's constant token count L (0 = max-total-tokens)", &c.loss_norm_tokens},
@@ -183,12 +189,18 @@ void validate_config(const TrainConfig& c) {
   check(c.clip_low >= 0 && c.clip_high >= 0, "config: clip-low/clip-high must be >= 0");
   check(c.kl_coef >= 0, "config: kl-coef must be >= 0, got ", c.kl_coef);
   parse_kl_estimator(c.kl_estimator);
+  check(c.kl_reward_coef >= 0 && std::isfinite(c.kl_reward_coef),
+        "config: kl-reward-coef must be a finite number >= 0, got ", c.kl_reward_coef);
+  check(c.kl_reward_estimator == "k1" || c.kl_reward_estimator == "k2" || c.kl_reward_estimator == "k3",
+        "config: kl-reward-estimator '", c.kl_reward_estimator, "' is not k1, k2 or k3");
   check(c.overlong_buffer >= 0 && c.overlong_buffer <= c.max_total_tokens, "config: overlong-buffer must be in [0, ",
         "max-total-tokens ", c.max_total_tokens, "], got ", c.overlong_buffer);
   check(c.overlong_penalty >= 0, "config: overlong-penalty must be >= 0, got ", c.overlong_penalty);
   check(c.policy_loss == "grpo" || c.policy_loss == "gspo", "config: policy-loss '", c.policy_loss,
         "' is not grpo or gspo");
   check(c.dual_clip == 0 || c.dual_clip > 1, "config: dual-clip must be 0 (off) or above 1, got ", c.dual_clip);
+  check(c.entropy_coef >= 0 && std::isfinite(c.entropy_coef), "config: entropy-coef must be a finite number >= 0, got ",
+        c.entropy_coef);
   {
     const RolloutIsConfig is = rollout_is_config(c);
     validate_rollout_is(is);

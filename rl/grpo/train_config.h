@@ -87,7 +87,10 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   double clip_low = 0.2, clip_high = 0.2;
   double kl_coef = 0;
   std::string kl_estimator = "k3";  // k1 | k2 | k3 (kernels/grpo_loss.h)
+  double kl_reward_coef = 0;        // KL in the reward (verl's use_kl_in_reward, kl_ctrl.kl_coef); 0: off
+  std::string kl_reward_estimator = "k1";  // its estimator (verl's kl_penalty default "kl" = k1)
   double dual_clip = 0;             // c > 1: dual-clip; 0: off
+  double entropy_coef = 0;          // entropy bonus (verl's entropy_coeff); 0: off
   std::string policy_loss = "grpo";  // grpo | gspo (rl/grpo/grpo.h)
   int64_t overlong_buffer = 0;      // DAPO's soft overlong punishment over the last N tokens of the cap; 0: off
   double overlong_penalty = 1.0;    // its weight (DAPO: 1)

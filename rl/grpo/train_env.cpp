@@ -168,7 +168,7 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
     for (const char* eos : {"<|im_end|>", "<|endoftext|>"})
       if (int32_t id = env.tokenizer->token_id(eos); id >= 0) env.model.config.eos_token_ids.push_back(id);
   }
-  if (c.kl_coef > 0) env.reference = std::make_unique<QwenModel>(env.model);
+  if (c.kl_coef > 0 || c.kl_reward_coef > 0) env.reference = std::make_unique<QwenModel>(env.model);
 
   env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, mode);
   if (c.reward_turn_budget > 0) env.reward_context->turn_budget = static_cast<int>(c.reward_turn_budget);

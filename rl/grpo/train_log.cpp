@@ -96,6 +96,8 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
   j["entropy"] = r.grpo.entropy;
   j["ratio_mean"] = r.grpo.ratio_mean;
   j["ref_kl"] = r.grpo.ref_kl;
+  // KL in the reward: the mean amount taken off a trajectory's reward (absent when off).
+  if (r.grpo.kl_in_reward) j["kl_penalty"] = r.grpo.kl_penalty;
   // Sampler vs trainer (rl/grpo/rollout_is.h); tokens 0: not measured this step.
   j["mismatch"] = {{"tokens", r.grpo.mismatch_tokens},
                    {"kl", r.grpo.mismatch_kl},

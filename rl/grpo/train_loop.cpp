@@ -32,7 +32,10 @@ GrpoConfig grpo_config(const TrainConfig& c) {
   g.clip_high = static_cast<float>(c.clip_high);
   g.kl_coef = static_cast<float>(c.kl_coef);
   g.kl_estimator = parse_kl_estimator(c.kl_estimator);
+  g.kl_reward_coef = static_cast<float>(c.kl_reward_coef);
+  g.kl_reward_estimator = parse_kl_estimator(c.kl_reward_estimator);
   g.dual_clip = static_cast<float>(c.dual_clip);
+  g.entropy_coef = static_cast<float>(c.entropy_coef);
   g.gspo = c.policy_loss == "gspo";
   g.agg = parse_loss_agg(c.loss_agg);
   g.loss_norm_tokens = c.loss_norm_tokens > 0 ? c.loss_norm_tokens : c.max_total_tokens;

@@ -3,10 +3,13 @@
 // on the CPU and on CUDA (which also differentiates the entropy).
 //
 // Shapes: the registry's 13 tokens in chunks of 4 (a ragged last chunk; checked by finite
-// differences), unscaled and at the logit scale of sampling temperature 0.6; token and vocab
+// differences), unscaled and at the logit scale of sampling temperature 0.6 (there with and
+// without the entropy term); token and vocab
 // counts that leave partial chunks on CUDA (1003 over 256-column tiles, one token, a chunk
 // larger than T, C = 72 not a power of two), with and without entropy. Every third token carries
-// no gradient (a mask), and token 0's target is the vocabulary's last id.
+// no gradient (a mask), and token 0's target is the vocabulary's last id. With entropy, some rows
+// carry only the entropy gradient (g = 0, h != 0) and some only the log-prob's (h = 0): both
+// kernels (CPU and CUDA) differentiate sum_t g_t logp_t + h_t H_t against one float64 reference.
 //
 // Tolerances.
 //  CPU (f32): f32_tol with K = C + V + T: the logits' C-term dot products, the V-term
@@ -36,6 +39,7 @@ const std::vector<int32_t> kTargets = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9};
 
 const std::vector<LogprobCase> kShapes = {
     {13, 8, 10, 4, 4, false, 1.0f, kTargets, true},  {13, 8, 10, 4, 4, false, 1.0f / 0.6f, kTargets, true},
+    {13, 8, 10, 4, 4, true, 1.0f / 0.6f, kTargets, true},
     {37, 64, 1003, 16, 256, false, 1.0f, {}},         // partial token and vocab chunks
     {1, 64, 1003, 16, 4096, false, 1.0f, {}},         // one token, one vocab tile
     {17, 72, 517, 64, 100, false, 1.0f, {}},          // a chunk larger than T; C not a power of two
@@ -64,6 +68,8 @@ LogprobInputs make_inputs(Rng& rng, const LogprobCase& s, Precision p) {
   if (s.entropy) {
     in.h = rng.uniform(static_cast<size_t>(s.T), -0.5, 0.5);
     for (int64_t t = 1; t < s.T; t += 3) in.h[t] = 0.0f;
+    for (int64_t t = 3; t < s.T; t += 6) in.g[t] = 0.0f;  // the entropy term alone
+    for (int64_t t = 5; t < s.T; t += 6) in.h[t] = 0.0f;  // the log-prob term alone
   }
   return in;
 }
@@ -85,7 +91,7 @@ void run_cpu() {
     SCOPED_TRACE(describe(s, rng));
     const LogprobInputs in = make_inputs(rng, s, Precision::F32);
     const int64_t K = s.C + s.V + s.T;
-    const RefLogprob want = reference(in, s, true, false);
+    const RefLogprob want = reference(in, s, true, s.entropy);
     LogprobShape shape{s.T, s.C, s.V, s.chunk_tokens, s.scale};
     std::vector<float> scratch(static_cast<size_t>(std::min(s.T, s.chunk_tokens) * s.V));
     std::vector<float> lp(s.T, NAN), lse(s.T, NAN), ent(s.T, NAN);
@@ -100,12 +106,14 @@ void run_cpu() {
     EXPECT_EQ(lp2, lp);
     EXPECT_EQ(lse2, lse);
 
-    // Backward (no entropy term on the CPU) into non-zero gradients; masked rows keep their bits.
+    // Backward (with the entropy term on entropy shapes) into non-zero gradients; masked rows
+    // keep their bits.
     const std::vector<float> dh0 = rng.uniform(in.hidden.size(), -0.1, 0.1),
                              dw0 = rng.uniform(in.weight.size(), -0.1, 0.1);
     std::vector<float> dh = dh0, dw = dw0;
     logprob_backward_cpu(dh.data(), dw.data(), in.g.data(), in.hidden.data(), in.weight.data(), in.targets.data(),
-                         lse.data(), shape, scratch.data());
+                         lse.data(), shape, scratch.data(), s.entropy ? in.h.data() : nullptr,
+                         s.entropy ? ent.data() : nullptr);
     expect_close_f32(dh, plus(dh0, want.dhidden), K, "dhidden");
     expect_close_f32(dw, plus(dw0, want.dweight), K, "dweight");
     for (int64_t t = 1; t < s.T; t += 3)
@@ -114,8 +122,10 @@ void run_cpu() {
 
     if (s.finite_differences) {
       const std::vector<double> hd = widen(in.hidden), wd = widen(in.weight), gd = widen(in.g);
+      const std::vector<double> ed = s.entropy ? widen(in.h) : std::vector<double>(s.T, 0.0);
       auto objective = [&](const std::vector<double>& h, const std::vector<double>& w) {
-        return dot(ref_logprob(h, w, in.targets, s.T, s.C, s.V, s.scale, {}, {}).logprob, gd);
+        const RefLogprob r = ref_logprob(h, w, in.targets, s.T, s.C, s.V, s.scale, {}, {});
+        return dot(r.logprob, gd) + dot(r.entropy, ed);
       };
       expect_matches_finite_differences(
           want.dhidden, finite_differences(hd, [&](const std::vector<double>& h) { return objective(h, wd); }),

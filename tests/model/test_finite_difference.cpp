@@ -107,9 +107,11 @@ Vec reference_logits(const RefModel& r, const PackedBatch& b) {
   return linear(hf, c.tie_word_embeddings ? r.at("embed") : r.at("lm_head"), nullptr, T, C, V);
 }
 
-// Sum over tokens of weight[t] * log p(target[t]), p = softmax(logit_scale * logits).
+// Sum over tokens of weight[t] * log p(target[t]) + entropy_weight[t] * H_t (entropy_weight may be
+// empty), p = softmax(logit_scale * logits), H_t = -sum_v p log p.
 double reference_objective(const RefModel& r, const PackedBatch& b, const std::vector<int32_t>& targets,
-                           const std::vector<float>& weight, double logit_scale = 1.0) {
+                           const std::vector<float>& weight, double logit_scale = 1.0,
+                           const std::vector<float>& entropy_weight = {}) {
   const int64_t T = b.num_tokens(), V = r.m.config.vocab_size;
   Vec logits = reference_logits(r, b);
   for (double& z : logits) z *= logit_scale;
@@ -118,7 +120,11 @@ double reference_objective(const RefModel& r, const PackedBatch& b, const std::v
     double mx = -INFINITY, sum = 0;
     for (int64_t v2 = 0; v2 < V; ++v2) mx = std::max(mx, logits[t * V + v2]);
     for (int64_t v2 = 0; v2 < V; ++v2) sum += std::exp(logits[t * V + v2] - mx);
-    obj += weight[t] * (logits[t * V + targets[t]] - mx - std::log(sum));
+    const double lse = mx + std::log(sum);
+    obj += weight[t] * (logits[t * V + targets[t]] - lse);
+    if (!entropy_weight.empty())
+      for (int64_t v2 = 0; v2 < V; ++v2)
+        obj -= entropy_weight[t] * std::exp(logits[t * V + v2] - lse) * (logits[t * V + v2] - lse);
   }
   return obj;
 }
@@ -139,7 +145,9 @@ QwenConfig tiny_config(QwenArch arch, bool tied) {
   return c;
 }
 
-void finite_difference_check(const QwenConfig& config, float logit_scale = 1.0f) {
+// entropy: the objective also carries sum_t e_t H_t (the GRPO entropy bonus's term), with rows
+// that have only the entropy term, only the log-prob term, both, and neither.
+void finite_difference_check(const QwenConfig& config, float logit_scale = 1.0f, bool entropy = false) {
   QwenModel model = make_model(config);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 0.3f);
@@ -149,18 +157,21 @@ void finite_difference_check(const QwenConfig& config, float logit_scale = 1.0f)
   PackedBatch batch = pack_sequences({{1, 5, 7, 2, 11, 3}, {4, 18}, {9, 9, 0, 12, 6}});
   std::vector<int32_t> targets = {5, 7, 2, 11, 3, 8, 18, 1, 9, 0, 12, 6, 15};
   std::vector<float> weight = {0.5f, -1.0f, 0.25f, 1.0f, 0.0f, 0.75f, 1.0f, -0.5f, 0.3f, 1.0f, 0.0f, 0.6f, -0.2f};
+  std::vector<float> eweight;
+  if (entropy) eweight = {-0.4f, 0.0f, 0.7f, 0.0f, 0.9f, -0.3f, 0.5f, 0.0f, -0.8f, 0.2f, 0.0f, 0.4f, 1.0f};
   int64_t T = batch.num_tokens();
   TrainState state = make_train_state(config, testing::options(T, 4));
-  std::vector<float> lp(static_cast<size_t>(T));
-  forward_logprobs(model, state, batch, targets, lp.data(), nullptr, logit_scale);
+  std::vector<float> lp(static_cast<size_t>(T)), ent(static_cast<size_t>(T));
+  forward_logprobs(model, state, batch, targets, lp.data(), entropy ? ent.data() : nullptr, logit_scale);
   alloc_grads(model);
-  backward_logprobs(model, state, batch, targets, weight.data());
+  backward_logprobs(model, state, batch, targets, weight.data(), entropy ? eweight.data() : nullptr,
+                    entropy ? ent.data() : nullptr);
 
   Vec p(model.params.begin(), model.params.end());
   RefModel ref{model, p};
   // The f32 forward agrees with the float64 reference.
-  double obj = reference_objective(ref, batch, targets, weight, logit_scale), ours = 0;
-  for (int64_t t = 0; t < T; ++t) ours += weight[t] * lp[t];
+  double obj = reference_objective(ref, batch, targets, weight, logit_scale, eweight), ours = 0;
+  for (int64_t t = 0; t < T; ++t) ours += weight[t] * lp[t] + (entropy ? eweight[t] * ent[t] : 0.0f);
   EXPECT_NEAR(ours, obj, 1e-5 * std::fabs(obj) + 1e-5);
   const double h = 1e-5;
   double worst = 0;
@@ -168,9 +179,9 @@ void finite_difference_check(const QwenConfig& config, float logit_scale = 1.0f)
     for (int64_t i = 0; i < v.spec.numel(); ++i) {
       double keep = p[v.offset + i];
       p[v.offset + i] = keep + h;
-      double up = reference_objective(ref, batch, targets, weight, logit_scale);
+      double up = reference_objective(ref, batch, targets, weight, logit_scale, eweight);
       p[v.offset + i] = keep - h;
-      double down = reference_objective(ref, batch, targets, weight, logit_scale);
+      double down = reference_objective(ref, batch, targets, weight, logit_scale, eweight);
       p[v.offset + i] = keep;
       double fd = (up - down) / (2 * h), got = model.grads[v.offset + i];
       double err = std::fabs(got - fd) / (1e-4 + 1e-3 * std::fabs(fd));
@@ -189,6 +200,12 @@ TEST(FiniteDifference, Qwen2OneLayerUntied) { finite_difference_check(tiny_confi
 TEST(FiniteDifference, Qwen3LogitsAtSamplingTemperature) {
   finite_difference_check(tiny_config(QwenArch::Qwen3, true), 1.0f / 0.6f);
 }
+// The entropy bonus's gradient (GRPO entropy-coef) through the whole model, at the sampling
+// temperature's logit scale: dH/dz = -p (log p + H), times the scale.
+TEST(FiniteDifference, Qwen3EntropyTermAtSamplingTemperature) {
+  finite_difference_check(tiny_config(QwenArch::Qwen3, true), 1.0f / 0.6f, true);
+}
+TEST(FiniteDifference, Qwen2EntropyTermUntied) { finite_difference_check(tiny_config(QwenArch::Qwen2, false), 1.0f, true); }
 TEST(FiniteDifference, Qwen3WithAttentionBias) {
   QwenConfig c = tiny_config(QwenArch::Qwen3, false);
   c.attention_bias = true;

@@ -109,6 +109,67 @@ TEST(GrpoCuda, StepMatchesTheCpuWithinBf16AndAdamWIsExact) {
   EXPECT_EQ(back.v, zeros.v);
 }
 
+// The entropy bonus (entropy_coef) through policy_backward_logprobs' dentropy on each device:
+// the CUDA step's gradient, and what the bonus adds to it (the step with the coefficient minus
+// the step without), against the CPU's. Catches a CUDA path that drops dentropy (the added part
+// would be 0) or scales it differently from the CPU.
+//
+// Budget: tests/model_cuda holds every bf16 gradient within 5e-2 relative L2 of the f32 one (it
+// measured <= 2.6%); the bonus's part is the difference of two such gradients, so its error is
+// at most 5e-2 (|g_on| + |g_off|) in L2 (triangle inequality), asserted to be well below its own
+// size. The loss differs by the bonus's entropy (within 2%, as above) times C.
+TEST(GrpoCuda, EntropyBonusMatchesTheCpu) {
+  SQLRL_REQUIRE_CUDA();
+  const QwenModel initial = bf16_model(512, 7);
+  const std::vector<Trajectory> batch = batch_of_two_groups();
+  TrainOptions to;
+  to.max_tokens = 128;
+  auto step = [&](bool cuda, float coef, GrpoStepStats& stats) {
+    GrpoConfig cfg = config(0.0f);
+    cfg.entropy_coef = coef;
+    QwenModel host = initial;
+    if (!cuda) {
+      alloc_grads(host);
+      TrainState state = make_train_state(host.config, to);
+      OptimizerState opt = make_optimizer_state(host.num_params);
+      stats = grpo_step(host, nullptr, opt, state, batch, cfg);
+      return host.grads;
+    }
+    Policy dev = cuda_policy(host);
+    PolicyActivations acts = policy_init_training(dev, to, cfg.adamw);
+    OptimizerState opt;
+    stats = grpo_step(dev, nullptr, opt, acts, batch, cfg);
+    return download_grads(dev.cuda);
+  };
+  // Large enough that the bonus is most of the gradient (on the CPU: |bonus| 13.3 against 6.4
+  // for the policy term on this near-uniform model), so the budget below is meaningful.
+  const float C = 5.0f;
+  GrpoStepStats cpu_off, cpu_on, dev_off, dev_on;
+  const std::vector<float> g_cpu_off = step(false, 0.0f, cpu_off), g_cpu_on = step(false, C, cpu_on);
+  const std::vector<float> g_dev_off = step(true, 0.0f, dev_off), g_dev_on = step(true, C, dev_on);
+  auto norm = [](const std::vector<float>& v) {
+    double s = 0;
+    for (float x : v) s += static_cast<double>(x) * x;
+    return std::sqrt(s);
+  };
+  std::vector<float> bonus_cpu(g_cpu_on.size()), bonus_dev(g_cpu_on.size());
+  for (size_t k = 0; k < bonus_cpu.size(); ++k)
+    bonus_cpu[k] = g_cpu_on[k] - g_cpu_off[k], bonus_dev[k] = g_dev_on[k] - g_dev_off[k];
+  double diff = 0;
+  for (size_t k = 0; k < bonus_cpu.size(); ++k)
+    diff += (static_cast<double>(bonus_dev[k]) - bonus_cpu[k]) * (static_cast<double>(bonus_dev[k]) - bonus_cpu[k]);
+  diff = std::sqrt(diff);
+  const double budget = 5e-2 * (norm(g_cpu_on) + norm(g_cpu_off));
+  std::printf("entropy bonus: |bonus grad| cpu %.4g, |cuda - cpu| %.3g (budget %.3g); gradient rel L2 %.3g; loss cpu "
+              "%.6g cuda %.6g\n", norm(bonus_cpu), diff, budget, sqlrl::testing::relative_l2(g_dev_on, g_cpu_on), cpu_on.loss,
+              dev_on.loss);
+  ASSERT_GT(norm(bonus_cpu), 4 * budget) << "the bonus is too small a part of the gradient to check";
+  EXPECT_LE(diff, budget);
+  EXPECT_LE(sqlrl::testing::relative_l2(g_dev_on, g_cpu_on), 5e-2);
+  EXPECT_NEAR(dev_on.loss - dev_off.loss, cpu_on.loss - cpu_off.loss,
+              0.02 * std::fabs(cpu_on.loss - cpu_off.loss) + 1e-6);
+}
+
 // Per-token log-probs of tokens[1..n) of each trajectory under softmax(logits / temperature) on
 // a device policy, one trajectory per forward (the CPU's: grpo_fixture.h trajectory_logprobs).
 std::vector<std::vector<float>> device_logprobs(const Policy& policy, PolicyActivations& acts,

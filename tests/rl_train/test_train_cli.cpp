@@ -98,6 +98,29 @@ TEST(TrainCli, OverlongBufferAddsDaposLengthPenaltyToTheReward) {
   EXPECT_NEAR(m["reward_mean"].get<double>(), outcome + overlong, 1e-9) << line;
 }
 
+// KL in the reward through the CLI: a reference is held (the initial weights), step 1's policy is
+// that reference (the penalty is exactly 0), and step 2's has moved (a non-zero penalty, logged
+// next to ref_kl). The untrained embedded model's turns are all malformed with equal rewards, so
+// the filters are off and the entropy bonus (run beside it) moves the weights at step 1.
+TEST(TrainCli, KlInTheRewardIsLoggedAndNeedsNoKlLoss) {
+  const std::string dir = fresh_dir("cli_kl_reward");
+  CliRun r = run_train("--max-steps 2 --batch-size 1 --group-size 2 --kl-reward-coef 0.1 --kl-reward-estimator k1 "
+                       "--entropy-coef 0.01 "
+                       "--filter-malformed=false --filter-no-valid-action=false --filter-zero-variance=false "
+                       "--out " + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line;
+  std::vector<nlohmann::json> steps;
+  while (std::getline(in, line)) steps.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(steps.size(), 2u);
+  for (const auto& m : steps) ASSERT_TRUE(m.contains("kl_penalty")) << m.dump();
+  EXPECT_EQ(steps[0]["kl_penalty"].get<double>(), 0.0) << steps[0].dump();
+  EXPECT_NE(steps[1]["kl_penalty"].get<double>(), 0.0) << steps[1].dump();
+  EXPECT_EQ(steps[0]["updates"].get<int64_t>(), 1) << steps[0].dump();
+  EXPECT_EQ(steps[1]["ref_kl"].get<double>(), 0.0) << "kl-coef is 0: no KL loss term";
+}
+
 // A run whose tokenizer folder holds tokenizer_config.json (here Qwen2.5's chat template) carries
 // it into every checkpoint, so `eval --weights RUN/checkpoints/step-N` renders with the template
 // the run used (eval's config.toml records the one it detected).
@@ -298,6 +321,19 @@ TEST(TrainCli, GreedyRolloutsAndUnlimitedSqlAreRefused) {
   c = TrainConfig{};
   c.dual_clip = 0.5;
   refused(c, "dual-clip must be 0 (off) or above 1");
+  c = TrainConfig{};
+  c.entropy_coef = -0.01;
+  refused(c, "entropy-coef must be a finite number >= 0");
+  c.entropy_coef = INFINITY;
+  refused(c, "entropy-coef must be a finite number >= 0");
+  c = TrainConfig{};
+  c.kl_reward_coef = -1;
+  refused(c, "kl-reward-coef must be a finite number >= 0");
+  c.kl_reward_coef = NAN;
+  refused(c, "kl-reward-coef must be a finite number >= 0");
+  c = TrainConfig{};
+  c.kl_reward_estimator = "low_var_kl";
+  refused(c, "kl-reward-estimator 'low_var_kl' is not k1, k2 or k3");
   c = TrainConfig{};
   c.rollout_is = "clip";
   refused(c, "rollout-is: 'clip'");
