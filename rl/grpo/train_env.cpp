@@ -207,7 +207,11 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
                             tok_path, " (", env.tokenizer->size(), " ids), ", env.examples.size(), " ", c.split,
                             " examples from ", c.dataset.empty() ? "the built-in synthetic benchmark" : c.dataset,
                             c.dataset.empty() && c.protocol == "mtsql" ? " (dialogues)" : "",
-                            ", protocol ", c.protocol, ", reward ", env.panel.name);
+                            ", protocol ", c.protocol, ", reward ", env.panel.name,
+                            c.eval_every > 0 ? str_cat(", evaluated every ", c.eval_every, " steps on ",
+                                                       env.eval_examples.size(), " ", c.eval_split, " questions of ",
+                                                       env.eval_dataset)
+                                             : "");
   return env;
 }
 
