@@ -1,6 +1,7 @@
 // `llm_sqlrl demo`: the embedded end-to-end run (rl/demo/demo.h) — synthetic benchmark, BPE
 // tokenizer, tiny Qwen3, SFT on gold demos, multi-turn GRPO, evaluations — and its table.
-//   llm_sqlrl demo [--full] [--seed S] [--out DIR] [--protocol NAME] [--device cpu|cuda] [--config FILE]
+//   llm_sqlrl demo [--full] [--seed S] [--out DIR] [--protocol NAME] [--device cpu|cuda] [--eval-every N]
+//       [--config FILE]
 // The resolved settings are written to DIR/config.toml (app/options.h).
 #include <cstdio>
 #include <filesystem>
@@ -24,7 +25,7 @@ struct DemoSettings : rl::OutputOptions, rl::DeviceOptions, rl::ProtocolOptions 
   uint64_t seed = 0, synth_seed = 0;
   bool full = false;
   std::string size;
-  int64_t dev_limit = -1, train_limit = -1, sft_epochs = -1, rl_steps = -1;  // < 0: the size's value
+  int64_t dev_limit = -1, train_limit = -1, sft_epochs = -1, rl_steps = -1, eval_every = -1;  // < 0: the size's value
   double rl_lr = -1, sft_lr = -1;
   std::vector<std::string> sets;  // KEY=VALUE, applied last
   std::vector<std::string> train_sets;  // KEY=VALUE of `llm_sqlrl train`, for the GRPO phase
@@ -57,6 +58,8 @@ OptionTable demo_options(DemoSettings& s) {
       {"sft-lr", "SFT peak learning rate (default: the size's)", &s.sft_lr},
       {"rl-steps", "GRPO steps (default: the size's)", &s.rl_steps},
       {"rl-lr", "GRPO learning rate (default: the size's)", &s.rl_lr},
+      {"eval-every", "GRPO evaluates the dev split every N steps and after its last (train's eval-every: "
+                     "rl/eval/step-N, report.json rl_eval; 0 = off; default: the size's, off)", &s.eval_every},
       {"set", set_help().c_str(), &s.sets},
       {"train-set", "KEY=VALUE: a `llm_sqlrl train` key for the GRPO phase (repeatable; e.g. dynamic-sampling=true, "
                     "rollout-is=truncate), over the size's values", &s.train_sets},
@@ -87,6 +90,7 @@ void run_demo_command(DemoArgs& args) {
   if (a.sft_epochs >= 0) c.sizes.sft_epochs = a.sft_epochs;
   if (a.rl_steps >= 0) c.sizes.rl_steps = a.rl_steps;
   if (a.rl_lr > 0) c.sizes.rl_lr = a.rl_lr;
+  if (a.eval_every >= 0) c.sizes.rl_eval_every = a.eval_every;
   if (a.sft_lr > 0) c.sizes.sft_lr = a.sft_lr;
   for (const std::string& kv : a.sets) rl::set_demo_size(c.sizes, kv);
   c.train_sets = a.train_sets;

@@ -100,32 +100,20 @@ void run_eval_command(EvalArgs& args) {
   if (cuda) check(cuda_device_count() > 0, "eval: --device cuda: ", cuda_unavailable_reason());
   const int gpu = cuda ? join_job_gpu() : 0;  // each rank on GPU local_rank
   std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);
-  size_t colon = a.dataset.find(':');
-  check(colon != std::string::npos && colon > 0, "eval: --dataset '", a.dataset,
-        "': expected FORMAT:PATH, e.g. spider:data/spider");
-  sql::LoadOptions load;
-  load.format = sql::parse_dataset_format(a.dataset.substr(0, colon));
-  load.dir = a.dataset.substr(colon + 1);
-  load.split = a.split;
-  load.compute_difficulty = true;  // Spider hardness where the dataset has no label
-  check(fs::is_directory(load.dir), "eval: dataset folder does not exist: ", load.dir);
-  check(a.compare.empty() || a.compare == "spider" || a.compare == "bird", "eval: --compare '", a.compare,
-        "': expected spider or bird");
+  const sql::LoadOptions load = rl::eval_load_options(a.dataset, a.split, "eval: --dataset");
+  const sql::CompareMode compare = rl::eval_compare_mode(a.compare, load.format, "eval: --compare");
   check(fs::exists(a.weights), "eval: weights: no such file or folder: ", a.weights);
   const fs::path tok_path = rl::model_tokenizer_path(a);
   check(!tok_path.empty(), "eval: no tokenizer.json beside the weights ", a.weights, " (give --tokenizer FILE)");
 
-  sql::Dataset dataset = sql::load_dataset(load);
-  std::vector<sql::Example>& examples = dataset.examples;
-  if (a.limit > 0 && static_cast<size_t>(a.limit) < examples.size()) examples.resize(static_cast<size_t>(a.limit));
-  check(!examples.empty(), "eval: dataset ", a.dataset, " (", a.split, ") has no examples");
+  std::vector<sql::Example> examples = rl::load_eval_examples(load, a.limit, str_cat("eval: dataset ", a.dataset));
   std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(tok_path.string());
   QwenModel model = load_model(a.weights);
   check(static_cast<int64_t>(tokenizer->size()) <= model.config.vocab_size, "eval: tokenizer ", tok_path.string(),
         " has ", tokenizer->size(), " ids but the model ", a.weights, " has vocab_size ", model.config.vocab_size);
 
   options.single_turn = a.single_turn;
-  options.dialogue = load.format == sql::DatasetFormat::Sparc || load.format == sql::DatasetFormat::Cosql;
+  options.dialogue = rl::dialogue_format(load.format);
   options.batch_questions = a.batch;
   options.progress = !args.quiet;
   rl::RolloutOptions& ro = options.rollout;
@@ -137,9 +125,9 @@ void run_eval_command(EvalArgs& args) {
     ro.chat_template = detect_chat_template_for_tokenizer(tok_path.string()).value_or(ChatTemplate::qwen3);
   a.chat_template = chat_template_name(ro.chat_template);  // config.toml records the one used
 
-  const bool bird = a.compare.empty() ? load.format == sql::DatasetFormat::Bird : a.compare == "bird";
+  const bool bird = compare == sql::CompareMode::BirdSet;
   sql::Pool pool;
-  rl::RewardContext ctx(pool, ro.sql_limits, bird ? sql::CompareMode::BirdSet : sql::CompareMode::Spider);
+  rl::RewardContext ctx(pool, ro.sql_limits, compare);
   rl::EvalInfo info{a.dataset, a.split, a.protocol, a.weights, bird ? "bird" : "spider", a.seed, a.device};
   // CUDA: bf16 weights on the device (rl/policy.h); it fails naming the model's head_dim when the
   // CUDA attention does not take it.

@@ -104,7 +104,12 @@ void sgemm_tile(const GemmProblem& p, const float* a, const float* b, float* c, 
 }  // namespace
 
 void set_gemm_thread_independent(bool on) {
+  // Off again restores OpenBLAS's own thread count, so a stretch of thread-independent GEMMs (the
+  // trainer's evaluations) leaves the GEMMs after it computing what they computed before it.
+  static int threads_before = 0;
+  if (on && !g_thread_independent) threads_before = openblas_get_num_threads();
   if (on) openblas_set_num_threads(1);
+  if (!on && g_thread_independent && threads_before > 0) openblas_set_num_threads(threads_before);
   g_thread_independent = on;
 }
 

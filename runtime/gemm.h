@@ -37,8 +37,9 @@ void gemm_cpu(const GemmProblem& p);
 // mpirun runs its small-matrix kernels, a process with two cores its threaded ones: the same
 // GEMM then differs in the last bits). Data-parallel training turns this on in every process
 // (rl/data_parallel.h) so N ranks and --grad-accum N compute the same bits, and `eval` so its
-// answers do not depend on the machine's core count or the number of ranks. Off by default:
-// OpenBLAS's own threading.
+// answers do not depend on the machine's core count or the number of ranks; the GRPO trainer turns
+// it on for its evaluations only. Off by default: OpenBLAS's own threading (turning it off again
+// restores the thread count OpenBLAS had).
 constexpr int64_t kGemmTileRows = 16, kGemmTileCols = 256;
 void set_gemm_thread_independent(bool on);
 bool gemm_thread_independent();

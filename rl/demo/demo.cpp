@@ -93,6 +93,7 @@ TrainConfig train_config(const DemoConfig& c) {
   t.tiny_vocab = s.vocab, t.tiny_hidden = s.hidden, t.tiny_layers = s.layers, t.tiny_heads = s.heads;
   t.tiny_kv_heads = s.kv_heads, t.tiny_head_dim = s.head_dim, t.tiny_intermediate = s.intermediate;
   t.max_steps = s.rl_steps;
+  t.eval_every = s.rl_eval_every;
   t.save_every = 0;
   t.batch_size = s.rl_batch;
   t.group_size = s.rl_group;
@@ -198,7 +199,7 @@ OptionTable demo_size_options(DemoSizes& z) {
           {"sft_micro_batch_tokens", "", &z.sft_micro_batch_tokens}, {"sft_share_group", "", &z.sft_share_group},
           {"sft_lr", "", &z.sft_lr}, {"rl_steps", "", &z.rl_steps}, {"rl_batch", "", &z.rl_batch},
           {"rl_group", "", &z.rl_group}, {"rl_lr", "", &z.rl_lr}, {"rl_cosine", "", &z.rl_cosine},
-          {"rl_min_lr_ratio", "", &z.rl_min_lr_ratio}, {"rl_temperature", "", &z.rl_temperature},
+          {"rl_min_lr_ratio", "", &z.rl_min_lr_ratio}, {"rl_eval_every", "", &z.rl_eval_every}, {"rl_temperature", "", &z.rl_temperature},
           {"rl_top_p", "", &z.rl_top_p}, {"max_turn_tokens", "", &z.max_turn_tokens},
           {"max_total_tokens", "", &z.max_total_tokens}};
 }
@@ -367,9 +368,16 @@ DemoReport run_demo(const DemoConfig& config) {
   env.panel = make_reward_panel(config.protocol);
   env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, sql::CompareMode::BirdSet);
   env.score = panel_scorer(env.panel, *env.reward_context);
+  if (tc.eval_every > 0) {  // the stage evaluations' questions and EX (multi-turn)
+    env.eval_examples = dev.examples;
+    env.eval_context = std::make_unique<RewardContext>(*env.pool, limits, sql::CompareMode::BirdSet);
+    env.eval_dataset = "synthetic";
+  }
   TrainSummary ts = run_training(env, /*quiet=*/!config.log);
   rep.rl_reward_means = ts.reward_means;
   rep.rl_seconds = ts.seconds;
+  rep.rl_eval = ts.eval_ex;
+  rep.rl_best_step = ts.best_step;
   model.params = env.model.params;
   log(str_cat("demo: GRPO ", ts.last_step - ts.first_step, " steps, ", ts.seconds, " s"));
   eval_stage("rl");

@@ -12,7 +12,8 @@
 //   cache/synth/, cache/tokenizer.json   the benchmark and tokenizer (kept between runs)
 //   demos.jsonl                          the SFT demonstrations
 //   sft/                                 SFT run folder (metrics.jsonl, checkpoints/)
-//   rl/                                  GRPO run folder (config.toml, metrics.jsonl, checkpoints/)
+//   rl/                                  GRPO run folder (config.toml, metrics.jsonl, checkpoints/;
+//                                        with rl_eval_every also eval/step-N/ and best.json)
 //   eval/<stage>-<multi|single>/         summary.json, summary.md, examples.jsonl per evaluation
 //   report.json, report.md               the figures and the printed table
 // sft/, rl/ and eval/ are replaced on every run (they are this run's outputs).
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -72,6 +74,9 @@ struct DemoSizes {
   double rl_lr = 2e-4, rl_temperature = 0.6, rl_top_p = 0.95;
   int64_t rl_cosine = 1;         // cosine decay over rl_steps (0: constant lr)
   double rl_min_lr_ratio = 0.1;  // the cosine's floor as a share of rl_lr
+  // GRPO evaluates the dev split (greedy, multi-turn) every N steps and after its last (train's
+  // eval-every; RL_FOLDER/eval/step-N, report.json "rl_eval"); 0 = off (the stage evaluations only)
+  int64_t rl_eval_every = 0;
   // rollout and eval limits
   int64_t max_turn_tokens = 128, max_total_tokens = 2560;
   int64_t dev_limit = 0;  // N dev questions evenly spaced over the split (every database; 0 = all)
@@ -116,6 +121,8 @@ struct DemoReport {
   double sft_first_loss = 0, sft_last_loss = 0;
   double sft_dev_loss = 0;  // mean NLL per trained token of the dev split's gold demonstrations
   std::vector<double> rl_reward_means;
+  std::vector<std::pair<int64_t, double>> rl_eval;  // rl_eval_every: (step, dev EX) during GRPO
+  int64_t rl_best_step = 0;                         // the best of them (0 = none)
   double seconds = 0, cpu_seconds = 0;  // wall and process CPU time of the whole run
   double sft_seconds = 0, rl_seconds = 0, eval_seconds = 0;
 };

@@ -67,6 +67,12 @@ nlohmann::ordered_json demo_report_json(const DemoReport& r) {
   j["sft_loss"] = {{"first", r.sft_first_loss}, {"last", r.sft_last_loss}, {"dev", r.sft_dev_loss}};
   if (!r.config.sft_from.empty()) j["sft_from"] = r.config.sft_from;  // losses 0: not trained here
   j["rl_reward_means"] = r.rl_reward_means;
+  if (!r.rl_eval.empty()) {
+    nlohmann::ordered_json curve = nlohmann::ordered_json::array();
+    for (const auto& [step, ex] : r.rl_eval) curve.push_back({{"step", step}, {"ex", ex}});
+    j["rl_eval"] = curve;
+    j["rl_best_step"] = r.rl_best_step;
+  }
   nlohmann::ordered_json stages = nlohmann::ordered_json::object();
   for (const DemoStage& s : r.stages) stages[s.name] = {{"multi_turn", summary_brief(s.multi)}, {"single_turn", summary_brief(s.single)}};
   j["stages"] = stages;
@@ -109,6 +115,11 @@ std::string demo_table(const DemoReport& r) {
   for (const DemoStage& st : r.stages)
     s += str_cat("| ", stage_label(st.name), " | ", pct(st.single.total.ex()), " | ", pct(st.multi.total.ex()), " | ",
                  pct(st.multi.total.ex() - st.single.total.ex()), " |\n");
+  if (!r.rl_eval.empty()) {
+    s += "\nDev EX (%) during GRPO (greedy, multi-turn; rl/eval/step-N):";
+    for (const auto& [step, ex] : r.rl_eval) s += str_cat(" step ", step, " ", pct(ex), step == r.rl_best_step ? " (best)" : "", ";");
+    s.back() = '\n';
+  }
   const double margin = stage(r, "rl").multi.total.ex() - stage(r, "sft").multi.total.ex();
   s += str_cat("\nGRPO vs its SFT start (multi-turn dev EX): ", margin >= 0 ? "+" : "", pct(margin), " points. ",
                r.demos, " demonstrations, ", r.params, " parameters; ", static_cast<int64_t>(r.seconds), " s wall, ",

@@ -139,6 +139,21 @@ struct EvalSummary {
 EvalSummary summarize(const std::vector<sql::Example>& examples, const std::vector<ExampleResult>& results,
                       int64_t samples, bool dialogue);
 
+// ---- what is evaluated (shared by `eval` and evaluation during `train`)
+
+// "FORMAT:PATH" as the load options of `split`, Spider hardness computed where the dataset has no
+// label. Errors name `key` (the flag or config key) and the value: no colon, an unknown format, no
+// such folder.
+sql::LoadOptions eval_load_options(const std::string& spec, const std::string& split, const std::string& key);
+// The split's first `limit` questions (0 = all); an error naming `what` when there are none.
+std::vector<sql::Example> load_eval_examples(const sql::LoadOptions& load, int64_t limit, const std::string& what);
+// EX semantics: `compare` ("spider" | "bird") when given, else BIRD's set equality for BIRD data
+// and test-suite EX for the rest. A bad name is an error naming `key` and it.
+sql::CompareMode eval_compare_mode(const std::string& compare, sql::DatasetFormat format,
+                                   const std::string& key = "compare");
+// SParC / CoSQL: turns of dialogues (interaction match is reported).
+bool dialogue_format(sql::DatasetFormat format);
+
 // ---- running
 
 struct EvalOptions {
@@ -149,6 +164,9 @@ struct EvalOptions {
   bool dialogue = false;         // the dataset is SParC/CoSQL
   int64_t batch_questions = 32;  // questions rolled out together (same value, same floats)
   bool progress = false;         // a line per batch on stderr
+  // A KV cache the caller keeps (the trainer's, from its memory plan; rollout(..., kv)), so an
+  // evaluation inside a run allocates no second one; null: each batch's rollout sizes its own.
+  PolicyKV* kv = nullptr;
 };
 
 struct EvalRun {

@@ -46,7 +46,8 @@ EvalRun run_eval(const Policy& model, const Tokenizer& tokenizer, const Protocol
     // where the batches are cut.
     batch_options.first_sample_id = ro.first_sample_id + begin * static_cast<uint64_t>(options.samples);
     RolloutStats stats;
-    std::vector<Trajectory> trajs = rollout(model, tokenizer, protocol, pool, requests, batch_options, &stats);
+    std::vector<Trajectory> trajs =
+        rollout(model, tokenizer, protocol, pool, requests, batch_options, &stats, options.kv);
     add_rollout_stats(run.stats, stats);
     std::vector<ExampleResult> scored = score_examples(part, trajs, options.samples, options.mode, ctx);
     for (ExampleResult& r : scored) {

@@ -13,6 +13,12 @@
 //   difficulty.jsonl     curate / curriculum: each training question's solved samples (pre-pass)
 //   data_schedule.json   curate / curriculum: the counts and the questions of each level
 //   memory_plan.txt      the memory plan the run executes (rl/train_memory.h; `llm_sqlrl plan` prints the same)
+//   eval/step-N/         eval-every: summary.json, summary.md, examples.jsonl of the greedy pass@1
+//                        evaluation after step N (rl/eval/eval.h; the same files `llm_sqlrl eval`
+//                        writes); metrics.jsonl's line N carries its figures as "eval"
+//   best.json            eval-every: {"step", "eval_ex", "checkpoint"} of the best evaluation so far
+//                        (first of equals); an evaluation that sets a new best also saves a
+//                        checkpoint at its step, so "checkpoint" (relative to RUN) always exists
 //   checkpoints/step-N/  config.json + model.safetensors (HF layout), tokenizer.json,
 //                        optimizer.safetensors, trainer_state.json; written as .step-N.tmp then
 //                        renamed, so a crash never leaves a half checkpoint
@@ -20,12 +26,21 @@
 //
 // Resume (config.resume = a run folder): the latest complete checkpoint's weights, optimizer
 // and step are loaded; metrics/trajectories lines past that step (a crash's leftovers) are
-// dropped; the next batch and samples are the ones an uninterrupted run would have drawn.
+// dropped; the next batch and samples are the ones an uninterrupted run would have drawn. The
+// best evaluation is read back from the kept metrics lines (best.json rewritten from them), so a
+// resumed run records the best an uninterrupted one would.
+//
+// Evaluation (eval_every > 0): after step N when N % eval_every == 0, and after the last step,
+// the current policy answers the held-out questions greedily (T = 0, one sample, the training's
+// turn caps and SQL limits) through the rollout's own KV cache, every rank its share of them.
+// CPU GEMMs run thread-independent during it, as `llm_sqlrl eval` does (runtime/gemm.h), and
+// return to the run's mode after, so the evaluation changes nothing the training computes.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/memory_plan.h"
@@ -61,6 +76,13 @@ struct TrainEnv {
   std::unique_ptr<RewardContext> reward_context;
   RewardPanel panel;
   ScoreFn score;
+  // Evaluation during training (config.eval_every > 0): the held-out questions, scored with
+  // eval_context's comparison (the `eval` command's rule, so RUN/eval/step-N matches an `eval` of
+  // that step's checkpoint); eval_dataset and config.eval_split label summary.json.
+  std::vector<sql::Example> eval_examples;
+  std::unique_ptr<RewardContext> eval_context;
+  bool eval_dialogue = false;
+  std::string eval_dataset;
   std::string description;  // model / tokenizer / dataset sources, printed at the start
   OptionSources config_sources;  // where each config value came from (config.toml comments); may be empty
   RunLock lock;             // the run folder's, once make_train_env writes into it (else run_training takes it)
@@ -86,6 +108,9 @@ struct TrainSummary {
   std::vector<double> reward_means;       // per step run
   TrainModes modes;                       // the memory modes the first train step ran with (executed_modes)
   bool interrupted = false;               // stopped by SIGINT/SIGTERM after saving step last_step
+  std::vector<std::pair<int64_t, double>> eval_ex;  // (step, EX) of each evaluation this call ran
+  int64_t best_step = 0;                  // the run's best evaluation (resumed ones included); 0 = none
+  double best_ex = 0;
 };
 
 // The memory plan's inputs for this run (rl/train_memory.h): the config's memory group, the

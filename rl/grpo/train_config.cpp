@@ -39,6 +39,13 @@ OptionTable config_fields(TrainConfig& c) {
       {"split", "dataset split to train on", &c.split},
       {"synth-seed", "generator seed of the built-in synthetic benchmark", &c.synth_seed},
       {"compare", "EX comparison: spider | bird (default: bird for BIRD data and skyrl, else spider)", &c.compare},
+      {"eval-every", "evaluate greedy pass@1 on the held-out split after every N steps and the last, into "
+                     "RUN/eval/step-N/ and metrics.jsonl's \"eval\"; a new best EX also saves a checkpoint and "
+                     "RUN/best.json (0 = off)", &c.eval_every},
+      {"eval-split", "split evaluated by eval-every", &c.eval_split},
+      {"eval-dataset", "FORMAT:PATH evaluated by eval-every (default: the training dataset; EX as `eval` scores "
+                       "it: compare, else bird for BIRD data, else spider)", &c.eval_dataset},
+      {"eval-limit", "first N questions of the eval split (0 = all)", &c.eval_limit},
   });
   add_protocol_options(t, c);
   t.insert(t.end(), {
@@ -176,6 +183,9 @@ void validate_config(const TrainConfig& c) {
         c.sql_timeout_ms);
   check(c.max_steps >= 0, "config: max-steps must be >= 0, got ", c.max_steps);
   check(c.save_every >= 0, "config: save-every must be >= 0, got ", c.save_every);
+  check(c.eval_every >= 0, "config: eval-every must be >= 0 (0 = off), got ", c.eval_every);
+  check(c.eval_limit >= 0, "config: eval-limit must be >= 0 (0 = all), got ", c.eval_limit);
+  check(c.eval_every == 0 || !c.eval_split.empty(), "config: eval-split must name a split when eval-every is on");
   check(c.log_trajectories >= 0, "config: log-trajectories must be >= 0, got ", c.log_trajectories);
   check(c.batch_size > 0, "config: batch-size must be positive, got ", c.batch_size);
   check(c.group_size > 0, "config: group-size must be positive, got ", c.group_size);

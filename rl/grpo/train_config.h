@@ -51,6 +51,12 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   uint64_t synth_seed = 1;        // the built-in benchmark's generator seed
   std::string compare;            // spider | bird (set equality); "" = bird for BIRD data and skyrl, else spider
 
+  // ---- evaluation during training (rl/grpo/train.h): greedy pass@1 on a held-out split
+  int64_t eval_every = 0;         // after every N steps and the last; 0 = off
+  std::string eval_split = "dev";
+  std::string eval_dataset;       // FORMAT:PATH; "" = the training dataset (the built-in benchmark's)
+  int64_t eval_limit = 0;         // first N questions; 0 = all
+
   // ---- reward (the protocol's panel by default)
   std::string reward;              // panel; "" = the protocol's own
   std::vector<std::string> reward_weights;  // "term=w" overrides of the panel's weights

@@ -20,8 +20,8 @@ namespace {
 // Philox key of the difficulty pre-pass: its samples must not be step 1's (same seed, same ids).
 constexpr uint64_t kDifficultyKey = 0x444946464943ull;  // "DIFFIC"
 
-std::vector<Difficulty> measure_difficulty(TrainEnv& env, const Policy& policy, const RolloutOptions& base,
-                                           const Comm& comm, bool quiet) {
+std::vector<Difficulty> measure_difficulty(TrainEnv& env, const Policy& policy, PolicyKV& kv,
+                                           const RolloutOptions& base, const Comm& comm, bool quiet) {
   const TrainConfig& c = env.config;
   check(env.reward_context != nullptr, "train: the difficulty pre-pass needs the environment's reward context (EX)");
   EvalOptions o;
@@ -32,6 +32,7 @@ std::vector<Difficulty> measure_difficulty(TrainEnv& env, const Policy& policy, 
   o.rollout.first_sample_id = 0;
   o.batch_questions = std::max<int64_t>(1, c.max_batch_sequences / c.difficulty_samples);
   o.progress = !quiet;
+  o.kv = &kv;
   if (!quiet)
     std::printf("difficulty: %lld samples of each of %zu training questions at temperature %g\n",
                 static_cast<long long>(c.difficulty_samples), env.examples.size(), c.temperature);
@@ -41,8 +42,8 @@ std::vector<Difficulty> measure_difficulty(TrainEnv& env, const Policy& policy, 
 
 }  // namespace
 
-DataSchedule make_data_schedule(TrainEnv& env, const Policy& policy, const RolloutOptions& base, const Comm& comm,
-                                bool owner, bool quiet, nlohmann::ordered_json* summary) {
+DataSchedule make_data_schedule(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
+                                const Comm& comm, bool owner, bool quiet, nlohmann::ordered_json* summary) {
   const TrainConfig& c = env.config;
   const int64_t n = static_cast<int64_t>(env.examples.size());
   const bool curate = c.curate != "off", curriculum = c.curriculum_bin_size > 0;
@@ -57,7 +58,7 @@ DataSchedule make_data_schedule(TrainEnv& env, const Policy& policy, const Rollo
     d = read_difficulty_jsonl(c.difficulty_file, env.examples);
   } else {
     check(c.difficulty_samples >= 2, "train: curate / curriculum need difficulty-samples >= 2 or a difficulty-file");
-    d = measure_difficulty(env, policy, base, comm, quiet);
+    d = measure_difficulty(env, policy, kv, base, comm, quiet);
   }
   if (owner && !fs::exists(saved)) write_text_atomic(saved, difficulty_jsonl(env.examples, d));
 

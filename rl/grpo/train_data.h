@@ -16,9 +16,10 @@ namespace sqlrl::rl {
 // The run's schedule. Without curate / curriculum: the whole split. Otherwise the difficulty of
 // every training question comes from RUN/difficulty.jsonl when the run already has one (a
 // resume), else from config.difficulty_file, else from a pass@K rollout of `policy` now (every
-// rank takes part; rank 0 writes the file). `summary` receives the counts (data_schedule.json).
-DataSchedule make_data_schedule(TrainEnv& env, const Policy& policy, const RolloutOptions& base, const Comm& comm,
-                                bool owner, bool quiet, nlohmann::ordered_json* summary);
+// rank takes part; rank 0 writes the file) through the rollout's cache `kv`. `summary` receives
+// the counts (data_schedule.json).
+DataSchedule make_data_schedule(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
+                                const Comm& comm, bool owner, bool quiet, nlohmann::ordered_json* summary);
 
 struct DynamicSamplingStats {
   int64_t tries = 0;               // rollout batches made this step

@@ -7,6 +7,7 @@
 #include <future>
 #include <sstream>
 
+#include "rl/eval/eval.h"
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_log.h"
 #include "kernels/attention.h"
@@ -124,6 +125,12 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
     env.examples = sql::load_dataset(o).examples;
     check(!env.examples.empty(), "dataset ", c.dataset, " (", c.split, "): no examples");
   }
+  // The held-out split of eval-every: another dataset, or the training one's (the built-in
+  // benchmark's, read once it is generated below).
+  const std::string eval_spec = c.eval_dataset.empty() ? c.dataset : c.eval_dataset;
+  sql::LoadOptions eval_load;
+  if (c.eval_every > 0 && !eval_spec.empty())
+    eval_load = eval_load_options(eval_spec, c.eval_split, c.eval_dataset.empty() ? "dataset" : "eval-dataset");
   bool bird_like = format == sql::DatasetFormat::Bird || (c.compare.empty() && c.protocol == "skyrl");
   sql::CompareMode mode = c.compare.empty() ? (bird_like ? sql::CompareMode::BirdSet : sql::CompareMode::Spider)
                                             : (c.compare == "bird" ? sql::CompareMode::BirdSet : sql::CompareMode::Spider);
@@ -153,6 +160,17 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
     if (c.protocol == "mtsql") o.format = sql::DatasetFormat::Sparc, o.dir = synth + "/sparc";
     env.examples = sql::load_dataset(o).examples;
   }
+  if (c.eval_every > 0) {
+    if (eval_spec.empty()) {
+      eval_load.dir = (fs::path(dir) / "cache" / "synth").string();
+      eval_load.split = c.eval_split;
+      eval_load.compute_difficulty = true;
+      if (c.protocol == "mtsql") eval_load.format = sql::DatasetFormat::Sparc, eval_load.dir += "/sparc";
+    }
+    env.eval_dataset = eval_spec.empty() ? "synthetic" : eval_spec;
+    env.eval_examples = load_eval_examples(eval_load, c.eval_limit, "eval-dataset " + env.eval_dataset);
+    env.eval_dialogue = dialogue_format(eval_load.format);
+  }
   if (!env.tokenizer) {
     tok_path = (fs::path(dir) / "cache" / "tokenizer.json").string();
     if (!fs::exists(tok_path))
@@ -179,12 +197,22 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
     env.reward_context->overlong_buffer = c.overlong_buffer;
   }
   env.score = panel_scorer(env.panel, *env.reward_context);
+  if (c.eval_every > 0) {  // the SQL limits `eval` scores under: the rollout's
+    RolloutOptions ro;
+    apply_to_rollout(ro, c, c.seed, c, c);
+    env.eval_context = std::make_unique<RewardContext>(*env.pool, ro.sql_limits,
+                                                       eval_compare_mode(c.compare, eval_load.format));
+  }
   env.description = str_cat("model ", c.weights.empty() ? "embedded tiny Qwen3" : c.weights, " (",
                             env.model.num_params, " parameters, vocab ", env.model.config.vocab_size, "), tokenizer ",
                             tok_path, " (", env.tokenizer->size(), " ids), ", env.examples.size(), " ", c.split,
                             " examples from ", c.dataset.empty() ? "the built-in synthetic benchmark" : c.dataset,
                             c.dataset.empty() && c.protocol == "mtsql" ? " (dialogues)" : "",
-                            ", protocol ", c.protocol, ", reward ", env.panel.name);
+                            ", protocol ", c.protocol, ", reward ", env.panel.name,
+                            c.eval_every > 0 ? str_cat(", evaluated every ", c.eval_every, " steps on ",
+                                                       env.eval_examples.size(), " ", c.eval_split, " questions of ",
+                                                       env.eval_dataset)
+                                             : "");
   return env;
 }
 

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace sqlrl::rl {
 
@@ -110,6 +113,7 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
   j["updates"] = r.grpo.updates;
   j["trained_tokens"] = r.grpo.tokens;
   j["packed_positions"] = r.grpo.positions;
+  if (r.eval) j["eval"] = *r.eval;
   const RolloutStats& s = r.rollout;
   auto rate = [](double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; };
   j["time"] = {{"step_s", r.step_seconds},
@@ -122,7 +126,51 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
                {"comm_s", r.comm_seconds},
                {"rollout_tokens_per_s", rate(static_cast<double>(s.sampled_tokens), s.wall_seconds)},
                {"train_tokens_per_s", rate(static_cast<double>(r.grpo.positions * r.ppo_epochs), r.grpo.seconds)}};
+  if (r.eval) j["time"]["eval_s"] = r.eval_seconds;
   return j;
+}
+
+nlohmann::ordered_json eval_metrics_json(const nlohmann::ordered_json& summary) {
+  nlohmann::ordered_json j;
+  j["n"] = summary.at("questions");
+  for (const char* key : {"ex", "correct"}) j[key] = summary.at(key);
+  nlohmann::ordered_json diff = nlohmann::ordered_json::object();
+  for (const auto& [label, t] : summary.at("by_difficulty").items())
+    diff[label] = {{"n", t.at("n")}, {"ex", t.at("ex")}, {"correct", t.at("correct")}};
+  j["by_difficulty"] = diff;
+  for (const char* key : {"answered_rate", "format_error_rate", "avg_turns", "sql_calls_per_question"})
+    j[key] = summary.at(key);
+  return j;
+}
+
+bool is_new_best(const BestEval& best, double ex) { return best.step == 0 || ex > best.ex; }
+
+BestEval best_eval_in(const std::string& metrics_path) {
+  BestEval best;
+  std::ifstream in(metrics_path, std::ios::binary);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("eval")) continue;
+    double ex = 0;
+    int64_t step = 0;
+    try {
+      ex = j["eval"].at("ex").get<double>();
+      step = j.at("step").get<int64_t>();
+    } catch (const nlohmann::json::exception& e) {
+      fail(metrics_path, ": a line's eval.ex or step: ", e.what());
+    }
+    if (is_new_best(best, ex)) best = {step, ex};
+  }
+  return best;
+}
+
+void write_best_json(const std::string& run_dir, const BestEval& best) {
+  nlohmann::ordered_json j;
+  j["step"] = best.step;
+  j["eval_ex"] = best.ex;
+  j["checkpoint"] = checkpoint_dir("", best.step);
+  write_text_atomic((std::filesystem::path(run_dir) / "best.json").string(), j.dump(2) + "\n");
 }
 
 std::vector<nlohmann::ordered_json> trajectory_json(const StepRecord& r, int64_t count) {
@@ -170,7 +218,7 @@ std::vector<nlohmann::ordered_json> trajectory_json(const StepRecord& r, int64_t
   return out;
 }
 
-std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_step_seconds) {
+std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_step_seconds, double last_eval_ex) {
   const double count = r.sums.empty() ? 0 : r.sums[0];
   const double reward = r.sums.size() > 3 ? r.sums[1] : 0, ex = r.sums.size() > 3 ? r.sums[3] : 0;
   double n = std::max<double>(1, count);
@@ -185,7 +233,12 @@ std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_st
                 static_cast<long long>(r.step), static_cast<long long>(max_steps), reward / n, ex / n, r.grpo.loss,
                 static_cast<long long>(r.grpo.filtered.kept), static_cast<long long>(count), infra, r.step_seconds,
                 static_cast<long long>(eta / 60), static_cast<long long>(eta % 60));
-  return buf;
+  std::string line = buf;
+  if (last_eval_ex >= 0) {
+    std::snprintf(buf, sizeof buf, " | eval %.1f%%", 100.0 * last_eval_ex);
+    line += buf;
+  }
+  return line;
 }
 
 }  // namespace sqlrl::rl

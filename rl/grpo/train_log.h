@@ -29,6 +29,9 @@ struct StepRecord {
   int64_t ppo_epochs = 1;  // training forward/backward passes over the packed positions
   double score_seconds = 0, step_seconds = 0;
   double comm_seconds = 0;  // data parallel: rank 0's time in collectives (waiting for the slowest rank included)
+  // eval-every: this step's evaluation (eval_metrics_json), null on steps without one.
+  const nlohmann::ordered_json* eval = nullptr;
+  double eval_seconds = 0;
 };
 
 // What metrics_json reports as means over the step's trajectories, as sums in one vector, so
@@ -43,7 +46,26 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
 // `count` trajectories spread over the batch, one JSON object each.
 std::vector<nlohmann::ordered_json> trajectory_json(const StepRecord& r, int64_t count);
 
-// "step 12/100 | reward 0.153 ... | ETA 3m05s"
-std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_step_seconds);
+// metrics.jsonl's "eval" object: summary.json's deterministic figures (rl/eval/eval_output.cpp)
+// of the step's evaluation: n, ex, correct, by_difficulty (n, ex, correct per label),
+// answered_rate, format_error_rate, avg_turns, sql_calls_per_question.
+nlohmann::ordered_json eval_metrics_json(const nlohmann::ordered_json& summary);
+
+// The best evaluation of a run: the highest EX, the earliest step among equals; step 0 = none yet.
+struct BestEval {
+  int64_t step = 0;
+  double ex = 0;
+};
+// An evaluation of `ex` is a new best: the first one, or strictly above the best (so among equal
+// EX the earliest step stays the best).
+bool is_new_best(const BestEval& best, double ex);
+// The best "eval" in a metrics.jsonl (a resumed run's kept lines); none when no line has one.
+BestEval best_eval_in(const std::string& metrics_path);
+// RUN/best.json {"step", "eval_ex", "checkpoint": "checkpoints/step-N"}, atomically.
+void write_best_json(const std::string& run_dir, const BestEval& best);
+
+// "step 12/100 | reward 0.153 ... | ETA 3m05s", with "| eval 31.2%" once an evaluation ran
+// (last_eval_ex < 0: none yet).
+std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_step_seconds, double last_eval_ex = -1);
 
 }  // namespace sqlrl::rl

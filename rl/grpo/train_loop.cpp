@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "rl/eval/eval.h"
 #include "rl/grpo/grpo.h"
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_data.h"
@@ -155,6 +156,8 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   if (dp.shards() > 1 && c.deterministic_reduce) set_gemm_thread_independent(true);
   check(env.protocol && env.tokenizer && env.score, "train: the environment lacks a protocol, tokenizer or scorer");
   check(!env.examples.empty(), "train: no training examples");
+  check(c.eval_every == 0 || (env.eval_context && !env.eval_examples.empty()), "train: eval-every ", c.eval_every,
+        " but the environment has no held-out questions or EX context (make_train_env loads them)");
   const std::string dir = c.resume.empty() ? c.out : c.resume;
   const fs::path run = dir;
   const int64_t n_examples = static_cast<int64_t>(env.examples.size());
@@ -233,6 +236,19 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     optimizer.bf16 = plan.modes.bf16_moments;
     if (!cuda) optimizer = make_optimizer_state(moments, plan.modes.bf16_moments);
   }
+  // The best evaluation so far, from the metrics lines kept (resume) or none; every rank takes
+  // rank 0's, since a new best saves a checkpoint, which every rank takes part in.
+  BestEval best;
+  if (owner && !c.resume.empty()) {
+    best = best_eval_in((run / "metrics.jsonl").string());
+    if (best.step > 0) write_best_json(dir, best);
+    else fs::remove(run / "best.json");
+  }
+  if (dp.distributed()) {
+    const std::string rank0 = comm_all_gather_bytes(comm, owner ? nlohmann::json{best.step, best.ex}.dump() : "")[0];
+    const nlohmann::json j = nlohmann::json::parse(rank0);
+    best = {j[0].get<int64_t>(), j[1].get<double>()};
+  }
   // Every rank past its checks before rank 0 writes config.toml: a rank that fails above ends
   // the job (comm_abort) before the folder changes.
   comm_barrier(comm);
@@ -263,9 +279,17 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
 
   // The data schedule (a difficulty pre-pass runs here, with the weights about to be trained).
   nlohmann::ordered_json schedule_summary;
-  const DataSchedule schedule = make_data_schedule(env, policy, base, comm, owner, quiet, &schedule_summary);
+  const DataSchedule schedule = make_data_schedule(env, policy, memory_for_rollout(policy, memory, optimizer), base, comm,
+                                                   owner, quiet, &schedule_summary);
   if (owner && !schedule_summary.empty())
     write_text_atomic((run / "data_schedule.json").string(), schedule_summary.dump(2) + "\n");
+  // Greedy pass@1 with the training's caps, template and SQL limits (run_eval sets T = 0 and one
+  // sample), through the rollout's KV cache.
+  EvalOptions eval_options;
+  eval_options.rollout = base;
+  eval_options.dialogue = env.eval_dialogue;
+  double last_eval_ex = -1;
+
   TrainSummary summary;
   summary.first_step = step;
   auto run_start = std::chrono::steady_clock::now();
@@ -308,19 +332,50 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       my_lines += j.dump() + "\n";
     const std::vector<std::string> lines = dp.distributed() ? comm_all_gather_bytes(comm, my_lines)
                                                             : std::vector<std::string>{my_lines};
+    const int64_t done = step + 1;
+    const bool last = done == c.max_steps;
+    // A first SIGINT/SIGTERM (runtime/interrupt.h): this step is done; save it and stop. Every
+    // rank stops at the same step (a signal may reach only some).
+    int64_t stop = interrupt_requested() ? 1 : 0;
+    if (dp.distributed()) comm_all_reduce_sum(comm, &stop, 1);
+    const bool interrupted = stop > 0;
+    const bool scheduled_save = last || interrupted || (c.save_every > 0 && done % c.save_every == 0);
+
+    // ---- evaluation (eval-every): every rank its share of the questions, rank 0 writes
+    nlohmann::ordered_json eval_figures;
+    bool new_best = false;
+    if (c.eval_every > 0 && (done % c.eval_every == 0 || last)) {
+      EvalOptions eo = eval_options;
+      eo.kv = &memory_for_rollout(policy, memory, optimizer);
+      // `eval`'s GEMMs (runtime/gemm.h: a row's bits do not depend on the batch), then the run's again.
+      const bool thread_independent = gemm_thread_independent();
+      if (!cuda && !thread_independent) set_gemm_thread_independent(true);
+      const EvalRun ev = run_eval(policy, *env.tokenizer, *env.protocol, *env.pool, env.eval_examples, eo,
+                                  *env.eval_context, comm);
+      if (!cuda && !thread_independent) set_gemm_thread_independent(false);
+      const double ex = ev.summary.total.ex();
+      new_best = is_new_best(best, ex);
+      const bool saved = scheduled_save || new_best;
+      const EvalInfo info{env.eval_dataset, c.eval_split, c.protocol,
+                          saved ? checkpoint_dir(dir, done) : str_cat(dir, " at step ", done, " (no checkpoint)"),
+                          env.eval_context->mode == sql::CompareMode::BirdSet ? "bird" : "spider", c.seed, c.device};
+      // The outputs before the metrics line: a line with "eval" always has its folder.
+      if (owner)
+        write_eval_outputs((run / "eval" / ("step-" + std::to_string(done))).string(), env.eval_examples, ev, eo, info);
+      eval_figures = eval_metrics_json(summary_json(ev, eo, info));
+      rec.eval = &eval_figures;
+      rec.eval_seconds = ev.seconds;
+      last_eval_ex = ex;
+      summary.eval_ex.emplace_back(done, ex);
+    }
     if (owner) {
       metrics->append(metrics_json(rec, env.panel).dump());
       for (const std::string& block : lines)
         for (size_t at = 0, nl; (nl = block.find('\n', at)) != std::string::npos; at = nl + 1)
           traj_log->append(block.substr(at, nl - at));
     }
-    bool last = step + 1 == c.max_steps;
-    // A first SIGINT/SIGTERM (runtime/interrupt.h): this step is done; save it and stop. Every
-    // rank stops at the same step (a signal may reach only some).
-    int64_t stop = interrupt_requested() ? 1 : 0;
-    if (dp.distributed()) comm_all_reduce_sum(comm, &stop, 1);
-    const bool interrupted = stop > 0;
-    if (last || interrupted || (c.save_every > 0 && (step + 1) % c.save_every == 0)) {
+    // A new best evaluation is saved too, so best.json always names a checkpoint.
+    if (scheduled_save || new_best) {
       // CUDA: the master weights to the host model; the moments to the host (offloaded: they
       // are there once the region turns to the next rollout's cache, no second copy).
       policy_download(policy, env.model);
@@ -331,15 +386,19 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       OptimizerState full = moments != env.model.num_params ? gather_optimizer(comm, optimizer, env.model.num_params)
                                                             : OptimizerState{};
       if (owner)
-        save_checkpoint(dir, step + 1, env.model, moments != env.model.num_params ? full : optimizer,
+        save_checkpoint(dir, done, env.model, moments != env.model.num_params ? full : optimizer,
                         env.tokenizer_path, grpo_trainer_state(optimizer, c, n_examples, cursor));
       comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
       if (cuda && !plan.modes.offload_optimizer) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
     }
+    if (new_best) {
+      best = {done, last_eval_ex};
+      if (owner) write_best_json(dir, best);
+    }
 
     summary.reward_means.push_back(rec.sums[0] > 0 ? rec.sums[1] / rec.sums[0] : 0.0);
     double mean_step = seconds_since(run_start) / static_cast<double>(step + 1 - summary.first_step);
-    std::string line = progress_line(rec, c.max_steps, mean_step);
+    std::string line = progress_line(rec, c.max_steps, mean_step, last_eval_ex);
     if (tty) std::fprintf(stderr, "\r%s\x1b[K%s", line.c_str(), last || interrupted ? "\n" : "");
     else if (!quiet) std::printf("%s\n", line.c_str()), std::fflush(stdout);
     if (interrupted) {
@@ -349,6 +408,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     }
   }
   summary.last_step = std::max(step, summary.first_step);
+  summary.best_step = best.step, summary.best_ex = best.ex;
   summary.seconds = seconds_since(run_start);
   return summary;
 }

@@ -156,6 +156,36 @@ TEST(Demo, SftFromAnEarlierRunGivesItsGrpoPhase) {
   for (const std::string& d : {a.out, b.out, c.out}) fs::remove_all(d);
 }
 
+// rl_eval_every (`demo --eval-every`): GRPO evaluates the dev questions after every step; each
+// evaluation is in rl/eval/step-N and report.json's rl_eval curve, with the best step marked.
+TEST(Demo, MiniRunEvaluatesDuringGrpo) {
+  DemoConfig c;
+  c.out = (fs::temp_directory_path() / "sqlrl_test_demo_eval").string();
+  fs::remove_all(c.out);
+  c.sizes = demo_sizes("mini");
+  c.sizes.rl_eval_every = 1;
+  DemoReport r = run_demo(c);
+  ASSERT_EQ(static_cast<int64_t>(r.rl_eval.size()), c.sizes.rl_steps);
+  std::ifstream in(fs::path(c.out) / "report.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["rl_eval"].size(), r.rl_eval.size());
+  for (size_t i = 0; i < r.rl_eval.size(); ++i) {
+    const int64_t step = static_cast<int64_t>(i) + 1;
+    EXPECT_EQ(r.rl_eval[i].first, step);
+    std::ifstream f(fs::path(c.out) / "rl" / "eval" / ("step-" + std::to_string(step)) / "summary.json");
+    ASSERT_TRUE(f.good()) << step;
+    nlohmann::json summary = nlohmann::json::parse(f);
+    EXPECT_EQ(summary["questions"], r.dev_questions) << "the dev questions the stages are evaluated on";
+    EXPECT_EQ(summary["compare"], "bird");
+    EXPECT_EQ(j["rl_eval"][i]["ex"], summary["ex"]) << step;
+  }
+  std::ifstream b(fs::path(c.out) / "rl" / "best.json");
+  ASSERT_TRUE(b.good());
+  EXPECT_EQ(nlohmann::json::parse(b)["step"], j["rl_best_step"]);
+  EXPECT_NE(demo_table(r).find("Dev EX (%) during GRPO"), std::string::npos) << demo_table(r);
+  fs::remove_all(c.out);
+}
+
 // The demo never writes over another command's run (it used to delete DIR/{sft,rl,eval}).
 TEST(Demo, RefusesAFolderHoldingATrainRun) {
   DemoConfig c;

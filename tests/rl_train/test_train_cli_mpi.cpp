@@ -146,6 +146,33 @@ TEST(TrainCliMpi, EvalTwoRanksWriteTheSummaryOfOneProcess) {
   EXPECT_GT(sql_calls, 0) << "the fixture never ran SQL: the comparison would be weak";
 }
 
+// train --eval-every with two ranks (each evaluates its share of the questions, rank 0 writes):
+// the evaluations, the metrics "eval" fields and best.json of one process with --grad-accum 2
+// (which trains the same bits).
+TEST(TrainCliMpi, TwoRanksEvaluateAsOneProcess) {
+  SQLRL_REQUIRE_MPI();
+  const std::string dp = fresh_dir("cli_mpi_eval_np2"), one = fresh_dir("cli_mpi_eval_one");
+  const std::string args = fixture_args() + "--save-every 0 --eval-every 1 --eval-limit 7 --out ";
+  CliRun a = run_command(mpirun(2) + SQLRL_BINARY + " train " + args + dp, "eval_np2");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  CliRun b = run_command(std::string(SQLRL_BINARY) + " train " + args + one + " --grad-accum 2", "eval_acc2");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  std::vector<nlohmann::json> m = metric_lines(dp), n = metric_lines(one);
+  ASSERT_EQ(m.size(), 2u);
+  ASSERT_EQ(n.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(m[i].contains("eval")) << i;
+    EXPECT_EQ(m[i]["eval"], n[i]["eval"]) << i;
+    EXPECT_EQ(m[i]["eval"]["n"], 7) << i;  // every question, not rank 0's share
+    const std::string step = "/eval/step-" + std::to_string(i + 1);
+    nlohmann::json sa = nlohmann::json::parse(bytes(dp + step + "/summary.json")),
+                   sb = nlohmann::json::parse(bytes(one + step + "/summary.json"));
+    sa.erase("time"), sb.erase("time"), sa.erase("weights"), sb.erase("weights");
+    EXPECT_EQ(sa, sb) << i;
+  }
+  EXPECT_EQ(bytes(dp + "/best.json"), bytes(one + "/best.json"));
+}
+
 // A rank that fails names itself, and the job ends (the other rank is waiting for it in a
 // barrier): MPMD launch, rank 1 given weights that do not exist.
 TEST(TrainCliMpi, AFailingRankNamesItselfAndEndsTheJob) {
