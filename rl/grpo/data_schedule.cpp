@@ -46,10 +46,17 @@ DataSchedule whole_dataset_schedule(int64_t n) {
 int64_t draw_example(const DataSchedule& s, DataCursor& c, uint64_t seed) {
   const std::vector<int64_t>& level = current_level(s, c);
   const int64_t n = static_cast<int64_t>(level.size()), epoch = c.level_draws / n;
-  // One epoch's order at a time: a batch is a handful of draws from the same epoch, and an
-  // epoch of a large dataset costs a few milliseconds, so nothing is cached.
+  // An epoch's order costs n Philox draws (2.5M for SynSQL) and a step draws batch-size times
+  // from it: the last order is kept, per thread, keyed by everything it depends on.
   const uint64_t key = (seed ^ kShuffleKey) ^ (static_cast<uint64_t>(c.level) * kLevelKey);
-  const int64_t pick = level[static_cast<size_t>(shuffled_order(key, epoch, n)[static_cast<size_t>(c.level_draws % n)])];
+  struct Cached {
+    uint64_t key = 0;
+    int64_t epoch = -1, n = -1;
+    std::vector<int64_t> order;
+  };
+  thread_local Cached cache;
+  if (cache.key != key || cache.epoch != epoch || cache.n != n) cache = {key, epoch, n, shuffled_order(key, epoch, n)};
+  const int64_t pick = level[static_cast<size_t>(cache.order[static_cast<size_t>(c.level_draws % n)])];
   ++c.level_draws, ++c.draws;
   return pick;
 }
