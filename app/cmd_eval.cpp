@@ -150,7 +150,7 @@ void run_eval_command(EvalArgs& args) {
 void add_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint as a text-to-SQL agent (EX, EM, vote, pass@k)");
-  add_table_flags(cmd, eval_options(a->config), a->flags);
+  add_table_flags(cmd, eval_options(a->config), a->flags, "eval");
   cmd->add_flag("--quiet", a->quiet, "no progress lines on stderr");
   add_launch_flags(cmd, a->launch);
   cmd->callback([a] { run_eval_command(*a); });

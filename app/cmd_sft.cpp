@@ -53,6 +53,9 @@ void add_sft_training_options(OptionTable& t, SftTraining& s) {
       {"min-lr-ratio", "cosine floor as a share of --lr", &c.min_lr_ratio},
       {"decay", "cosine | constant", &s.decay},
       {"weight-decay", "AdamW decoupled weight decay", &c.adamw.weight_decay},
+      {"beta1", "AdamW beta1", &c.adamw.beta1},
+      {"beta2", "AdamW beta2 (SQL-Trail A.5: 0.95)", &c.adamw.beta2},
+      {"adam-eps", "AdamW epsilon", &c.adamw.eps},
       {"max-grad-norm", "global grad-norm clip (<= 0: off)", &c.max_grad_norm},
       {"seed", "shuffle seed", &c.seed},
       {"save-every", "updates between checkpoints (0 = only the last)", &c.save_every},
@@ -70,6 +73,8 @@ void finish_sft_training(SftTraining& s, const char* command) {
   check(c.micro_batch_tokens > 0 && c.grad_accum > 0, command, ": micro-batch-tokens and grad-accum must be positive");
   check(c.warmup_ratio >= 0 && c.warmup_ratio <= 1 && c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1, command,
         ": warmup-ratio and min-lr-ratio must be in [0, 1]");
+  check(c.adamw.beta1 >= 0 && c.adamw.beta1 < 1 && c.adamw.beta2 >= 0 && c.adamw.beta2 < 1 && c.adamw.eps > 0, command,
+        ": beta1 and beta2 must be in [0, 1), adam-eps positive");
   check(s.decay == "cosine" || s.decay == "constant", command, ": decay '", s.decay, "' is not cosine or constant");
   s.config.decay = s.decay == "constant" ? rl::LrDecay::Constant : rl::LrDecay::Cosine;
 }
@@ -391,17 +396,17 @@ void add_sft_command(CLI::App& app) {
   auto a = std::make_shared<SftArgs>();
   CLI::App* cmd = app.add_subcommand("sft", "Supervised fine-tuning on masked multi-turn data (JSONL)");
   cmd->require_subcommand(0, 1);
-  add_table_flags(cmd, sft_options(a->settings), a->flags);
+  add_table_flags(cmd, sft_options(a->settings), a->flags, "sft");
   add_launch_flags(cmd, a->launch);
 
   auto d = std::make_shared<DemoArgs>();
   CLI::App* demos = cmd->add_subcommand("synth-demos", "Gold multi-turn demonstrations for the synthetic benchmark");
-  add_table_flags(demos, synth_demo_options(d->settings), d->flags);
+  add_table_flags(demos, synth_demo_options(d->settings), d->flags, "synth-demos");
   demos->callback([d] { run_synth_demos(*d); });
 
   auto s = std::make_shared<SelfTaughtArgs>();
   CLI::App* st = cmd->add_subcommand("self-taught", "MTSQL-R1 self-taught warm start (Algorithm 1)");
-  add_table_flags(st, self_taught_options(s->settings), s->flags);
+  add_table_flags(st, self_taught_options(s->settings), s->flags, "self-taught");
   st->callback([s] { run_self_taught(*s); });
 
   cmd->callback([a, cmd] {

@@ -115,7 +115,11 @@ void run_train(TrainArgs& args) {
   env.comm = &job;
   if (root) {
     std::printf("train: %s\n", env.description.c_str());
-    std::printf("train: run folder %s, steps %lld\n", env.config.out.c_str(), static_cast<long long>(env.config.max_steps));
+    if (env.config.epochs > 0)
+      std::printf("train: run folder %s, %lld epochs (max-steps %lld, 0 = no cap)\n", env.config.out.c_str(),
+                  static_cast<long long>(env.config.epochs), static_cast<long long>(env.config.max_steps));
+    else
+      std::printf("train: run folder %s, steps %lld\n", env.config.out.c_str(), static_cast<long long>(env.config.max_steps));
     std::fflush(stdout);
   }
   install_interrupt_handlers();

@@ -1,10 +1,13 @@
 #include "app/options.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <type_traits>
 
 #include "app/recipes.h"
+#include "rl/options.h"
 #include "runtime/file_io.h"
 
 namespace sqlrl {
@@ -16,10 +19,34 @@ bool TableFlags::any_given() const {
   return false;
 }
 
-void add_table_flags(CLI::App* cmd, const OptionTable& table, TableFlags& flags) {
+const std::vector<std::string>& recipe_sections() {
+  static const std::vector<std::string> names = {"train", "sft", "self-taught", "synth-demos", "eval"};
+  return names;
+}
+
+void check_config_sections(const ConfigText& config) {
+  for (const std::string& name : config_sections(config.text)) {
+    bool known = false;
+    for (const std::string& k : recipe_sections()) known = known || k == name;
+    std::string list;
+    for (const std::string& k : recipe_sections()) list += (list.empty() ? "[" : ", [") + k + "]";
+    check(known, config.label, ": section [", name, "] is read by no command (the top is train's; sections: ", list, ")");
+  }
+}
+
+void add_table_flags(CLI::App* cmd, const OptionTable& table, TableFlags& flags, const std::string& section) {
+  flags.section.name = section;
+  if (!section.empty()) flags.section.inherit = rl::environment_keys();
+  flags.command = cmd->get_parent() && !cmd->get_parent()->get_name().empty() && cmd->get_parent()->get_parent()
+                      ? cmd->get_parent()->get_name() + " " + cmd->get_name()
+                      : cmd->get_name();
+  std::string part = section.empty() ? "the top of a recipe (the RL run)" : "a recipe's [" + section + "] section plus its top's protocol, template, turn and SQL keys";
   cmd->add_option("--config", flags.config,
                   "config file (TOML `key = value`, keys = these flags without dashes, e.g. a run's config.toml) or "
-                  "a built-in recipe by name (" + recipe_names() + "); flags override its keys");
+                  "a built-in recipe by name (" + recipe_names() + "), of which this command reads " + part +
+                  "; flags override its keys");
+  cmd->add_flag("--show-config", flags.show_config,
+                "print the resolved settings (config.toml form, each line with where its value came from) and stop");
   for (const Option& o : table) {
     const std::string flag = std::string("--") + o.key;
     CLI::Option* opt = std::visit(
@@ -32,6 +59,13 @@ void add_table_flags(CLI::App* cmd, const OptionTable& table, TableFlags& flags)
         o.value);
     flags.flags.push_back(opt);
   }
+}
+
+[[noreturn]] void show_config_and_exit(const TableFlags& flags, const OptionTable& table, const OptionSources& sources) {
+  std::fputs(options_to_toml(table, "llm_sqlrl " + flags.command + ": the resolved configuration", sources).c_str(),
+             stdout);
+  std::fflush(stdout);
+  std::exit(0);
 }
 
 ConfigText read_config_arg(const std::string& value) {

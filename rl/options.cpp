@@ -89,6 +89,19 @@ void add_sql_options(OptionTable& t, SqlOptions& o) {
                "wall clock firing first is the machine's failure (infrastructure), not the query's", &o.sql_vm_steps});
 }
 
+std::vector<std::string> environment_keys() {
+  struct Environment : TemplateOptions, ProtocolOptions, TurnOptions, SqlOptions {} e;
+  OptionTable t;
+  add_template_options(t, e);
+  add_protocol_options(t, e);
+  add_turn_options(t, e);
+  add_sql_options(t, e);
+  std::vector<std::string> keys;
+  for (const Option& o : t) keys.push_back(o.key);
+  keys.push_back("compare");  // EX semantics: train's reward and eval's score read results alike
+  return keys;
+}
+
 void add_parallel_options(OptionTable& t, ParallelOptions& o) {
   t.push_back({"grad-accum", "one process: split each step's prompts into N shards, each shard's gradient computed "
                "from zero and the N added in order (what N ranks of mpirun compute)", &o.grad_accum});

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "rl/agent/rollout.h"
 #include "runtime/error.h"
@@ -92,6 +93,11 @@ void add_protocol_options(OptionTable& table, ProtocolOptions& o);
 void add_sampling_options(OptionTable& table, SamplingOptions& o);
 void add_turn_options(OptionTable& table, TurnOptions& o);
 void add_sql_options(OptionTable& table, SqlOptions& o);
+
+// The keys every phase of a paper recipe shares (the template, protocol, turns and sql groups,
+// and `compare`): what the agent sees and how its SQL runs. A recipe states them once at its top;
+// sft, self-taught and eval take them from there (runtime/options.h ConfigSection).
+std::vector<std::string> environment_keys();
 
 // One-line errors naming the key ("max-turn-tokens must be positive, got 0").
 void validate(const DeviceOptions& o);

@@ -156,35 +156,81 @@ void set_option_value(const Option& option, std::string_view value, const std::s
       option.value);
 }
 
-void read_options_toml(const std::string& path, const OptionTable& table, std::vector<size_t>* present) {
+void read_options_toml(const std::string& path, const OptionTable& table, std::vector<size_t>* present,
+                       const ConfigSection& section) {
   std::ifstream in(path, std::ios::binary);
   check(in.good(), path, ": cannot read the config file");
   std::ostringstream text;
   text << in.rdbuf();
-  read_options_text(text.str(), path, table, present);
+  read_options_text(text.str(), path, table, present, section);
+}
+
+namespace {
+
+// "[eval]" -> "eval"; "" when the line is not a section header.
+std::string section_header(std::string_view s, const std::string& where) {
+  if (s.empty() || s.front() != '[') return "";
+  check(s.size() > 2 && s.back() == ']', where, ": malformed section header '", s, "'");
+  return std::string(trim(s.substr(1, s.size() - 2)));
+}
+
+}  // namespace
+
+std::vector<std::string> config_sections(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> names;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    std::string name = section_header(trim(strip_comment(line)), str_cat("line ", line_no));
+    if (!name.empty()) names.push_back(name);
+  }
+  return names;
 }
 
 void read_options_text(const std::string& text, const std::string& origin, const OptionTable& table,
-                       std::vector<size_t>* present) {
+                       std::vector<size_t>* present, const ConfigSection& section) {
+  // A flat file is entirely the reading command's, whatever section it asks for.
+  const bool flat = config_sections(text).empty();
   std::istringstream in(text);
-  std::string line;
+  std::string line, current;  // current: the section the line is in ("" = the top)
   int line_no = 0;
-  std::map<std::string, int> seen;  // key -> its line
+  std::map<std::string, int> seen;  // "section/key" -> its line: a section may override the top
   while (std::getline(in, line)) {
     ++line_no;
     std::string_view s = trim(strip_comment(line));
-    if (s.empty() || s.front() == '[') continue;  // CLI11 accepts a [section] header
-    size_t eq = s.find('=');
     std::string where = str_cat(origin, ":", line_no);
+    if (s.empty()) continue;
+    if (s.front() == '[') {
+      current = section_header(s, where);
+      if (current == "train") current.clear();  // [train] names the top: the RL run's keys
+      continue;
+    }
+    size_t eq = s.find('=');
     check(eq != std::string_view::npos, where, ": expected key = value");
     std::string key(trim(s.substr(0, eq)));
     std::string_view value = trim(s.substr(eq + 1));
     const Option* option = nullptr;
     for (const Option& o : table)
       if (key == o.key) option = &o;
-    check(option != nullptr, where, ": unknown config key '", key, "'");
+    bool strict = flat || current == section.name;  // the part this command owns
+    if (!strict) {
+      // Another phase's key: only the shared ones of the top are taken, and only if known here.
+      bool shared = current.empty() && option != nullptr;
+      if (shared) {
+        shared = false;
+        for (const std::string& k : section.inherit) shared = shared || k == key;
+      }
+      if (!shared) continue;
+    }
+    std::string part = current.empty() ? "" : str_cat(" [", current, "]");
+    check(option != nullptr, where, ": unknown config key '", key, "'", part,
+          flat && !section.name.empty()
+              ? str_cat(" (a file without [sections] is one command's settings; a recipe for several phases "
+                        "puts this command's keys under [", section.name, "])")
+              : "");
     // A second line for a key would silently win over the first: a typo or a merge left over.
-    auto [first, fresh] = seen.emplace(key, line_no);
+    auto [first, fresh] = seen.emplace(current + "/" + key, line_no);
     check(fresh, where, ": key '", key, "' is set twice (first at line ", first->second, ")");
     if (present) present->push_back(static_cast<size_t>(option - table.data()));
     set_option_value(*option, value, str_cat(where, " (", key, ")"));

@@ -33,14 +33,28 @@ using OptionSources = std::vector<std::string>;
 // The table's values as TOML (as options_to_toml), each line followed by `# <its source>`.
 std::string options_to_toml(const OptionTable& table, const std::string& title, const OptionSources& sources);
 
-// Reads flat `key = value` lines (strings quoted or bare, arrays ["a", "b"], # comments, section
-// headers such as [train] ignored) into the table's fields; keys not in the file keep their
-// values, and `present` (when given) receives the table indices the file set. An unknown key, a
-// malformed line or value is a one-line error naming the file, the line and the key.
-void read_options_toml(const std::string& path, const OptionTable& table, std::vector<size_t>* present = nullptr);
+// Which part of a file a command reads. A file without [section] headers is one command's
+// settings (a run's config.toml): every key is that command's. A paper recipe (configs/*.toml)
+// holds several phases: the RL run's keys at the top (`train` reads those), then `[sft]`,
+// `[self-taught]`, `[eval]`, ... sections (`[train]` is another name for the top). A command with a section name reads its own section,
+// plus the top's keys listed in `inherit` (what every phase shares: protocol, template, turn caps,
+// SQL limits), so a recipe states those once; the top's other keys and other sections are not its.
+struct ConfigSection {
+  std::string name;                  // "" = the top (train); else the [name] this command reads
+  std::vector<std::string> inherit;  // top keys taken too (those the command's table has)
+};
+
+// Reads `key = value` lines (strings quoted or bare, arrays ["a", "b"], # comments) of the part
+// `section` selects into the table's fields; keys not in the file keep their values, and
+// `present` (when given) receives the table indices the file set. An unknown key in the part
+// read, a malformed line or value is a one-line error naming the file, the line and the key.
+void read_options_toml(const std::string& path, const OptionTable& table, std::vector<size_t>* present = nullptr,
+                       const ConfigSection& section = {});
 // The same from text; `origin` names it in errors (a path, or "recipe skyrl").
 void read_options_text(const std::string& text, const std::string& origin, const OptionTable& table,
-                       std::vector<size_t>* present = nullptr);
+                       std::vector<size_t>* present = nullptr, const ConfigSection& section = {});
+// The [section] names a file holds, in order (empty for a flat file).
+std::vector<std::string> config_sections(const std::string& text);
 
 // Parses `value` (TOML: a quoted or bare string, a number, true/false, ["a", "b"]) into the
 // option's field; errors name `where`.

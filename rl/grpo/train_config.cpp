@@ -17,7 +17,9 @@ OptionTable config_fields(TrainConfig& c) {
   add_device_options(t, c);
   set_option_help(t, "device", "cpu | cuda (cuda: rollout and GRPO on one GPU, bf16 weights with f32 master; head_dim 64 or 128)");
   t.insert(t.end(), {
-      {"max-steps", "trainer steps (rollout batches) to reach", &c.max_steps},
+      {"max-steps", "trainer steps (rollout batches) to reach (with epochs > 0: a cap, 0 = none)", &c.max_steps},
+      {"epochs", "> 0: passes over the training examples (after curation / curriculum), ceil(epochs x examples / "
+                 "batch-size) steps (0 = max-steps decides)", &c.epochs},
       {"seed", "seed of the data shuffle, the sampler (Philox) and the embedded model", &c.seed},
       {"save-every", "checkpoint every N steps (the last always); 0 = last only", &c.save_every},
       {"log-trajectories", "trajectories per step written to trajectories.jsonl", &c.log_trajectories},
@@ -182,6 +184,7 @@ void validate_config(const TrainConfig& c) {
   check(c.sql_timeout_ms > 0, "config: sql-timeout-ms must be positive in training (0 = no limit is for eval), got ",
         c.sql_timeout_ms);
   check(c.max_steps >= 0, "config: max-steps must be >= 0, got ", c.max_steps);
+  check(c.epochs >= 0, "config: epochs must be >= 0, got ", c.epochs);
   check(c.save_every >= 0, "config: save-every must be >= 0, got ", c.save_every);
   check(c.eval_every >= 0, "config: eval-every must be >= 0 (0 = off), got ", c.eval_every);
   check(c.eval_limit >= 0, "config: eval-limit must be >= 0 (0 = all), got ", c.eval_limit);

@@ -29,6 +29,10 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   // ---- run
   std::string resume;              // run folder to continue from its latest checkpoint
   int64_t max_steps = 20;         // trainer steps (rollout batches) to reach
+  // > 0: stop after this many passes over the training examples the data schedule holds (after
+  // curation; a curriculum's levels summed), ceil(epochs * examples / batch-size) steps, or at
+  // max-steps when that is positive and sooner (MTSQL-R1 trains 60 epochs, not a step count).
+  int64_t epochs = 0;
   uint64_t seed = 1;               // data shuffle, sampling (Philox) and the embedded model's init
   int64_t save_every = 10;         // checkpoint every N steps (the last step always); 0 = last only
   int64_t log_trajectories = 2;    // trajectories per step written to trajectories.jsonl

@@ -164,7 +164,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
 
   // The memory plan (rl/train_memory.h): modes and sizes, refused before the run folder changes.
   const bool cuda = c.device == "cuda";
-  const GrpoConfig gc = grpo_config(c);
+  GrpoConfig gc = grpo_config(c);
   const RolloutOptions base = rollout_options(c, env.chat_template);
   const MemoryPlanOptions mo = grpo_memory_plan_options(env);
   TrainOptions to;
@@ -283,6 +283,18 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
                                                    owner, quiet, &schedule_summary);
   if (owner && !schedule_summary.empty())
     write_text_atomic((run / "data_schedule.json").string(), schedule_summary.dump(2) + "\n");
+  if (c.epochs > 0) {
+    // Only now is the number of examples known (a curation or curriculum pre-pass decides it).
+    int64_t examples = 0;
+    for (const std::vector<int64_t>& level : schedule.levels) examples += static_cast<int64_t>(level.size());
+    const int64_t steps = (c.epochs * examples + c.batch_size - 1) / c.batch_size;
+    env.config.max_steps = c.max_steps > 0 ? std::min(c.max_steps, steps) : steps;
+    if (c.total_steps == 0) gc.schedule.total_steps = env.config.max_steps;
+    if (!quiet)
+      std::printf("train: %lld epochs of %lld examples at batch %lld = %lld steps%s\n", static_cast<long long>(c.epochs),
+                  static_cast<long long>(examples), static_cast<long long>(c.batch_size),
+                  static_cast<long long>(env.config.max_steps), env.config.max_steps < steps ? " (max-steps caps it)" : "");
+  }
   // Greedy pass@1 with the training's caps, template and SQL limits (run_eval sets T = 0 and one
   // sample), through the rollout's KV cache.
   EvalOptions eval_options;
