@@ -61,6 +61,9 @@ OptionTable config_fields(TrainConfig& c) {
   set_option_help(t, "temperature", "sampling temperature; GRPO trains softmax(logits / T), the policy that sampled (as verl)");
   add_turn_options(t, c);
   t.push_back({"max-batch-sequences", "samples decoded together", &c.max_batch_sequences});
+  t.push_back({"single-turn", "one assistant turn, nothing executed: the first SQL written is the answer (the "
+               "single-turn RL baseline of SkyRL-SQL Table 1 / SQL-Trail Table 2); evaluations during the run too",
+               &c.single_turn});
   t.insert(t.end(), {
       {"dynamic-sampling", "DAPO's dynamic sampling: roll out more prompts until batch-size groups have reward "
                            "variance (the rest are not trained on)", &c.dynamic_sampling},

@@ -70,6 +70,9 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   int64_t batch_size = 2;  // prompts per step
   int64_t group_size = 4;  // G samples per prompt
   int64_t max_batch_sequences = 64;
+  // One assistant turn, nothing executed: the first SQL written is the answer (the single-turn RL
+  // baselines of SkyRL-SQL Table 1 and SQL-Trail Table 2, trained from the same start).
+  bool single_turn = false;
   // DAPO's dynamic sampling (Yu et al. 2025, "DAPO", arXiv 2503.14476, §3.2): roll out more
   // batches until batch-size groups have reward variance; at most this many rollouts per step.
   bool dynamic_sampling = false;

@@ -65,6 +65,11 @@ RolloutOptions rollout_options(const TrainConfig& c, ChatTemplate chat_template)
   o.chat_template = chat_template;
   o.enable_thinking = c.enable_thinking;
   o.reproducible = true;  // resume and repeat runs must draw the same tokens
+  if (c.single_turn) {
+    // As eval --single-turn (rl/eval/eval_run.cpp): the difficulty pre-pass and eval-every follow.
+    o.single_turn = true;
+    o.max_turns = 1;
+  }
   return o;
 }
 

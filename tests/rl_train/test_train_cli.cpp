@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
@@ -96,6 +97,24 @@ TEST(TrainCli, OverlongBufferAddsDaposLengthPenaltyToTheReward) {
   // Each trajectory (at most the cap): 0.5 * -(tokens / 4096); over the batch, of the mean token count.
   EXPECT_NEAR(overlong, -0.5 * m["tokens_mean"].get<double>() / 4096.0, 1e-9) << line;
   EXPECT_NEAR(m["reward_mean"].get<double>(), outcome + overlong, 1e-9) << line;
+}
+
+// --single-turn reaches the rollout: one assistant turn per trajectory (the untrained embedded
+// model's malformed turns otherwise run to the protocol's 5), and the run records the setting.
+TEST(TrainCli, SingleTurnTrainsOneTurnPerTrajectory) {
+  const std::string dir = fresh_dir("cli_single_turn");
+  CliRun r = run_train("--max-steps 1 --batch-size 2 --group-size 2 --single-turn --out " + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const nlohmann::json m = nlohmann::json::parse(line);
+  EXPECT_EQ(m["turns_mean"].get<double>(), 1.0) << line;
+  EXPECT_EQ(m["sql_calls"].get<int64_t>(), 0) << line;
+  std::ifstream config(dir + "/config.toml");
+  std::stringstream ss;
+  ss << config.rdbuf();
+  EXPECT_NE(ss.str().find("single-turn = true"), std::string::npos) << ss.str();
 }
 
 // KL in the reward through the CLI: a reference is held (the initial weights), step 1's policy is
