@@ -1,4 +1,5 @@
-// `llm_sqlrl data stats`: load a benchmark (Spider, BIRD, SParC, CoSQL, SynSQL), print counts,
+// `llm_sqlrl data stats`: load a benchmark (Spider and its DK / Syn / Realistic variants, BIRD, SParC,
+// CoSQL, SynSQL; the --dataset spec of `eval`), print counts,
 // the difficulty histogram and the gold executability audit; --filter-empty writes the records
 // whose gold queries all ran and returned rows (MTIR-SQL's training filter).
 // `llm_sqlrl data synth`: write the built-in synthetic benchmark (sql/data/synth.h).
@@ -19,17 +20,18 @@ void add_data_command(CLI::App& app) {
   data->require_subcommand(1);
 
   struct StatsArgs {
-    std::string format = "spider", path, split = "dev", file, filter_empty;
+    std::string dataset, split = "dev", file, filter_empty;
     bool skip_missing = false, compute_difficulty = false, no_audit = false;
     int64_t timeout_ms = 5000;
     size_t show = 10;
   };
   auto s = std::make_shared<StatsArgs>();
   CLI::App* stats = data->add_subcommand("stats", "Counts, difficulty histogram and gold executability audit");
-  stats->add_option("--format", s->format, "spider | bird | sparc | cosql | synsql")
-      ->check(CLI::IsMember({"spider", "bird", "sparc", "cosql", "synsql"}));
-  stats->add_option("--path", s->path, "the dataset's root folder")->required();
-  stats->add_option("--split", s->split, "train | dev")->check(CLI::IsMember({"train", "dev"}));
+  stats->add_option("--dataset", s->dataset,
+                    "FORMAT:PATH[,db=DBDIR] as `eval --dataset` takes it (spider, spider-dk, spider-syn, "
+                    "spider-realistic, bird, sparc, cosql, synsql)")
+      ->required();
+  stats->add_option("--split", s->split, "train | dev | test (Spider only)");
   stats->add_option("--file", s->file, "questions file instead of the split's default");
   stats->add_flag("--skip-missing", s->skip_missing, "skip records whose database is missing (else an error)");
   stats->add_flag("--compute-difficulty", s->compute_difficulty, "Spider hardness for records without a label");
@@ -38,10 +40,7 @@ void add_data_command(CLI::App& app) {
   stats->add_option("--show", s->show, "failing gold queries to list");
   stats->add_option("--filter-empty", s->filter_empty, "write the records whose gold queries all return rows to this file");
   stats->callback([s] {
-    sql::LoadOptions o;
-    o.format = sql::parse_dataset_format(s->format);
-    o.dir = s->path;
-    o.split = s->split;
+    sql::LoadOptions o = sql::parse_dataset_spec(s->dataset, s->split, "--dataset");
     o.file = s->file;
     o.skip_missing = s->skip_missing;
     o.compute_difficulty = s->compute_difficulty;

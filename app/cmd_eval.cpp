@@ -1,5 +1,5 @@
 // `llm_sqlrl eval`: evaluate a checkpoint as a multi-turn (or single-turn) SQL agent.
-//   llm_sqlrl eval --weights DIR [--tokenizer FILE] --dataset FORMAT:PATH [--split dev]
+//   llm_sqlrl eval --weights DIR [--tokenizer FILE] --dataset FORMAT:PATH[,db=DBDIR] [--split dev|test]
 //       [--protocol skyrl] [--mode greedy|vote|passk] [--samples k] [--temperature T] [--top-p P]
 //       [--single-turn] [--limit N] [--seed S] [--out DIR] [--device cpu|cuda] [--config FILE]
 // Writes DIR/summary.json, DIR/summary.md, DIR/examples.jsonl (rl/eval/eval.h) and the resolved
@@ -46,8 +46,13 @@ OptionTable eval_options(EvalConfig& c) {
   OptionTable t;
   rl::add_model_options(t, c);
   rl::add_template_options(t, c);
-  t.push_back({"dataset", "FORMAT:PATH, FORMAT one of spider, bird, sparc, cosql, synsql (required)", &c.dataset});
-  t.push_back({"split", "dataset split (train | dev)", &c.split});
+  t.push_back({"dataset",
+                "FORMAT:PATH[,db=DBDIR] (required); FORMAT spider, spider-dk, spider-syn, spider-realistic, bird, "
+                "sparc, cosql, synsql; db= a folder of <db>/<db>.sqlite searched after the set's own (the Spider "
+                "variants use Spider's database/); layouts in sql/data/datasets.h",
+                &c.dataset});
+  t.push_back({"split", "dataset split: train | dev | test (Spider's test release; BIRD, SParC and CoSQL publish none); "
+                        "spider-dk and spider-realistic: dev", &c.split});
   rl::add_protocol_options(t, c);
   t.push_back({"mode", "greedy (T=0, pass@1) | vote (majority by execution result) | passk", &c.mode});
   t.push_back({"samples", "k samples per question (greedy 1, else default 8)", &c.samples});
@@ -76,7 +81,7 @@ void run_eval_command(EvalArgs& args) {
   EvalConfig a = resolve_options(args.flags, args.config, EvalConfig{}, eval_options);
   // ---- every setting checked before the model is read
   check(!a.weights.empty(), "eval: --weights is required (a checkpoint file or folder)");
-  check(!a.dataset.empty(), "eval: --dataset is required (FORMAT:PATH)");
+  check(!a.dataset.empty(), "eval: --dataset is required (FORMAT:PATH[,db=DBDIR])");
   rl::EvalOptions options;
   options.mode = rl::parse_eval_mode(a.mode);
   const bool greedy = options.mode == rl::EvalMode::Greedy;

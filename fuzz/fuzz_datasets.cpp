@@ -1,6 +1,6 @@
 // The benchmark loaders (sql/data/datasets.h load_dataset) read folders, so the input is written
 // as the questions file of a scratch dataset folder (LoadOptions::file) and loaded in each of the
-// five formats: Spider, BIRD, SParC, CoSQL, SynSQL records. Database "concert" exists in every
+// six record formats: Spider, BIRD, SParC, CoSQL, SynSQL and Spider-Syn records. Database "concert" exists in every
 // layout, so records naming it go on to Spider's hardness of their gold SQL
 // (compute_difficulty, the schema read from the database); others are skipped as missing. The
 // same bytes are also read as a BIRD database_description CSV (load_bird_descriptions).
@@ -30,8 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& dir = dataset_folder();
   const std::string questions = dir + "/questions.json";
   fuzz::write_file(questions, fuzz::as_text(data, size));
+  // Spider-DK and Spider-Realistic read Spider's records; Spider-Syn has its own question field.
   for (sql::DatasetFormat format : {sql::DatasetFormat::Spider, sql::DatasetFormat::Bird, sql::DatasetFormat::Sparc,
-                                    sql::DatasetFormat::Cosql, sql::DatasetFormat::Synsql}) {
+                                    sql::DatasetFormat::Cosql, sql::DatasetFormat::Synsql, sql::DatasetFormat::SpiderSyn}) {
     for (bool skip_missing : {true, false}) {
       fuzz::expect_ok_or_error([&] {
         sql::LoadOptions options;

@@ -141,9 +141,9 @@ EvalSummary summarize(const std::vector<sql::Example>& examples, const std::vect
 
 // ---- what is evaluated (shared by `eval` and evaluation during `train`)
 
-// "FORMAT:PATH" as the load options of `split`, Spider hardness computed where the dataset has no
-// label. Errors name `key` (the flag or config key) and the value: no colon, an unknown format, no
-// such folder.
+// "FORMAT:PATH[,db=DBDIR]" (sql::parse_dataset_spec) as the load options of `split`, Spider
+// hardness computed where the dataset has no label. Errors name `key` (the flag or config key) and
+// the value: no colon, an unknown format or option, no such folder.
 sql::LoadOptions eval_load_options(const std::string& spec, const std::string& split, const std::string& key);
 // The split's first `limit` questions (0 = all); an error naming `what` when there are none.
 std::vector<sql::Example> load_eval_examples(const sql::LoadOptions& load, int64_t limit, const std::string& what);

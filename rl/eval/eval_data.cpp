@@ -10,18 +10,10 @@ namespace fs = std::filesystem;
 namespace sqlrl::rl {
 
 sql::LoadOptions eval_load_options(const std::string& spec, const std::string& split, const std::string& key) {
-  const size_t colon = spec.find(':');
-  check(colon != std::string::npos && colon > 0, key, " '", spec, "': expected FORMAT:PATH, e.g. spider:data/spider");
-  sql::LoadOptions load;
-  try {
-    load.format = sql::parse_dataset_format(spec.substr(0, colon));
-  } catch (const Error& e) {
-    fail(key, " '", spec, "': ", e.what());
-  }
-  load.dir = spec.substr(colon + 1);
-  load.split = split;
+  sql::LoadOptions load = sql::parse_dataset_spec(spec, split, key);
   load.compute_difficulty = true;  // EX by difficulty needs a label on every question
-  check(fs::is_directory(load.dir), key, " '", spec, "': dataset folder does not exist: ", load.dir);
+  check(fs::is_directory(load.dir), key, " '", spec, "': dataset folder does not exist: ", load.dir, " (",
+        sql::dataset_format_name(load.format), " comes from ", sql::dataset_source(load.format), ")");
   return load;
 }
 

@@ -37,7 +37,8 @@ OptionTable config_fields(TrainConfig& c) {
       {"tiny-head-dim", "embedded model: head dimension", &c.tiny_head_dim},
       {"tiny-intermediate", "embedded model: MLP size", &c.tiny_intermediate},
       {"tiny-init-std", "embedded model: std of the random weights", &c.tiny_init_std},
-      {"dataset", "FORMAT:PATH (spider|bird|sparc|cosql|synsql); default: the built-in synthetic benchmark", &c.dataset},
+      {"dataset", "FORMAT:PATH[,db=DBDIR] (spider|spider-syn|bird|sparc|cosql|synsql, as `eval --dataset`); default: "
+                  "the built-in synthetic benchmark", &c.dataset},
       {"split", "dataset split to train on", &c.split},
       {"synth-seed", "generator seed of the built-in synthetic benchmark", &c.synth_seed},
       {"compare", "EX comparison: spider | bird (default: bird for BIRD data and skyrl, else spider)", &c.compare},
@@ -45,7 +46,7 @@ OptionTable config_fields(TrainConfig& c) {
                      "RUN/eval/step-N/ and metrics.jsonl's \"eval\"; a new best EX also saves a checkpoint and "
                      "RUN/best.json (0 = off)", &c.eval_every},
       {"eval-split", "split evaluated by eval-every", &c.eval_split},
-      {"eval-dataset", "FORMAT:PATH evaluated by eval-every (default: the training dataset; EX as `eval` scores "
+      {"eval-dataset", "FORMAT:PATH[,db=DBDIR] evaluated by eval-every (default: the training dataset; EX as `eval` scores "
                        "it: compare, else bird for BIRD data, else spider)", &c.eval_dataset},
       {"eval-limit", "first N questions of the eval split (0 = all)", &c.eval_limit},
   });

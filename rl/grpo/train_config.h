@@ -49,7 +49,7 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   double tiny_init_std = 0.02;  // N(0, std) weights, norms 1 (transformers' initialiser)
 
   // ---- data
-  std::string dataset;            // FORMAT:PATH (spider|bird|sparc|cosql|synsql); "" = built-in synthetic benchmark
+  std::string dataset;            // FORMAT:PATH[,db=DBDIR] (sql::parse_dataset_spec); "" = built-in synthetic benchmark
                                   // (its SParC-format dialogues for mtsql)
   std::string split = "train";
   uint64_t synth_seed = 1;        // the built-in benchmark's generator seed

@@ -114,13 +114,8 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
           env.model.config.vocab_size);
   sql::DatasetFormat format = sql::DatasetFormat::Spider;
   if (!c.dataset.empty()) {
-    size_t colon = c.dataset.find(':');
-    check(colon != std::string::npos, "dataset '", c.dataset, "': expected FORMAT:PATH, e.g. spider:data/spider");
-    format = sql::parse_dataset_format(c.dataset.substr(0, colon));
-    sql::LoadOptions o;
-    o.format = format;
-    o.dir = c.dataset.substr(colon + 1);
-    o.split = c.split;
+    sql::LoadOptions o = sql::parse_dataset_spec(c.dataset, c.split);
+    format = o.format;
     check(fs::is_directory(o.dir), "dataset: no such folder: ", o.dir);
     env.examples = sql::load_dataset(o).examples;
     check(!env.examples.empty(), "dataset ", c.dataset, " (", c.split, "): no examples");

@@ -3,6 +3,7 @@
 #include "sql/data/datasets.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -20,7 +21,11 @@ DatasetFormat parse_dataset_format(const std::string& name) {
   if (name == "sparc") return DatasetFormat::Sparc;
   if (name == "cosql") return DatasetFormat::Cosql;
   if (name == "synsql") return DatasetFormat::Synsql;
-  fail("unknown dataset format '", name, "' (expected spider, bird, sparc, cosql or synsql)");
+  if (name == "spider-dk") return DatasetFormat::SpiderDk;
+  if (name == "spider-syn") return DatasetFormat::SpiderSyn;
+  if (name == "spider-realistic") return DatasetFormat::SpiderRealistic;
+  fail("unknown dataset format '", name,
+       "' (expected spider, spider-dk, spider-syn, spider-realistic, bird, sparc, cosql or synsql)");
 }
 
 const char* dataset_format_name(DatasetFormat format) {
@@ -30,8 +35,58 @@ const char* dataset_format_name(DatasetFormat format) {
     case DatasetFormat::Sparc: return "sparc";
     case DatasetFormat::Cosql: return "cosql";
     case DatasetFormat::Synsql: return "synsql";
+    case DatasetFormat::SpiderDk: return "spider-dk";
+    case DatasetFormat::SpiderSyn: return "spider-syn";
+    case DatasetFormat::SpiderRealistic: return "spider-realistic";
   }
   return "?";
+}
+
+const char* dataset_source(DatasetFormat format) {
+  switch (format) {
+    case DatasetFormat::Spider: return "spider_data.zip of https://yale-lily.github.io/spider";
+    case DatasetFormat::Bird: return "https://bird-bench.github.io";
+    case DatasetFormat::Sparc: return "https://yale-lily.github.io/sparc";
+    case DatasetFormat::Cosql: return "https://yale-lily.github.io/cosql";
+    case DatasetFormat::Synsql: return "https://huggingface.co/datasets/seeklhy/SynSQL-2.5M";
+    case DatasetFormat::SpiderDk: return "https://github.com/ygan/Spider-DK";
+    case DatasetFormat::SpiderSyn: return "https://github.com/ygan/Spider-Syn";
+    case DatasetFormat::SpiderRealistic: return "https://doi.org/10.5281/zenodo.5205322";
+  }
+  return "?";
+}
+
+LoadOptions parse_dataset_spec(const std::string& spec, const std::string& split, const std::string& key) {
+  const size_t colon = spec.find(':');
+  check(colon != std::string::npos && colon > 0, key, " '", spec,
+        "': expected FORMAT:PATH[,db=DBDIR], e.g. spider:data/spider or spider-syn:data/Spider-Syn,db=data/spider/database");
+  LoadOptions load;
+  try {
+    load.format = parse_dataset_format(spec.substr(0, colon));
+  } catch (const Error& e) {
+    fail(key, " '", spec, "': ", e.what());
+  }
+  std::string rest = spec.substr(colon + 1);
+  const size_t db = rest.rfind(",db=");
+  if (db != std::string::npos) {
+    load.extra_db_root = rest.substr(db + 4);
+    rest.resize(db);
+    check(!load.extra_db_root.empty(), key, " '", spec, "': db= names no folder");
+  }
+  // Any other ",name=" is a misspelt option, not a comma in a folder name.
+  const size_t comma = rest.rfind(',');
+  if (comma != std::string::npos) {
+    const std::string tail = rest.substr(comma + 1);
+    const size_t eq = tail.find('=');
+    const bool option = eq != std::string::npos && eq > 0 &&
+                        std::all_of(tail.begin(), tail.begin() + static_cast<std::ptrdiff_t>(eq),
+                                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; });
+    check(!option, key, " '", spec, "': unknown option '", tail.substr(0, eq), "' (the one option is db=DBDIR)");
+  }
+  check(!rest.empty(), key, " '", spec, "': no dataset folder after the colon");
+  load.dir = rest;
+  load.split = split;
+  return load;
 }
 
 namespace {
@@ -68,61 +123,155 @@ std::string lower(std::string s) {
 }
 
 struct Layout {
-  std::string questions, tables, db_root;
+  std::string questions, tables;
+  std::vector<std::string> db_roots;  // searched in order for <db>/<db>.sqlite
 };
 
-Layout layout_for(const LoadOptions& o) {
-  check(o.split == "train" || o.split == "dev" || !o.file.empty(), "dataset split must be 'train' or 'dev', got '",
-        o.split, "'");
-  const fs::path dir(o.dir);
-  Layout l;
+// The splits each set publishes. A split it does not have is an error saying why, so a missing
+// file is never mistaken for a typo in the path.
+void check_split(const LoadOptions& o) {
+  if (!o.file.empty() || o.format == DatasetFormat::Synsql) return;
+  const std::string& s = o.split;
+  const char* name = dataset_format_name(o.format);
   switch (o.format) {
     case DatasetFormat::Spider:
-      l.questions = (dir / (o.split == "train" ? "train_spider.json" : "dev.json")).string();
+      check(s == "train" || s == "dev" || s == "test", "dataset spider: split must be train, dev or test, got '", s, "'");
+      return;
+    case DatasetFormat::Bird:
+    case DatasetFormat::Sparc:
+    case DatasetFormat::Cosql:
+      check(s != "test", "dataset ", name, ": there is no public test split (its authors keep the test set hidden and ",
+            "score submitted models, ", dataset_source(o.format), "); evaluate on dev");
+      check(s == "train" || s == "dev", "dataset ", name, ": split must be train or dev, got '", s, "'");
+      return;
+    case DatasetFormat::SpiderSyn:
+      check(s == "train" || s == "dev", "dataset spider-syn: split must be train or dev (Spider-Syn rewrites Spider's ",
+            "train and dev questions; it has no test split), got '", s, "'");
+      return;
+    case DatasetFormat::SpiderDk:
+    case DatasetFormat::SpiderRealistic:
+      check(s == "dev", "dataset ", name, " is one evaluation set built from Spider dev: use split dev, got '", s, "'");
+      return;
+    case DatasetFormat::Synsql: return;
+  }
+}
+
+Layout layout_for(const LoadOptions& o) {
+  check_split(o);
+  fs::path dir(o.dir);
+  const bool test = o.split == "test";
+  Layout l;
+  std::string own_db;
+  switch (o.format) {
+    case DatasetFormat::Spider:
+      l.questions = (dir / (test ? "test.json" : o.split == "train" ? "train_spider.json" : "dev.json")).string();
+      l.tables = (dir / (test ? "test_tables.json" : "tables.json")).string();
+      own_db = (dir / (test ? "test_database" : "database")).string();
+      break;
+    case DatasetFormat::SpiderDk:
+      // ygan/Spider-DK: Spider-DK.json, tables.json (to use instead of Spider's) and database/
+      // with the three databases it modified, at the repository root.
+      l.questions = (dir / "Spider-DK.json").string();
       l.tables = (dir / "tables.json").string();
-      l.db_root = (dir / "database").string();
+      own_db = (dir / "database").string();
+      break;
+    case DatasetFormat::SpiderSyn: {
+      // ygan/Spider-Syn keeps Spider-Syn/{train_spider,dev}.json; its root is accepted too.
+      const std::string file = o.split == "train" ? "train_spider.json" : "dev.json";
+      if (!fs::exists(dir / file) && fs::exists(dir / "Spider-Syn" / file)) dir /= "Spider-Syn";
+      l.questions = (dir / file).string();
+      l.tables = (dir / "tables.json").string();
+      own_db = (dir / "database").string();
+      break;
+    }
+    case DatasetFormat::SpiderRealistic:
+      l.questions = (dir / "spider-realistic.json").string();
+      l.tables = (dir / "tables.json").string();
+      own_db = (dir / "database").string();
       break;
     case DatasetFormat::Bird:
       l.questions = (dir / (o.split + ".json")).string();
       l.tables = (dir / (o.split + "_tables.json")).string();
-      l.db_root = (dir / (o.split + "_databases")).string();
+      own_db = (dir / (o.split + "_databases")).string();
       break;
     case DatasetFormat::Sparc:
       l.questions = (dir / (o.split + ".json")).string();
       l.tables = (dir / "tables.json").string();
-      l.db_root = (dir / "database").string();
+      own_db = (dir / "database").string();
       break;
     case DatasetFormat::Cosql: {
       fs::path tracked = dir / "sql_state_tracking" / ("cosql_" + o.split + ".json");
       l.questions = fs::exists(tracked) ? tracked.string() : (dir / (o.split + ".json")).string();
       l.tables = (dir / "tables.json").string();
-      l.db_root = (dir / "database").string();
+      own_db = (dir / "database").string();
       break;
     }
     case DatasetFormat::Synsql:
       l.questions = (dir / "data.json").string();
       l.tables = (dir / "tables.json").string();
-      l.db_root = (dir / "databases").string();
+      own_db = (dir / "databases").string();
       break;
   }
-  if (!o.file.empty()) l.questions = o.file;
+  if (o.file.empty())
+    check(fs::is_regular_file(l.questions), l.questions, ": no such file (the ", dataset_format_name(o.format), " ",
+          o.format == DatasetFormat::Synsql ? "" : o.split + " ", "questions; the set comes from ",
+          dataset_source(o.format), ")");
+  else
+    l.questions = o.file;
+  l.db_roots.push_back(own_db);
+  if (!o.extra_db_root.empty()) {
+    check(fs::is_directory(o.extra_db_root), "db=", o.extra_db_root, ": no such folder (the folder of <db>/<db>.sqlite, ",
+          "e.g. Spider's database/)");
+    l.db_roots.push_back(o.extra_db_root);
+    // The variants that ship no tables.json use Spider's, beside its database/ folder.
+    if (!fs::exists(l.tables)) l.tables = (fs::path(o.extra_db_root).parent_path() / "tables.json").string();
+  }
   if (!fs::exists(l.tables)) l.tables.clear();
   return l;
 }
 
-// Resolves <root>/<db>/<db>.sqlite once per database.
+// Resolves <root>/<db>/<db>.sqlite once per database, in the first root that has it.
 struct DbResolver {
-  std::string root;
-  std::map<std::string, bool> exists;
-  std::string path(const std::string& db_id) const { return (fs::path(root) / db_id / (db_id + ".sqlite")).string(); }
-  bool present(const std::string& db_id) {
-    auto it = exists.find(db_id);
-    if (it != exists.end()) return it->second;
-    bool ok = !db_id.empty() && fs::is_regular_file(path(db_id));
-    exists[db_id] = ok;
-    return ok;
+  std::vector<std::string> roots;
+  std::map<std::string, std::string> found;  // db id -> its file, "" when no root has it
+  static std::string in(const std::string& root, const std::string& db_id) {
+    return (fs::path(root) / db_id / (db_id + ".sqlite")).string();
   }
+  const std::string& resolve(const std::string& db_id) {
+    auto it = found.find(db_id);
+    if (it != found.end()) return it->second;
+    std::string hit;
+    for (const std::string& root : roots)
+      if (!db_id.empty() && fs::is_regular_file(in(root, db_id))) {
+        hit = in(root, db_id);
+        break;
+      }
+    return found.emplace(db_id, std::move(hit)).first->second;
+  }
+  // The file found, else where the first root would hold it (what the error names).
+  std::string path(const std::string& db_id) {
+    const std::string& hit = resolve(db_id);
+    return hit.empty() ? in(roots.front(), db_id) : hit;
+  }
+  bool present(const std::string& db_id) { return !resolve(db_id).empty(); }
 };
+
+// Why records name databases that are not there, and what to do about it.
+std::string missing_database_message(const LoadOptions& o, const Layout& l, const Dataset& ds) {
+  std::string ids, roots, absent;
+  for (const std::string& id : ds.missing_ids) ids += (ids.empty() ? "" : ", ") + id;
+  for (const std::string& r : l.db_roots) {
+    roots += (roots.empty() ? "" : " or ") + r;
+    if (!fs::is_directory(r)) absent += str_cat("; ", r, " does not exist");
+  }
+  std::string hint;
+  if (o.extra_db_root.empty() && (o.format == DatasetFormat::SpiderDk || o.format == DatasetFormat::SpiderSyn ||
+                                  o.format == DatasetFormat::SpiderRealistic))
+    hint = str_cat("; ", dataset_format_name(o.format), " uses Spider's databases: add ,db=SPIDER/database to the spec");
+  return str_cat(l.questions, ": ", ds.missing_records, " record(s) name a database missing under ", roots,
+                 " (first: ", ids, "; expected <folder>/<db>/<db>.sqlite)", absent, hint, "; the set comes from ",
+                 dataset_source(o.format), "; use --skip-missing to skip them");
+}
 
 }  // namespace
 
@@ -132,12 +281,12 @@ Dataset load_dataset(const LoadOptions& options) {
   ds.format = options.format;
   ds.questions_path = layout.questions;
   ds.tables_path = layout.tables;
-  ds.db_root = layout.db_root;
+  ds.db_root = layout.db_roots.front();
   ds.records = read_json_file(layout.questions);
   const std::string& path = layout.questions;
   check(ds.records.is_array(), path, ": expected a JSON array of records, got ", ds.records.type_name());
 
-  DbResolver dbs{layout.db_root, {}};
+  DbResolver dbs{layout.db_roots, {}};
   const std::string split = options.file.empty() ? options.split : fs::path(options.file).stem().string();
   const bool dialogue = options.format == DatasetFormat::Sparc || options.format == DatasetFormat::Cosql;
 
@@ -190,9 +339,13 @@ Dataset load_dataset(const LoadOptions& options) {
     e.record_index = i;
     e.db_id = string_field(rec, "db_id", path, i);
     e.db_path = dbs.path(e.db_id);
-    e.question = string_field(rec, "question", path, i);
+    // Spider-Syn keeps Spider's question beside its synonym-substituted one; the latter is the set.
+    e.question = string_field(rec, options.format == DatasetFormat::SpiderSyn ? "SpiderSynQuestion" : "question", path, i);
     switch (options.format) {
       case DatasetFormat::Spider:
+      case DatasetFormat::SpiderDk:
+      case DatasetFormat::SpiderSyn:
+      case DatasetFormat::SpiderRealistic:
         e.gold_sql = string_field(rec, "query", path, i);
         e.difficulty = optional_string(rec, "difficulty", path, i);
         break;
@@ -215,12 +368,7 @@ Dataset load_dataset(const LoadOptions& options) {
     ds.examples.push_back(std::move(e));
   }
 
-  if (ds.missing_records > 0 && !options.skip_missing) {
-    std::string ids;
-    for (const std::string& id : ds.missing_ids) ids += (ids.empty() ? "" : ", ") + id;
-    fail(path, ": ", ds.missing_records, " record(s) name a database missing under ", layout.db_root, " (first: ", ids,
-         "); use --skip-missing to skip them");
-  }
+  if (ds.missing_records > 0 && !options.skip_missing) fail(missing_database_message(options, layout, ds));
 
   if (options.compute_difficulty)
     for (Example& e : ds.examples)

@@ -1,19 +1,40 @@
-// Benchmark loaders: Spider (and Spider-DK / -Syn / -Realistic, same format), BIRD, SParC,
-// CoSQL and SynSQL-2.5M, all read into one Example type; plus the executability audit that
+// Benchmark loaders: Spider (and its variants Spider-DK, Spider-Syn, Spider-Realistic), BIRD,
+// SParC, CoSQL and SynSQL-2.5M, all read into one Example type; plus the executability audit that
 // `llm_sqlrl data stats` prints (gold queries run through the pool).
 //
-// On-disk layouts read (as the benchmarks are distributed):
+// On-disk layouts read, as each set is distributed (DIR is the PATH of the spec below):
 //   spider  DIR/tables.json, DIR/{train_spider,dev}.json (db_id, question, query),
-//           DIR/database/<db>/<db>.sqlite
+//           DIR/database/<db>/<db>.sqlite; split test: DIR/test.json, DIR/test_tables.json,
+//           DIR/test_database/<db>/<db>.sqlite (the spider_data.zip release,
+//           https://yale-lily.github.io/spider)
+//   spider-dk         DIR/Spider-DK.json (type, db_id, query, question), DIR/tables.json, and
+//                     DIR/database/ holding only the 3 databases it modified (new_concert_singer,
+//                     new_orchestra, new_pets_1); the rest are Spider's: add db=SPIDER/database.
+//                     One evaluation set (split dev). github.com/ygan/Spider-DK, repository root.
+//   spider-syn        DIR/{train_spider,dev}.json (db_id, SpiderQuestion, SpiderSynQuestion,
+//                     query; the question read is SpiderSynQuestion); no databases, no tables:
+//                     Spider's (db=SPIDER/database). github.com/ygan/Spider-Syn: DIR is its
+//                     Spider-Syn/ folder (the repository root is accepted too).
+//   spider-realistic  DIR/spider-realistic.json (Spider's record format); no databases: Spider's
+//                     dev ones (db=SPIDER/database). One evaluation set (split dev).
+//                     https://doi.org/10.5281/zenodo.5205322 (Deng et al., "Structure-Grounded
+//                     Pretraining for Text-to-SQL", arXiv 2010.12773)
 //   bird    DIR/{train,dev}.json (db_id, question, evidence, SQL, difficulty),
 //           DIR/{train,dev}_tables.json, DIR/{train,dev}_databases/<db>/<db>.sqlite,
-//           optional .../<db>/database_description/<table>.csv
+//           optional .../<db>/database_description/<table>.csv; no public test split
 //   sparc   DIR/{train,dev}.json (database_id, interaction [{utterance, query}], final),
-//           DIR/tables.json, DIR/database/<db>/<db>.sqlite
+//           DIR/tables.json, DIR/database/<db>/<db>.sqlite; no public test split
 //   cosql   as sparc, the interactions in DIR/sql_state_tracking/cosql_{train,dev}.json
-//           (DIR/{train,dev}.json accepted too)
+//           (DIR/{train,dev}.json accepted too); no public test split
 //   synsql  DIR/data.json (db_id, question, sql, external_knowledge, sql_complexity),
-//           DIR/tables.json, DIR/databases/<db>/<db>.sqlite
+//           DIR/tables.json, DIR/databases/<db>/<db>.sqlite (the split is ignored)
+//
+// The spec every command takes (eval --dataset, train --dataset / --eval-dataset, data stats
+// --dataset, the recipes' keys): FORMAT:DIR[,db=DBDIR]. db= names one more folder of
+// <db>/<db>.sqlite, searched after the set's own; the variants that ship no databases need it.
+// It is part of the spec, not a flag of its own, because the spec is the one string that travels
+// through every command, recipe and resolved config.toml: a separate flag would need a field in
+// each options table and could be paired with the wrong dataset.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -27,9 +48,11 @@
 
 namespace sqlrl::sql {
 
-enum class DatasetFormat { Spider, Bird, Sparc, Cosql, Synsql };
+enum class DatasetFormat { Spider, Bird, Sparc, Cosql, Synsql, SpiderDk, SpiderSyn, SpiderRealistic };
 DatasetFormat parse_dataset_format(const std::string& name);  // throws on an unknown name
-const char* dataset_format_name(DatasetFormat format);
+const char* dataset_format_name(DatasetFormat format);       // the spec's spelling ("spider-dk")
+// Where the set is downloaded, for the errors that name a missing file.
+const char* dataset_source(DatasetFormat format);
 
 struct Turn {
   std::string question;
@@ -55,8 +78,9 @@ struct Example {
 struct LoadOptions {
   DatasetFormat format = DatasetFormat::Spider;
   std::string dir;               // the dataset's root folder
-  std::string split = "dev";     // "train" or "dev" (synsql: ignored, data.json)
+  std::string split = "dev";     // "train", "dev" or (spider) "test"; synsql: ignored (data.json)
   std::string file;              // explicit questions file instead of the split's default
+  std::string extra_db_root;     // db= of the spec: searched after the set's own database folder
   bool skip_missing = false;     // skip records whose database file is missing (else throw)
   bool compute_difficulty = false;  // Spider hardness of the gold SQL where no label is given
 };
@@ -65,7 +89,7 @@ struct Dataset {
   DatasetFormat format = DatasetFormat::Spider;
   std::string questions_path;  // the file the records came from
   std::string tables_path;     // tables.json ("" when absent)
-  std::string db_root;         // folder holding <db>/<db>.sqlite
+  std::string db_root;         // folder holding <db>/<db>.sqlite (the first searched)
   std::vector<Example> examples;
   nlohmann::json records;      // the source records as read (for writing a filtered copy)
   size_t missing_records = 0;  // records skipped because their database file is missing
@@ -73,8 +97,16 @@ struct Dataset {
   size_t unparsed_difficulty = 0;  // compute_difficulty: gold queries Spider's parser rejects
 };
 
-// Throws sqlrl::Error naming the file, the record index and the field on malformed input, and
-// (without skip_missing) the count and first ids of records whose database is missing.
+// "FORMAT:DIR[,db=DBDIR]" (see the top of this file) as load options of `split`. Errors name
+// the spec: no colon, an unknown format, an unknown option, an empty db=.
+// `key` (the flag or config key) starts each message.
+LoadOptions parse_dataset_spec(const std::string& spec, const std::string& split, const std::string& key = "dataset");
+
+// Throws sqlrl::Error naming the file, the record index and the field on malformed input; a split
+// the set does not have (BIRD, SParC and CoSQL keep their test sets hidden); a missing questions
+// file or db= folder, naming the path expected and where the set is downloaded; and (without
+// skip_missing) the count and first ids of records whose database is missing, with the folders
+// searched.
 Dataset load_dataset(const LoadOptions& options);
 
 // BIRD database_description/*.csv of one database folder: table (file stem) -> column -> text

@@ -215,7 +215,7 @@ TEST(SqlDataSynth, BadOptionsAreErrors) {
 TEST(SqlDataCli, StatsFilterEmptyWritesKeptRecords) {
   fs::path out = temp_dir("kept");
   fs::create_directories(out);
-  std::string cmd = std::string(SQLRL_BINARY) + " data stats --format spider --path " + SQLRL_FIXTURES_DIR +
+  std::string cmd = std::string(SQLRL_BINARY) + " data stats --dataset spider:" + SQLRL_FIXTURES_DIR +
                     "/sql_data/spider --filter-empty " + (out / "kept.json").string() + " > " + (out / "log.txt").string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(out / "log.txt");
   std::string log = slurp(out / "log.txt");
