@@ -250,7 +250,7 @@ void run_synth_demos(DemoArgs& args) {
   rl::validate_groups(a, "sft synth-demos");
   check(a.split == "train" || a.split == "dev", "sft synth-demos: split '", a.split, "' is not train or dev");
   check(a.format == "spider" || a.format == "sparc", "sft synth-demos: format '", a.format, "' is not spider or sparc");
-  std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);
+  std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol, a);
   std::string dir = a.data;
   if (dir.empty()) {
     dir = (fs::path(a.out).parent_path() / (fs::path(a.out).stem().string() + ".bench")).string();
@@ -356,7 +356,7 @@ void run_self_taught(SelfTaughtArgs& args) {
   config.rollout.enable_thinking = a.enable_thinking;
   QwenModel model = load_model(a.weights);
   std::unique_ptr<Tokenizer> tok = load_tokenizer(a.tokenizer);
-  std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);
+  std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol, a);
   sql::LoadOptions lo;
   lo.format = sql::parse_dataset_format(a.format);
   lo.dir = a.data;

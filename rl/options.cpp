@@ -66,6 +66,20 @@ void add_thinking_option(OptionTable& t, bool& enable_thinking) {
 void add_protocol_options(OptionTable& t, ProtocolOptions& o) {
   t.push_back({"protocol", "agent protocol: skyrl | sqltrail | mtir | mtsql (prompt, tags, tools, reward panel)",
                &o.protocol});
+  t.push_back({"sqltrail-reasoning-stop", "sqltrail: </reasoning> ends a segment, which uses a turn and gets no "
+               "observation (SQL-Trail arXiv 2601.17699, Algorithm 1 lines 10 and 15-29); false: turns end at "
+               "</sql> or </solution> only", &o.sqltrail_reasoning_stop});
+  t.push_back({"sqltrail-final-solution", "sqltrail: the last turn is the forced final <solution> block (Algorithm 1 "
+               "line 31: it starts with <solution>, ends at </solution>); false: an ordinary turn",
+               &o.sqltrail_final_solution});
+  t.push_back({"mtir-rethink", "mtir: where \"My action is not correct. Let me rethink.\" goes after a turn with no "
+               "action: assistant (the model's own stream, MTIR-SQL arXiv 2510.25510 Algorithm 1 line 20) | user "
+               "(a user turn)", &o.mtir_rethink});
+  t.push_back({"mtsql-memory-parse", "mtsql: the memory shows Spider's parse of each earlier gold SQL (\"Parsed "
+               "Elements for each term\", MTSQL-R1 arXiv 2510.12831 appendix D.1)", &o.mtsql_memory_parse});
+  t.push_back({"mtsql-answer-fallback", "mtsql: an episode with no <answer_sql> is scored on its last tool call's SQL "
+               "(MTSQL-R1's released reward, verl/utils/reward_score/text2sql.py extract_code)",
+               &o.mtsql_answer_fallback});
 }
 
 void add_sampling_options(OptionTable& t, SamplingOptions& o) {
@@ -125,6 +139,21 @@ void validate(const ProtocolOptions& o) {
   std::string names;
   for (const std::string& n : protocol_names()) known = known || n == o.protocol, names += (names.empty() ? "" : " | ") + n;
   check(known, "protocol '", o.protocol, "' is not one of ", names);
+  check(o.mtir_rethink == "assistant" || o.mtir_rethink == "user", "mtir-rethink must be assistant or user, got '",
+        o.mtir_rethink, "'");
+  // A paper detail switched off for another protocol than its own would silently do nothing.
+  const ProtocolSettings paper;
+  const std::pair<const char*, bool> changed[] = {
+      {"sqltrail-reasoning-stop", o.sqltrail_reasoning_stop != paper.sqltrail_reasoning_stop},
+      {"sqltrail-final-solution", o.sqltrail_final_solution != paper.sqltrail_final_solution},
+      {"mtir-rethink", o.mtir_rethink != paper.mtir_rethink},
+      {"mtsql-memory-parse", o.mtsql_memory_parse != paper.mtsql_memory_parse},
+      {"mtsql-answer-fallback", o.mtsql_answer_fallback != paper.mtsql_answer_fallback}};
+  for (const auto& [key, is_changed] : changed) {
+    const std::string owner = std::string(key).substr(0, std::string(key).find('-'));
+    check(!is_changed || owner == o.protocol, key, " applies to --protocol ", owner, " only (protocol is ", o.protocol,
+          ")");
+  }
 }
 
 void validate(const SamplingOptions& o) {

@@ -9,7 +9,8 @@
 //   model      weights tokenizer                                       train sft self-taught eval generate
 //   template   chat-template enable-thinking                           train sft self-taught eval (synth-demos:
 //                                                                      enable-thinking)
-//   protocol   protocol                                                train self-taught eval demo synth-demos
+//   protocol   protocol sqltrail-reasoning-stop sqltrail-final-solution  train self-taught eval demo synth-demos
+//              mtir-rethink mtsql-memory-parse mtsql-answer-fallback
 //   sampling   temperature top-p top-k                                 train self-taught eval generate
 //   turns      max-turns max-turn-tokens max-total-tokens              train self-taught eval
 //   sql        sql-timeout-ms sql-max-rows sql-memory-mb sql-max-value-kb  train self-taught eval
@@ -41,7 +42,9 @@ struct TemplateOptions {
   std::string chat_template;    // qwen3 | qwen2.5; "" = detected from the tokenizer folder, else qwen3
   bool enable_thinking = true;  // Qwen3 template flag
 };
-struct ProtocolOptions {
+// The protocol and its paper details (rl/agent/protocol.h ProtocolSettings: the papers' by
+// default, each switchable for an ablation); make_protocol(o.protocol, o) builds it.
+struct ProtocolOptions : ProtocolSettings {
   std::string protocol = "skyrl";  // skyrl | sqltrail | mtir | mtsql
 };
 struct SamplingOptions {

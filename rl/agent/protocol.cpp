@@ -10,11 +10,13 @@ namespace sqlrl::rl {
 
 std::vector<std::string> protocol_names() { return {"skyrl", "sqltrail", "mtir", "mtsql"}; }
 
-std::unique_ptr<Protocol> make_protocol(const std::string& name) {
+std::unique_ptr<Protocol> make_protocol(const std::string& name, const ProtocolSettings& settings) {
+  check(settings.mtir_rethink == "assistant" || settings.mtir_rethink == "user",
+        "protocol: mtir-rethink must be assistant or user, got '", settings.mtir_rethink, "'");
   if (name == "skyrl") return detail::make_skyrl();
-  if (name == "sqltrail") return detail::make_sqltrail();
-  if (name == "mtir") return detail::make_mtir();
-  if (name == "mtsql") return detail::make_mtsql();
+  if (name == "sqltrail") return detail::make_sqltrail(settings);
+  if (name == "mtir") return detail::make_mtir(settings);
+  if (name == "mtsql") return detail::make_mtsql(settings);
   std::string known;
   for (const std::string& n : protocol_names()) known += (known.empty() ? "" : ", ") + n;
   fail("protocol: unknown name '", name, "' (known: ", known, ")");
@@ -204,6 +206,13 @@ std::string user_turn(std::string_view content, const StepOutcome& outcome) {
   out += "<|im_end|>\n<|im_start|>assistant\n";
   if (outcome.empty_think_block) out += "<think>\n\n</think>\n\n";
   return out;
+}
+
+std::string assistant_continuation(std::string_view content, const StepOutcome& outcome) {
+  if (!outcome.turn_ended_with_eos) return std::string(content);
+  std::string out = "\n<|im_start|>assistant\n";
+  if (outcome.empty_think_block) out += "<think>\n\n</think>\n\n";
+  return out + std::string(content);
 }
 
 std::string tool_response_turn(std::string_view content, const StepOutcome& outcome) {

@@ -10,7 +10,13 @@
 //      example's history; Answer and an Invalid turn may end the episode (see done()).
 //   4. if not done: inject(...) text is tokenized (encode_marked), appended with policy_mask 0 and prefilled;
 //      decoding resumes. The injected text closes the assistant turn and opens the next one
-//      where the paper's chat format does so (e.g. "<|im_end|>\n<|im_start|>user\n...").
+//      where the paper's chat format does so (e.g. "<|im_end|>\n<|im_start|>user\n..."), or
+//      continues the model's own stream where the paper appends to it (skyrl's observations,
+//      mtir's rethink line, nothing at all after sqltrail's reasoning segment).
+//   5. the last turn the budget allows may be forced: final_turn_prefix() is appended after the
+//      injected text (policy_mask 0), parse() reads it as the head of that turn, and only
+//      final_turn_stops() end it (SQL-Trail's Algorithm 1 line 31). A first turn is never forced.
+//   6. an episode that ends with no Answer is scored on fallback_answer(), if any.
 // first_prompt() contents and inject() texts carry the text that comes from the dataset or the
 // database (schema, sample values, question, evidence, results, errors, echoed SQL) wrapped by
 // untrusted() (rl/agent/untrusted.h), so that it never becomes a control token; strip_marks() gives the
@@ -45,6 +51,29 @@ struct StepOutcome {
   const std::vector<sql::Result>* history_results = nullptr;
 };
 
+// The papers' details that a run may switch off for an ablation; the defaults are the papers'
+// (docs/protocols.md lists each with its citation and the deviations that remain). The flags
+// are the protocol option group's (rl/options.h ProtocolOptions, keys sqltrail-*, mtir-*,
+// mtsql-*); each protocol reads its own.
+struct ProtocolSettings {
+  // SQL-Trail (arXiv 2601.17699) Algorithm 1 line 10: </reasoning> ends a segment, which uses a
+  // turn; one with no <sql>/<solution> appends nothing (lines 15-28). false: a turn runs to
+  // </sql> or </solution>, and one without an action gets the "invalid" observation.
+  bool sqltrail_reasoning_stop = true;
+  // Line 31: after T turns one more generation gives the <solution> block: the last turn starts
+  // with "<solution>" and ends at </solution>. false: the last turn is an ordinary one.
+  bool sqltrail_final_solution = true;
+  // MTIR-SQL (arXiv 2510.25510) Algorithm 1 line 20: y <- y + "My action is not correct. Let me
+  // rethink." into the model's own stream ("assistant"), or as a user turn ("user").
+  std::string mtir_rethink = "assistant";
+  // MTSQL-R1 (arXiv 2510.12831) appendix D.1/D.2: each memory turn shows Spider's parse of its
+  // gold SQL ("Parsed Elements for each term").
+  bool mtsql_memory_parse = true;
+  // MTSQL-R1's released reward (verl/utils/reward_score/text2sql.py extract_code): with no
+  // <answer_sql>, the last tool call's SQL is scored.
+  bool mtsql_answer_fallback = true;
+};
+
 struct Protocol {
   virtual ~Protocol() = default;
   virtual const char* name() const = 0;
@@ -63,6 +92,12 @@ struct Protocol {
   // Whether the engine runs action.sql on the database before inject(): ExecSql always; mtsql's
   // memory_retrieve too (its verifier text shows "The execution results of the proposed SQL").
   virtual bool executes(const Action& action) const { return action.kind == ActionKind::ExecSql; }
+  // The last turn the budget allows: text written at its head ("" = an ordinary last turn) and
+  // the strings that end it.
+  virtual std::string final_turn_prefix() const { return {}; }
+  virtual std::vector<std::string> final_turn_stops() const { return stop_strings(); }
+  // The SQL scored when the episode ended without an Answer; "" = none (unanswered).
+  virtual std::string fallback_answer(const Trajectory&) const { return {}; }
 };
 
 // MTSQL-R1's verdicts written in one assistant turn (outside <think>), as written ("pass",
@@ -74,7 +109,7 @@ struct VerifyVerdicts {
 VerifyVerdicts mtsql_verdicts(std::string_view turn_text);
 
 // "skyrl", "sqltrail", "mtir", "mtsql"; anything else is an error listing the names.
-std::unique_ptr<Protocol> make_protocol(const std::string& name);
+std::unique_ptr<Protocol> make_protocol(const std::string& name, const ProtocolSettings& settings = {});
 std::vector<std::string> protocol_names();
 
 }  // namespace sqlrl::rl

@@ -10,13 +10,14 @@
 
 #include "rl/agent/protocol.h"
 #include "rl/agent/untrusted.h"
+#include "sql/eval/parse.h"
 
 namespace sqlrl::rl::detail {
 
 std::unique_ptr<Protocol> make_skyrl();
-std::unique_ptr<Protocol> make_sqltrail();
-std::unique_ptr<Protocol> make_mtir();
-std::unique_ptr<Protocol> make_mtsql();
+std::unique_ptr<Protocol> make_sqltrail(const ProtocolSettings& settings);
+std::unique_ptr<Protocol> make_mtir(const ProtocolSettings& settings);
+std::unique_ptr<Protocol> make_mtsql(const ProtocolSettings& settings);
 
 std::string trim(std::string_view text);  // ASCII whitespace at both ends
 
@@ -63,11 +64,20 @@ Action invalid(std::string error);
 // ChatML: close the assistant turn (unless it already ended on <|im_end|>), one user turn with
 // `content`, then open the next assistant turn (with the empty think block when asked).
 std::string user_turn(std::string_view content, const StepOutcome& outcome);
+// Text the environment writes into the model's own stream (MTIR-SQL's rethink line): after a
+// turn that ended on <|im_end|> / EOS the next assistant message opens first, so the text is
+// the head of the model's message; otherwise it follows the sampled text directly.
+std::string assistant_continuation(std::string_view content, const StepOutcome& outcome);
 // Qwen's tool message as its templates render it: a user turn holding <tool_response>.
 std::string tool_response_turn(std::string_view content, const StepOutcome& outcome);
 
 // The "# Tools" system text Qwen2.5/Qwen3 templates write for `tools` (each tool as JSON text),
 // without the <|im_start|>system / <|im_end|> markers. `json_word` is "json" in the templates.
 std::string qwen_tools_system(const std::vector<std::string>& tools, std::string_view json_word = "json");
+
+// MTSQL-R1's "Parsed Elements for each term" of one gold query (appendix D.1): Spider's
+// get_sql dict as Python prints it, 'select' as the list of selected column ids; "{}" when
+// Spider's parser rejects the query (rl/agent/protocol_mtsql_memory.cpp).
+std::string mtsql_parsed_elements(const sql::Schema& schema, std::string_view query);
 
 }  // namespace sqlrl::rl::detail

@@ -1,7 +1,8 @@
 // MTIR-SQL (arXiv 2510.25510): Qwen3 tool calling. <think>…</think> then either
 // <tool_call>{"name": "sql-execute_sql_query", "arguments": {"db_name": …, "sql": …}}</tool_call>
 // or <answer>```sql …</answer>; tool results come back as <tool_response> JSON (≤ 10 records);
-// a turn with neither gets "My action is not correct. Let me rethink." (Algorithm 1, appendix B).
+// a turn with neither gets "My action is not correct. Let me rethink." in its own stream
+// (Algorithm 1 line 20, appendix B).
 #include "rl/agent/protocol_impl.h"
 #include "sql/exec/format.h"
 
@@ -67,6 +68,8 @@ std::string user_prompt(const sql::Example& example, const sql::DatabaseSchema& 
 constexpr const char* kRethink = "My action is not correct. Let me rethink.";
 
 struct Mtir final : Protocol {
+  ProtocolSettings settings;
+  explicit Mtir(const ProtocolSettings& s) : settings(s) {}
   const char* name() const override { return "mtir"; }
   // Section 4.1 / Table 4: max turns 6 (the action budget B of Algorithm 1).
   int max_turns() const override { return 6; }
@@ -114,18 +117,22 @@ struct Mtir final : Protocol {
   // Section 3.2: the execution result is appended "in the user role"; Qwen3's template renders a
   // tool message as a user turn holding <tool_response>\n…\n</tool_response>, which is what we
   // write. The result is the tool's JSON ({"columns", "data"} with at most 10 records, or
-  // {"error"}). The rethink line goes in a user turn the same way (Algorithm 1 appends it to y
-  // without saying in which role; we keep every environment text in the user role).
+  // {"error"}). The rethink line: Algorithm 1 line 20, y <- y + "My action is not correct. Let
+  // me rethink.", goes into the rollout sequence y itself, the model's own stream (as Search-R1's
+  // Algorithm 1, which MTIR's follows, appends it to the response), so it is the head of the
+  // model's next segment; like every text the environment writes it is not trained on
+  // (policy_mask 0: the policy did not sample it). mtir-rethink=user writes it as a user turn.
   std::string inject(const Action& action, const StepOutcome& outcome, const sql::Example&) const override {
     if (action.kind == ActionKind::ExecSql && outcome.result != nullptr) {
       return tool_response_turn(untrusted(sql::format_mtir_observation(*outcome.result, 10)), outcome);
     }
-    return user_turn(kRethink, outcome);
+    if (settings.mtir_rethink == "user") return user_turn(kRethink, outcome);
+    return assistant_continuation(kRethink, outcome);
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Protocol> make_mtir() { return std::make_unique<Mtir>(); }
+std::unique_ptr<Protocol> make_mtir(const ProtocolSettings& settings) { return std::make_unique<Mtir>(settings); }
 
 }  // namespace sqlrl::rl::detail

@@ -3,9 +3,12 @@
 // and ends with <answer_sql>…</answer_sql>. Tool results are verl tool messages, which Qwen3's
 // template renders as a user turn holding <tool_response>.
 #include <cctype>
+#include <map>
+#include <mutex>
 
 #include "rl/agent/protocol_impl.h"
 #include "sql/exec/format.h"
+#include "runtime/error.h"
 #include "sql/exec/pyrepr.h"
 
 namespace sqlrl::rl::detail {
@@ -134,15 +137,19 @@ std::string exec_recap(const std::string& current_q, const std::string& code, co
 }
 
 // "Memory (historical information in order)" as D.1/D.2 print it: per earlier turn k (from 0)
-// "== Turn k ==", the question (with the "Question: " prefix the paper shows twice), the gold SQL
-// and, when the engine ran it, its result cut to 50 characters, then "== Turn k ==" again. D's
-// "Parsed Elements for each term" (Spider's parse dict) is not reproduced.
-std::string memory_string(const sql::Example& example, const std::vector<sql::Result>* results) {
+// "== Turn k ==", the question (with the "Question: " prefix the paper shows twice), the gold SQL,
+// Spider's parse of it ("Parsed Elements for each term", the released memory_retriever.py's
+// line; `schema` null: left out) and, when the engine ran it, its result cut to 50 characters,
+// then "== Turn k ==" again.
+std::string memory_string(const sql::Example& example, const std::vector<sql::Result>* results,
+                          const sql::Schema* schema) {
   std::string out;
   for (size_t k = 0; k < example.history.size(); ++k) {
     const std::string marker = "== Turn " + std::to_string(k) + " ==";
     out += (k ? "\n" : "") + marker + "\nQuestion: Question: " + untrusted(example.history[k].question) +
            "\nGround-Truth SQL: " + untrusted(example.history[k].gold_sql) + "\n";
+    if (schema != nullptr)
+      out += "Parsed Elements for each term: " + untrusted(mtsql_parsed_elements(*schema, example.history[k].gold_sql)) + "\n";
     if (results != nullptr && k < results->size()) {
       const sql::Result& r = (*results)[k];
       out += "SQL Results (truncated to 50 characters): " +
@@ -196,7 +203,26 @@ std::string memory_text(const std::string& current_q, const std::string& code, c
 }
 
 struct Mtsql final : Protocol {
+  ProtocolSettings settings;
+  // Spider's schema of each database a memory was shown for (read once; null: unreadable).
+  mutable std::mutex schemas_mutex;
+  mutable std::map<std::string, std::shared_ptr<const sql::Schema>> schemas;
+
+  explicit Mtsql(const ProtocolSettings& s) : settings(s) {}
   const char* name() const override { return "mtsql"; }
+
+  std::shared_ptr<const sql::Schema> spider_schema(const std::string& db_path) const {
+    std::lock_guard<std::mutex> lock(schemas_mutex);
+    auto it = schemas.find(db_path);
+    if (it != schemas.end()) return it->second;
+    std::shared_ptr<const sql::Schema> schema;
+    try {
+      schema = std::make_shared<const sql::Schema>(sql::load_schema_sqlite(db_path));
+    } catch (const Error&) {
+      // The history's queries fail on such a database too, and say so in the memory.
+    }
+    return schemas.emplace(db_path, schema).first->second;
+  }
   // B: "the maximum interaction between agent and tools is set to 4" (verl multi_turn.max_turns
   // = 4, which counts assistant generations).
   int max_turns() const override { return 4; }
@@ -257,15 +283,32 @@ struct Mtsql final : Protocol {
       return tool_response_turn(exec_recap(current_q, code, results), outcome);
     }
     if (action.kind == ActionKind::MemoryRetrieve) {
-      return tool_response_turn(memory_text(current_q, code, results, memory_string(example, outcome.history_results)),
-                                outcome);
+      // An unreadable database: an empty schema, on which every parse fails ("{}").
+      static const sql::Schema unreadable;
+      std::shared_ptr<const sql::Schema> schema;
+      if (settings.mtsql_memory_parse && !example.history.empty()) schema = spider_schema(example.db_path);
+      const sql::Schema* shown = !settings.mtsql_memory_parse ? nullptr : schema ? schema.get() : &unreadable;
+      return tool_response_turn(
+          memory_text(current_q, code, results, memory_string(example, outcome.history_results, shown)), outcome);
     }
     return "";  // Answer / Invalid end the episode: nothing follows
+  }
+
+  // The released reward's extract_code (verl/utils/reward_score/text2sql.py): the last
+  // <answer_sql>, else the `code` of the last tool call (either tool), else the last <think>
+  // block's text, else the whole response. We take the first two: what a <think> block or the
+  // whole text holds is prose, and scoring it as SQL can only fail.
+  std::string fallback_answer(const Trajectory& t) const override {
+    if (!settings.mtsql_answer_fallback) return {};
+    for (auto turn = t.turns.rbegin(); turn != t.turns.rend(); ++turn)
+      if (turn->action.kind == ActionKind::ExecSql || turn->action.kind == ActionKind::MemoryRetrieve)
+        return turn->action.sql;
+    return {};
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Protocol> make_mtsql() { return std::make_unique<Mtsql>(); }
+std::unique_ptr<Protocol> make_mtsql(const ProtocolSettings& settings) { return std::make_unique<Mtsql>(settings); }
 
 }  // namespace sqlrl::rl::detail

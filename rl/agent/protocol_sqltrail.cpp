@@ -68,22 +68,41 @@ constexpr const char* kSystemTail =
     "------------------------ END OF EXAMPLE ------------------------";
 
 // Algorithm 1, line 22: the observation when the query's result "is invalid" (an SQLite error
-// or timeout). We also give it for a turn with no action (the algorithm appends nothing there
-// and would keep generating inside the same assistant turn, which a chat template cannot show).
+// or timeout). A turn whose <sql>/<solution> block is malformed gets it too (line 18 runs
+// whatever <sql> holds, which then fails). A turn with neither block gets nothing (lines 15-28
+// append no observation), unless sqltrail-reasoning-stop is off: then it gets this text.
 constexpr const char* kInvalid = "Your previous action is invalid. Think and try again.";
 
+bool has_action_tag(std::string_view text) {
+  for (const char* tag : {"<sql>", "</sql>", "<solution>", "</solution>"})
+    if (text.find(tag) != std::string_view::npos) return true;
+  return false;
+}
+
 struct SqlTrail final : Protocol {
+  ProtocolSettings settings;
+  explicit SqlTrail(const ProtocolSettings& s) : settings(s) {}
   const char* name() const override { return "sqltrail"; }
   // Algorithm 1 runs T = 10 turns (A.5) and then, line 31, generates one final <solution>
   // block: 11 assistant turns at most, the last one after "You have 1 turns left".
   int max_turns() const override { return 11; }
-  // Algorithm 1 line 10 also breaks on </reasoning>; we do not: a reasoning-only segment
-  // would use up a turn, while the turn reward (A.4: simple ∧ t≤2) counts reasoning+SQL pairs.
-  std::vector<std::string> stop_strings() const override { return {"</sql>", "</solution>"}; }
+  // Algorithm 1 line 10: a segment ends on </reasoning>, </sql>, </solution> or <eos>, and each
+  // segment is a turn of the budget (line 29), a reasoning-only one too.
+  std::vector<std::string> stop_strings() const override {
+    if (settings.sqltrail_reasoning_stop) return {"</reasoning>", "</sql>", "</solution>"};
+    return {"</sql>", "</solution>"};
+  }
+  // Line 31: "Generate final <solution></solution> block": the environment opens the block and
+  // the model writes the SQL and closes it.
+  std::string final_turn_prefix() const override { return settings.sqltrail_final_solution ? "<solution>" : ""; }
+  std::vector<std::string> final_turn_stops() const override {
+    if (settings.sqltrail_final_solution) return {"</solution>"};
+    return stop_strings();
+  }
 
   // The A.8 template filled in (engine, SQL-Trail's "Table: t / - col (TYPE, PRIMARY KEY)" schema,
   // external knowledge, question) as the system message; Algorithm 1's dialogue then starts from
-  // the question x as the user message.
+  // the question x as the user message (line 3: h <- x).
   std::vector<ChatMessage> first_prompt(const sql::Example& example, const sql::DatabaseSchema& schema) const override {
     std::string system = kSystemHead;
     system += "SQLite\n\nDatabase Schema:\n" + untrusted(trim(sql::schema_sqltrail(schema))) + "\n\nExternal Knowledge:\n" +
@@ -94,7 +113,13 @@ struct SqlTrail final : Protocol {
 
   Action parse(std::string_view turn_text) const override {
     // The format asks for <reasoning>, the prompt's own example uses <think>: both are reasoning.
-    return parse_sql_or_solution(drop_blocks(drop_blocks(turn_text, "<reasoning>", "</reasoning>"), "<think>", "</think>"));
+    std::string text = drop_blocks(drop_blocks(turn_text, "<reasoning>", "</reasoning>"), "<think>", "</think>");
+    if (settings.sqltrail_reasoning_stop && !has_action_tag(text)) {
+      Action a;
+      a.kind = ActionKind::Reasoning;  // lines 15-28: neither block, nothing happens
+      return a;
+    }
+    return parse_sql_or_solution(text);
   }
 
   bool done(const Action& action, int) const override { return action.kind == ActionKind::Answer; }
@@ -103,8 +128,10 @@ struct SqlTrail final : Protocol {
   // task." "</observation>", appended as a user turn (A.3: "appended to the conversation as user
   // input"). o = ToString(DataFrame(r) with column headers): pandas to_string with index and
   // column names, the first 50 rows after SkyRL's note when over 9000 characters. Line breaks
-  // around o follow the example in the system prompt.
+  // around o follow the example in the system prompt. A reasoning segment appends nothing: the
+  // model goes on in its own message (a new one when it closed its message with <|im_end|>).
   std::string inject(const Action& action, const StepOutcome& outcome, const sql::Example&) const override {
+    if (action.kind == ActionKind::Reasoning) return assistant_continuation("", outcome);
     std::string o = kInvalid;
     if (action.kind == ActionKind::ExecSql && outcome.result != nullptr && outcome.result->ok()) {
       o = untrusted(sql::format_df_observation(*outcome.result, sql::DataFrameStyle{},
@@ -118,6 +145,6 @@ struct SqlTrail final : Protocol {
 
 }  // namespace
 
-std::unique_ptr<Protocol> make_sqltrail() { return std::make_unique<SqlTrail>(); }
+std::unique_ptr<Protocol> make_sqltrail(const ProtocolSettings& settings) { return std::make_unique<SqlTrail>(settings); }
 
 }  // namespace sqlrl::rl::detail

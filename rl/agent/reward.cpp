@@ -183,7 +183,7 @@ std::shared_ptr<const GoldFacts> gold_facts(RewardContext& ctx, const sql::Examp
 
 Outcome final_outcome(const sql::Example& example, const Trajectory& traj, RewardContext& ctx) {
   Outcome o;
-  o.answered = traj.answered;
+  o.answered = traj.has_final_sql();  // the protocol's fallback answer is scored as an answer
   o.pred = traj.final_sql;
   if (!o.answered) return o;
   std::shared_ptr<const sql::Result> gold = ctx.gold.get(example.db_path, exec_text(ctx, example.gold_sql));

@@ -68,6 +68,10 @@ struct RewardContext {
   // SQL-Trail's turn budget T (A.4 eq. 7: hard/extra pay only when t < T). SQL-Trail trains
   // with 10 turns (§4 / A.8); the trainer sets it from the recipe's max turns.
   int turn_budget = 10;
+  // MTSQL-R1's E-/M-VERIFY: a turn after a tool call that writes no verdict counts as "pass"
+  // (the released text2sql_process.py: _first_exec_verify_outside_responses returns "pass");
+  // false: it scores 0 (the paper asks for a verdict, §3.3.2).
+  bool mtsql_missing_verdict_passes = true;
   // The "overlong" term's cap (the trajectory token cap) and buffer L_cache (add_overlong_term).
   int64_t overlong_cap = 0, overlong_buffer = 0;
   // score_batch's threads; nullptr = default_thread_pool() (what the SQLite pool submits to).

@@ -181,7 +181,10 @@ Verdict verdict_of(const std::string& word) {
 // R_E-Verify: table over (result of the executed SQL: ok / null = no rows / error) × verdict
 // in the next turn; R_M-Verify: F1 of the memory_retrieve'd SQL if pass, 1 − F1 otherwise.
 // Each averaged over its verifications; a call with no following turn had no verification and
-// is not counted, a following turn without a verdict scores 0. verify = mean E + mean M.
+// is not counted (the released code counts it as a pass on an "ok" result: a trajectory cut
+// after its last call would earn the verify reward for a check it never made); a following
+// turn without a verdict reads "pass" as the released code does (ctx.mtsql_missing_verdict_passes;
+// off: it scores 0). verify = mean E + mean M.
 std::vector<double> mtsql_terms(const sql::Example& ex, const Trajectory& t, const Outcome& o, RewardContext& ctx) {
   auto gold = gold_facts(ctx, ex);
   auto db = db_facts(ctx, ex.db_path);
@@ -204,6 +207,11 @@ std::vector<double> mtsql_terms(const sql::Example& ex, const Trajectory& t, con
   for (const std::string& c : candidates) r_clause += clause_f1_to_gold(*db, *gold, c);
   if (!candidates.empty()) r_clause /= static_cast<double>(candidates.size());
 
+  const Verdict missing = ctx.mtsql_missing_verdict_passes ? Verdict::Pass : Verdict::Missing;
+  auto read = [&](const std::string& word) {
+    Verdict v = verdict_of(word);
+    return v == Verdict::Missing ? missing : v;
+  };
   double e_sum = 0, m_sum = 0;
   int e_n = 0, m_n = 0;
   std::string last_executed;
@@ -213,7 +221,7 @@ std::vector<double> mtsql_terms(const sql::Example& ex, const Trajectory& t, con
     if (turn.action.kind == ActionKind::ExecSql) {
       last_executed = turn.action.sql;
       if (!has_next) continue;
-      Verdict v = verdict_of(mtsql_verdicts(t.turns[i + 1].assistant_text).exec);
+      Verdict v = read(mtsql_verdicts(t.turns[i + 1].assistant_text).exec);
       bool error = !turn.executed || turn.sql_error;
       bool null = !error && turn.rows == 0;
       double r = 0;  // table of §3.3.2: rows ok/null/error × VR fail/pass
@@ -223,7 +231,7 @@ std::vector<double> mtsql_terms(const sql::Example& ex, const Trajectory& t, con
       ++e_n;
     } else if (turn.action.kind == ActionKind::MemoryRetrieve) {
       if (!has_next) continue;
-      Verdict v = verdict_of(mtsql_verdicts(t.turns[i + 1].assistant_text).memory);
+      Verdict v = read(mtsql_verdicts(t.turns[i + 1].assistant_text).memory);
       const std::string& checked = turn.action.sql.empty() ? last_executed : turn.action.sql;
       double f1 = clause_f1_to_gold(*db, *gold, checked);
       m_sum += v == Verdict::Pass ? f1 : (v == Verdict::Fail ? 1 - f1 : 0);

@@ -35,6 +35,7 @@ struct Sample {
   Phase phase = Phase::Waiting;
   std::vector<int32_t> feed;
   std::optional<TokenStream> turn;  // the current assistant turn's decoded text and stop matcher
+  std::string turn_prefix;          // the environment's head of this turn (a forced last turn)
   int64_t turn_begin = 0;           // index in tokens of the turn's first sampled token
   bool eos_ended = false;           // the last turn ended on <|im_end|> / <|endoftext|>
   std::future<sql::Result> sql;
@@ -54,6 +55,8 @@ struct Engine {
   std::vector<Trajectory> out{};
   std::vector<Sample> samples{};
   std::vector<std::string> stops{};
+  std::string final_prefix{};              // Protocol::final_turn_prefix: "" = no forced last turn
+  std::vector<std::string> final_stops{};  // Protocol::final_turn_stops
   std::vector<int32_t> eos{};
   int64_t cap = 0;  // tokens per trajectory
   int max_turns = 0;
@@ -72,31 +75,43 @@ void finish(Engine& e, Sample& s) {
   --e.live;
 }
 
-void start_turn(Engine& e, Sample& s, Trajectory& t) {
-  s.turn.emplace(e.tok, e.stops);
+int turns_left(const Engine& e, const Trajectory& t) { return e.max_turns - static_cast<int>(t.turns.size()); }
+
+// A turn the protocol forces: the last the budget allows, after an injection (a first turn
+// follows the prompt, which is built before the rollout).
+bool forced_turn(const Engine& e, const Trajectory& t) { return !e.final_prefix.empty() && turns_left(e, t) == 1; }
+
+void start_turn(Engine& e, Sample& s, Trajectory& t, bool forced = false) {
+  s.turn.emplace(e.tok, forced ? e.final_stops : e.stops);
+  s.turn_prefix = forced ? e.final_prefix : std::string();
   s.turn_begin = static_cast<int64_t>(t.tokens.size());
 }
 
-// Appends the injected text (policy_mask 0) and resumes decoding, or ends the trajectory as
-// truncated when it would leave no room for another sampled token.
+// Appends the injected text (policy_mask 0), and the forced last turn's head when the next turn
+// is that one, and resumes decoding; or ends the trajectory as truncated when they would leave
+// no room for another sampled token.
 void inject(Engine& e, Sample& s, Trajectory& t, const std::string& text) {
   std::vector<int32_t> ids = encode_marked(e.tok, text);  // data spans cannot inject control tokens
+  const size_t observed = ids.size();
+  const bool forced = forced_turn(e, t);
+  if (forced) {
+    std::vector<int32_t> head = encode_marked(e.tok, e.final_prefix);
+    ids.insert(ids.end(), head.begin(), head.end());
+  }
   if (static_cast<int64_t>(t.tokens.size() + ids.size()) >= e.cap) {
     t.truncated = true;
     finish(e, s);
     return;
   }
-  t.turns.back().observation = decode(e.tok, ids);
+  t.turns.back().observation = decode(e.tok, std::span<const int32_t>(ids).first(observed));
   t.tokens.insert(t.tokens.end(), ids.begin(), ids.end());
   t.policy_mask.insert(t.policy_mask.end(), ids.size(), 0);
   t.sampler_logprobs.insert(t.sampler_logprobs.end(), ids.size(), 0.0f);
   s.feed.insert(s.feed.end(), ids.begin(), ids.end());
   e.stats.injected_tokens += static_cast<int64_t>(ids.size());
-  start_turn(e, s, t);
+  start_turn(e, s, t, forced);
   s.phase = Phase::Decode;
 }
-
-int turns_left(const Engine& e, const Trajectory& t) { return e.max_turns - static_cast<int>(t.turns.size()); }
 
 StepOutcome outcome_of(const Engine& e, const Sample& s, const Trajectory& t) {
   StepOutcome outcome;
@@ -190,7 +205,8 @@ void sample_next(Engine& e, Sample& s, Trajectory& t, const SampledToken& st) {
   bool full = static_cast<int64_t>(t.tokens.size()) >= e.cap;
   if (!turn_over && !full) return;
   TurnRecord turn;
-  turn.assistant_text = decode(e.tok, std::span<const int32_t>(t.tokens).subspan(static_cast<size_t>(s.turn_begin)));
+  turn.assistant_text =
+      s.turn_prefix + decode(e.tok, std::span<const int32_t>(t.tokens).subspan(static_cast<size_t>(s.turn_begin)));
   if (!turn_over) {  // cut mid-turn: kept for the logs, not parsed
     turn.action.error = str_cat("truncated at ", t.tokens.size(), " tokens");
     t.turns.push_back(std::move(turn));
@@ -199,7 +215,7 @@ void sample_next(Engine& e, Sample& s, Trajectory& t, const SampledToken& st) {
   }
   if (!s.turn->stopped) s.turn->finish();
   s.eos_ended = is_eos;
-  turn.action = e.protocol.parse(s.turn->text);
+  turn.action = e.protocol.parse(s.turn_prefix + s.turn->text);
   t.turns.push_back(std::move(turn));
   act(e, s, t);
 }
@@ -380,6 +396,8 @@ std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer
            .stats = stats,
            .cache = kv ? *kv : own,
            .stops = protocol.stop_strings(),
+           .final_prefix = protocol.final_turn_prefix(),
+           .final_stops = protocol.final_turn_stops(),
            .cap = cap,
            .max_turns = options.max_turns > 0 ? options.max_turns : protocol.max_turns()};
   check(e.max_turns > 0, "rollout: protocol ", protocol.name(), " allows no turns");
@@ -427,6 +445,11 @@ std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer
   }
   check(kv_free_block_count(e.cache.book()) == blocks, "rollout: ", blocks - kv_free_block_count(e.cache.book()),
         " KV blocks still held after every sample finished");
+  for (Trajectory& t : e.out) {
+    if (t.answered || options.single_turn) continue;
+    t.final_sql = protocol.fallback_answer(t);
+    t.answer_fallback = !t.final_sql.empty();
+  }
   stats.wall_seconds = seconds_since(wall0);
   return std::move(e.out);
 }

@@ -8,6 +8,7 @@ const char* action_kind_name(ActionKind kind) {
     case ActionKind::MemoryRetrieve: return "memory_retrieve";
     case ActionKind::Answer: return "answer";
     case ActionKind::Invalid: return "invalid";
+    case ActionKind::Reasoning: return "reasoning";
   }
   return "unknown";
 }

@@ -18,6 +18,9 @@ enum class ActionKind : uint8_t {
   MemoryRetrieve,  // mtsql memory_retrieve: look up the dialogue history
   Answer,          // final answer: `sql` is the submitted query; ends the trajectory
   Invalid,         // malformed turn (unclosed tag, two actions, bad tool JSON, no action)
+  // A segment with no action where the paper allows one (SQL-Trail's Algorithm 1 stops at
+  // </reasoning>): nothing runs, the episode goes on, and it is not an invalid action.
+  Reasoning,
 };
 const char* action_kind_name(ActionKind kind);
 
@@ -31,7 +34,9 @@ struct Action {
 
 // One assistant turn and the environment's answer to it.
 struct TurnRecord {
-  std::string assistant_text;  // decoded sampled text of this turn (stop string included)
+  // The turn's text: the head the environment forced (Protocol::final_turn_prefix), if any, then
+  // the decoded sampled text (stop string included).
+  std::string assistant_text;
   Action action;
   std::string observation;     // decoded injected text after the turn ("" when none)
   bool executed = false;       // the SQL reached the database
@@ -50,7 +55,10 @@ struct Trajectory {
   int64_t prompt_length = 0;              // tokens[0, prompt_length) are the prompt
   std::vector<TurnRecord> turns;
   bool answered = false;                  // ended with an Answer action
-  std::string final_sql;                  // the answer's SQL ("" when not answered)
+  // Not answered, but the protocol names the SQL to score (Protocol::fallback_answer: MTSQL-R1's
+  // last tool call); final_sql holds it.
+  bool answer_fallback = false;
+  std::string final_sql;                  // the answer's (or the fallback's) SQL, else ""
   bool truncated = false;                 // hit the token cap (or context length) mid-turn
   bool out_of_turns = false;              // hit the turn budget without answering
   int64_t invalid_actions = 0;
@@ -70,6 +78,7 @@ struct Trajectory {
   std::vector<std::pair<std::string, double>> reward_terms;  // name -> weighted value, in panel order
 
   int64_t generated_tokens() const;  // count of policy_mask == 1
+  bool has_final_sql() const { return answered || answer_fallback; }  // final_sql is to be scored
 };
 
 }  // namespace sqlrl::rl

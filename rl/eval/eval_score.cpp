@@ -50,7 +50,7 @@ SampleOutcome score_sample(const sql::Example& example, const Trajectory& traj, 
   for (const TurnRecord& turn : traj.turns) o.sql_calls += turn.executed ? 1 : 0;
   o.seconds = traj.decode_seconds + traj.sql_seconds;
   o.infra_failure = traj.infra_failure;
-  if (!traj.answered) return o;
+  if (!traj.has_final_sql()) return o;  // a protocol's fallback answer is scored as the papers' code does
 
   const std::string gold_text = detail::exec_text(ctx, example.gold_sql);
   std::shared_ptr<const sql::Result> gold = ctx.gold.get(example.db_path, gold_text);
@@ -117,7 +117,7 @@ std::vector<ExampleResult> score_examples(const std::vector<sql::Example>& examp
     r.gold_parsed = detail::gold_facts(ctx, examples[e])->q.parsed;
     choose_prediction(r, mode);
     const Trajectory& chosen = trajs[e * samples + static_cast<size_t>(r.chosen)];
-    r.prediction = chosen.answered ? chosen.final_sql : "";
+    r.prediction = chosen.has_final_sql() ? chosen.final_sql : "";
     r.turns = chosen.turns;
   }
   return results;

@@ -55,6 +55,9 @@ OptionTable config_fields(TrainConfig& c) {
       {"reward", "reward panel (default: the protocol's)", &c.reward},
       {"reward-weight", "panel weight override TERM=W (repeatable)", &c.reward_weights},
       {"reward-turn-budget", "SQL-Trail turn reward's T (0 = max-turns if set, else 10)", &c.reward_turn_budget},
+      {"mtsql-missing-verdict", "MTSQL-R1 verify reward of a turn after a tool call that writes no <exec_verify>/"
+                                "<memory_verify>: pass (the released text2sql_process.py reads \"pass\") | zero",
+       &c.mtsql_missing_verdict},
       {"batch-size", "prompts per step", &c.batch_size},
       {"group-size", "samples per prompt (G)", &c.group_size},
   });
@@ -197,6 +200,8 @@ void validate_config(const TrainConfig& c) {
   check(c.batch_size > 0, "config: batch-size must be positive, got ", c.batch_size);
   check(c.group_size > 0, "config: group-size must be positive, got ", c.group_size);
   check(c.reward_turn_budget >= 0, "config: reward-turn-budget must be >= 0, got ", c.reward_turn_budget);
+  check(c.mtsql_missing_verdict == "pass" || c.mtsql_missing_verdict == "zero",
+        "config: mtsql-missing-verdict must be pass or zero, got '", c.mtsql_missing_verdict, "'");
   check(c.max_batch_sequences > 0, "config: max-batch-sequences must be positive, got ", c.max_batch_sequences);
   check(c.lr >= 0 && std::isfinite(c.lr), "config: lr must be a finite number >= 0, got ", c.lr);
   check(one_of(c.lr_schedule, {"constant", "cosine"}), "config: lr-schedule '", c.lr_schedule,

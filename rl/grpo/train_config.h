@@ -65,6 +65,9 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   std::string reward;              // panel; "" = the protocol's own
   std::vector<std::string> reward_weights;  // "term=w" overrides of the panel's weights
   int64_t reward_turn_budget = 0;  // SQL-Trail's T in the turn reward; 0 = max-turns if set, else 10 (A.4)
+  // MTSQL-R1's verify reward for a turn after a tool call that writes no verdict: pass (the
+  // released code) | zero (RewardContext::mtsql_missing_verdict_passes).
+  std::string mtsql_missing_verdict = "pass";
 
   // ---- rollout
   int64_t batch_size = 2;  // prompts per step

@@ -37,7 +37,7 @@ ScoreFn panel_scorer(const RewardPanel& panel, RewardContext& context) {
     ex_out->assign(trajs.size(), 0);
     std::vector<std::future<sql::Result>> pending(trajs.size());
     for (size_t i = 0; i < trajs.size(); ++i)
-      if (trajs[i].answered && !trajs[i].final_sql.empty())
+      if (trajs[i].has_final_sql() && !trajs[i].final_sql.empty())
         pending[i] = ctx.pool.submit(examples[trajs[i].example_index].db_path, trajs[i].final_sql, ctx.limits);
     for (size_t i = 0; i < trajs.size(); ++i) {
       if (!pending[i].valid()) continue;
@@ -67,7 +67,7 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
   if (c.weights.empty()) check_head_dim(c.tiny_head_dim, "the embedded model");
 
   // ---- what the user named, checked before anything is written
-  env.protocol = make_protocol(c.protocol);
+  env.protocol = make_protocol(c.protocol, c);
   env.panel = make_reward_panel(c.reward.empty() ? c.protocol : c.reward);
   for (const std::string& w : c.reward_weights) {
     size_t eq = w.find('=');
@@ -184,6 +184,7 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
   if (c.kl_coef > 0 || c.kl_reward_coef > 0) env.reference = std::make_unique<QwenModel>(env.model);
 
   env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, mode);
+  env.reward_context->mtsql_missing_verdict_passes = c.mtsql_missing_verdict == "pass";
   if (c.reward_turn_budget > 0) env.reward_context->turn_budget = static_cast<int>(c.reward_turn_budget);
   else if (c.max_turns > 0) env.reward_context->turn_budget = static_cast<int>(c.max_turns);
   if (c.overlong_buffer > 0) {  // DAPO's soft overlong punishment, a term of the panel

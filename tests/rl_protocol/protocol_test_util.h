@@ -5,6 +5,7 @@
 
 #include "rl/agent/protocol.h"
 #include "rl/agent/untrusted.h"
+#include "tests/sql/pool_test_db.h"
 
 namespace sqlrl::rl::testing {
 
@@ -47,6 +48,19 @@ inline sql::Result error_result(std::string message) {
   sql::Result r;
   r.error = std::move(message);
   return r;
+}
+
+// The tables of MTSQL-R1's appendix D.1 memory (Spider's car_1 and world_1, the columns the
+// case study's queries name), for Spider's parse of the history's gold SQL.
+inline std::string car_db() {
+  static std::string path = sql::testing::make_db("protocol_car.sqlite", R"sql(
+    CREATE TABLE continents(ContId INTEGER PRIMARY KEY, Continent TEXT);
+    CREATE TABLE countries(CountryId INTEGER PRIMARY KEY, CountryName TEXT, Continent INTEGER);
+    CREATE TABLE car_makers(Id INTEGER PRIMARY KEY, Maker TEXT, FullName TEXT, Country TEXT);
+    CREATE TABLE country(Code TEXT PRIMARY KEY, Name TEXT, GovernmentForm TEXT, LifeExpectancy REAL,
+                         Population INTEGER);
+  )sql");
+  return path;
 }
 
 }  // namespace sqlrl::rl::testing

@@ -86,7 +86,21 @@ TEST(InjectMtir, ToolResponseJsonAtMostTenRecords) {
   EXPECT_EQ(testing::inject_text(*p, call, outcome(&e, 5), farm_example()),
             "<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"error\": \"no such table: animal\"}\n</tool_response>"
             "<|im_end|>\n<|im_start|>assistant\n");
+  // Algorithm 1 line 20: y <- y + "My action is not correct. Let me rethink.": the model's own
+  // stream, no user turn; after a turn closed with <|im_end|> a new assistant message opens.
   EXPECT_EQ(testing::inject_text(*p, action(ActionKind::Invalid), outcome(nullptr, 5), farm_example()),
+            "My action is not correct. Let me rethink.");
+  StepOutcome eos = outcome(nullptr, 5);
+  eos.turn_ended_with_eos = true;
+  EXPECT_EQ(testing::inject_text(*p, action(ActionKind::Invalid), eos, farm_example()),
+            "\n<|im_start|>assistant\nMy action is not correct. Let me rethink.");
+  eos.empty_think_block = true;
+  EXPECT_EQ(testing::inject_text(*p, action(ActionKind::Invalid), eos, farm_example()),
+            "\n<|im_start|>assistant\n<think>\n\n</think>\n\nMy action is not correct. Let me rethink.");
+  // mtir-rethink = user: the line as a user turn.
+  ProtocolSettings user;
+  user.mtir_rethink = "user";
+  EXPECT_EQ(testing::inject_text(*make_protocol("mtir", user), action(ActionKind::Invalid), outcome(nullptr, 5), farm_example()),
             "<|im_end|>\n<|im_start|>user\nMy action is not correct. Let me rethink.<|im_end|>\n<|im_start|>assistant\n");
 }
 
@@ -98,6 +112,7 @@ sql::Example car_example() {
                 "SELECT T1.Continent , count ( * ) FROM CONTINENTS AS T1 JOIN COUNTRIES AS T2 ON T1.ContId = T2.continent "
                 "JOIN car_makers AS T3 ON T2.CountryId = T3.Country GROUP BY T1.Continent"}};
   e.turn_index = 1;
+  e.db_path = testing::car_db();
   return e;
 }
 
@@ -140,7 +155,8 @@ TEST(InjectMtsql, ExecRecap) {
   EXPECT_NE(text.find("- SQL execution results (truncated to 200 characters): Error: no such column: CountryNam\n"), std::string::npos);
 }
 
-// Appendix D.1's memory_retrieve response (the "Parsed Elements" line is not reproduced).
+// Appendix D.1's memory_retrieve response, its "Parsed Elements" line included (the PDF prints
+// "None)]], 'select'" where the dict closes the FROM part: "None)]}, 'select'").
 TEST(InjectMtsql, MemoryVerifier) {
   auto p = make_protocol("mtsql");
   sql::Result r = result_of({"COUNT(*)"}, {{sql::Cell::of_integer(4)}});
@@ -164,6 +180,12 @@ TEST(InjectMtsql, MemoryVerifier) {
       "Question: Question: Can you list the number of car makers on each continent?\n"
       "Ground-Truth SQL: SELECT T1.Continent , count ( * ) FROM CONTINENTS AS T1 JOIN COUNTRIES AS T2 ON T1.ContId = "
       "T2.continent JOIN car_makers AS T3 ON T2.CountryId = T3.Country GROUP BY T1.Continent\n"
+      "Parsed Elements for each term: {'from': {'table_units': [('table_unit', '__continents__'), ('table_unit', "
+      "'__countries__'), ('table_unit', '__car_makers__')], 'conds': [(False, 2, (0, (0, '__continents.contid__', False), "
+      "None), (0, '__countries.continent__', False), None), 'and', (False, 2, (0, (0, '__countries.countryid__', False), "
+      "None), (0, '__car_makers.country__', False), None)]}, 'select': ['__continents.continent__', '__all__'], 'where': "
+      "[], 'groupBy': [(0, '__continents.continent__', False)], 'having': [], 'orderBy': [], 'limit': None, 'intersect': "
+      "None, 'union': None, 'except': None}\n"
       "SQL Results (truncated to 50 characters): [('america', 4), ('asia', 7), ('europe', 11)]\n"
       "== Turn 0 ==\n"
       "\n"
@@ -199,7 +221,7 @@ TEST(InjectMtsql, MemoryVerifier) {
   // history results are cut to 50 code points (1 + 4 x 12 for "[" and four "('maker',), ", then "(").
   o.history_results = nullptr;
   std::string text = testing::inject_text(*p, action(ActionKind::MemoryRetrieve, kCarSql, "memory_retrieve"), o, car_example());
-  EXPECT_NE(text.find("GROUP BY T1.Continent\n== Turn 0 ==\n\nYour tasks:"), std::string::npos);
+  EXPECT_NE(text.find("'except': None}\n== Turn 0 ==\n\nYour tasks:"), std::string::npos);
   std::vector<sql::Result> long_history = {result_of({"name"}, {})};
   for (int i = 0; i < 20; ++i) long_history[0].rows.push_back({sql::Cell::of_text("maker")});
   o.history_results = &long_history;
@@ -230,7 +252,11 @@ TEST(Done, PerPaperTermination) {
   EXPECT_EQ(make_protocol("mtir")->max_turns(), 6);
   EXPECT_EQ(m->max_turns(), 4);
   EXPECT_EQ(make_protocol("skyrl")->stop_strings(), (std::vector<std::string>{"</sql>", "</solution>"}));
-  EXPECT_EQ(make_protocol("sqltrail")->stop_strings(), (std::vector<std::string>{"</sql>", "</solution>"}));
+  // SQL-Trail Algorithm 1 line 10 also stops at </reasoning>; sqltrail-reasoning-stop=false does not.
+  EXPECT_EQ(make_protocol("sqltrail")->stop_strings(), (std::vector<std::string>{"</reasoning>", "</sql>", "</solution>"}));
+  ProtocolSettings legacy;
+  legacy.sqltrail_reasoning_stop = false;
+  EXPECT_EQ(make_protocol("sqltrail", legacy)->stop_strings(), (std::vector<std::string>{"</sql>", "</solution>"}));
   EXPECT_EQ(make_protocol("mtir")->stop_strings(), (std::vector<std::string>{"</tool_call>", "</answer>"}));
   EXPECT_EQ(m->stop_strings(), (std::vector<std::string>{"</tool_call>", "</answer_sql>"}));
 }

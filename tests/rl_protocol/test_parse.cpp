@@ -11,7 +11,13 @@
 namespace sqlrl::rl {
 namespace {
 
-Action parse(const char* protocol, std::string_view text) { return make_protocol(protocol)->parse(text); }
+// SQL-Trail as it was before its Algorithm 1 reasoning segments (sqltrail-reasoning-stop=false),
+// where a turn without an action is invalid: "sqltrail-legacy" here.
+Action parse(const char* protocol, std::string_view text) {
+  ProtocolSettings s;
+  s.sqltrail_reasoning_stop = std::string_view(protocol) != "sqltrail-legacy";
+  return make_protocol(std::string_view(protocol) == "sqltrail-legacy" ? "sqltrail" : protocol, s)->parse(text);
+}
 
 void expect_invalid(const char* protocol, std::string_view text, const std::string& error_part) {
   Action a = parse(protocol, text);
@@ -30,7 +36,7 @@ TEST(ProtocolNames, MakeEachAndRejectUnknown) {
 }
 
 TEST(ParseTags, SkyrlSqlAndSolution) {
-  for (const char* p : {"skyrl", "sqltrail"}) {
+  for (const char* p : {"skyrl", "sqltrail", "sqltrail-legacy"}) {
     Action a = parse(p, "<think>count pigs</think>\n<sql> SELECT COUNT(*) FROM animals\n</sql>");
     EXPECT_EQ(a.kind, ActionKind::ExecSql) << p;
     EXPECT_EQ(a.sql, "SELECT COUNT(*) FROM animals");
@@ -56,7 +62,7 @@ TEST(ParseTags, SkyrlSqlAndSolution) {
 }
 
 TEST(ParseTags, MalformedTurnsAreInvalid) {
-  for (const char* p : {"skyrl", "sqltrail"}) {
+  for (const char* p : {"skyrl", "sqltrail", "sqltrail-legacy"}) {
     expect_invalid(p, "<think>x</think><sql>SELECT 1", "unclosed <sql>");
     expect_invalid(p, "<sql>SELECT 1</sql><sql>SELECT 2</sql>", "2 <sql> blocks");
     expect_invalid(p, "<sql><sql>SELECT 1</sql></sql>", "2 <sql> blocks");
@@ -67,10 +73,13 @@ TEST(ParseTags, MalformedTurnsAreInvalid) {
     expect_invalid(p, "</sql>SELECT 1<sql>", "</sql> before <sql>");
     expect_invalid(p, "<sql> \n\t </sql>", "empty <sql>");
     expect_invalid(p, "<solution></solution>", "empty <solution>");
-    expect_invalid(p, "", "no <sql> or <solution>");
-    expect_invalid(p, "<think>SELECT 1</think>", "no <sql> or <solution>");
-    expect_invalid(p, "< sql>SELECT 1</ sql>", "no <sql> or <solution>");
+    if (std::string_view(p) != "sqltrail") expect_invalid(p, "", "no <sql> or <solution>");
+    if (std::string_view(p) != "sqltrail") expect_invalid(p, "<think>SELECT 1</think>", "no <sql> or <solution>");
+    if (std::string_view(p) != "sqltrail") expect_invalid(p, "< sql>SELECT 1</ sql>", "no <sql> or <solution>");
   }
+  // SQL-Trail's Algorithm 1 (lines 15-28): a segment with neither block is a reasoning segment.
+  for (const char* text : {"", "<think>SELECT 1</think>", "< sql>SELECT 1</ sql>", "<reasoning>r</reasoning>"})
+    EXPECT_EQ(parse("sqltrail", text).kind, ActionKind::Reasoning) << text;
   // An unclosed <think> is not masked: its <sql> is read (SkyRL's regex would run it too).
   EXPECT_EQ(parse("skyrl", "<think><sql>SELECT 1</sql>").kind, ActionKind::ExecSql);
 }

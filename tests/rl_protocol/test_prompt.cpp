@@ -176,7 +176,9 @@ TEST(InjectMarkup, MatchesTheTemplateOfTheWholeConversation) {
   }
   // enable_thinking=false: the next assistant turn opens with the empty think block, as the
   // template's generation prompt does.
-  auto p = make_protocol("mtir");
+  ProtocolSettings user_rethink;  // the rethink line as a user turn (mtir-rethink=user)
+  user_rethink.mtir_rethink = "user";
+  auto p = make_protocol("mtir", user_rethink);
   StepOutcome o;
   o.empty_think_block = true;
   EXPECT_EQ(testing::inject_text(*p, p->parse("no action"), o, example),

@@ -180,8 +180,11 @@ TEST(RewardMtsql, ExecVerifyTable) {
   };
   std::vector<Case> cases = {{2, false, "pass", 1},   {2, false, "no_pass", 0}, {0, false, "no_pass", 0.1},
                              {0, false, "pass", 0},   {0, true, "no_pass", 1},  {0, true, "pass", 0},
-                             {0, true, "fail", 1},    {0, true, "", 0},  // no verdict written: 0
-                             {0, true, "maybe", 0}};
+                             {0, true, "fail", 1},
+                             // No verdict (or none of the two words) reads "pass", as MTSQL-R1's released
+                             // text2sql_process.py (_first_exec_verify_outside_responses) does.
+                             {0, true, "", 0},        {0, true, "maybe", 0},    {2, false, "", 1},
+                             {2, false, "maybe", 1},  {0, false, "", 0}};
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     std::string tag = c.verdict.empty() ? "" : "<exec_verify>" + c.verdict + "</exec_verify>";
@@ -198,10 +201,35 @@ TEST(RewardMtsql, ExecVerifyTable) {
             ActionKind::Answer, "SELECT 1")});
   score(p, example(kGold), thought, ctx);
   EXPECT_NEAR(term(thought, "verify"), 0.1 * 1, kTol);  // error + no_pass
+  // mtsql-missing-verdict = zero: a turn without a verdict earns nothing.
+  ctx.mtsql_missing_verdict_passes = false;
+  Trajectory silent = trajectory({turn("<tool_call>x</tool_call>", ActionKind::ExecSql, "SELECT 1", 2, false),
+                                  turn("<answer_sql>SELECT 1</answer_sql>", ActionKind::Answer, "SELECT 1")});
+  score(p, example(kGold), silent, ctx);
+  EXPECT_EQ(term(silent, "verify"), 0);
+  ctx.mtsql_missing_verdict_passes = true;
+  score(p, example(kGold), silent, ctx);
+  EXPECT_NEAR(term(silent, "verify"), 0.1 * 1, kTol);
   // A tool call that ends the episode (turn budget) was never verified: nothing to average.
   Trajectory cut = trajectory({turn("<tool_call>x</tool_call>", ActionKind::ExecSql, "SELECT 1", 0, true)});
   score(p, example(kGold), cut, ctx);
   EXPECT_EQ(term(cut, "verify"), 0);
+}
+
+// No <answer_sql>: the protocol's fallback (the last tool call's SQL, MTSQL-R1's released
+// extract_code) is scored as the answer: EX and EM of the gold itself are 1.
+TEST(RewardMtsql, FallbackAnswerIsScored) {
+  sql::Pool pool;
+  RewardContext ctx(pool);
+  RewardPanel p = make_reward_panel("mtsql");
+  Trajectory t = trajectory({turn("<tool_call>exec</tool_call>", ActionKind::ExecSql, kGold, 3)});
+  score(p, example(kGold), t, ctx);
+  EXPECT_EQ(term(t, "ex"), 0);  // unanswered, no fallback: nothing scored
+  t.final_sql = kGold;
+  t.answer_fallback = true;
+  score(p, example(kGold), t, ctx);
+  EXPECT_EQ(term(t, "ex"), 1);
+  EXPECT_EQ(term(t, "em"), 1);
 }
 
 TEST(RewardMtsql, MemoryVerifyRewardsAgreementWithClauseF1) {
