@@ -104,7 +104,7 @@ void run_eval_command(EvalArgs& args) {
   const bool cuda = a.device == "cuda";
   if (cuda) check(cuda_device_count() > 0, "eval: --device cuda: ", cuda_unavailable_reason());
   const int gpu = cuda ? join_job_gpu() : 0;  // each rank on GPU local_rank
-  std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol);
+  std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol, a);
   const sql::LoadOptions load = rl::eval_load_options(a.dataset, a.split, "eval: --dataset");
   const sql::CompareMode compare = rl::eval_compare_mode(a.compare, load.format, "eval: --compare");
   check(fs::exists(a.weights), "eval: weights: no such file or folder: ", a.weights);
