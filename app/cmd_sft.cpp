@@ -23,6 +23,7 @@
 #include "rl/sft/sft.h"
 #include "rl/sft/sft_demos.h"
 #include "rl/sft/sft_self_taught.h"
+#include "rl/tb_log.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
@@ -82,6 +83,7 @@ void finish_sft_training(SftTraining& s, const char* command) {
 struct SftSettings : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::TemplateOptions, SftTraining,
                      rl::MemoryOptions {
   std::string data, resume;
+  bool tensorboard = true;
 };
 
 OptionTable sft_options(SftSettings& s) {
@@ -91,6 +93,7 @@ OptionTable sft_options(SftSettings& s) {
   rl::add_output_options(t, s, "run folder: metrics.jsonl, checkpoints/step-N/, config.toml");
   t.push_back({"resume", "continue a run: its folder (latest checkpoint) or a checkpoints/step-N folder; the settings, "
                "data and tokenizer are the run's own", &s.resume});
+  t.push_back({"tensorboard", rl::kTensorboardHelp, &s.tensorboard});
   rl::add_device_options(t, s);
   set_option_help(t, "device", "cpu (f32) | cuda (one GPU: bf16 weights, f32 master and moments; head_dim 64 or 128)");
   rl::add_template_options(t, s);
@@ -195,6 +198,7 @@ void run_sft_command(SftArgs& args) {
   ro.resume = resume ? &*resume : nullptr;
   ro.device = a.device;
   ro.memory = a;
+  ro.tensorboard = a.tensorboard;
   ro.run_info = {{"data", fs::absolute(a.data).string()},
                  {"tokenizer", fs::absolute(a.tokenizer).string()},
                  {"chat_template", chat_template_name(chat.chat_template)},

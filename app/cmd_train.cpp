@@ -48,7 +48,7 @@ void print_sources(const rl::TrainConfig& config, const OptionSources& sources) 
 // may change.
 void refuse_changed_training(rl::TrainConfig saved, rl::TrainConfig asked, const std::string& folder) {
   static const std::set<std::string> may_change = {
-      "out",          "resume",       "max-steps",    "save-every",        "log-trajectories", "device",
+      "out",          "resume",       "max-steps",    "save-every",        "log-trajectories", "tensorboard", "device",
       "memory-gb",    "bf16-moments", "recompute",    "offload-optimizer", "override-safety",  "max-batch-sequences",
       "sql-timeout-ms", "sql-memory-mb", "grad-accum", "zero-stage", "deterministic-reduce", "eval-every"};
   OptionTable a = rl::config_fields(saved), b = rl::config_fields(asked);

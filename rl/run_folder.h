@@ -5,6 +5,7 @@
 //   RUN/config.toml           the resolved configuration (the command's options table)
 //   RUN/metrics.jsonl         one JSON object per optimizer step, "step" first
 //   RUN/trajectories.jsonl    GRPO: sampled trajectories of each step, "step" first
+//   RUN/tb/                   TensorBoard event files of the same (rl/tb_log.h owns them)
 //   RUN/checkpoints/step-N/   config.json + model.safetensors (HF layout), every tokenizer file of
 //                             the source folder (tokenizer.json, tokenizer_config.json with the
 //                             chat template, ...), optimizer.safetensors, trainer_state.json

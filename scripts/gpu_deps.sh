@@ -10,7 +10,7 @@ set -euo pipefail
 dir=${1:-.deps}
 cd "$(dirname "$0")/.."
 # setup.sh's libraries (headers, CMake/pkg-config files, static and shared objects), what their
-# shared objects load at run time (OpenBLAS: libgfortran, libquadmath), and pkgconf itself,
+# shared objects load at run time (OpenBLAS: libgfortran, libquadmath; protoc: libprotoc), and pkgconf itself,
 # which the image may lack. The toolchain (compiler, cmake, ninja) is the machine's own.
 packages=(
   libsqlite3-dev libsqlite3-0
@@ -18,6 +18,8 @@ packages=(
   libutf8proc-dev libutf8proc2
   libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0
   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
+  libprotobuf-dev libprotobuf32 libprotobuf-lite32 protobuf-compiler libprotoc32
+  libisal-dev libisal2
   pkgconf pkgconf-bin libpkgconf3
 )
 mkdir -p "$dir"

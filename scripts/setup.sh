@@ -10,6 +10,7 @@ packages=(
   libopenblas-dev libopenblas0-pthread
   openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libprotobuf-dev protobuf-compiler libisal-dev
 )
 
 missing=()

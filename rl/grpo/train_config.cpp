@@ -6,6 +6,7 @@
 
 #include "rl/grpo/loss_agg.h"
 #include "rl/grpo/rollout_is.h"
+#include "rl/tb_log.h"
 #include "runtime/error.h"
 
 namespace sqlrl::rl {
@@ -23,6 +24,7 @@ OptionTable config_fields(TrainConfig& c) {
       {"seed", "seed of the data shuffle, the sampler (Philox) and the embedded model", &c.seed},
       {"save-every", "checkpoint every N steps (the last always); 0 = last only", &c.save_every},
       {"log-trajectories", "trajectories per step written to trajectories.jsonl", &c.log_trajectories},
+      {"tensorboard", kTensorboardHelp, &c.tensorboard},
   });
   add_model_options(t, c);
   add_template_options(t, c);

@@ -36,6 +36,7 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   uint64_t seed = 1;               // data shuffle, sampling (Philox) and the embedded model's init
   int64_t save_every = 10;         // checkpoint every N steps (the last step always); 0 = last only
   int64_t log_trajectories = 2;    // trajectories per step written to trajectories.jsonl
+  bool tensorboard = true;         // RUN/tb event files beside metrics.jsonl (rl/tb_log.h)
 
   // weights "" = the embedded tiny model; tokenizer "" = the weights folder's, else the embedded one
   // ---- the embedded default (used only without --weights)

@@ -12,6 +12,7 @@
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_data.h"
 #include "rl/grpo/train_log.h"
+#include "rl/tb_log.h"
 #include "rl/train_memory.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
@@ -199,6 +200,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     if (owner) {
       truncate_jsonl((run / "metrics.jsonl").string(), 0);
       truncate_jsonl((run / "trajectories.jsonl").string(), 0);
+      truncate_tb_log(dir, 0);
       fs::create_directories(run / "checkpoints");
     }
     optimizer.bf16 = plan.modes.bf16_moments;
@@ -231,10 +233,12 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     if (owner) {
       truncate_jsonl((run / "metrics.jsonl").string(), step);
       truncate_jsonl((run / "trajectories.jsonl").string(), step);
+      truncate_tb_log(dir, step);
     }
   } else {
     if (owner) {
       check_no_run_in(dir, str_cat("use --resume ", dir));
+      truncate_tb_log(dir, 0);  // a stale RUN/tb without a run beside it
       fs::create_directories(run / "checkpoints");
     }
     // On CUDA the moments start on the device (start_train_memory), or on the host when offloaded.
@@ -261,9 +265,9 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   resolved.resume.clear();
   resolved.out = dir;
   const bool sourced = env.config_sources.size() == config_fields(resolved).size();
+  const std::string config_toml = sourced ? config_to_toml(resolved, env.config_sources) : config_to_toml(resolved);
   if (owner) {
-    write_text_atomic((run / "config.toml").string(),
-                      sourced ? config_to_toml(resolved, env.config_sources) : config_to_toml(resolved));
+    write_text_atomic((run / "config.toml").string(), config_toml);
     write_text_atomic((run / "memory_plan.txt").string(), format_memory_plan(env.model.config, plan, mo));
   }
   if (!quiet) std::printf("memory: %s\n", plan.modes.describe().c_str());
@@ -276,9 +280,11 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   SchemaCache schemas;
 
   std::unique_ptr<JsonlWriter> metrics, traj_log;
+  std::unique_ptr<TbLog> tb;
   if (owner) {
     metrics = std::make_unique<JsonlWriter>((run / "metrics.jsonl").string());
     traj_log = std::make_unique<JsonlWriter>((run / "trajectories.jsonl").string());
+    if (c.tensorboard) tb = std::make_unique<TbLog>(open_tb_log(dir, step, config_toml));
   }
   const bool tty = !quiet && isatty(fileno(stderr));
 
@@ -386,10 +392,14 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       summary.eval_ex.emplace_back(done, ex);
     }
     if (owner) {
-      metrics->append(metrics_json(rec, env.panel).dump());
+      const nlohmann::ordered_json line = metrics_json(rec, env.panel);
+      metrics->append(line.dump());
+      std::vector<std::string> traj_lines;
       for (const std::string& block : lines)
         for (size_t at = 0, nl; (nl = block.find('\n', at)) != std::string::npos; at = nl + 1)
-          traj_log->append(block.substr(at, nl - at));
+          traj_lines.push_back(block.substr(at, nl - at));
+      for (const std::string& l : traj_lines) traj_log->append(l);
+      if (tb) tb_log_metrics(*tb, line), tb_log_trajectories(*tb, done, traj_lines);
     }
     // A new best evaluation is saved too, so best.json always names a checkpoint.
     if (scheduled_save || new_best) {

@@ -11,6 +11,7 @@
 #include "runtime/gemm.h"
 #include "runtime/interrupt.h"
 #include "rl/run_folder.h"
+#include "rl/tb_log.h"
 #include "rl/train_memory.h"
 
 namespace sqlrl::rl {
@@ -299,10 +300,12 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   const fs::path out = options.out_dir;
   RunLock lock;
   std::unique_ptr<JsonlWriter> metrics;
+  std::unique_ptr<TbLog> tb;
   if (!options.out_dir.empty() && owner) {
     lock = lock_run_folder(options.out_dir);
     if (resume) {
       truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
+      truncate_tb_log(options.out_dir, optimizer.train_step);
     } else if (sft_run_without_checkpoint(options.out_dir)) {
       // Stopped before its first checkpoint: nothing is lost by starting it again (the lines its
       // lost updates logged are dropped), and --resume has nothing to continue from.
@@ -310,12 +313,16 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
         options.log(str_cat("sft: ", options.out_dir, " holds an sft run stopped before its first checkpoint: starting "
                             "it again from update 0"));
       truncate_jsonl((out / "metrics.jsonl").string(), 0);
+      truncate_tb_log(options.out_dir, 0);
     } else {
       check_no_run_in(options.out_dir, str_cat("continue it with sft --resume ", options.out_dir, " or choose another --out"));
+      truncate_tb_log(options.out_dir, 0);  // a stale OUT/tb without a run beside it
     }
     if (!options.config_toml.empty()) write_text_atomic((out / "config.toml").string(), options.config_toml);
     write_text_atomic((out / "memory_plan.txt").string(), format_memory_plan(model.config, mplan, mo));
     metrics = std::make_unique<JsonlWriter>((out / "metrics.jsonl").string());
+    if (options.tensorboard)
+      tb = std::make_unique<TbLog>(open_tb_log(options.out_dir, optimizer.train_step, options.config_toml));
   }
   auto trainer_state = [&] {
     nlohmann::ordered_json s = trainer_state_head("sft", optimizer);
@@ -374,6 +381,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     line["tokens_per_s"] = seconds > 0 ? static_cast<double>(st.tokens) / seconds : 0.0;
     line["seconds"] = seconds;
     if (metrics) metrics->append(line.dump());
+    if (tb) tb_log_metrics(*tb, line);
     if (options.log && owner) options.log(line.dump());
     cursor.micro += per_update;
     if (cursor.micro >= static_cast<int64_t>(micro.size())) ++cursor.epoch, cursor.micro = 0;

@@ -138,6 +138,8 @@ struct SftRunOptions {
   nlohmann::ordered_json run_info = nlohmann::ordered_json::object();  // saved as "run" (CLI: data paths)
   // Written as OUT/config.toml once the folder is locked and holds no other run ("" = none).
   std::string config_toml = "";
+  // OUT/tb: TensorBoard event files of the metrics.jsonl lines and config_toml (rl/tb_log.h).
+  bool tensorboard = true;
   // "cuda": train on CUDA device 0 (bf16 weights, f32 master, moments on the device; `model`
   // receives the trained master weights at the end, checkpoints download them).
   std::string device = "cpu";
