@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# MTSQL-R1 (arXiv 2510.12831): self-taught warm-start SFT (Algorithm 1) then long-horizon GRPO
-# from Qwen3, on CoSQL / SParC; EX and EM.
-#   scripts/repro_mtsql.sh cosql:data/cosql Qwen3-4B/ [OUT]; SQLRL_SMOKE=1 for CI
-PAPER=mtsql PROTOCOL=mtsql SFT=self-taught
-EVAL_FLAGS=()
-PAPER_ROWS=(
-  "| Qwen3-1.7B MTSQL-R1 (EX / EM) | CoSQL-Dev | 77.3 / 63.5 | Table 2 |"
-  "| Qwen3-1.7B MTSQL-R1 (EX / EM) | SParC-Dev | 76.2 / 66.1 | Table 2 |"
-  "| Qwen3-4B MTSQL-R1 (EX / EM) | CoSQL-Dev | 79.9 / 65.2 | Table 2 |"
-  "| Qwen3-4B MTSQL-R1 (EX / EM) | SParC-Dev | 79.0 / 68.7 | Table 2 |"
+# MTSQL-R1 (arXiv 2510.12831): self-taught warm-start SFT (3 rounds), then GRPO with process rewards
+# over a difficulty curriculum, on CoSQL or SParC; Table 2: EX and EM in domain (the set trained on)
+# and out of domain (the other one), after each SFT round and after RL.
+#   scripts/repro_mtsql.sh --weights Qwen3-4B --train cosql:data/cosql --cosql data/cosql --sparc data/sparc
+#   SQLRL_SMOKE=1 scripts/repro_mtsql.sh --out /tmp/x     (CI: synthetic benchmark, tiny model)
+PAPER=mtsql SIZE=4B SFT=self-taught FILTER_EMPTY=0
+TRAIN_HELP="  trains on CoSQL or SParC train (one run per set: the other set is its out-of-domain column)"
+COLUMNS=(
+  "CoSQL EX (ID)|ex|cosql|dev||id"
+  "CoSQL EM (ID)|em|cosql|dev||id"
+  "SParC EX (ID)|ex|sparc|dev||id"
+  "SParC EM (ID)|em|sparc|dev||id"
+  "CoSQL EX (OOD)|ex|cosql|dev||ood"
+  "CoSQL EM (OOD)|em|cosql|dev||ood"
+  "SParC EX (OOD)|ex|sparc|dev||ood"
+  "SParC EM (OOD)|em|sparc|dev||ood"
+  "Avg EX|avg:ex|||"
+  "Avg EM|avg:em|||"
+  "Average|avg:all|||"
 )
 source "$(dirname "$0")/repro_common.sh"
 repro_main "$@"

@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# SkyRL-SQL (MTI-LLM workshop at NeurIPS 2025, OpenReview VNPGUGbC1p): multi-turn GRPO from Qwen2.5-Coder-7B-Instruct, no SFT, greedy eval.
-#   scripts/repro_skyrl.sh spider:data/spider Qwen2.5-Coder-7B-Instruct/ [OUT]; SQLRL_SMOKE=1 for CI
-PAPER=skyrl PROTOCOL=skyrl SFT=none
-EVAL_FLAGS=(--compare bird)  # §4.1: set equality of result rows
-PAPER_ROWS=(
-  "| Qwen2.5-Coder-7B-Instruct | Spider-Dev / Test / Realistic / DK / Syn | 77.1 / 79.6 / 74.2 / 62.8 / 66.2 | Table 3 |"
-  "| SkyRL-SQL-7B | Spider-Dev / Test / Realistic / DK / Syn | 83.9 / 85.2 / 81.1 / 72.0 / 73.7 | Table 3 |"
+# SkyRL-SQL (MTI-LLM workshop at NeurIPS 2025, OpenReview VNPGUGbC1p): multi-turn GRPO from
+# Qwen2.5-Coder-7B-Instruct on 653 Spider-train questions, no SFT; Table 1's 2x2 (trained single- or
+# multi-turn x evaluated single- or multi-turn) over Spider dev/test and three Spider variants, greedy.
+#   scripts/repro_skyrl.sh --weights Qwen2.5-Coder-7B-Instruct --train spider:data/skyrl-653 \
+#       --spider data/spider_data --spider-dk data/Spider-DK --spider-syn data/Spider-Syn --spider-realistic data/realistic
+#   SQLRL_SMOKE=1 scripts/repro_skyrl.sh --out /tmp/x     (CI: synthetic benchmark, tiny model)
+PAPER=skyrl SIZE=7B SFT=none FILTER_EMPTY=0
+TRAIN_HELP="  trains on SkyRL-SQL's 653 Spider-train questions (NovaSky-AI/SkyRL-SQL-653-data on Hugging Face, in
+  Spider's layout: train_spider.json, tables.json, database/)"
+COLUMNS=(
+  "Spider-Dev|ex|spider|dev||"
+  "Spider-Test|ex|spider|test||"
+  "Spider-Realistic|ex|spider-realistic|dev||"
+  "Spider-DK|ex|spider-dk|dev||"
+  "Spider-Syn|ex|spider-syn|dev||"
+  "Avg|avg:ex|||"
 )
 source "$(dirname "$0")/repro_common.sh"
 repro_main "$@"
