@@ -1,5 +1,6 @@
 // The trainer's data side through run_training: DAPO's dynamic sampling, the difficulty pre-pass
 // and the schedules built from it (curation, curriculum), and that each resumes bit for bit.
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -196,6 +197,40 @@ TEST(TrainCuration, PrePassMeasuresEveryQuestionOnce) {
   const nlohmann::json s = nlohmann::json::parse(sql::testing::file_bytes(c.out + "/data_schedule.json"));
   EXPECT_EQ(s.at("always_solved").get<int64_t>(), 0);  // the edited file: samples 4, none all-solved
   EXPECT_EQ(s.at("kept").get<int64_t>(), 6);
+}
+
+}  // namespace
+}  // namespace sqlrl::rl::testing
+
+namespace sqlrl::rl::testing {
+namespace {
+
+// --epochs: the run's length is the passes over the examples the schedule holds, ceil(epochs * n
+// / batch) steps (6 toy examples, batch 4: 2 epochs = 3 steps), and a positive max-steps caps it.
+// The cosine horizon follows the derived length: the last step's lr is the floor. Catches an
+// epochs knob that is ignored, a floor instead of a ceiling, or a horizon left at max-steps.
+TEST(TrainEpochs, EpochsSetTheStepsAndTheCosineHorizon) {
+  TrainConfig c = toy_config(fresh_dir("epochs_two"));
+  c.max_steps = 0;
+  c.epochs = 2;
+  c.lr_schedule = "cosine";
+  c.min_lr_ratio = 0.1;
+  TrainEnv env = toy_env(c);
+  TrainSummary s = run_training(env, true);
+  EXPECT_EQ(s.last_step, 3);
+  const auto m = metrics(c.out);
+  ASSERT_EQ(m.size(), 3u);
+  // The third update of a 3-step cosine runs at t = 2 of T = 3 (0-based, as the optimizer's
+  // schedule counts): lr * (floor + (1 - floor) * (1 + cos(pi t / T)) / 2). A horizon left at
+  // max-steps (0) gives another value. Float lr: 1e-6 relative.
+  const double want = c.lr * (c.min_lr_ratio + (1 - c.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * 2.0 / 3.0)));
+  EXPECT_NEAR(m.back().at("lr").get<double>(), want, 1e-6 * c.lr) << m.back().dump();
+
+  TrainConfig capped = toy_config(fresh_dir("epochs_capped"));
+  capped.max_steps = 2;
+  capped.epochs = 5;
+  TrainEnv env2 = toy_env(capped);
+  EXPECT_EQ(run_training(env2, true).last_step, 2);
 }
 
 }  // namespace
