@@ -34,12 +34,13 @@ std::string tick_label(double x) {
   return buf;
 }
 
-// Round tick positions (1, 2, 5 x 10^k) covering [lo, hi], about `count` of them.
-std::vector<double> ticks(double lo, double hi, int count) {
+// Round tick positions (1, 2, 5 x 10^k, at least min_step apart) covering [lo, hi], about
+// `count` of them. Steps are whole numbers: the x axis never ticks at 2.5.
+std::vector<double> ticks(double lo, double hi, int count, double min_step = 0) {
   const double raw = (hi - lo) / count;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   const double norm = raw / mag;
-  const double step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
+  const double step = std::max(min_step, (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag);
   std::vector<double> out;
   for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push_back(std::fabs(t) < step * 1e-9 ? 0 : t);
   return out;
@@ -97,7 +98,7 @@ std::string chart_svg(const ReportChart& chart, double smoothing) {
     svg += str_cat("<text x=\"", num(kLeft - 6), "\" y=\"", num(py(t) + 4), "\" text-anchor=\"end\" fill=\"#555\">",
                    tick_label(t), "</text>\n");
   }
-  for (double t : ticks(x0, x1, 8)) {
+  for (double t : ticks(x0, x1, 8, 1)) {
     svg += str_cat("<line x1=\"", num(px(t)), "\" x2=\"", num(px(t)), "\" y1=\"", num(kTop + kPlotHeight), "\" y2=\"",
                    num(kTop + kPlotHeight + 4), "\" stroke=\"#555\"/>\n");
     svg += str_cat("<text x=\"", num(px(t)), "\" y=\"", num(kTop + kPlotHeight + 16), "\" text-anchor=\"middle\" fill=\"#555\">",
