@@ -104,7 +104,7 @@ void run_demo_command(DemoArgs& args) {
   write_text_atomic((std::filesystem::path(c.out) / "config.toml").string(),
                     options_to_toml(demo_options(a), "llm_sqlrl demo: the resolved configuration (llm_sqlrl demo --config FILE)"));
   rl::DemoReport r = rl::run_demo(c);
-  std::printf("\n%s\nwrote %s/report.json and report.md\n", rl::demo_table(r).c_str(), c.out.c_str());
+  std::printf("\n%s\nwrote %s/report.json, report.md and report.html\n", rl::demo_table(r).c_str(), c.out.c_str());
 }
 
 }  // namespace

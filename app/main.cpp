@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   sqlrl::add_sft_command(app);
   sqlrl::add_eval_command(app);
   sqlrl::add_demo_command(app);
+  sqlrl::add_report_command(app);
   try {
     sqlrl::refuse_old_spellings(argc, argv);
     app.parse(argc, argv);

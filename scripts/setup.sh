@@ -11,6 +11,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler libisal-dev
+  librsvg2-dev libgumbo-dev
 )
 
 missing=()

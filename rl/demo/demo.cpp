@@ -17,6 +17,7 @@
 #include "rl/sft/sft_demos.h"
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_log.h"
+#include "rl/report/report.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
@@ -148,7 +149,7 @@ namespace {
 // A previous demo's outputs move to OUT/previous (replacing an older one there), so a second
 // `make demo` does not destroy the first's report; the cache (benchmark, tokenizer) stays.
 void keep_previous_demo(const fs::path& out, const std::function<void(const std::string&)>& log) {
-  static const char* outputs[] = {"sft", "rl", "eval", "report.json", "report.md", "demos.jsonl"};
+  static const char* outputs[] = {"sft", "rl", "eval", "report.json", "report.md", "report.html", "demos.jsonl"};
   bool any = false;
   for (const char* o : outputs) any = any || fs::exists(out / o);
   if (!any) return;
@@ -387,6 +388,15 @@ DemoReport run_demo(const DemoConfig& config) {
   rep.cpu_seconds = cpu_seconds() - cpu_start;
   write_text_atomic((out / "report.json").string(), demo_report_json(rep).dump(2) + "\n");
   write_text_atomic((out / "report.md").string(), demo_table(rep));
+  // report.html (rl/report/report.h) reads back what the stages wrote: the SFT and GRPO run
+  // folders and the stage evaluations of OUT/eval.
+  std::vector<ReportRun> runs;
+  if (fs::exists(out / "sft" / "metrics.jsonl")) runs.push_back(load_report_run((out / "sft").string(), "SFT"));
+  runs.push_back(load_report_run((out / "rl").string(), "GRPO"));
+  runs.push_back(load_report_run(out.string(), "stage evaluations"));
+  ReportOptions report_options;
+  report_options.title = str_cat("llm_sqlrl demo: SFT then multi-turn GRPO (seed ", config.seed, ")");
+  write_text_atomic((out / "report.html").string(), report_html(runs, report_options));
   return rep;
 }
 

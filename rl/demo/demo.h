@@ -16,6 +16,7 @@
 //                                        with rl_eval_every also eval/step-N/ and best.json)
 //   eval/<stage>-<multi|single>/         summary.json, summary.md, examples.jsonl per evaluation
 //   report.json, report.md               the figures and the printed table
+//   report.html                          curves, eval tables, trajectories of sft/, rl/, eval/ (rl/report/report.h)
 // sft/, rl/ and eval/ are replaced on every run (they are this run's outputs).
 #pragma once
 #include <cstdint>

@@ -52,7 +52,7 @@ TEST(Demo, MiniRunWritesReport) {
   EXPECT_EQ(j["multi_turn_ex"].get<double>(), j["dev_ex"]["rl"].get<double>());
   EXPECT_GT(j["seconds"].get<double>(), 0.0);
   EXPECT_GE(j["cpu_seconds"].get<double>(), 0.0);
-  for (const char* f : {"report.md", "demos.jsonl", "sft/metrics.jsonl", "rl/metrics.jsonl", "rl/config.toml",
+  for (const char* f : {"report.md", "report.html", "demos.jsonl", "sft/metrics.jsonl", "rl/metrics.jsonl", "rl/config.toml",
                         "eval/base-multi/summary.json", "eval/sft-single/examples.jsonl", "eval/rl-multi/summary.md"})
     EXPECT_TRUE(fs::exists(fs::path(c.out) / f)) << f;
   // The table names every stage and both comparisons.
@@ -183,6 +183,11 @@ TEST(Demo, MiniRunEvaluatesDuringGrpo) {
   ASSERT_TRUE(b.good());
   EXPECT_EQ(nlohmann::json::parse(b)["step"], j["rl_best_step"]);
   EXPECT_NE(demo_table(r).find("Dev EX (%) during GRPO"), std::string::npos) << demo_table(r);
+  // report.html holds the GRPO run's curves and the stage evaluations' tables (rl/report/report.h).
+  std::ifstream h(fs::path(c.out) / "report.html");
+  const std::string html((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
+  for (const char* s : {"<svg", "Eval EX (greedy, held-out split)", "GRPO: reward mean", "rl-multi", "sft-single", "step-1"})
+    EXPECT_NE(html.find(s), std::string::npos) << s;
   fs::remove_all(c.out);
 }
 
