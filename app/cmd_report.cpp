@@ -21,7 +21,7 @@ void add_report_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
-      "report", "an HTML report of run folders (curves, eval tables, trajectory browser), self-contained: no network");
+      "report", "An HTML report of run folders (curves, eval tables, trajectory browser), self-contained: no network");
   cmd->add_option("runs", args->runs, "run folders (metrics.jsonl, trajectories.jsonl, eval/*/summary.json); several are overlaid")
       ->required();
   cmd->add_option("--out", args->out, "the HTML file (default: RUN/report.html for one run, report.html for several)");
