@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -62,6 +64,12 @@ inline double error_budget_ratio(const std::vector<float>& got, const std::vecto
     worst = std::max(worst, diff / budget);
   }
   return worst;
+}
+
+// A folder path under the system temp dir unique to this process: test suites run at the same
+// time (two build trees, CI beside a developer) must not share a run folder.
+inline std::filesystem::path process_temp_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
 }
 
 struct CommandResult {

@@ -8,6 +8,7 @@
 #include "rl/demo/demo.h"
 #include "rl/run_folder.h"
 #include "runtime/device.h"
+#include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -16,7 +17,7 @@ namespace {
 
 TEST(Demo, MiniRunWritesReport) {
   DemoConfig c;
-  c.out = (fs::temp_directory_path() / "sqlrl_test_demo_mini").string();
+  c.out = (sqlrl::testing::process_temp_path("sqlrl_test_demo_mini")).string();
   fs::remove_all(c.out);
   c.sizes = demo_sizes("mini");
   DemoReport r = run_demo(c);
@@ -77,7 +78,7 @@ TEST(Demo, MiniRunWritesReport) {
 // key that `llm_sqlrl train` does not have is refused before anything runs.
 TEST(Demo, TrainSetReachesTheGrpoPhase) {
   DemoConfig c;
-  c.out = (fs::temp_directory_path() / "sqlrl_test_demo_train_set").string();
+  c.out = (sqlrl::testing::process_temp_path("sqlrl_test_demo_train_set")).string();
   fs::remove_all(c.out);
   c.sizes = demo_sizes("mini");
   c.train_sets = {"dynamic-sampling=true", "dynamic-sampling-max-tries=2"};
@@ -105,14 +106,13 @@ TEST(Demo, TrainSetReachesTheGrpoPhase) {
 // --sft-from starts GRPO from an earlier demo's SFT checkpoint: the same seed gives the GRPO phase
 // and evaluations of the run that trained SFT itself; another seed's SFT settings are refused.
 TEST(Demo, SftFromAnEarlierRunGivesItsGrpoPhase) {
-  const fs::path tmp = fs::temp_directory_path();
   DemoConfig a;
-  a.out = (tmp / "sqlrl_test_demo_sft_a").string();
+  a.out = sqlrl::testing::process_temp_path("sqlrl_test_demo_sft_a").string();
   fs::remove_all(a.out);
   a.sizes = demo_sizes("mini");
   DemoReport ra = run_demo(a);
   DemoConfig b = a;
-  b.out = (tmp / "sqlrl_test_demo_sft_b").string();
+  b.out = sqlrl::testing::process_temp_path("sqlrl_test_demo_sft_b").string();
   fs::remove_all(b.out);
   b.sft_from = a.out;
   DemoReport rb = run_demo(b);
@@ -144,7 +144,7 @@ TEST(Demo, SftFromAnEarlierRunGivesItsGrpoPhase) {
     EXPECT_EQ(ra.stages[i].single.total.correct, rb.stages[i].single.total.correct) << ra.stages[i].name;
   }
   DemoConfig c = b;
-  c.out = (tmp / "sqlrl_test_demo_sft_c").string();
+  c.out = sqlrl::testing::process_temp_path("sqlrl_test_demo_sft_c").string();
   fs::remove_all(c.out);
   c.seed = 2;
   try {
@@ -160,7 +160,7 @@ TEST(Demo, SftFromAnEarlierRunGivesItsGrpoPhase) {
 // evaluation is in rl/eval/step-N and report.json's rl_eval curve, with the best step marked.
 TEST(Demo, MiniRunEvaluatesDuringGrpo) {
   DemoConfig c;
-  c.out = (fs::temp_directory_path() / "sqlrl_test_demo_eval").string();
+  c.out = (sqlrl::testing::process_temp_path("sqlrl_test_demo_eval")).string();
   fs::remove_all(c.out);
   c.sizes = demo_sizes("mini");
   c.sizes.rl_eval_every = 1;
@@ -194,7 +194,7 @@ TEST(Demo, MiniRunEvaluatesDuringGrpo) {
 // The demo never writes over another command's run (it used to delete DIR/{sft,rl,eval}).
 TEST(Demo, RefusesAFolderHoldingATrainRun) {
   DemoConfig c;
-  c.out = (fs::temp_directory_path() / "sqlrl_test_demo_trainrun").string();
+  c.out = (sqlrl::testing::process_temp_path("sqlrl_test_demo_trainrun")).string();
   fs::remove_all(c.out);
   fs::create_directories(fs::path(c.out) / "checkpoints" / "step-1");
   std::ofstream(fs::path(c.out) / "metrics.jsonl") << "{\"step\":1}\n";
@@ -252,7 +252,7 @@ TEST(Demo, SetReachesEveryKnobAndTheReportListsThem) {
 // without a GPU naming why, with one naming the head_dim (mini's 16; the kernels take 64, 128).
 TEST(Demo, CudaRunThatCannotRunFailsBeforeWritingAnything) {
   DemoConfig c;
-  c.out = (fs::temp_directory_path() / "sqlrl_test_demo_cuda_refused").string();
+  c.out = (sqlrl::testing::process_temp_path("sqlrl_test_demo_cuda_refused")).string();
   fs::remove_all(c.out);
   c.sizes = demo_sizes("mini");
   c.device = "cuda";

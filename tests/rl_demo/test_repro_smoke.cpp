@@ -74,7 +74,7 @@ std::vector<std::string> row_cells(const std::string& table, const std::string& 
 }
 
 TEST(ReproSmoke, SkyrlTrainsBothWaysAndFillsTable1) {
-  fs::path dir = fs::temp_directory_path() / "sqlrl_test_repro_skyrl";
+  fs::path dir = sqlrl::testing::process_temp_path("sqlrl_test_repro_skyrl");
   std::string table = run_script("skyrl", dir);
   // Table 1's 2x2: single-turn RL was trained, and each cell's evaluation ran its way.
   EXPECT_EQ(count_lines(dir / "rl-single-turn" / "metrics.jsonl"), 2);
@@ -98,7 +98,7 @@ TEST(ReproSmoke, SkyrlTrainsBothWaysAndFillsTable1) {
 }
 
 TEST(ReproSmoke, SqltrailRunsSftAndBothGreedyAndVote) {
-  fs::path dir = fs::temp_directory_path() / "sqlrl_test_repro_sqltrail";
+  fs::path dir = sqlrl::testing::process_temp_path("sqlrl_test_repro_sqltrail");
   run_script("sqltrail", dir);
   EXPECT_NE(read_text(dir / "sft" / "config.toml").find("beta2 = 0.94999"), std::string::npos)
       << "SFT with the recipe's [sft] (A.5 betas)";
@@ -108,7 +108,7 @@ TEST(ReproSmoke, SqltrailRunsSftAndBothGreedyAndVote) {
 }
 
 TEST(ReproSmoke, MtirFiltersEmptyGoldQueries) {
-  fs::path dir = fs::temp_directory_path() / "sqlrl_test_repro_mtir";
+  fs::path dir = sqlrl::testing::process_temp_path("sqlrl_test_repro_mtir");
   run_script("mtir", dir);
   // The filtered copy of the training split, and the run trained on it.
   EXPECT_TRUE(fs::exists(dir / "train-data" / "train_spider.json"));
@@ -117,7 +117,7 @@ TEST(ReproSmoke, MtirFiltersEmptyGoldQueries) {
 }
 
 TEST(ReproSmoke, MtsqlRunsSelfTaughtRoundsAndInOutOfDomain) {
-  fs::path dir = fs::temp_directory_path() / "sqlrl_test_repro_mtsql";
+  fs::path dir = sqlrl::testing::process_temp_path("sqlrl_test_repro_mtsql");
   std::string table = run_script("mtsql", dir);
   EXPECT_NE(read_text(dir / "sft" / "config.toml").find("rounds = 3"), std::string::npos);
   // Trained on (synthetic) SParC: SParC is in domain, CoSQL out of domain; EX and EM both read.
