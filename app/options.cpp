@@ -1,5 +1,6 @@
 #include "app/options.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +14,7 @@
 namespace sqlrl {
 
 bool TableFlags::any_given() const {
-  if (!config.empty()) return true;
+  if (!config.empty() || show_config) return true;
   for (const CLI::Option* o : flags)
     if (o->count() > 0) return true;
   return false;
@@ -26,11 +27,11 @@ const std::vector<std::string>& recipe_sections() {
 
 void check_config_sections(const ConfigText& config) {
   for (const std::string& name : config_sections(config.text)) {
-    bool known = false;
-    for (const std::string& k : recipe_sections()) known = known || k == name;
+    const std::vector<std::string>& known = recipe_sections();
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
     std::string list;
-    for (const std::string& k : recipe_sections()) list += (list.empty() ? "[" : ", [") + k + "]";
-    check(known, config.label, ": section [", name, "] is read by no command (the top is train's; sections: ", list, ")");
+    for (const std::string& k : known) list += (list.empty() ? "[" : ", [") + k + "]";
+    fail(config.label, ": section [", name, "] is read by no command (the top is train's; sections: ", list, ")");
   }
 }
 

@@ -17,7 +17,7 @@ struct TableFlags {
   bool show_config = false;         // --show-config: print the resolved settings and stop
   ConfigSection section;            // the part of a paper recipe this command reads
   std::string command;              // "eval", "sft self-taught", ...: names the printout
-  bool any_given() const;           // --config or any flag on the command line
+  bool any_given() const;           // --config, --show-config or any flag on the command line
 };
 
 // A command's parsed command line: the settings instance its flags wrote into, and which were given.

@@ -10,6 +10,7 @@
 #include "rl/report/report.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "tokenizer/unicode.h"
 
 namespace sqlrl::rl {
 namespace fs = std::filesystem;
@@ -235,49 +236,29 @@ std::vector<double> ema_smooth(const std::vector<double>& values, double weight)
 }
 
 // Besides the five HTML specials: an untrained model writes any bytes, and HTML5 counts control
-// characters and invalid UTF-8 as parse errors. C0 controls but tab and newline become their
-// visible Control Pictures (U+2400 + c; DEL U+2421), C1 controls and bytes that are not UTF-8 U+FFFD.
+// characters and invalid UTF-8 as parse errors. Invalid UTF-8 becomes U+FFFD (utf8_lossy, as the
+// tokenizers' decoders do), C0 controls but tab and newline their visible Control Pictures
+// (U+2400 + c; DEL U+2421), C1 controls U+FFFD.
 std::string html_escape(const std::string& text) {
-  static const char* kReplacement = "\xEF\xBF\xBD";
+  const std::string valid = utf8_lossy(text);
   std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c < 0x80) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        case '\'': out += "&#39;"; break;
-        case '\t': case '\n': out += static_cast<char>(c); break;
-        default:
-          if (c < 0x20 || c == 0x7f) {
-            const unsigned cp = c == 0x7f ? 0x2421 : 0x2400 + c;  // 3 bytes: 1110xxxx 10xxxxxx 10xxxxxx
-            out += static_cast<char>(0xE0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
-      ++i;
-      continue;
+  out.reserve(valid.size());
+  for (size_t i = 0; i < valid.size();) {
+    uint32_t cp = 0;
+    const int len = utf8_decode_valid(valid, i, &cp);
+    switch (cp) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      case '\t': case '\n': out += static_cast<char>(cp); break;
+      default:
+        if (cp < 0x20 || cp == 0x7f) utf8_append(out, cp == 0x7f ? 0x2421 : 0x2400 + cp);
+        else if (cp >= 0x80 && cp <= 0x9f) utf8_append(out, 0xFFFD);
+        else out.append(valid, i, static_cast<size_t>(len));
     }
-    // A well-formed sequence (no overlong form, no surrogate, at most U+10FFFF) is kept whole.
-    const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
-    uint32_t cp = len == 4 ? c & 0x07 : len == 3 ? c & 0x0F : c & 0x1F;
-    bool ok = len > 0 && i + len <= text.size();
-    for (size_t k = 1; ok && k < len; ++k) {
-      const unsigned char d = static_cast<unsigned char>(text[i + k]);
-      ok = (d & 0xC0) == 0x80;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    const uint32_t min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-    ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    if (ok && cp >= 0x80 && cp <= 0x9F) ok = false;  // C1 controls
-    if (ok) out.append(text, i, len), i += len;
-    else out += kReplacement, ++i;
+    i += static_cast<size_t>(len);
   }
   return out;
 }

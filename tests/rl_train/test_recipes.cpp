@@ -121,6 +121,10 @@ TEST(Recipes, EvalReadsTheRecipeCapsAndItsOwnSection) {
   r = run_command(std::string(SQLRL_BINARY) + " train --config skyrl --show-config");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("temperature = 0.59999999999999998  # recipe skyrl"), std::string::npos) << r.output;
+  // --show-config alone is a question about the defaults, not the no-argument demo run.
+  r = run_command(std::string(SQLRL_BINARY) + " train --show-config");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("# llm_sqlrl train: the resolved configuration", 0), 0u) << r.output;
 }
 
 // A section no command reads, or an unknown key inside one, is an error naming it; a flat file
