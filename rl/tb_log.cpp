@@ -7,8 +7,6 @@
 namespace sqlrl::rl {
 namespace {
 
-std::string tb_dir(const std::string& run_dir) { return (std::filesystem::path(run_dir) / "tb").string(); }
-
 void flatten(const nlohmann::ordered_json& j, const std::string& tag, std::vector<std::pair<std::string, double>>& out) {
   if (j.is_object()) {
     for (const auto& [key, value] : j.items()) flatten(value, tag.empty() ? key : tag + "/" + key, out);
@@ -33,14 +31,18 @@ std::string code_block(const std::string& text) {
 
 }  // namespace
 
-void truncate_tb_log(const std::string& run_dir, int64_t step) {
-  truncate_event_files(tb_dir(run_dir), [step](int64_t s, const std::string& tag) {
+std::string tb_log_dir(const std::string& run_dir, const std::string& tb_dir) {
+  return tb_dir.empty() ? (std::filesystem::path(run_dir) / "tb").string() : tb_dir;
+}
+
+void truncate_tb_log(const std::string& tb_dir, int64_t step) {
+  truncate_event_files(tb_dir, [step](int64_t s, const std::string& tag) {
     return s < step || (s == step && tag != "config");
   });
 }
 
-TbLog open_tb_log(const std::string& run_dir, int64_t step, const std::string& config_toml) {
-  TbLog log{create_event_file(tb_dir(run_dir))};
+TbLog open_tb_log(const std::string& tb_dir, int64_t step, const std::string& config_toml) {
+  TbLog log{create_event_file(tb_dir)};
   if (!config_toml.empty()) write_text(log.file, step, "config", code_block(config_toml));
   return log;
 }

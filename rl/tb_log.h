@@ -24,15 +24,19 @@ constexpr const char* kTensorboardHelp =
     "also write TensorBoard event files to RUN/tb (the metrics.jsonl scalars, the config and sampled trajectories "
     "as text; `tensorboard --logdir RUN/tb`; docs/tensorboard.md)";
 
-// The events of RUN/tb past `step` (and the "config" text at `step`, which the process starting
-// there writes again) are dropped; nothing happens when RUN/tb does not exist.
-void truncate_tb_log(const std::string& run_dir, int64_t step);
+// The event folder of a run: `tb_dir` when given (the demo gathers its runs under OUT/tb/<run>,
+// so that one `tensorboard --logdir OUT/tb` shows them side by side), else RUN/tb.
+std::string tb_log_dir(const std::string& run_dir, const std::string& tb_dir = "");
+
+// The events in `tb_dir` past `step` (and the "config" text at `step`, which the process starting
+// there writes again) are dropped; nothing happens when the folder does not exist.
+void truncate_tb_log(const std::string& tb_dir, int64_t step);
 
 struct TbLog {
   EventFile file;
 };
-// A new events file in RUN/tb, with the config text (config_toml; none when "") at `step`.
-TbLog open_tb_log(const std::string& run_dir, int64_t step, const std::string& config_toml);
+// A new events file in `tb_dir`, with the config text (config_toml; none when "") at `step`.
+TbLog open_tb_log(const std::string& tb_dir, int64_t step, const std::string& config_toml);
 // Every number of one metrics.jsonl line (its "step" the event's), as metrics_scalars lists them.
 void tb_log_metrics(TbLog& log, const nlohmann::ordered_json& line);
 // A step's sampled trajectories (its trajectories.jsonl lines) as one markdown text.

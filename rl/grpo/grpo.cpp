@@ -481,7 +481,9 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       }
       const double norm = std::sqrt(sq);
       ++optimizer.adam_step;
+      const auto adamw_start = std::chrono::steady_clock::now();
       data_parallel_adamw(policy, optimizer, dp, own_grads, config.adamw, stats.lr, config.max_grad_norm, sq);
+      stats.optimizer_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - adamw_start).count();
       stats.loss += mini_loss, stats.grad_norm += norm, stats.grad_norm_max = std::max(stats.grad_norm_max, norm);
       ++stats.updates;
     }

@@ -187,7 +187,8 @@ struct GrpoStepStats {
   int64_t micro_batches = 0;  // per epoch
   FilterCounts filtered;
   float lr = 0;
-  double seconds = 0;
+  double seconds = 0;            // the whole step
+  double optimizer_seconds = 0;  // of which gradient clipping and AdamW (data parallel: this rank's)
 };
 
 // Data parallel (rl/data_parallel.h): a GRPO shard is a consecutive range of the batch's prompts

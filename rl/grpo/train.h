@@ -72,6 +72,7 @@ struct TrainEnv {
   ChatTemplate chat_template = ChatTemplate::qwen3;
   std::unique_ptr<Protocol> protocol;
   std::vector<sql::Example> examples;    // the train split
+  std::string tb_dir;                    // TensorBoard event folder when not RUN/tb (rl/tb_log.h)
   std::unique_ptr<sql::Pool> pool;
   std::unique_ptr<RewardContext> reward_context;
   RewardPanel panel;

@@ -123,10 +123,12 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
                {"sql_s", s.sql_seconds},
                {"score_s", r.score_seconds},
                {"train_s", r.grpo.seconds},
+               {"optimizer_s", r.grpo.optimizer_seconds},
                {"comm_s", r.comm_seconds},
                {"rollout_tokens_per_s", rate(static_cast<double>(s.sampled_tokens), s.wall_seconds)},
                {"train_tokens_per_s", rate(static_cast<double>(r.grpo.positions * r.ppo_epochs), r.grpo.seconds)}};
   if (r.eval) j["time"]["eval_s"] = r.eval_seconds;
+  if (r.checkpoint_seconds > 0) j["time"]["checkpoint_s"] = r.checkpoint_seconds;
   return j;
 }
 

@@ -32,6 +32,7 @@ struct StepRecord {
   // eval-every: this step's evaluation (eval_metrics_json), null on steps without one.
   const nlohmann::ordered_json* eval = nullptr;
   double eval_seconds = 0;
+  double checkpoint_seconds = 0;  // this step's save (0: none)
 };
 
 // What metrics_json reports as means over the step's trajectories, as sums in one vector, so

@@ -166,6 +166,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
         " but the environment has no held-out questions or EX context (make_train_env loads them)");
   const std::string dir = c.resume.empty() ? c.out : c.resume;
   const fs::path run = dir;
+  const std::string tb_dir = tb_log_dir(dir, env.tb_dir);
   const int64_t n_examples = static_cast<int64_t>(env.examples.size());
 
   // The memory plan (rl/train_memory.h): modes and sizes, refused before the run folder changes.
@@ -200,7 +201,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     if (owner) {
       truncate_jsonl((run / "metrics.jsonl").string(), 0);
       truncate_jsonl((run / "trajectories.jsonl").string(), 0);
-      truncate_tb_log(dir, 0);
+      truncate_tb_log(tb_dir, 0);
       fs::create_directories(run / "checkpoints");
     }
     optimizer.bf16 = plan.modes.bf16_moments;
@@ -233,12 +234,12 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     if (owner) {
       truncate_jsonl((run / "metrics.jsonl").string(), step);
       truncate_jsonl((run / "trajectories.jsonl").string(), step);
-      truncate_tb_log(dir, step);
+      truncate_tb_log(tb_dir, step);
     }
   } else {
     if (owner) {
       check_no_run_in(dir, str_cat("use --resume ", dir));
-      truncate_tb_log(dir, 0);  // a stale RUN/tb without a run beside it
+      truncate_tb_log(tb_dir, 0);  // a stale RUN/tb without a run beside it
       fs::create_directories(run / "checkpoints");
     }
     // On CUDA the moments start on the device (start_train_memory), or on the host when offloaded.
@@ -284,7 +285,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   if (owner) {
     metrics = std::make_unique<JsonlWriter>((run / "metrics.jsonl").string());
     traj_log = std::make_unique<JsonlWriter>((run / "trajectories.jsonl").string());
-    if (c.tensorboard) tb = std::make_unique<TbLog>(open_tb_log(dir, step, config_toml));
+    if (c.tensorboard) tb = std::make_unique<TbLog>(open_tb_log(tb_dir, step, config_toml));
   }
   const bool tty = !quiet && isatty(fileno(stderr));
 
@@ -391,18 +392,10 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       last_eval_ex = ex;
       summary.eval_ex.emplace_back(done, ex);
     }
-    if (owner) {
-      const nlohmann::ordered_json line = metrics_json(rec, env.panel);
-      metrics->append(line.dump());
-      std::vector<std::string> traj_lines;
-      for (const std::string& block : lines)
-        for (size_t at = 0, nl; (nl = block.find('\n', at)) != std::string::npos; at = nl + 1)
-          traj_lines.push_back(block.substr(at, nl - at));
-      for (const std::string& l : traj_lines) traj_log->append(l);
-      if (tb) tb_log_metrics(*tb, line), tb_log_trajectories(*tb, done, traj_lines);
-    }
     // A new best evaluation is saved too, so best.json always names a checkpoint.
+    // Before the metrics line, so that the line carries the save's time.
     if (scheduled_save || new_best) {
+      const auto save_start = std::chrono::steady_clock::now();
       // CUDA: the master weights to the host model; the moments to the host (offloaded: they
       // are there once the region turns to the next rollout's cache, no second copy).
       policy_download(policy, env.model);
@@ -417,6 +410,17 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
                         env.tokenizer_path, grpo_trainer_state(optimizer, c, n_examples, cursor));
       comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
       if (cuda && !plan.modes.offload_optimizer) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
+      rec.checkpoint_seconds = seconds_since(save_start);
+    }
+    if (owner) {
+      const nlohmann::ordered_json line = metrics_json(rec, env.panel);
+      metrics->append(line.dump());
+      std::vector<std::string> traj_lines;
+      for (const std::string& block : lines)
+        for (size_t at = 0, nl; (nl = block.find('\n', at)) != std::string::npos; at = nl + 1)
+          traj_lines.push_back(block.substr(at, nl - at));
+      for (const std::string& l : traj_lines) traj_log->append(l);
+      if (tb) tb_log_metrics(*tb, line), tb_log_trajectories(*tb, done, traj_lines);
     }
     if (new_best) {
       best = {done, last_eval_ex};

@@ -128,7 +128,8 @@ const std::vector<ChartSpec>& chart_specs() {
       spec("time", "Time per phase (s per step)",
        {fig("step", "time/step_s"), fig("rollout decode", "time/decode_s"), fig("rollout prefill", "time/prefill_s"),
         fig("SQL", "time/sql_s"), fig("reward", "time/score_s"), fig("train fwd/bwd + optimizer", "time/train_s"),
-        fig("collectives", "time/comm_s"), fig("eval", "time/eval_s"), fig("SFT step", "seconds")}),
+        fig("of which optimizer", "time/optimizer_s"), fig("collectives", "time/comm_s"), fig("eval", "time/eval_s"),
+        fig("checkpoint", "time/checkpoint_s"), fig("SFT step", "seconds")}),
   };
   return specs;
 }

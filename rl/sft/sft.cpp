@@ -301,11 +301,12 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   RunLock lock;
   std::unique_ptr<JsonlWriter> metrics;
   std::unique_ptr<TbLog> tb;
+  const std::string tb_dir = tb_log_dir(options.out_dir, options.tb_dir);
   if (!options.out_dir.empty() && owner) {
     lock = lock_run_folder(options.out_dir);
     if (resume) {
       truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
-      truncate_tb_log(options.out_dir, optimizer.train_step);
+      truncate_tb_log(tb_dir, optimizer.train_step);
     } else if (sft_run_without_checkpoint(options.out_dir)) {
       // Stopped before its first checkpoint: nothing is lost by starting it again (the lines its
       // lost updates logged are dropped), and --resume has nothing to continue from.
@@ -313,16 +314,16 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
         options.log(str_cat("sft: ", options.out_dir, " holds an sft run stopped before its first checkpoint: starting "
                             "it again from update 0"));
       truncate_jsonl((out / "metrics.jsonl").string(), 0);
-      truncate_tb_log(options.out_dir, 0);
+      truncate_tb_log(tb_dir, 0);
     } else {
       check_no_run_in(options.out_dir, str_cat("continue it with sft --resume ", options.out_dir, " or choose another --out"));
-      truncate_tb_log(options.out_dir, 0);  // a stale OUT/tb without a run beside it
+      truncate_tb_log(tb_dir, 0);  // a stale OUT/tb without a run beside it
     }
     if (!options.config_toml.empty()) write_text_atomic((out / "config.toml").string(), options.config_toml);
     write_text_atomic((out / "memory_plan.txt").string(), format_memory_plan(model.config, mplan, mo));
     metrics = std::make_unique<JsonlWriter>((out / "metrics.jsonl").string());
     if (options.tensorboard)
-      tb = std::make_unique<TbLog>(open_tb_log(options.out_dir, optimizer.train_step, options.config_toml));
+      tb = std::make_unique<TbLog>(open_tb_log(tb_dir, optimizer.train_step, options.config_toml));
   }
   auto trainer_state = [&] {
     nlohmann::ordered_json s = trainer_state_head("sft", optimizer);

@@ -140,6 +140,7 @@ struct SftRunOptions {
   std::string config_toml = "";
   // OUT/tb: TensorBoard event files of the metrics.jsonl lines and config_toml (rl/tb_log.h).
   bool tensorboard = true;
+  std::string tb_dir = "";  // their folder when not OUT/tb
   // "cuda": train on CUDA device 0 (bf16 weights, f32 master, moments on the device; `model`
   // receives the trained master weights at the end, checkpoints download them).
   std::string device = "cpu";

@@ -65,6 +65,13 @@ TEST(TrainCli, EmbeddedDefaultTwoStepsThenResume) {
   for (const char* key : {"reward_mean", "reward_std", "reward_terms", "ex", "format_rate", "turns_mean", "filtered",
                           "loss", "grad_norm", "clip_fraction", "entropy", "sql_calls", "lr", "time"})
     EXPECT_TRUE(first.contains(key)) << key;
+  // The optimizer's share of the train time on every line; the save's time on the step that saved
+  // (step 2, the last) only.
+  EXPECT_TRUE(first["time"].contains("optimizer_s")) << line;
+  EXPECT_LE(first["time"]["optimizer_s"].get<double>(), first["time"]["train_s"].get<double>()) << line;
+  EXPECT_FALSE(first["time"].contains("checkpoint_s")) << line;
+  std::getline(metrics, line);
+  EXPECT_GT(nlohmann::json::parse(line)["time"].value("checkpoint_s", 0.0), 0.0) << line;
 
   // A setting that changes what is trained cannot change on resume (metrics.jsonl would mix two
   // runs): refused, naming each, before anything is written.
