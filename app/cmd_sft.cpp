@@ -228,6 +228,7 @@ struct DemoSettings : rl::ProtocolOptions {
   DemoSettings() { protocol.clear(); }  // required: no default
   std::string out, data, split = "train", format = "spider";
   bool enable_thinking = true, naive = true;
+  double repair_share = rl::SynthDemoOptions{}.repair_share;
   uint64_t synth_seed = 1;
 };
 
@@ -243,6 +244,8 @@ OptionTable synth_demo_options(DemoSettings& s) {
   });
   rl::add_thinking_option(t, s.enable_thinking);
   t.push_back({"naive", "trap demos start with the naive query (=false: with the probe)", &s.naive});
+  t.push_back({"repair-share", "share of trap-free questions shown as a repair (a misnamed column, the error, the fix)",
+               &s.repair_share});
   return t;
 }
 
@@ -272,18 +275,22 @@ void run_synth_demos(DemoArgs& args) {
   sql::Pool pool;
   rl::SynthDemoOptions o;
   o.naive_first = a.naive;
+  check(a.repair_share >= 0 && a.repair_share <= 1, "sft synth-demos: --repair-share ", a.repair_share, " is not in [0, 1]");
+  o.repair_share = a.repair_share;
   if (!a.enable_thinking) o.enable_thinking = false;  // unset renders as true
   rl::SynthDemoStats st;
   std::vector<rl::Demo> demos = rl::synth_demos(*protocol, pool, ds, o, &st);
   std::string jsonl;
   for (const rl::Demo& d : demos) jsonl += rl::demo_jsonl(d, ds.examples[d.example], *protocol) + "\n";
   write_text_atomic(a.out, jsonl);
-  std::printf("%s: %lld demonstrations of %lld %s questions (%lld with traps; %lld turns, %lld SQL executions); "
-              "skipped: %lld over the turn budget, %lld probe could not show the value, %lld not EX-correct\n",
+  std::printf("%s: %lld demonstrations of %lld %s questions (%lld with traps, %lld repairs; %lld turns, %lld SQL "
+              "executions); skipped: %lld over the turn budget, %lld no cue in the first result, %lld probe could not "
+              "show the value, %lld not EX-correct\n",
               a.out.c_str(), static_cast<long long>(st.written), static_cast<long long>(st.questions), a.split.c_str(),
-              static_cast<long long>(st.trap_demos), static_cast<long long>(st.turns),
+              static_cast<long long>(st.trap_demos), static_cast<long long>(st.repair_demos), static_cast<long long>(st.turns),
               static_cast<long long>(st.exec_turns), static_cast<long long>(st.skipped_budget),
-              static_cast<long long>(st.skipped_probe), static_cast<long long>(st.skipped_not_ex));
+              static_cast<long long>(st.skipped_no_cue), static_cast<long long>(st.skipped_probe),
+              static_cast<long long>(st.skipped_not_ex));
 }
 
 struct SelfTaughtSettings : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::TemplateOptions,

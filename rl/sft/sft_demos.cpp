@@ -1,6 +1,7 @@
 #include "rl/sft/sft_demos.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "rl/agent/reward.h"
 #include "rl/agent/rollout.h"
@@ -23,77 +24,84 @@ std::vector<DemoTrap> record_traps(const nlohmann::json& record) {
 
 namespace {
 
-enum class Step { Naive, Probe, Gold, Memory, Answer };
+enum class Step { Naive, Slip, Probe, Gold, Memory, Answer };
 
 struct PlannedStep {
   Step step;
   size_t trap = 0;  // Probe: index into the traps
 };
 
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
-}
-
-// The naive query a model would write first: the question's wording of each value, no CASTs.
+// The question's wording in place of each stored literal (sql/data/synth_questions.h).
 std::string naive_sql(const std::string& gold, const std::vector<DemoTrap>& traps) {
-  std::string sql = gold;
-  for (const DemoTrap& t : traps)
-    if (t.kind == "surface_form" && !t.stored_value.empty())
-      sql = replace_all(sql, sql::synth::sql_quote(t.stored_value), sql::synth::sql_quote(t.question_value));
-  return sql::synth::strip_casts(sql);
+  std::vector<sql::synth::Trap> t;
+  for (const DemoTrap& d : traps) t.push_back({d.kind, d.table, d.column, d.question_value, d.stored_value, d.style});
+  return sql::synth::naive_sql(gold, t);
 }
 
-// Probe queries for one trap, most natural first; the first whose observation shows what the
-// trap hides is used.
-std::vector<std::string> probe_sqls(const DemoTrap& t) {
-  const std::string col = t.column, table = t.table;
-  if (t.kind == "number_as_text") return {"SELECT " + col + ", typeof(" + col + ") FROM " + table + " LIMIT 3"};
-  if (t.style == "trailing_space")
-    return {"SELECT DISTINCT " + col + ", length(" + col + ") FROM " + table + " WHERE trim(" + col +
-            ") = " + sql::synth::sql_quote(t.question_value)};
-  std::vector<std::string> out = {"SELECT DISTINCT " + col + " FROM " + table};
-  if (t.style == "abbreviation" && !t.stored_value.empty())
-    out.push_back("SELECT DISTINCT " + col + " FROM " + table + " WHERE " + col + " LIKE " +
-                  sql::synth::sql_quote(t.stored_value.substr(0, 1) + "%"));
-  else
-    out.push_back("SELECT DISTINCT " + col + " FROM " + table + " WHERE lower(" + col + ") = lower(" +
-                  sql::synth::sql_quote(t.question_value) + ")");
-  return out;
+// A plausible slip for a repair demonstration: the first selected column of the gold named as
+// "<table singular>_<column>" ("SELECT student_name FROM student"), which the database rejects.
+// "" when the gold selects no plain column.
+struct Slip {
+  std::string sql, wrong, right, table;
+};
+Slip column_slip(const std::string& gold) {
+  size_t at = gold.rfind("SELECT ", 0) == 0 ? 7 : std::string::npos;
+  if (at == std::string::npos) return {};
+  if (gold.compare(at, 9, "DISTINCT ") == 0) at += 9;
+  size_t dot = gold.compare(at, 3, "T1.") == 0 ? at + 3 : at;
+  size_t end = dot;
+  while (end < gold.size() && (std::isalnum(static_cast<unsigned char>(gold[end])) || gold[end] == '_')) ++end;
+  if (end == dot || end >= gold.size() || (gold[end] != ' ' && gold[end] != ',')) return {};
+  const std::string col = gold.substr(dot, end - dot);
+  const size_t from = gold.find(" FROM ");
+  if (from == std::string::npos) return {};
+  size_t t0 = from + 6, t1 = t0;
+  while (t1 < gold.size() && (std::isalnum(static_cast<unsigned char>(gold[t1])) || gold[t1] == '_')) ++t1;
+  const std::string table = gold.substr(t0, t1 - t0);
+  if (table.empty() || col == "id") return {};
+  const std::string wrong = table + "_" + col;
+  return {gold.substr(0, dot) + wrong + gold.substr(end), wrong, col, table};
 }
 
-// Whether an observation shows what the trap hides.
+// The probes of one surface-form trap, the same two for every style (the style is what the
+// model does not know): first the stored values that start like the question's wording (LIKE is
+// case-insensitive and takes a trailing space), then, when none does, every stored value. quote()
+// shows each value as the SQL literal to write, trailing space included (an observation table
+// would not show it).
+std::string probe_like(const DemoTrap& t) {
+  return "SELECT DISTINCT quote(" + t.column + ") FROM " + t.table + " WHERE " + t.column + " LIKE " +
+         sql::synth::sql_quote(t.question_value + "%");
+}
+std::string probe_all(const DemoTrap& t) { return "SELECT DISTINCT quote(" + t.column + ") FROM " + t.table; }
+// The turns its probes take: abbreviations start otherwise, so the first probe finds nothing.
+int probe_turns(const DemoTrap& t) {
+  const std::string prefix = t.question_value;
+  bool starts = t.stored_value.size() >= prefix.size();
+  for (size_t i = 0; starts && i < prefix.size(); ++i)
+    starts = std::tolower(static_cast<unsigned char>(prefix[i])) == std::tolower(static_cast<unsigned char>(t.stored_value[i]));
+  return starts ? 1 : 2;
+}
+
+// Whether an observation shows the stored value as a literal.
 bool probe_shows(const DemoTrap& t, const std::string& observation) {
-  if (t.kind == "number_as_text") return observation.find("text") != std::string::npos;
-  std::string stored = t.stored_value;
-  while (!stored.empty() && stored.back() == ' ') stored.pop_back();
-  if (stored.empty() || observation.find(stored) == std::string::npos) return false;
-  if (t.style == "trailing_space") return observation.find(std::to_string(t.stored_value.size())) != std::string::npos;
-  return true;
+  return observation.find(sql::synth::sql_quote(t.stored_value)) != std::string::npos;
 }
 
 std::string probe_intro(const DemoTrap& t) {
-  if (t.kind == "number_as_text")
-    return t.table + "." + t.column + " holds numbers; let me check how they are stored before comparing them.";
   return "The question says '" + t.question_value + "'. Let me check how " + t.table + "." + t.column +
          " stores that value.";
 }
 
 std::string probe_finding(const DemoTrap& t) {
-  if (t.kind == "number_as_text")
-    return t.table + "." + t.column + " is stored as text, so I compare it as a number with CAST(" + t.column +
-           " AS INTEGER).";
-  if (t.style == "trailing_space")
-    return "The stored value is '" + t.question_value + "' with a trailing space (length " +
-           std::to_string(t.stored_value.size()) + "), so an exact match needs " + sql::synth::sql_quote(t.stored_value) + ".";
-  return "The column stores '" + t.stored_value + "' for what the question calls '" + t.question_value +
-         "'. I will use the stored form.";
+  return "The column stores " + sql::synth::sql_quote(t.stored_value) + " for what the question calls '" +
+         t.question_value + "'. I will use the stored form.";
 }
 
+// What the first observation says, in the words of the reasoning that follows it.
 std::string result_note(const sql::Result& r) {
   if (!r.ok()) return "The query failed (" + r.error + ").";
   if (r.rows.empty()) return "The query returned no rows.";
+  if (sql::synth::result_looks_empty(r)) return "The query found nothing (the result is 0).";
   return "The query ran and returned rows.";
 }
 
@@ -122,19 +130,19 @@ std::string write_turn(const Protocol& p, const std::string& reasoning, Step ste
   fail("sft synth-demos: no demonstration writer for protocol '", name, "'");
 }
 
-std::vector<PlannedStep> plan_steps(const Protocol& p, const std::vector<DemoTrap>& traps, bool naive, int budget) {
-  const bool mtsql = std::string(p.name()) == "mtsql";
-  bool memory = mtsql;
+// first: the step that opens the demonstration before the gold query (Naive, Slip) or Gold.
+std::vector<PlannedStep> plan_steps(const Protocol& p, const std::vector<DemoTrap>& traps, Step first, int budget) {
+  bool memory = std::string(p.name()) == "mtsql";
   for (;;) {
     std::vector<PlannedStep> s;
-    if (naive) s.push_back({Step::Naive});
-    for (size_t i = 0; i < traps.size(); ++i) s.push_back({Step::Probe, i});
+    if (first != Step::Gold) s.push_back({first});
+    int turns = 0;  // a probe step takes one or two turns (probe_turns)
+    for (size_t i = 0; i < traps.size(); ++i) s.push_back({Step::Probe, i}), turns += probe_turns(traps[i]) - 1;
     s.push_back({Step::Gold});
     if (memory) s.push_back({Step::Memory});
     s.push_back({Step::Answer});
-    if (static_cast<int>(s.size()) <= budget) return s;
-    if (naive) naive = false;
-    else if (memory && !traps.empty()) memory = false;
+    if (static_cast<int>(s.size()) + turns <= budget) return s;
+    if (memory && (first != Step::Gold || !traps.empty())) memory = false;
     else return {};
   }
 }
@@ -178,21 +186,17 @@ struct Builder {
     demo.turns.push_back(std::move(dt));
     return r;
   }
-  // Drops the last turn (a probe whose observation did not show the value).
-  void undo() {
-    demo.segments.resize(demo.segments.size() - 2);
-    demo.exec_turns -= demo.turns.back().action.kind == ActionKind::ExecSql;
-    demo.turns.pop_back();
-    --turn;
-  }
 };
 
-enum class Built { Ok, Budget, Probe };
+enum class Built { Ok, Budget, Probe, NoCue };
 
 std::string to_answer(const Builder& b, const sql::Example& ex) {
   return b.o.restate_question ? "To answer \"" + ex.question + "\" " : "To answer the question ";
 }
 
+// Every demonstration opens with the same words, whatever the question hides: the decision to
+// look further is taken after the first observation, from what it shows (an empty result, an
+// error), never before.
 Built build_demo(Builder& b, const std::vector<DemoTrap>& traps, const std::vector<PlannedStep>& plan,
                  const std::string& prompt) {
   const Protocol& p = b.p;
@@ -200,10 +204,12 @@ Built build_demo(Builder& b, const std::vector<DemoTrap>& traps, const std::vect
   const bool mtsql = std::string(p.name()) == "mtsql";
   if (plan.empty()) return Built::Budget;
   b.demo.segments.push_back(marked_segment(prompt, false));
+  const std::string opening = to_answer(b, ex) + "I will run a query and check its result.";
   std::string note;      // what the last observation showed, opening the next turn's reasoning
   std::string verdicts;  // mtsql: the verdict on the last observation
   auto exec_verdict = [&](const sql::Result& r) {
-    return mtsql ? std::string("<exec_verify>") + (r.ok() && !r.rows.empty() ? "pass" : "no_pass") + "</exec_verify>\n"
+    return mtsql ? std::string("<exec_verify>") + (r.ok() && !sql::synth::result_looks_empty(r) ? "pass" : "no_pass") +
+                       "</exec_verify>\n"
                  : std::string();
   };
   for (const PlannedStep& s : plan) {
@@ -211,32 +217,40 @@ Built build_demo(Builder& b, const std::vector<DemoTrap>& traps, const std::vect
     switch (s.step) {
       case Step::Naive: {
         std::string sql = naive_sql(ex.gold_sql, traps);
-        sql::Result r = b.add(write_turn(p, to_answer(b, ex) + "I will run a first query and check its result.",
-                                         s.step, sql, verdicts, ex.db_id),
-                              ActionKind::ExecSql, sql);
-        note = result_note(r) + (r.ok() && r.rows.empty() ? " The value may be stored in another form." : "");
+        sql::Result r = b.add(write_turn(p, opening, s.step, sql, verdicts, ex.db_id), ActionKind::ExecSql, sql);
+        if (!sql::synth::result_looks_empty(r)) return Built::NoCue;  // nothing here says "look further"
+        note = result_note(r) + " The value may be stored in another form.";
+        verdicts = exec_verdict(r);
+        break;
+      }
+      case Step::Slip: {
+        const Slip slip = column_slip(ex.gold_sql);
+        sql::Result r = b.add(write_turn(p, opening, s.step, slip.sql, verdicts, ex.db_id), ActionKind::ExecSql, slip.sql);
+        if (r.ok() || r.error.find("no such column") == std::string::npos) return Built::NoCue;
+        // Only what the observation shows (SQL-Trail's says "invalid", not SQLite's message).
+        const bool shown = b.demo.turns.back().observation.find(r.error) != std::string::npos;
+        note = (shown ? result_note(r) : std::string("The query failed.")) + " " + slip.table + " has no column " +
+               slip.wrong + "; the schema names it " + slip.right + ".";
         verdicts = exec_verdict(r);
         break;
       }
       case Step::Probe: {
         const DemoTrap& t = traps[s.trap];
-        bool shown = false;
-        for (const std::string& sql : probe_sqls(t)) {
-          b.add(write_turn(p, lead + probe_intro(t), s.step, sql, verdicts, ex.db_id), ActionKind::ExecSql, sql);
-          if (probe_shows(t, b.demo.turns.back().observation)) {
-            shown = true;
-            break;
-          }
-          b.undo();
+        b.add(write_turn(p, lead + probe_intro(t), s.step, probe_like(t), verdicts, ex.db_id), ActionKind::ExecSql,
+              probe_like(t));
+        if (!probe_shows(t, b.demo.turns.back().observation)) {
+          const std::string none = "No stored value starts with '" + t.question_value +
+                                   "'; it may be abbreviated. Let me list the stored values of " + t.table + "." + t.column + ".";
+          b.add(write_turn(p, none, s.step, probe_all(t), mtsql ? "<exec_verify>no_pass</exec_verify>\n" : "", ex.db_id),
+                ActionKind::ExecSql, probe_all(t));
+          if (!probe_shows(t, b.demo.turns.back().observation)) return Built::Probe;
         }
-        if (!shown) return Built::Probe;
         note = probe_finding(t);
         verdicts = mtsql ? "<exec_verify>pass</exec_verify>\n" : "";
         break;
       }
       case Step::Gold: {
-        std::string why = traps.empty() ? to_answer(b, ex) + "I will run this query and check its result."
-                                        : lead + "Running the corrected query.";
+        std::string why = b.turn == 0 ? opening : lead + "Running the corrected query.";
         sql::Result r = b.add(write_turn(p, why, s.step, ex.gold_sql, verdicts, ex.db_id), ActionKind::ExecSql, ex.gold_sql);
         note = result_note(r);
         verdicts = exec_verdict(r);
@@ -320,16 +334,27 @@ std::vector<Demo> synth_demos(const Protocol& protocol, sql::Pool& pool, const s
     ++st.questions;
     const std::string prompt = render_chat(protocol.first_prompt(ex, schemas.get(pool, ex.db_path)), chat);
     // `prompt` keeps the data marks for the segment's tokenization; the trap check reads the text.
-    std::vector<DemoTrap> traps = unresolved_traps(example_traps(dataset, ex), ex, strip_marks(prompt));
+    // Numbers kept as text need no probe: the schema's TEXT type says so, and the gold's CAST is
+    // written from the start.
+    std::vector<DemoTrap> traps;
+    for (const DemoTrap& t : unresolved_traps(example_traps(dataset, ex), ex, strip_marks(prompt)))
+      if (t.kind == "surface_form") traps.push_back(t);
     const std::string naive = naive_sql(ex.gold_sql, traps);
-    const bool naive_first = options.naive_first && !traps.empty() && naive != ex.gold_sql;
-    std::vector<PlannedStep> plan = plan_steps(protocol, traps, naive_first, protocol.max_turns());
+    // Which plain questions get a repair demonstration: a fixed pseudo-random share by index.
+    const bool repair = traps.empty() && options.repair_share > 0 && !column_slip(ex.gold_sql).sql.empty() &&
+                        static_cast<double>((i * 0x9E3779B97F4A7C15ull) >> 44) < options.repair_share * 1048576.0;
+    Step first = Step::Gold;
+    if (!traps.empty() && naive != ex.gold_sql && options.naive_first) first = Step::Naive;
+    if (repair) first = Step::Slip;
+    std::vector<PlannedStep> plan = plan_steps(protocol, traps, first, protocol.max_turns());
     Builder b{protocol, pool, ex, options, {}, 0};
     b.demo.example = i;
     b.demo.traps = static_cast<int>(traps.size());
+    b.demo.repair = repair;
     Built built = build_demo(b, traps, plan, prompt);
     if (built == Built::Budget) { ++st.skipped_budget; continue; }
     if (built == Built::Probe) { ++st.skipped_probe; continue; }
+    if (built == Built::NoCue) { ++st.skipped_no_cue; continue; }
     Trajectory t;
     t.answered = true;
     t.final_sql = b.demo.final_sql;
@@ -340,6 +365,7 @@ std::vector<Demo> synth_demos(const Protocol& protocol, sql::Pool& pool, const s
     if (!ex_ok) { ++st.skipped_not_ex; continue; }
     ++st.written;
     st.trap_demos += !traps.empty();
+    st.repair_demos += repair;
     st.turns += static_cast<int64_t>(b.demo.turns.size());
     st.exec_turns += b.demo.exec_turns;
     out.push_back(std::move(b.demo));
@@ -358,6 +384,7 @@ std::string demo_jsonl(const Demo& demo, const sql::Example& example, const Prot
   extra["traps"] = demo.traps;
   extra["turns"] = demo.turns.size();
   extra["exec_turns"] = demo.exec_turns;
+  if (demo.repair) extra["repair"] = true;
   return segments_jsonl(demo.segments, extra);
 }
 

@@ -4,17 +4,22 @@
 // data: gold trajectory synthesis).
 //
 // Per question (turns are assistant turns; every observation is the REAL result of the turn's
-// SQL on the question's database through the pool, formatted by the protocol's inject()):
-//   no trap:        exec the gold query -> answer it
+// SQL on the question's database through the pool, formatted by the protocol's inject()). Every
+// demonstration opens with the same reasoning; what follows depends only on what the first
+// observation shows, so the model learns a conditional skill, not a ritual:
+//   no trap:        exec the gold query -> rows -> answer it
 //                   (mtsql: exec -> <exec_verify>pass + memory_retrieve -> <memory_verify>pass + answer)
-//   with traps:     [naive query: the gold with the question's wording of the value / without
-//                   the CASTs] -> one probe per trap (the column's stored values; its stored
-//                   type for numbers kept as text) -> the gold query -> answer
-//                   (mtsql: probes -> exec gold -> [pass + memory_retrieve] -> answer).
-// Steps are dropped from the front (the naive query, then mtsql's memory check) until the
-// protocol's turn budget fits; a question that still does not fit, whose probe does not show
-// the stored value within the observation's truncation, or whose final SQL is not EX-correct
-// (asserted through the reward context) is skipped and counted.
+//   repair (a share of the trap-free, SynthDemoOptions::repair_share): exec the gold with a
+//                   column misnamed -> "no such column" -> exec the gold -> answer
+//   with traps:     the naive query (the question's wording of each stored value) -> no rows or
+//                   a zero count -> one probe per value (the column's stored values) -> the gold
+//                   query -> answer (mtsql: + [pass + memory_retrieve] when the budget allows).
+// Numbers stored as text are not probed: the schema's TEXT type shows it and the gold's CAST is
+// written from the first query on. mtsql's memory check is dropped when the protocol's turn
+// budget does not fit; a question that still does not fit, whose opening query gives no cue (a
+// naive query that returns rows), whose probe does not show the stored value within the
+// observation's truncation, or whose final SQL is not EX-correct (asserted through the reward
+// context) is skipped and counted.
 //
 // The demonstration is the token stream the rollout engine would produce: the rendered first
 // prompt (masked), each assistant turn (trained), each injected observation (masked), and
@@ -40,7 +45,12 @@ namespace sqlrl::rl {
 struct SynthDemoOptions {
   ChatTemplate chat_template = ChatTemplate::qwen3;
   std::optional<bool> enable_thinking;  // Qwen3 flag for the prompt (false: empty think blocks)
-  bool naive_first = true;              // open trap demos with the naive query when the budget allows
+  // Open trap demos with the naive query (the question's wording of the value), whose empty
+  // result is the cue to probe; false: probe first (no cue: the decision is taken blind).
+  bool naive_first = true;
+  // Share of trap-free questions demonstrated as a repair: a first query naming a column that does
+  // not exist (column_slip in sft_demos.cpp), the error, the corrected query.
+  double repair_share = 0.15;
   // The first turn's reasoning restates the question ("To answer \"...\" I will ..."). Off: a fixed
   // sentence (tiny models spend much of their capacity copying the question, and a garbled copy
   // derails the SQL that follows).
@@ -60,12 +70,16 @@ struct Demo {
   std::vector<DemoTurn> turns;
   int traps = 0;
   int exec_turns = 0;
+  bool repair = false;  // opens with a query the database rejects, then fixes it
   std::string final_sql;
 };
 
 struct SynthDemoStats {
   int64_t questions = 0, written = 0, trap_demos = 0;
-  int64_t skipped_budget = 0, skipped_probe = 0, skipped_not_ex = 0;
+  int64_t repair_demos = 0;
+  // skipped_no_cue: the opening query's result gives no sign to look further (a trap whose naive
+  // query returns rows, a slip the database accepts), so no honest demonstration exists.
+  int64_t skipped_budget = 0, skipped_probe = 0, skipped_not_ex = 0, skipped_no_cue = 0;
   int64_t turns = 0, exec_turns = 0;
 };
 

@@ -457,6 +457,26 @@ std::string strip_casts(const std::string& sql) {
   return out + sql.substr(i);
 }
 
+std::string naive_sql(const std::string& gold, const std::vector<Trap>& traps) {
+  std::string sql = gold;
+  for (const Trap& t : traps) {
+    if (t.kind != "surface_form" || t.stored_value.empty()) continue;
+    const std::string from = sql_quote(t.stored_value), to = sql_quote(t.question_value);
+    for (size_t at = sql.find(from); at != std::string::npos; at = sql.find(from, at + to.size())) sql.replace(at, from.size(), to);
+  }
+  return sql;
+}
+
+bool result_looks_empty(const Result& r) {
+  if (!r.ok()) return false;
+  if (r.rows.empty()) return true;
+  if (r.rows.size() > 1) return false;
+  for (const sql::Cell& c : r.rows[0])
+    if (!(c.is_null() || (c.type == CellType::Integer && c.integer == 0) || (c.type == CellType::Real && c.real == 0)))
+      return false;
+  return true;
+}
+
 std::string sql_quote(const std::string& text) {
   std::string out = "'";
   for (char c : text) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sql/data/synth_domains.h"
+#include "sql/exec/result.h"
 
 namespace sqlrl::sql::synth {
 
@@ -18,6 +19,9 @@ struct Trap {
   std::string question_value;  // surface_form: the wording in the question
   std::string stored_value;    // surface_form: the literal as stored (what the gold uses)
   std::string style;           // surface_form: mess_style_name()
+  // surface_form: the stored form is not among the column's sample values that a prompt's schema
+  // shows (sql::read_schema), so only executing a query reveals it (set by the writer).
+  bool hidden = false;
 };
 
 struct Candidate {
@@ -41,6 +45,16 @@ std::string strip_casts(const std::string& sql);
 
 // 'text' as an SQL string literal.
 std::string sql_quote(const std::string& text);
+
+// The query a model writes from the question alone: each surface-form trap's stored literal
+// replaced by the question's wording (CASTs stay: the schema's TEXT type shows that need).
+std::string naive_sql(const std::string& gold, const std::vector<Trap>& traps);
+
+// What a careful reader of a query's result takes as a sign that a filter matched nothing: no
+// rows, or one row of nothing but zeros and NULLs (a count or sum over no rows). A trap question
+// is written only when its naive query gives this sign, so that executing it tells the model to
+// look at the stored values (the gold demonstrations probe on exactly this sign).
+bool result_looks_empty(const Result& result);
 
 }  // namespace sqlrl::sql::synth
 

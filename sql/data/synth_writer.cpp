@@ -13,6 +13,7 @@
 #include "runtime/error.h"
 #include "sql/data/datasets.h"
 #include "sql/exec/pool.h"
+#include "sql/exec/schema.h"
 #include "sql/data/synth.h"
 #include "sql/data/synth_questions.h"
 
@@ -145,10 +146,41 @@ ordered_json traps_json(const std::vector<Trap>& traps) {
       j["question_value"] = t.question_value;
       j["stored_value"] = t.stored_value;
       j["style"] = t.style;
+      j["hidden"] = t.hidden;
     }
     out.push_back(j);
   }
   return out;
+}
+
+// Marks each surface-form trap whose stored form the prompt's schema does not show among the
+// column's sample values (read_schema, exactly as a rollout's prompt is built).
+void mark_hidden(std::vector<Trap>& traps, const DatabaseSchema& schema) {
+  for (Trap& t : traps) {
+    if (t.kind != "surface_form") continue;
+    bool shown = false;
+    for (const TableInfo& table : schema.tables)
+      for (const ColumnInfo& col : table.columns)
+        if (table.name == t.table && col.name == t.column)
+          for (const sql::Cell& v : col.samples) shown = shown || (v.type == CellType::Text && v.text == t.stored_value);
+    t.hidden = !shown;
+  }
+}
+
+// A question's category (its record's "synth.category"): what a model needs to know beyond the
+// question and the prompt's schema.
+//   stored_form:<style>  a value's stored form that only execution shows (hidden surface form)
+//   visible_form         a stored form the schema's sample values show
+//   number_as_text       numbers kept as text (the schema's TEXT type says so): CAST
+//   plain                nothing
+std::string question_category(const std::vector<Trap>& traps) {
+  for (const Trap& t : traps)
+    if (t.kind == "surface_form" && t.hidden) return "stored_form:" + t.style;
+  for (const Trap& t : traps)
+    if (t.kind == "surface_form") return "visible_form";
+  for (const Trap& t : traps)
+    if (t.kind == "number_as_text") return "number_as_text";
+  return "plain";
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -218,12 +250,13 @@ SynthReport write_synth_benchmark(const std::string& out_dir, const SynthOptions
   ordered_json tables = ordered_json::array();
   std::vector<DbOutput> outputs(static_cast<size_t>(total_dbs));
 
+  int split_carry = 0;
   for (int i = 0; i < total_dbs; ++i) {
     const DomainSpec& domain = all[order[static_cast<size_t>(i) % all.size()]];
     const int round = i / static_cast<int>(all.size());
     const std::string db_id = round == 0 ? domain.name : str_cat(domain.name, "_", round + 1);
     Rng rng(mix_seed(o.seed, static_cast<uint64_t>(i) + 1));
-    Database data = generate_database(domain, db_id, rng, 0.4);
+    Database data = generate_database(domain, db_id, rng, 0.6);
     const std::string db_path = (root / "database" / db_id / (db_id + ".sqlite")).string();
     write_sqlite(data, db_path);
     tables.push_back(tables_entry(data));
@@ -232,33 +265,64 @@ SynthReport write_synth_benchmark(const std::string& out_dir, const SynthOptions
       Result r = pool.execute(db_path, sql);
       return r.ok() && !r.rows.empty();
     };
+    auto looks_empty = [&](const std::string& sql) { return result_looks_empty(pool.execute(db_path, sql)); };
+    const DatabaseSchema schema = read_schema(pool, db_path);
     DbOutput& out = outputs[static_cast<size_t>(i)];
     std::set<std::string> used_sql;
     std::vector<ordered_json> questions;
-    for (int level = 0; level < 4; ++level) {
+    // Hardest level first: its templates can hide a value least often (they filter small parent
+    // tables, whose few values the schema's samples mostly show); what a level cannot hide moves
+    // on to the next easier one, whose templates filter the large tables.
+    // What a database cannot hide at all moves on to the next database of its split, so that each
+    // split holds its share.
+    if (i == o.train_databases) split_carry = 0;
+    int trap_carry = split_carry;
+    for (int level = 3; level >= 0; --level) {
       std::vector<int> nominal, any;
       for (int t = 0; t < template_count(); ++t) {
         any.push_back(t);
         if (template_nominal_level(t) == level) nominal.push_back(t);
       }
-      int made = 0, attempts = 0;
-      const int max_attempts = 200 + 100 * per_level[level];
+      // The level's trap questions come first, as many as trap_share asks (rounded) plus what the
+      // harder levels could not place; a database whose values cannot hide enough of them (few
+      // values per column, all shown in the schema's samples) gets other questions instead.
+      const int trap_quota =
+          std::min(per_level[level], static_cast<int>(std::lround(o.trap_share * per_level[level])) + trap_carry);
+      const int trap_attempt_cap = 100 + 80 * trap_quota;
+      int made = 0, attempts = 0, traps_made = 0, trap_attempts = 0;
+      const int max_attempts = 200 + 100 * per_level[level] + trap_attempt_cap;
       while (made < per_level[level]) {
         check(++attempts <= max_attempts, "synth: database ", db_id, ": filled only ", made, " of ", per_level[level], " ",
               kLevelNames[level], " questions after ", max_attempts, " attempts");
         const std::vector<int>& pool_of = (!nominal.empty() && rng.chance(0.85)) ? nominal : any;
         int t = pool_of[rng.below(pool_of.size())];
-        bool want_trap = rng.chance(o.trap_share);
-        auto c = make_question(data, t, rng, want_trap);
+        const bool want_trap = traps_made < trap_quota && trap_attempts < trap_attempt_cap;
+        trap_attempts += want_trap;
+        // The other questions name messy values too, now and then (variety where a column has
+        // few clean values), as long as the schema's samples show their stored form.
+        auto c = make_question(data, t, rng, want_trap || rng.chance(0.35));
         if (!c || used_sql.count(c->sql) || !nonempty(c->sql)) continue;
+        mark_hidden(c->traps, schema);
+        const std::string category = question_category(c->traps);
+        // A trap question: every value it names is stored in a form the prompt does not show, and
+        // its naive query (the question's wording) visibly finds nothing. The others name no value
+        // whose stored form is hidden (the builder prefers clean values; where a column has none,
+        // a stored form the schema's samples show makes a "visible_form" question).
+        const bool any_shown = std::any_of(c->traps.begin(), c->traps.end(),
+                                           [](const Trap& x) { return x.kind == "surface_form" && !x.hidden; });
+        const bool stored_form = category.starts_with("stored_form:");
+        if (want_trap ? !stored_form || any_shown || !looks_empty(naive_sql(c->sql, c->traps)) : stored_form) continue;
         if (spider_hardness_of(db_path, strip_casts(c->sql)) != kLevelNames[level]) continue;
         used_sql.insert(c->sql);
+        traps_made += want_trap;
+        report.categories[category]++;
         ordered_json q;
         q["db_id"] = db_id;
         q["question"] = c->question;
         q["query"] = c->sql;
         q["difficulty"] = kLevelNames[level];
         q["synth"]["template"] = c->template_name;
+        q["synth"]["category"] = category;
         q["synth"]["traps"] = traps_json(c->traps);
         for (const Trap& tr : c->traps) {
           if (tr.kind == "surface_form") { report.surface_form_traps++; break; }
@@ -270,7 +334,9 @@ SynthReport write_synth_benchmark(const std::string& out_dir, const SynthOptions
         questions.push_back(std::move(q));
         ++made;
       }
+      trap_carry = trap_quota - traps_made;
     }
+    split_carry = trap_carry;
     for (size_t k = questions.size(); k > 1; --k) std::swap(questions[k - 1], questions[rng.below(k)]);
     for (auto& q : questions) out.questions.push_back(std::move(q));
 
@@ -355,6 +421,7 @@ SynthReport write_synth_benchmark(const std::string& out_dir, const SynthOptions
   info["hardness"] = {{"easy", report.hardness[0]}, {"medium", report.hardness[1]}, {"hard", report.hardness[2]}, {"extra", report.hardness[3]}};
   info["surface_form_traps"] = report.surface_form_traps;
   info["number_as_text_traps"] = report.number_as_text_traps;
+  info["categories"] = report.categories;
   info["dialogues"] = {{"train", report.train_dialogues}, {"dev", report.dev_dialogues}, {"turns", report.dialogue_turns}};
   info["note"] = "Spider's parsed 'sql' field is omitted; 'difficulty' is Spider hardness of the gold (CAST(x AS INTEGER) read as x).";
   write_text(root / "synth_info.json", info.dump(2) + "\n");

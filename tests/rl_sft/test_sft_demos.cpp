@@ -1,12 +1,14 @@
 // Gold demonstrations for the synthetic benchmark: replayed turn by turn on a fresh pool, every
 // observation must be the protocol's formatting of the real result, every final SQL EX-correct,
-// and every trap question must execute at least twice (probe + fix) and show the stored value.
+// every demonstration opens with the same reasoning, a trap question probes only after a first
+// result that found nothing and shows the stored value, and a repair opens with a rejected query.
 #include <gtest/gtest.h>
 
 #include "rl/agent/rollout.h"
 #include "rl/sft/sft_demos.h"
 #include "rl/agent/untrusted.h"
 #include "sql/exec/compare.h"
+#include "sql/exec/format.h"
 #include "sql/exec/schema.h"
 #include "tests/rl_sft/sft_fixture.h"
 
@@ -27,7 +29,8 @@ std::vector<DemoTrap> unseen_traps(const sql::Dataset& ds, const sql::Example& e
   const nlohmann::json& rec = ds.records[ex.record_index];
   std::vector<DemoTrap> out;
   for (const DemoTrap& t : record_traps(rec.contains("interaction") ? rec["interaction"][ex.turn_index] : rec)) {
-    std::string literal = t.kind == "surface_form" ? "'" + t.stored_value + "'" : t.column + " AS INTEGER)";
+    if (t.kind != "surface_form") continue;  // numbers kept as text: the schema's TEXT type says so
+    std::string literal = "'" + t.stored_value + "'";
     bool resolved = false;
     for (const sql::Turn& h : ex.history)
       resolved = resolved || (h.gold_sql.find(literal) != std::string::npos && prompt.find(h.gold_sql) != std::string::npos);
@@ -44,16 +47,20 @@ void replay(const std::string& name, bool dialogues) {
     auto p = make_protocol(name);
     sql::Pool pool;
     SynthDemoStats st;
-    std::vector<Demo> demos = synth_demos(*p, pool, ds, SynthDemoOptions{}, &st);
+    SynthDemoOptions options;
+    options.repair_share = 0.5;  // the small benchmark has few trap-free questions
+    std::vector<Demo> demos = synth_demos(*p, pool, ds, options, &st);
     std::printf("%s %s: %lld demos of %lld questions, %lld with traps, skipped %lld/%lld/%lld (budget/probe/EX)\n",
                 name.c_str(), dialogues ? "dialogue turns" : "questions", static_cast<long long>(st.written), static_cast<long long>(st.questions),
                 static_cast<long long>(st.trap_demos), static_cast<long long>(st.skipped_budget),
                 static_cast<long long>(st.skipped_probe), static_cast<long long>(st.skipped_not_ex));
     EXPECT_EQ(static_cast<int64_t>(demos.size()), st.written);
-    EXPECT_EQ(st.written + st.skipped_budget + st.skipped_probe + st.skipped_not_ex, st.questions);
+    EXPECT_EQ(st.written + st.skipped_budget + st.skipped_probe + st.skipped_not_ex + st.skipped_no_cue, st.questions);
     if (!dialogues) {
       EXPECT_GT(st.trap_demos, 0);
+      EXPECT_GT(st.repair_demos, 0);
     }
+    std::string opening;  // the first turn's reasoning, identical in every demonstration
     EXPECT_GE(st.written, st.questions * 9 / 10);
 
     sql::Pool fresh;  // replay on a pool of our own
@@ -74,7 +81,7 @@ void replay(const std::string& name, bool dialogues) {
       EXPECT_EQ(tokenize_segments(testing::sft_tokenizer(), {d.segments[0]}).tokens,
                 build_prompt_tokens(*p, testing::sft_tokenizer(), ex, schema, ro));
       int turn = 0, execs = 0;
-      std::string final_sql, observations;
+      std::string final_sql, observations, first_observation;
       for (size_t i = 1; i < d.segments.size(); i += 2) {
         ASSERT_TRUE(d.segments[i].train) << "segment " << i;
         ASSERT_LT(i + 1, d.segments.size());
@@ -94,7 +101,7 @@ void replay(const std::string& name, bool dialogues) {
         for (const sql::Turn& h : ex.history) history.push_back(fresh.execute(ex.db_path, h.gold_sql));
         StepOutcome o;
         o.result = &r;
-        o.db_path = ex.db_path;
+        o.db_path = sql::shown_db_path(ex.db_path);
         o.turns_left = p->max_turns() - turn;
         if (a.kind == ActionKind::MemoryRetrieve) o.history_results = &history;
         const std::string injected = p->inject(a, o, ex);
@@ -104,7 +111,14 @@ void replay(const std::string& name, bool dialogues) {
             << "turn " << turn;
         execs += a.kind == ActionKind::ExecSql;
         observations += d.segments[i + 1].text;
+        if (turn == 1) first_observation = d.segments[i + 1].text;
       }
+      // The reasoning before the first action: no word of what the question hides.
+      // (the restated question, different in every demonstration, left out).
+      std::string first = d.segments[1].text.substr(0, d.segments[1].text.find("</"));
+      if (size_t q = first.find(ex.question); q != std::string::npos) first.erase(q, ex.question.size());
+      if (opening.empty()) opening = first;
+      EXPECT_EQ(first, opening) << "the opening differs";
       EXPECT_LE(turn, p->max_turns());
       EXPECT_EQ(execs, d.exec_turns);
       ASSERT_FALSE(final_sql.empty());
@@ -113,11 +127,24 @@ void replay(const std::string& name, bool dialogues) {
       co.order_matters = sql::gold_has_order_by(ex.gold_sql);
       EXPECT_TRUE(sql::results_match(pred, gold, co)) << final_sql;
       const std::vector<DemoTrap> traps = unseen_traps(ds, ex, d.segments[0].text);
+      if (d.repair) {
+        EXPECT_TRUE(traps.empty());
+        const sql::Result rejected = fresh.execute(ex.db_path, p->parse(d.segments[1].text).sql);
+        EXPECT_NE(rejected.error.find("no such column"), std::string::npos) << rejected.error;
+        EXPECT_EQ(execs, 2);
+        continue;
+      }
       if (traps.empty()) {
         EXPECT_EQ(execs, 1);
         continue;
       }
       EXPECT_GE(execs, 2);
+      // The probe follows a first result that found nothing (skyrl shows rows as a table; an
+      // empty result and a zero count read the same way in every protocol's observation).
+      const sql::Result opened = fresh.execute(ex.db_path, p->parse(d.segments[1].text).sql);
+      EXPECT_TRUE(opened.rows.empty() || (opened.rows.size() == 1 && opened.rows[0][0].is_number() &&
+                                          opened.rows[0][0].integer == 0 && opened.rows[0][0].real == 0))
+          << "probed after a result with rows: " << first_observation;
       for (const DemoTrap& t : traps) {
         if (t.kind != "surface_form") continue;
         std::string shown = t.stored_value;

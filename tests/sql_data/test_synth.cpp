@@ -17,6 +17,7 @@
 #include "sql/eval/parse.h"
 #include "sql/data/synth.h"
 #include "sql/data/synth_questions.h"
+#include "sql/exec/schema.h"
 
 using namespace sqlrl;
 using namespace sqlrl::sql;
@@ -158,6 +159,65 @@ TEST(SqlDataSynth, SurfaceFormTrapsMatchQuestionQueryAndData) {
       }
     }
   EXPECT_GT(traps, 0);
+}
+
+// Issue 28: a trap question's stored form must be a fact only execution shows: not among the
+// sample values the prompt's schema lists (read_schema, as a rollout builds its prompt), and the
+// question's naive query visibly finds nothing; a question whose stored forms the samples show is
+// "visible_form". Each category is recomputed here from the data.
+TEST(SqlDataSynth, TrapQuestionsHideTheStoredFormFromThePromptAndTheNaiveQueryFindsNothing) {
+  Pool pool;
+  std::map<std::string, int> categories;
+  int questions = 0;
+  for (const char* file : {"train_spider.json", "dev.json"})
+    for (const auto& r : nlohmann::json::parse(slurp(benchmark() / file))) {
+      ++questions;
+      const std::string db = r["db_id"], category = r["synth"]["category"];
+      const std::string db_path = (benchmark() / "database" / db / (db + ".sqlite")).string();
+      const DatabaseSchema schema = read_schema(pool, db_path);
+      std::vector<synth::Trap> traps;
+      bool any_surface = false, any_number = false;
+      for (const auto& t : r["synth"]["traps"]) {
+        if (t["kind"] == "number_as_text") {
+          any_number = true;
+          continue;
+        }
+        any_surface = true;
+        synth::Trap trap{t["kind"], t["table"], t["column"], t["question_value"], t["stored_value"], t["style"]};
+        bool shown = false;
+        for (const TableInfo& table : schema.tables)
+          for (const ColumnInfo& col : table.columns)
+            if (table.name == trap.table && col.name == trap.column)
+              for (const sql::Cell& v : col.samples) shown = shown || v.text == trap.stored_value;
+        EXPECT_EQ(t["hidden"], !shown) << r.dump();
+        // A question names only hidden or only shown stored forms (a mix would be neither category).
+        EXPECT_EQ(shown, category == "visible_form") << r.dump();
+        traps.push_back(trap);
+      }
+      categories[category]++;
+      if (any_surface && category != "visible_form") {
+        EXPECT_TRUE(category.starts_with("stored_form:")) << r.dump();
+        EXPECT_EQ(category, "stored_form:" + traps.front().style) << r.dump();
+        Result naive = pool.execute(db_path, synth::naive_sql(r["query"], traps));
+        EXPECT_TRUE(naive.ok()) << naive.error;
+        bool nothing = naive.rows.empty() ||
+                       (naive.rows.size() == 1 && std::all_of(naive.rows[0].begin(), naive.rows[0].end(), [](const sql::Cell& c) {
+                          return c.is_null() || (c.is_number() && c.integer == 0 && c.real == 0);
+                        }));
+        EXPECT_TRUE(nothing) << "the naive query finds rows: " << r.dump();
+      } else {
+        EXPECT_EQ(category, any_surface ? "visible_form" : any_number ? "number_as_text" : "plain") << r.dump();
+      }
+    }
+  // 3 questions per level and database: lround(trap_share * 3) trap questions per level (4
+  // databases, 4 levels) where the values allow it; at least half of them are placed.
+  const int quota = 16 * static_cast<int>(std::lround(small_options(11).trap_share * 3));
+  int stored = 0;
+  for (const auto& [name, n] : categories) stored += name.starts_with("stored_form:") ? n : 0;
+  EXPECT_GE(stored, quota / 2) << "too few trap questions";
+  EXPECT_LE(stored, quota);
+  EXPECT_GT(categories["plain"] + categories["number_as_text"] + categories["visible_form"], 0);
+  EXPECT_EQ(stored + categories["plain"] + categories["number_as_text"] + categories["visible_form"], questions);
 }
 
 TEST(SqlDataSynth, DialogueTurnsAreTheEditsTheyClaim) {
