@@ -46,6 +46,7 @@ struct SynthDemoOptions {
   // derails the SQL that follows).
   bool restate_question = true;
   sql::Limits limits;
+  bool progress = false;  // a progress line per question (runtime/progress.h)
 };
 
 struct DemoTurn {

@@ -33,6 +33,7 @@ struct SynthOptions {
   // Share of questions that mention a value whose stored form differs (abbreviation, case,
   // trailing space), where the database has such a value.
   double trap_share = 0.35;
+  bool progress = false;  // a progress line per database (runtime/progress.h); not part of the data
 };
 
 struct SynthReport {
