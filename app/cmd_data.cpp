@@ -79,6 +79,7 @@ void add_data_command(CLI::App& app) {
   synth->add_option("--trap-share", g->trap_share, "share of questions naming a value stored in another form");
   synth->callback([g, out_dir, mix] {
     for (size_t i = 0; i < 4; ++i) g->mix[i] = (*mix)[i];
+    g->progress = true;
     auto start = std::chrono::steady_clock::now();
     sql::SynthReport r = sql::write_synth_benchmark(*out_dir, *g);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

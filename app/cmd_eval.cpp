@@ -156,7 +156,7 @@ void add_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint as a text-to-SQL agent (EX, EM, vote, pass@k)");
   add_table_flags(cmd, eval_options(a->config), a->flags, "eval");
-  cmd->add_flag("--quiet", a->quiet, "no progress lines on stderr");
+  cmd->add_flag("--quiet", a->quiet, "no progress lines");
   add_launch_flags(cmd, a->launch);
   cmd->callback([a] { run_eval_command(*a); });
 }

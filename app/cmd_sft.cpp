@@ -193,7 +193,10 @@ void run_sft_command(SftArgs& args) {
               a.data.c_str(), static_cast<long long>(ls.lines), static_cast<long long>(ls.sequences),
               static_cast<long long>(ls.skipped_no_target), static_cast<long long>(ls.tokens),
               static_cast<long long>(ls.trained_tokens));
-  rl::SftRunOptions ro{a.out, a.tokenizer, log_line};
+  // Field by field: GCC 12 took the aggregate form for a maybe-uninitialized string (-Werror).
+  rl::SftRunOptions ro;
+  ro.out_dir = a.out, ro.tokenizer_path = a.tokenizer, ro.log = log_line;
+  ro.progress = true;  // a progress line per update; the update's JSON is in OUT/metrics.jsonl
   ro.comm = &job;
   ro.resume = resume ? &*resume : nullptr;
   ro.device = a.device;
@@ -263,6 +266,7 @@ void run_synth_demos(DemoArgs& args) {
     dir = (fs::path(a.out).parent_path() / (fs::path(a.out).stem().string() + ".bench")).string();
     sql::SynthOptions so;
     so.seed = a.synth_seed;
+    so.progress = true;
     sql::SynthReport r = sql::write_synth_benchmark(dir, so);
     std::printf("wrote the synthetic benchmark (seed %llu) to %s: %d train + %d dev questions\n",
                 static_cast<unsigned long long>(a.synth_seed), dir.c_str(), r.train_questions, r.dev_questions);
@@ -277,6 +281,7 @@ void run_synth_demos(DemoArgs& args) {
   o.naive_first = a.naive;
   check(a.repair_share >= 0 && a.repair_share <= 1, "sft synth-demos: --repair-share ", a.repair_share, " is not in [0, 1]");
   o.repair_share = a.repair_share;
+  o.progress = true;
   if (!a.enable_thinking) o.enable_thinking = false;  // unset renders as true
   rl::SynthDemoStats st;
   std::vector<rl::Demo> demos = rl::synth_demos(*protocol, pool, ds, o, &st);
@@ -378,6 +383,7 @@ void run_self_taught(SelfTaughtArgs& args) {
   sql::Pool pool;
   rl::SelfTaughtOptions so{a.out, a.tokenizer, log_line};
   so.device = a.device;
+  so.progress = true;
   a.chat_template = chat_template_name(config.rollout.chat_template);
   so.config_toml = options_to_toml(self_taught_options(a), "llm_sqlrl sft self-taught: the resolved configuration");
   std::vector<rl::SelfTaughtRound> rounds = rl::self_taught(model, *tok, *protocol, pool, ds.examples, config, so);

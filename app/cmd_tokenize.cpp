@@ -113,6 +113,7 @@ void run_train(const TrainArgs& args) {
   BpeTrainOptions options;
   options.vocab_size = args.vocab_size;
   options.min_frequency = args.min_frequency;
+  options.progress = true;
   BpeTrainResult result = train_bpe(buffer.str(), options);
   write_text_atomic(args.out, result.tokenizer_json);  // a crash never leaves half a tokenizer.json
   log_info("tokenize train: ", result.merges, " merges, ", result.vocab_size, " ids (requested ", args.vocab_size, ") -> ", args.out);

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "runtime/error.h"
+#include "runtime/progress.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/unicode.h"
 
@@ -109,6 +110,12 @@ BpeTrainResult train_bpe(std::string_view corpus, const BpeTrainOptions& options
   std::vector<std::pair<int32_t, int32_t>> merges;
   std::vector<uint32_t> last_visit(words.size(), UINT32_MAX);
   const size_t target = options.vocab_size - n_added;
+  // Counted in tokens learned, not merges: a merge that reaches an existing string adds none, and
+  // the target is a token count.
+  Progress bar = progress_start("tokenize train", "tokens", static_cast<int64_t>(target - 256));
+  // A merge takes microseconds: a plain line per merge would bury a log under thousands of lines,
+  // so off a terminal a line every 5% (a terminal redraws at most ~10 times a second anyway).
+  bar.plain_every = std::max<int64_t>(1, bar.total / 20);
   while (token_bytes.size() < target && !heap.empty()) {
     auto [count, key] = heap.top();
     heap.pop();
@@ -131,6 +138,7 @@ BpeTrainResult train_bpe(std::string_view corpus, const BpeTrainOptions& options
       token_ids.emplace(merged_bytes, merged);
     }
     merges.push_back({a, b});
+    if (options.progress) progress_update(bar, static_cast<int64_t>(token_bytes.size() - 256), str_cat(merges.size(), " merges"));
     const uint32_t step = static_cast<uint32_t>(merges.size());
     std::vector<uint64_t> touched;
     std::vector<uint32_t> affected = std::move(pair_words[key]);
@@ -170,6 +178,7 @@ BpeTrainResult train_bpe(std::string_view corpus, const BpeTrainOptions& options
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (uint64_t k : touched) heap.push({pair_count[k], k});
   }
+  if (options.progress) progress_finish(bar);  // stopped early when no pair is frequent enough
 
   nlohmann::ordered_json j;
   j["version"] = "1.0";

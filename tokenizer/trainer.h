@@ -19,6 +19,7 @@ const std::vector<QwenAddedToken>& qwen3_added_tokens();
 struct BpeTrainOptions {
   size_t vocab_size = 1024;  // all ids: 256 bytes + merges + the added tokens
   size_t min_frequency = 2;  // a pair seen fewer times is never merged
+  bool progress = false;     // a progress line of the tokens learned (runtime/progress.h)
 };
 
 struct BpeTrainResult {

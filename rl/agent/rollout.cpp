@@ -61,6 +61,7 @@ struct Engine {
   int64_t cap = 0;  // tokens per trajectory
   int max_turns = 0;
   int64_t live = 0;  // admitted, not done
+  int64_t finished = 0;
   int64_t step = 0;
   PolicyLogits logits{};
 };
@@ -73,6 +74,7 @@ void finish(Engine& e, Sample& s) {
   s.phase = Phase::Done;
   s.feed.clear();
   --e.live;
+  ++e.finished;
 }
 
 int turns_left(const Engine& e, const Trajectory& t) { return e.max_turns - static_cast<int>(t.turns.size()); }
@@ -420,6 +422,7 @@ std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer
   }
 
   size_t next_request = 0;
+  int64_t reported = 0;  // finished samples last passed to options.progress
   for (;;) {
     admit(e, next_request, per_sample);
     collect_sql(e);
@@ -442,7 +445,10 @@ std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer
       decode_step(e, std::vector<size_t>(batch.begin() + from, batch.begin() + to));
     }
     ++e.step;
+    if (options.progress && e.finished > reported) progress_update(*options.progress, reported = e.finished);
   }
+  // The last samples may finish on their SQL result, after the last decode step.
+  if (options.progress && e.finished > reported) progress_update(*options.progress, e.finished);
   check(kv_free_block_count(e.cache.book()) == blocks, "rollout: ", blocks - kv_free_block_count(e.cache.book()),
         " KV blocks still held after every sample finished");
   for (Trajectory& t : e.out) {

@@ -14,6 +14,7 @@
 #include "rl/policy.h"
 #include "rl/agent/protocol.h"
 #include "rl/agent/trajectory.h"
+#include "runtime/progress.h"
 #include "sql/data/datasets.h"
 #include "sql/exec/pool.h"
 #include "tokenizer/chat_template.h"
@@ -47,6 +48,9 @@ struct RolloutOptions {
   // sample could still reach the cap, so the cache never runs out mid-rollout.
   int64_t kv_cache_blocks = 0;
   int64_t kv_cache_max_bytes = int64_t(4) << 30;
+  // Finished samples reported after each decode step that finished some (runtime/progress.h;
+  // sft self-taught). Null: nothing. It does not change what is sampled.
+  Progress* progress = nullptr;
 };
 
 struct RolloutRequest {

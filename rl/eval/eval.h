@@ -163,7 +163,10 @@ struct EvalOptions {
   bool single_turn = false;      // no execution: the first SQL written is the answer, one turn
   bool dialogue = false;         // the dataset is SParC/CoSQL
   int64_t batch_questions = 32;  // questions rolled out together (same value, same floats)
-  bool progress = false;         // a line per batch on stderr
+  // A progress line per batch (runtime/progress.h): questions done, running EX, ETA; redrawn in
+  // place on a terminal, else a line per batch on stdout. Several ranks: rank 0's share.
+  bool progress = false;
+  std::string progress_label = "eval";
   // A KV cache the caller keeps (the trainer's, from its memory plan; rollout(..., kv)), so an
   // evaluation inside a run allocates no second one; null: each batch's rollout sizes its own.
   PolicyKV* kv = nullptr;

@@ -5,6 +5,7 @@
 #include "rl/eval/eval.h"
 #include "runtime/comm.h"
 #include "runtime/error.h"
+#include "runtime/progress.h"
 
 namespace sqlrl::rl {
 
@@ -34,6 +35,8 @@ EvalRun run_eval(const Policy& model, const Tokenizer& tokenizer, const Protocol
   EvalRun run;
   const size_t batch = static_cast<size_t>(options.batch_questions);
   SchemaCache schemas;
+  Progress bar = progress_start(options.progress_label, "questions", static_cast<int64_t>(examples.size()));
+  int64_t right = 0;
   for (size_t begin = 0; begin < examples.size(); begin += batch) {
     const size_t end = std::min(examples.size(), begin + batch);
     std::vector<sql::Example> part(examples.begin() + static_cast<ptrdiff_t>(begin),
@@ -52,15 +55,16 @@ EvalRun run_eval(const Policy& model, const Tokenizer& tokenizer, const Protocol
     std::vector<ExampleResult> scored = score_examples(part, trajs, options.samples, options.mode, ctx);
     for (ExampleResult& r : scored) {
       r.example_index += begin;
+      right += r.correct ? 1 : 0;
       run.results.push_back(std::move(r));
     }
     if (options.progress) {
-      int64_t right = 0;
-      for (const ExampleResult& r : run.results) right += r.correct ? 1 : 0;
-      std::fprintf(stderr, "eval: %zu/%zu questions, EX %.1f%%\n", end, examples.size(),
-                   100.0 * static_cast<double>(right) / static_cast<double>(run.results.size()));
+      char ex[48];
+      std::snprintf(ex, sizeof ex, "EX %.1f%%", 100.0 * static_cast<double>(right) / static_cast<double>(run.results.size()));
+      progress_update(bar, static_cast<int64_t>(end), ex);
     }
   }
+  if (options.progress) progress_finish(bar);
   run.summary = summarize(examples, run.results, options.samples, options.dialogue);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return run;

@@ -32,6 +32,7 @@ std::vector<Difficulty> measure_difficulty(TrainEnv& env, const Policy& policy, 
   o.rollout.first_sample_id = 0;
   o.batch_questions = std::max<int64_t>(1, c.max_batch_sequences / c.difficulty_samples);
   o.progress = !quiet;
+  o.progress_label = "difficulty";
   o.kv = &kv;
   if (!quiet)
     std::printf("difficulty: %lld samples of each of %zu training questions at temperature %g\n",

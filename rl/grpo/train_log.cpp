@@ -9,6 +9,7 @@
 
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/progress.h"
 
 namespace sqlrl::rl {
 
@@ -224,17 +225,17 @@ std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_st
   const double count = r.sums.empty() ? 0 : r.sums[0];
   const double reward = r.sums.size() > 3 ? r.sums[1] : 0, ex = r.sums.size() > 3 ? r.sums[3] : 0;
   double n = std::max<double>(1, count);
-  int64_t eta = static_cast<int64_t>(mean_step_seconds * static_cast<double>(max_steps - r.step) + 0.5);
+  const std::string eta = format_duration(mean_step_seconds * static_cast<double>(max_steps - r.step));
   // Infrastructure failures only when there are some: a line without them reads as before.
   char infra[64] = "";
   if (r.grpo.filtered.infra > 0)
     std::snprintf(infra, sizeof infra, " | infra %lld", static_cast<long long>(r.grpo.filtered.infra));
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "step %lld/%lld | reward %.4f | EX %.3f | loss %.4g | kept %lld/%lld%s | %.2f s/step | ETA %lldm%02llds",
+                "step %lld/%lld | reward %.4f | EX %.3f | loss %.4g | kept %lld/%lld%s | %.2f s/step | ETA %s",
                 static_cast<long long>(r.step), static_cast<long long>(max_steps), reward / n, ex / n, r.grpo.loss,
                 static_cast<long long>(r.grpo.filtered.kept), static_cast<long long>(count), infra, r.step_seconds,
-                static_cast<long long>(eta / 60), static_cast<long long>(eta % 60));
+                eta.c_str());
   std::string line = buf;
   if (last_eval_ex >= 0) {
     std::snprintf(buf, sizeof buf, " | eval %.1f%%", 100.0 * last_eval_ex);

@@ -65,8 +65,8 @@ BestEval best_eval_in(const std::string& metrics_path);
 // RUN/best.json {"step", "eval_ex", "checkpoint": "checkpoints/step-N"}, atomically.
 void write_best_json(const std::string& run_dir, const BestEval& best);
 
-// "step 12/100 | reward 0.153 ... | ETA 3m05s", with "| eval 31.2%" once an evaluation ran
-// (last_eval_ex < 0: none yet).
+// "step 12/100 | reward 0.153 ... | ETA 3m05s" (runtime/progress.h format_duration: "1h02m05s"
+// from an hour), with "| eval 31.2%" once an evaluation ran (last_eval_ex < 0: none yet).
 std::string progress_line(const StepRecord& r, int64_t max_steps, double mean_step_seconds, double last_eval_ex = -1);
 
 }  // namespace sqlrl::rl

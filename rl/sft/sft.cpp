@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "runtime/gemm.h"
 #include "runtime/interrupt.h"
+#include "runtime/progress.h"
 #include "rl/run_folder.h"
 #include "rl/tb_log.h"
 #include "rl/train_memory.h"
@@ -312,7 +315,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
       // lost updates logged are dropped), and --resume has nothing to continue from.
       if (options.log)
         options.log(str_cat("sft: ", options.out_dir, " holds an sft run stopped before its first checkpoint: starting "
-                            "it again from update 0"));
+                            "it again from update 0"));  // before the progress line starts
       truncate_jsonl((out / "metrics.jsonl").string(), 0);
       truncate_tb_log(tb_dir, 0);
     } else {
@@ -341,6 +344,15 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     s["run"] = resume ? resume->run : options.run_info;
     return s;
   };
+  // The progress line (rank 0, when asked); a log line while it is drawn goes above it.
+  std::optional<Progress> bar;
+  if (options.progress && owner) bar = progress_start(options.progress_label, "updates", cursor.planned, cursor.updates);
+  auto note = [&](const std::string& line) {
+    if (!options.log) return;
+    if (bar) progress_clear(*bar);
+    options.log(line);
+    if (bar) progress_redraw(*bar);
+  };
   int64_t saved_step = resume ? optimizer.train_step : -1;
   auto save = [&] {
     if (options.out_dir.empty() || saved_step == optimizer.train_step) return;
@@ -350,7 +362,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     if (owner) {
       run.checkpoints.push_back(save_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
                                                 options.tokenizer_path, trainer_state()));
-      if (options.log) options.log("saved " + run.checkpoints.back());
+      note("saved " + run.checkpoints.back());
     }
     comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
   };
@@ -383,7 +395,17 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     line["seconds"] = seconds;
     if (metrics) metrics->append(line.dump());
     if (tb) tb_log_metrics(*tb, line);
-    if (options.log && owner) options.log(line.dump());
+    if (bar) {
+      // max_steps decides the length: the epoch count is then not the end.
+      std::string epoch = std::to_string(line["epoch"].get<int64_t>() + 1);
+      if (config.max_steps == 0) epoch += "/" + std::to_string(epochs);
+      char detail[160];
+      std::snprintf(detail, sizeof detail, "epoch %s | loss %.4f | lr %.3g | %.0f tok/s", epoch.c_str(), st.loss,
+                    static_cast<double>(st.lr), line["tokens_per_s"].get<double>());
+      progress_update(*bar, cursor.updates, detail);
+    } else if (options.log && owner) {
+      options.log(line.dump());
+    }
     cursor.micro += per_update;
     if (cursor.micro >= static_cast<int64_t>(micro.size())) ++cursor.epoch, cursor.micro = 0;
     if (config.save_every > 0 && cursor.updates % config.save_every == 0) save();
@@ -397,6 +419,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   }
   run.epochs_done = cursor.epoch + (cursor.micro > 0 ? 1 : 0);  // epochs begun
   save();
+  if (bar) progress_finish(*bar);
   policy_download(policy, model);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return run;

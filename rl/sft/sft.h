@@ -131,7 +131,9 @@ struct SftCheckpoint {
 struct SftRunOptions {
   std::string out_dir;         // "" = write nothing (tests)
   std::string tokenizer_path;  // tokenizer.json (or its folder) copied into checkpoints; "" = none
-  std::function<void(const std::string&)> log;  // one line per update and per checkpoint; may be empty
+  // One line per update (its metrics.jsonl JSON) and per checkpoint; may be empty. With `progress`
+  // the progress line shows the updates instead, and log gets the checkpoints and notices alone.
+  std::function<void(const std::string&)> log;
   // Continue the run of this checkpoint (its weights and optimizer already in model/optimizer,
   // the same data): its config replaces `config`, metrics.jsonl lines past its step are dropped.
   const SftCheckpoint* resume = nullptr;
@@ -150,6 +152,11 @@ struct SftRunOptions {
   // Several ranks (runtime/comm.h): each update is world-size micro-batches, one per rank (the
   // config's grad_accum must then be 1); rank 0 alone writes out_dir and logs. Null: one process.
   const Comm* comm = nullptr;
+  // A progress line per update (runtime/progress.h; rank 0): epoch, loss, lr, tokens/s and the
+  // ETA, redrawn in place on a terminal, else one line per update on stdout. Off: nothing drawn
+  // (tests, the demo, self-taught's rounds unless asked).
+  bool progress = false;
+  std::string progress_label = "sft";
 };
 
 struct SftRunStats {

@@ -7,6 +7,7 @@
 #include "rl/agent/rollout.h"
 #include "rl/agent/untrusted.h"
 #include "runtime/error.h"
+#include "runtime/progress.h"
 #include "sql/exec/format.h"
 #include "sql/data/synth_questions.h"
 
@@ -329,7 +330,10 @@ std::vector<Demo> synth_demos(const Protocol& protocol, sql::Pool& pool, const s
   chat.chat_template = options.chat_template;
   chat.add_generation_prompt = true;
   if (options.chat_template == ChatTemplate::qwen3) chat.enable_thinking = options.enable_thinking;
+  Progress bar = progress_start("synth-demos", "questions", static_cast<int64_t>(dataset.examples.size()));
   for (size_t i = 0; i < dataset.examples.size(); ++i) {
+    // The questions before this one are done (the body `continue`s on a skipped question).
+    if (options.progress && i > 0) progress_update(bar, static_cast<int64_t>(i), str_cat(st.written, " written"));
     const sql::Example& ex = dataset.examples[i];
     ++st.questions;
     const std::string prompt = render_chat(protocol.first_prompt(ex, schemas.get(pool, ex.db_path)), chat);
@@ -369,6 +373,10 @@ std::vector<Demo> synth_demos(const Protocol& protocol, sql::Pool& pool, const s
     st.turns += static_cast<int64_t>(b.demo.turns.size());
     st.exec_turns += b.demo.exec_turns;
     out.push_back(std::move(b.demo));
+  }
+  if (options.progress) {
+    progress_update(bar, static_cast<int64_t>(dataset.examples.size()), str_cat(st.written, " written"));
+    progress_finish(bar);
   }
   if (stats) *stats = st;
   return out;

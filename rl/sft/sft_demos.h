@@ -56,6 +56,7 @@ struct SynthDemoOptions {
   // derails the SQL that follows).
   bool restate_question = true;
   sql::Limits limits;
+  bool progress = false;  // a progress line per question (runtime/progress.h)
 };
 
 struct DemoTurn {

@@ -10,6 +10,7 @@
 #include "rl/agent/reward.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/progress.h"
 
 namespace sqlrl::rl {
 
@@ -93,7 +94,11 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
   std::vector<bool> covered(examples.size(), false);
   std::vector<SftSequence> kept_all;
   std::vector<SelfTaughtRound> report;
+  // One line at a time on a terminal: each phase's line is finished (kept on screen) before the
+  // next one starts, and the rounds' line is drawn and finished after each round.
+  Progress rounds_bar = progress_start("self-taught", "rounds", config.rounds);
   for (int r = 0; r < config.rounds && !remaining.empty(); ++r) {
+    const std::string round_label = str_cat("self-taught round ", r + 1, "/", config.rounds);
     SelfTaughtRound rr;
     rr.round = r + 1;
     rr.questions = static_cast<int64_t>(remaining.size());
@@ -110,7 +115,12 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
     {
       // This round's weights: the previous round's SFT changed them.
       Policy policy = cuda ? cuda_frozen_policy(model) : cpu_policy(model);
+      Progress bar = progress_start(round_label + ": rollouts", "samples",
+                                    static_cast<int64_t>(requests.size()) * ro.group_size);
+      if (options.progress) ro.progress = &bar;
       trajs = rollout(policy, tok, protocol, pool, requests, ro);
+      ro.progress = nullptr;  // `bar` is gone after this block
+      if (options.progress) progress_finish(bar);
     }
     score_batch(panel, round_examples, trajs, ctx);
     rr.rollouts = static_cast<int64_t>(trajs.size());
@@ -167,6 +177,8 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
       if (!options.out_dir.empty())
         so.out_dir = (std::filesystem::path(options.out_dir) / ("round-" + std::to_string(r + 1))).string();
       so.tokenizer_path = options.tokenizer_path;
+      so.progress = options.progress;
+      so.progress_label = round_label + ": sft";
       // A kept trajectory is up to max_total_tokens long: a smaller budget would cut it.
       SftConfig sc = config.sft;
       sc.micro_batch_tokens = std::max(sc.micro_batch_tokens, config.rollout.max_total_tokens);
@@ -180,6 +192,10 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
                   std::to_string(rr.covered) + "/" + std::to_string(examples.size()) + "; SFT on " +
                   std::to_string(rr.sft_sequences) + " sequences, loss " + std::to_string(rr.sft_first_loss) + " -> " +
                   std::to_string(rr.sft_last_loss));
+    if (options.progress) {
+      progress_update(rounds_bar, rr.round, str_cat("coverage ", rr.covered, "/", examples.size()));
+      progress_finish(rounds_bar);
+    }
     report.push_back(rr);
   }
   return report;

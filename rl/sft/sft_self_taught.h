@@ -73,6 +73,9 @@ struct SelfTaughtOptions {
   // `model` holds the trained master weights after every round, as on the CPU.
   std::string device = "cpu";
   std::string config_toml = "";  // written as out_dir/config.toml once the folder is locked ("" = none)
+  // Progress lines (runtime/progress.h): each round's rollouts (samples) and SFT (updates), then
+  // the rounds with an ETA. Off: nothing drawn (log still gets the round lines).
+  bool progress = false;
 };
 
 // Runs Algorithm 1 on `examples` (training questions), updating `model` in place.

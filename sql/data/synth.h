@@ -38,6 +38,7 @@ struct SynthOptions {
   // to the split's next database. 0.65 puts 41-50% of the dev questions of the demo's benchmarks
   // (synth seeds 1-3, 12 dev databases) in this category, 37-46% plain.
   double trap_share = 0.65;
+  bool progress = false;  // a progress line per database (runtime/progress.h); not part of the data
 };
 
 struct SynthReport {

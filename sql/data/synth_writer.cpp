@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "runtime/progress.h"
 #include "sql/data/datasets.h"
 #include "sql/exec/pool.h"
 #include "sql/exec/schema.h"
@@ -249,6 +250,7 @@ SynthReport write_synth_benchmark(const std::string& out_dir, const SynthOptions
   report.databases = total_dbs;
   ordered_json tables = ordered_json::array();
   std::vector<DbOutput> outputs(static_cast<size_t>(total_dbs));
+  Progress bar = progress_start("synth", "databases", total_dbs);
 
   int split_carry = 0;
   for (int i = 0; i < total_dbs; ++i) {
@@ -365,7 +367,11 @@ SynthReport write_synth_benchmark(const std::string& out_dir, const SynthOptions
       report.dialogue_turns += static_cast<int>(turns->size());
       out.dialogues.push_back(std::move(inter));
     }
+    if (o.progress)
+      progress_update(bar, i + 1, str_cat(db_id, ": ", out.questions.size(), " questions, ", out.dialogues.size(),
+                                          " dialogues"));
   }
+  if (o.progress) progress_finish(bar);
   pool.close_idle();
 
   // Files.

@@ -156,6 +156,9 @@ TEST(GrpoInfra, MetricsAndProgressLineCountThem) {
   EXPECT_NE(line.find("| infra 3 |"), std::string::npos) << line;
   rec.grpo.filtered.infra = 0;
   EXPECT_EQ(rl::progress_line(rec, 10, 1.0).find("infra"), std::string::npos);
+  // The ETA (9 steps left) in runtime/progress.h's format: minutes, and hours from an hour on.
+  EXPECT_NE(line.find("| ETA 0m09s"), std::string::npos) << line;
+  EXPECT_NE(rl::progress_line(rec, 10, 1000.0).find("| ETA 2h30m00s"), std::string::npos);
 }
 
 }  // namespace
