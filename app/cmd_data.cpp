@@ -76,7 +76,7 @@ void add_data_command(CLI::App& app) {
   synth->add_option("--questions-per-db", g->questions_per_database, "questions per database");
   synth->add_option("--dialogues-per-db", g->dialogues_per_database, "SParC-style dialogues per database");
   synth->add_option("--mix", *mix, "shares of easy medium hard extra (Spider hardness)")->expected(4);
-  synth->add_option("--trap-share", g->trap_share, "share of questions naming a value stored in another form");
+  synth->add_option("--trap-share", g->trap_share, "share of each level's questions naming a value whose stored form only execution shows (docs/synthetic-benchmark.md)");
   synth->callback([g, out_dir, mix] {
     for (size_t i = 0; i < 4; ++i) g->mix[i] = (*mix)[i];
     g->progress = true;
