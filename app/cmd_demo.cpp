@@ -44,8 +44,8 @@ const std::string& set_help() {
 
 OptionTable demo_options(DemoSettings& s) {
   OptionTable t;
-  t.push_back({"full", "the larger run (about 20 minutes on 2 cores: 2,160 demonstrations, 150 GRPO steps, 360 dev "
-               "questions) instead of the default (8 minutes)", &s.full});
+  t.push_back({"full", "the larger run (more than 20 minutes on 2 cores: 2,160 demonstrations, 150 GRPO steps) "
+               "instead of the default (about 10 minutes: 1,080 demonstrations, 60 GRPO steps; both 360 dev questions)", &s.full});
   t.push_back({"size", "default | full | mini (mini: seconds, for tests)", &s.size});
   t.push_back({"seed", "model init, SFT order and GRPO sampling", &s.seed});
   t.push_back({"synth-seed", "the benchmark's generator seed", &s.synth_seed});

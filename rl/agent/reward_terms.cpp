@@ -34,11 +34,20 @@ bool reasoning_before_action(std::string_view text, std::string_view open, std::
   return a != std::string_view::npos && c + close.size() <= a;
 }
 
+// A single-turn rollout (RolloutOptions::single_turn: `train --single-turn`, `eval --single-turn`)
+// takes the first SQL written as the answer, an execution call included; that is the only way an
+// ExecSql action ends an answered trajectory. Its call is then the episode's answer for the format
+// terms, as the evaluation reads it (otherwise every such rollout of a model that probes first
+// would be malformed, and single-turn GRPO would see one reward in every group).
+bool answered_by_sql_call(const Trajectory& t) {
+  return t.answered && !t.turns.empty() && t.turns.back().action.kind == ActionKind::ExecSql;
+}
+
 bool clean_ending(const Trajectory& t) {
   if (!t.answered || t.truncated || t.invalid_actions > 0 || t.turns.empty()) return false;
   for (const TurnRecord& turn : t.turns)
     if (turn.action.kind == ActionKind::Invalid) return false;
-  return t.turns.back().action.kind == ActionKind::Answer;
+  return t.turns.back().action.kind == ActionKind::Answer || answered_by_sql_call(t);
 }
 
 size_t count_of(std::string_view text, std::string_view what) {
@@ -149,7 +158,7 @@ std::vector<double> skyrl_terms(const sql::Example&, const Trajectory& t, const 
              (last || turn.action.kind == ActionKind::ExecSql);
     solutions += count_of(turn.assistant_text, "<solution>");
   }
-  format = format && solutions == 1;
+  format = format && solutions == (answered_by_sql_call(t) ? 0 : 1);  // single-turn: the <sql> call answered
   return {format ? (o.ex ? 1.0 : 0.0) : -1.0};
 }
 

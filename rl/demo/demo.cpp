@@ -50,19 +50,22 @@ std::string slurp(const std::string& path) {
 }
 
 // `limit` > 0 keeps that many examples: the first ones, or evenly spaced ones when `spread`
-// (the split lists its databases one after another).
+// (the split lists its databases one after another, so every database keeps its share).
+std::vector<sql::Example> first_or_spread(std::vector<sql::Example> examples, int64_t limit, bool spread) {
+  const size_t n = examples.size(), k = static_cast<size_t>(limit);
+  if (limit <= 0 || k >= n) return examples;
+  std::vector<sql::Example> kept;
+  for (size_t i = 0; i < k; ++i) kept.push_back(examples[spread ? i * n / k : i]);
+  return kept;
+}
+
 sql::Dataset load_split(const std::string& dir, const std::string& split, int64_t limit, bool spread) {
   sql::LoadOptions o;
   o.dir = dir;
   o.split = split;
   o.compute_difficulty = true;
   sql::Dataset ds = sql::load_dataset(o);
-  const size_t n = ds.examples.size(), k = static_cast<size_t>(limit);
-  if (limit > 0 && k < n) {
-    std::vector<sql::Example> kept;
-    for (size_t i = 0; i < k; ++i) kept.push_back(ds.examples[spread ? i * n / k : i]);
-    ds.examples = std::move(kept);
-  }
+  ds.examples = first_or_spread(std::move(ds.examples), limit, spread);
   check(!ds.examples.empty(), "demo: ", dir, " (", split, ") has no examples");
   return ds;
 }
@@ -142,6 +145,32 @@ EvalSummary evaluate(const DemoConfig& c, const Policy& policy, const Tokenizer&
   return run.summary;
 }
 
+// GRPO from `model`'s weights on the train split with config `tc` (multi- or single-turn), in its
+// own run folder tc.out; the trained weights come back in `model`.
+TrainSummary grpo_phase(const DemoConfig& c, const TrainConfig& tc, QwenModel& model, const std::string& tok_json,
+                        const std::string& tok_path, const sql::Dataset& train, const sql::Dataset& dev,
+                        const sql::Limits& limits) {
+  TrainEnv env;
+  env.config = tc;
+  env.model = model;
+  env.tokenizer = load_tokenizer_from_string(tok_json, tok_path);
+  env.tokenizer_path = tok_path;
+  env.protocol = make_protocol(c.protocol);
+  env.examples = train.examples;
+  env.pool = std::make_unique<sql::Pool>();
+  env.panel = make_reward_panel(c.protocol);
+  env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, sql::CompareMode::BirdSet);
+  env.score = panel_scorer(env.panel, *env.reward_context);
+  if (tc.eval_every > 0) {  // the stage evaluations' questions and EX (in the run's own turn mode)
+    env.eval_examples = dev.examples;
+    env.eval_context = std::make_unique<RewardContext>(*env.pool, limits, sql::CompareMode::BirdSet);
+    env.eval_dataset = "synthetic";
+  }
+  TrainSummary ts = run_training(env, /*quiet=*/!c.log);
+  model.params = env.model.params;
+  return ts;
+}
+
 }  // namespace
 
 namespace {
@@ -149,7 +178,7 @@ namespace {
 // A previous demo's outputs move to OUT/previous (replacing an older one there), so a second
 // `make demo` does not destroy the first's report; the cache (benchmark, tokenizer) stays.
 void keep_previous_demo(const fs::path& out, const std::function<void(const std::string&)>& log) {
-  static const char* outputs[] = {"sft", "rl", "eval", "report.json", "report.md", "report.html", "demos.jsonl"};
+  static const char* outputs[] = {"sft", "rl", "rl-single", "eval", "report.json", "report.md", "report.html", "demos.jsonl"};
   bool any = false;
   for (const char* o : outputs) any = any || fs::exists(out / o);
   if (!any) return;
@@ -170,9 +199,10 @@ DemoSizes demo_sizes(const std::string& name) {
   if (name == "default") return s;
   if (name == "full") {
     // Twice the demonstrations, 8 epochs, 150 GRPO steps, 360 dev questions: 20 min wall alone
-    // on 2 cores (seed 1: SFT 691 s, GRPO 332 s), SFT 65.8% -> GRPO 69.7% dev EX.
+    // on 2 cores (seed 1: SFT 691 s, GRPO 332 s), SFT 65.8% -> GRPO 69.7% dev EX, measured before
+    // the single-turn GRPO run (and its two evaluations) was added.
     s.train_databases = 72;
-    s.dev_databases = 12;  // one per domain: 360 dev questions (the default has 120 on 4 domains)
+    s.dev_databases = 12;  // one per domain: 360 dev questions, as the default
     s.sft_epochs = 8;
     s.rl_steps = 150, s.rl_batch = 8, s.rl_group = 8;
     return s;
@@ -193,14 +223,15 @@ DemoSizes demo_sizes(const std::string& name) {
 OptionTable demo_size_options(DemoSizes& z) {
   return {{"train_databases", "", &z.train_databases}, {"dev_databases", "", &z.dev_databases},
           {"questions_per_database", "", &z.questions_per_database}, {"train_limit", "", &z.train_limit},
-          {"dev_limit", "", &z.dev_limit}, {"vocab", "", &z.vocab}, {"hidden", "", &z.hidden},
+          {"dev_limit", "", &z.dev_limit}, {"base_dev_limit", "", &z.base_dev_limit}, {"vocab", "", &z.vocab}, {"hidden", "", &z.hidden},
           {"layers", "", &z.layers}, {"heads", "", &z.heads}, {"kv_heads", "", &z.kv_heads},
           {"head_dim", "", &z.head_dim}, {"intermediate", "", &z.intermediate},
           {"sft_epochs", "", &z.sft_epochs}, {"restate_question", "", &z.restate_question},
           {"sft_micro_batch_tokens", "", &z.sft_micro_batch_tokens}, {"sft_share_group", "", &z.sft_share_group},
           {"sft_lr", "", &z.sft_lr}, {"rl_steps", "", &z.rl_steps}, {"rl_batch", "", &z.rl_batch},
           {"rl_group", "", &z.rl_group}, {"rl_lr", "", &z.rl_lr}, {"rl_cosine", "", &z.rl_cosine},
-          {"rl_min_lr_ratio", "", &z.rl_min_lr_ratio}, {"rl_eval_every", "", &z.rl_eval_every}, {"rl_temperature", "", &z.rl_temperature},
+          {"rl_min_lr_ratio", "", &z.rl_min_lr_ratio}, {"rl_eval_every", "", &z.rl_eval_every},
+          {"rl_single_turn", "", &z.rl_single_turn}, {"rl_temperature", "", &z.rl_temperature},
           {"rl_top_p", "", &z.rl_top_p}, {"max_turn_tokens", "", &z.max_turn_tokens},
           {"max_total_tokens", "", &z.max_total_tokens}};
 }
@@ -289,19 +320,31 @@ DemoReport run_demo(const DemoConfig& config) {
               " ids, tiny Qwen3 ", model.num_params, " parameters, protocol ", config.protocol, ", seed ", config.seed,
               ", device ", config.device));
 
+  // Each step's wall and CPU seconds, from the end of the previous one.
+  auto phase_start = start;
+  double phase_cpu = cpu_start;
+  auto end_phase = [&](const std::string& name) {
+    const double now_cpu = cpu_seconds();
+    rep.phases.push_back({name, since(phase_start), now_cpu - phase_cpu});
+    phase_start = std::chrono::steady_clock::now();
+    phase_cpu = now_cpu;
+    return rep.phases.back().seconds;
+  };
+  end_phase("setup");  // benchmark, demonstrations, tokenizer, model
+
   sql::Limits limits;
   RewardContext eval_ctx(pool, limits, sql::CompareMode::BirdSet);
   double eval_seconds = 0;
-  auto eval_stage = [&](const std::string& name) {
-    auto t = std::chrono::steady_clock::now();
+  auto eval_stage = [&](const std::string& name, const std::vector<sql::Example>& questions) {
     DemoStage st{name, {}, {}};
     Policy policy = cuda ? cuda_frozen_policy(model) : cpu_policy(model);
-    st.multi = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, dev.examples, name, false);
-    st.single = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, dev.examples, name, true);
+    st.multi = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, questions, name, false);
+    eval_seconds += end_phase("eval " + name + " multi-turn");
+    st.single = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, questions, name, true);
+    eval_seconds += end_phase("eval " + name + " single-turn");
     rep.stages.push_back(std::move(st));
-    eval_seconds += since(t);
   };
-  eval_stage("base");
+  eval_stage("base", first_or_spread(dev.examples, s.base_dev_limit, true));
 
   // ---- SFT on gold multi-turn demonstrations of the train split
   std::vector<SftSequence> seqs;
@@ -352,36 +395,37 @@ DemoReport run_demo(const DemoConfig& config) {
     TrainState state = make_train_state(model.config, topt);
     rep.sft_dev_loss = sft_eval_loss(model, state, dev_seqs, topt.max_tokens);
   }
+  end_phase(config.sft_from.empty() ? "sft" : "sft (loaded)");  // with the dev demonstrations' loss
   log(str_cat("demo: SFT on ", rep.demos, " demonstrations (", dstats.trap_demos, " with traps): ", ss.updates,
               " updates, loss ", ss.first_loss, " -> ", ss.last_loss, ", dev demonstrations ", rep.sft_dev_loss, ", ",
               ss.seconds, " s"));
-  eval_stage("sft");
+  eval_stage("sft", dev.examples);
 
   // ---- multi-turn GRPO from the SFT weights on the train split
-  TrainEnv env;
-  env.config = tc;
-  env.model = model;
-  env.tokenizer = load_tokenizer_from_string(tok_json, tok_path);
-  env.tokenizer_path = tok_path;
-  env.protocol = make_protocol(config.protocol);
-  env.examples = train.examples;
-  env.pool = std::make_unique<sql::Pool>();
-  env.panel = make_reward_panel(config.protocol);
-  env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, sql::CompareMode::BirdSet);
-  env.score = panel_scorer(env.panel, *env.reward_context);
-  if (tc.eval_every > 0) {  // the stage evaluations' questions and EX (multi-turn)
-    env.eval_examples = dev.examples;
-    env.eval_context = std::make_unique<RewardContext>(*env.pool, limits, sql::CompareMode::BirdSet);
-    env.eval_dataset = "synthetic";
-  }
-  TrainSummary ts = run_training(env, /*quiet=*/!config.log);
+  const std::vector<float> sft_params = model.params;  // the single-turn run starts here too
+  TrainSummary ts = grpo_phase(config, tc, model, tok_json, tok_path, train, dev, limits);
   rep.rl_reward_means = ts.reward_means;
   rep.rl_seconds = ts.seconds;
   rep.rl_eval = ts.eval_ex;
   rep.rl_best_step = ts.best_step;
-  model.params = env.model.params;
   log(str_cat("demo: GRPO ", ts.last_step - ts.first_step, " steps, ", ts.seconds, " s"));
-  eval_stage("rl");
+  end_phase("grpo multi-turn");
+  eval_stage("rl", dev.examples);
+
+  // ---- single-turn GRPO from the same SFT weights: the grid's other trained row
+  if (s.rl_single_turn) {
+    TrainConfig single = tc;
+    single.out = (out / "rl-single").string();
+    single.single_turn = true;
+    validate_config(single);
+    model.params = sft_params;
+    TrainSummary st = grpo_phase(config, single, model, tok_json, tok_path, train, dev, limits);
+    rep.rl_single_reward_means = st.reward_means;
+    rep.rl_single_seconds = st.seconds;
+    log(str_cat("demo: single-turn GRPO ", st.last_step - st.first_step, " steps, ", st.seconds, " s"));
+    end_phase("grpo single-turn");
+    eval_stage("rl-single", dev.examples);
+  }
 
   rep.eval_seconds = eval_seconds;
   rep.seconds = since(start);
@@ -393,9 +437,12 @@ DemoReport run_demo(const DemoConfig& config) {
   std::vector<ReportRun> runs;
   if (fs::exists(out / "sft" / "metrics.jsonl")) runs.push_back(load_report_run((out / "sft").string(), "SFT"));
   runs.push_back(load_report_run((out / "rl").string(), "GRPO"));
+  if (fs::exists(out / "rl-single" / "metrics.jsonl"))
+    runs.push_back(load_report_run((out / "rl-single").string(), "GRPO single-turn"));
   runs.push_back(load_report_run(out.string(), "stage evaluations"));
   ReportOptions report_options;
-  report_options.title = str_cat("llm_sqlrl demo: SFT then multi-turn GRPO (seed ", config.seed, ")");
+  report_options.title = str_cat("llm_sqlrl demo: SFT then multi-turn", s.rl_single_turn ? " and single-turn" : "",
+                                  " GRPO (seed ", config.seed, ")");
   write_text_atomic((out / "report.html").string(), report_html(runs, report_options));
   return rep;
 }

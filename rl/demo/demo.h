@@ -4,9 +4,12 @@
 //   synthetic benchmark (rl/grpo/train.h ensure_synth_benchmark) -> BPE tokenizer trained on it
 //   (train_embedded_tokenizer) -> tiny Qwen3 from Philox (make_embedded_model) -> base eval ->
 //   SFT on gold multi-turn demonstrations of the train split (rl/sft/sft_demos.h, rl/sft/sft.h) -> eval
-//   -> multi-turn GRPO from the SFT weights (rl/grpo/train.h run_training) -> eval.
+//   -> multi-turn GRPO from the SFT weights (rl/grpo/train.h run_training) -> eval -> single-turn
+//   GRPO from the same SFT weights (TrainConfig::single_turn; same seed, steps and knobs) -> eval.
 // Evaluation is greedy pass@1 on the held-out dev split (databases disjoint from train), multi-
-// turn and single-turn (no execution), EX by difficulty (rl/eval/eval.h).
+// turn and single-turn (no execution), EX by difficulty and trap category, the answer turn's copy
+// errors (rl/eval/eval.h). The two GRPO runs evaluated both ways are SkyRL-SQL's 2x2 (trained
+// single/multi x evaluated single/multi; report.json "grid").
 //
 // Run folder (DemoConfig::out):
 //   cache/synth/, cache/tokenizer.json   the benchmark and tokenizer (kept between runs)
@@ -14,10 +17,12 @@
 //   sft/                                 SFT run folder (metrics.jsonl, checkpoints/)
 //   rl/                                  GRPO run folder (config.toml, metrics.jsonl, checkpoints/;
 //                                        with rl_eval_every also eval/step-N/ and best.json)
+//   rl-single/                           the single-turn GRPO run folder (rl_single_turn = 1)
 //   eval/<stage>-<multi|single>/         summary.json, summary.md, examples.jsonl per evaluation
 //   report.json, report.md               the figures and the printed table
 //   report.html                          curves, eval tables, trajectories of sft/, rl/, eval/ (rl/report/report.h)
-// sft/, rl/ and eval/ are replaced on every run (they are this run's outputs).
+// A second run in the folder moves the first's outputs (sft/, rl/, rl-single/, eval/, report.*)
+// to OUT/previous/.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -32,9 +37,12 @@
 
 namespace sqlrl::rl {
 
-// The knobs that set the run's size. demo_sizes("default") takes about 8 minutes on 2 quiet
-// cores (measured, seed 1; README), "full" about 20 minutes (measured, seed 1), "mini" seconds
-// (tests).
+// The knobs that set the run's size. demo_sizes("default") took 7 min 54 s on 2 quiet cores with
+// 120 dev questions and no single-turn run; with 360 dev questions and the single-turn GRPO run
+// it is estimated at 9-10 minutes (seed 1 measured 24.5 min wall / 1,349 s CPU on a machine shared
+// with two builds; per phase, scaled by the SFT and GRPO phases' known quiet times; README),
+// "full" about 20 minutes before the single-turn run was added (measured, seed 1), "mini"
+// seconds (tests).
 // The default's numbers come from runs on the 2-core machine (session notes, README):
 //   - SFT competence appears late and suddenly: 1080 demonstrations at 3 epochs reach 5% dev EX,
 //     at 6 epochs 26-42% (4 runs); 720 demonstrations at 6 epochs 8-16%. A 4-layer model learned no
@@ -60,7 +68,9 @@ struct DemoSizes {
   // The built-in benchmark (sql/data/synth.h). Its 12 domains go to databases in turn, so with 12
   // train databases the dev databases are fresh instances (other rows, other values) of domains
   // seen in training; with fewer, dev domains are unseen too.
-  int64_t train_databases = 36, dev_databases = 4, questions_per_database = 30;
+  // 12 dev databases, one per domain: 360 dev questions, so that a difference of a few points
+  // between the grid's cells is more than one or two questions (one is 0.28 points).
+  int64_t train_databases = 36, dev_databases = 12, questions_per_database = 30;
   int64_t train_limit = 0;  // first N train questions only (0 = all)
   // model (TrainConfig tiny-* keys)
   // vocab 2048 with merges learned on the demonstrations: the skyrl prompt is ~800 tokens, not ~1,140
@@ -78,9 +88,17 @@ struct DemoSizes {
   // GRPO evaluates the dev split (greedy, multi-turn) every N steps and after its last (train's
   // eval-every; RL_FOLDER/eval/step-N, report.json "rl_eval"); 0 = off (the stage evaluations only)
   int64_t rl_eval_every = 0;
+  // 1: a second GRPO run, single-turn (nothing executed, the first SQL is the answer), from the
+  // same SFT weights with the same seed and knobs, evaluated both ways (the grid's "single" row,
+  // OUT/rl-single/); 0 skips it.
+  int64_t rl_single_turn = 1;
   // rollout and eval limits
   int64_t max_turn_tokens = 128, max_total_tokens = 2560;
   int64_t dev_limit = 0;  // N dev questions evenly spaced over the split (every database; 0 = all)
+  // The base (random-init) stage evaluates N of those, evenly spaced (0 = all): it answers nothing
+  // right, and its rollouts run to the token caps, so on all 360 questions it cost more wall time
+  // than the SFT model's evaluations (seed 1: 116 s multi-turn + 34 s single-turn on a busy machine).
+  int64_t base_dev_limit = 60;
 };
 DemoSizes demo_sizes(const std::string& name);  // "default" | "full" | "mini"
 
@@ -111,30 +129,42 @@ struct DemoConfig {
 };
 
 struct DemoStage {
-  std::string name;  // base | sft | rl
+  std::string name;  // base | sft | rl (multi-turn GRPO) | rl-single (single-turn GRPO)
   EvalSummary multi, single;
+};
+
+// One step of the run, timed: wall and process CPU seconds (the machine may be shared, so only
+// the CPU seconds compare between runs).
+struct DemoPhase {
+  std::string name;
+  double seconds = 0, cpu_seconds = 0;
 };
 
 struct DemoReport {
   DemoConfig config;
-  std::vector<DemoStage> stages;  // base, sft, rl
+  std::vector<DemoStage> stages;  // base, sft, rl, then rl-single when sizes.rl_single_turn
   int64_t train_questions = 0, dev_questions = 0, demos = 0, params = 0;
   double sft_first_loss = 0, sft_last_loss = 0;
   double sft_dev_loss = 0;  // mean NLL per trained token of the dev split's gold demonstrations
-  std::vector<double> rl_reward_means;
+  std::vector<double> rl_reward_means, rl_single_reward_means;
   std::vector<std::pair<int64_t, double>> rl_eval;  // rl_eval_every: (step, dev EX) during GRPO
   int64_t rl_best_step = 0;                         // the best of them (0 = none)
   double seconds = 0, cpu_seconds = 0;  // wall and process CPU time of the whole run
-  double sft_seconds = 0, rl_seconds = 0, eval_seconds = 0;
+  double sft_seconds = 0, rl_seconds = 0, rl_single_seconds = 0, eval_seconds = 0;
+  std::vector<DemoPhase> phases;  // in run order: setup, eval base, sft, ..., eval rl-single
 };
 
 // Runs the pipeline, writing the run folder; returns the figures.
 DemoReport run_demo(const DemoConfig& config);
 
 // report.json: dev_ex {base, sft, rl} (multi-turn greedy EX), single_turn_ex and multi_turn_ex
-// (the RL model), seconds, cpu_seconds, plus per-stage breakdowns and the sizes.
+// (the multi-turn RL model), grid[trained][evaluated] (EX; trained, evaluated in {single, multi},
+// multi-trained = the rl stage) with grid_details (by difficulty and category, copy errors,
+// first-right-final-wrong, SQL calls per trajectory, format errors) of the same cells, seconds,
+// cpu_seconds, phases, per-stage breakdowns and the sizes.
 nlohmann::ordered_json demo_report_json(const DemoReport& report);
-// The papers' style tables: EX by difficulty for base / SFT / SFT+RL, single- vs multi-turn.
+// The papers' style tables: the trained x evaluated grid with the SFT and base rows, EX by
+// difficulty and by trap category, the answer turn's figures.
 std::string demo_table(const DemoReport& report);
 
 }  // namespace sqlrl::rl

@@ -67,7 +67,19 @@ struct SampleOutcome {
   // reason (sql::Result::infra_error). Scored as it came out (EX as the official scripts would
   // count it); the summary counts these so a low number can be told from a broken machine.
   bool infra_failure = false;
+  // The answer turn against the queries the sample executed (ExecSql turns that reached the
+  // database). A "copy error" is an answer that is not, as text, the last executed query
+  // (same_sql: whitespace and a trailing ';' aside): the agent re-typed it and changed it. It is
+  // defined when the sample executed some SQL and then answered (copy_checked). first_ex and
+  // last_ex are EX of the first and last executed query, judged exactly as the answer is (the
+  // context's comparison mode, test-suite agreement); false when nothing was executed.
+  bool executed_sql = false;
+  bool copy_checked = false, copy_error = false;
+  bool first_ex = false, last_ex = false;
 };
+
+// Two SQL texts are the same query as typed: equal after trimming whitespace and trailing ';'.
+bool same_sql(const std::string& a, const std::string& b);
 
 struct ExampleResult {
   size_t example_index = 0;
@@ -117,6 +129,9 @@ struct EvalSummary {
   // natural order (easy, medium, hard, extra, simple, moderate, challenging, ...), then others
   // by name. Their n add up to total.n.
   std::vector<std::pair<std::string, Tally>> by_difficulty;
+  // The synthetic benchmark's trap categories (sql::Example::category) by name; questions without
+  // one are in no row, dialogues are not grouped. Empty when no question has a category.
+  std::vector<std::pair<std::string, Tally>> by_category;
   // Dialogue datasets: question match per turn ("1", "2", "3", "4", ">4" as the SParC/CoSQL
   // evaluation groups them) and interaction match (every turn of a dialogue right).
   bool dialogue = false;
@@ -130,6 +145,16 @@ struct EvalSummary {
   double answered_rate = 0, executable_rate = 0, format_error_rate = 0;  // over all trajectories
   double avg_turns = 0, sql_calls_per_trajectory = 0;
   double sql_calls_per_question = 0;  // all samples of a question together
+  // The answer turn against the executed queries, over trajectories (every sample):
+  //   copy errors: answers that differ from the last executed query, of copy_checked ones;
+  //   first right -> final wrong / first wrong -> final right: of trajectories that executed SQL,
+  //   the first executed query EX-right and the final answer not (lost), and the reverse (gained);
+  //   last right -> final wrong: the last executed query was right and the answer is not (a
+  //   correct query lost in the answer turn itself).
+  int64_t copy_checked = 0, copy_errors = 0;
+  int64_t with_sql = 0, first_right_final_wrong = 0, first_wrong_final_right = 0, last_right_final_wrong = 0;
+  double copy_error_rate() const { return copy_checked ? static_cast<double>(copy_errors) / copy_checked : 0; }
+  double rate_of_with_sql(int64_t count) const { return with_sql ? static_cast<double>(count) / with_sql : 0; }
   int64_t gold_errors = 0;
   int64_t infra_failures = 0;  // trajectories with SampleOutcome::infra_failure
   double mean_question_seconds = 0;  // latency (wall time; differs run to run)

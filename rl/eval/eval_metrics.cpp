@@ -141,7 +141,7 @@ EvalSummary summarize(const std::vector<sql::Example>& examples, const std::vect
   EvalSummary s;
   s.samples = samples;
   s.dialogue = dialogue;
-  std::map<std::string, Tally> by_difficulty, by_turn;
+  std::map<std::string, Tally> by_difficulty, by_turn, by_category;
   std::map<size_t, std::pair<bool, bool>> interactions;  // record -> (all EX, all EM)
   std::vector<int64_t> ks;
   for (int64_t k = 1; k < samples; k *= 2) ks.push_back(k);
@@ -157,6 +157,7 @@ EvalSummary summarize(const std::vector<sql::Example>& examples, const std::vect
     const sql::Example& ex = examples[r.example_index];
     add(s.total, r);
     add(by_difficulty[ex.difficulty.empty() ? "unknown" : ex.difficulty], r);
+    if (!dialogue && !ex.category.empty()) add(by_category[ex.category], r);
     if (dialogue) {
       add(by_turn[turn_bucket(ex.turn_index)], r);
       auto [it, fresh] = interactions.emplace(ex.record_index, std::make_pair(true, true));
@@ -173,6 +174,14 @@ EvalSummary summarize(const std::vector<sql::Example>& examples, const std::vect
       turns += o.turns;
       calls += o.sql_calls;
       s.infra_failures += o.infra_failure ? 1 : 0;
+      s.copy_checked += o.copy_checked;
+      s.copy_errors += o.copy_error;
+      if (o.executed_sql) {
+        ++s.with_sql;
+        s.first_right_final_wrong += o.first_ex && !o.ex;
+        s.first_wrong_final_right += !o.first_ex && o.ex;
+        s.last_right_final_wrong += o.last_ex && !o.ex;
+      }
     }
     s.gold_errors += r.gold_error ? 1 : 0;
     seconds += r.seconds;
@@ -180,6 +189,7 @@ EvalSummary summarize(const std::vector<sql::Example>& examples, const std::vect
   for (auto& [label, tally] : by_difficulty) s.by_difficulty.emplace_back(label, tally);
   std::stable_sort(s.by_difficulty.begin(), s.by_difficulty.end(),
                    [](const auto& a, const auto& b) { return difficulty_rank(a.first) < difficulty_rank(b.first); });
+  for (auto& [category, tally] : by_category) s.by_category.emplace_back(category, tally);  // by name
   for (auto& [bucket, tally] : by_turn) s.by_turn.emplace_back(bucket, tally);  // "1" < ... < "4" < ">4"
   std::stable_sort(s.by_turn.begin(), s.by_turn.end(),
                    [](const auto& a, const auto& b) { return (a.first == ">4") < (b.first == ">4"); });

@@ -68,9 +68,25 @@ nlohmann::ordered_json summary_json(const EvalRun& run, const EvalOptions& optio
   j["sql_calls_per_trajectory"] = s.sql_calls_per_trajectory;
   j["gold_errors"] = s.gold_errors;
   j["infra_failures"] = s.infra_failures;
+  // The answer turn against the executed queries (rl/eval/eval.h EvalSummary).
+  j["copy_checked"] = s.copy_checked;
+  j["copy_errors"] = s.copy_errors;
+  j["copy_error_rate"] = s.copy_error_rate();
+  j["trajectories_with_sql"] = s.with_sql;
+  j["first_right_final_wrong"] = s.first_right_final_wrong;
+  j["first_right_final_wrong_rate"] = s.rate_of_with_sql(s.first_right_final_wrong);
+  j["first_wrong_final_right"] = s.first_wrong_final_right;
+  j["first_wrong_final_right_rate"] = s.rate_of_with_sql(s.first_wrong_final_right);
+  j["last_right_final_wrong"] = s.last_right_final_wrong;
+  j["last_right_final_wrong_rate"] = s.rate_of_with_sql(s.last_right_final_wrong);
   nlohmann::ordered_json diff = nlohmann::ordered_json::object();
   for (const auto& [label, t] : s.by_difficulty) diff[label] = tally_json(t);
   j["by_difficulty"] = diff;
+  if (!s.by_category.empty()) {
+    nlohmann::ordered_json cat = nlohmann::ordered_json::object();
+    for (const auto& [label, t] : s.by_category) cat[label] = tally_json(t);
+    j["by_category"] = cat;
+  }
   if (s.dialogue) {
     nlohmann::ordered_json turns = nlohmann::ordered_json::object();
     for (const auto& [bucket, t] : s.by_turn) turns[bucket] = tally_json(t);
@@ -115,6 +131,14 @@ std::string summary_markdown(const EvalRun& run, const EvalOptions& options, con
     md += "| all | " + std::to_string(s.total.n) + " | " + pct(s.total.ex()) + " | " + em_cell(s.total) + " |\n";
   };
   breakdown("difficulty", s.by_difficulty);
+  if (!s.by_category.empty()) breakdown("category", s.by_category);  // its rows need not cover every question
+  if (s.with_sql)
+    md += "\nanswer turn (% of samples that executed SQL, " + std::to_string(s.with_sql) + "): first right -> final wrong " +
+          pct(s.rate_of_with_sql(s.first_right_final_wrong)) + ", first wrong -> final right " +
+          pct(s.rate_of_with_sql(s.first_wrong_final_right)) + ", last right -> final wrong " +
+          pct(s.rate_of_with_sql(s.last_right_final_wrong)) + "; copy errors (answer != last executed SQL) " +
+          pct(s.copy_error_rate()) + "% of " + std::to_string(s.copy_checked) + " answers; SQL calls / sample " +
+          fixed(s.sql_calls_per_trajectory, 2) + "\n";
   if (s.dialogue) {
     breakdown("turn", s.by_turn);
     md += "\nquestion match: EX " + pct(s.total.ex()) + ", EM " + em_cell(s.total) + " (" + std::to_string(s.total.n) +
@@ -147,6 +171,7 @@ std::string examples_jsonl(const std::vector<sql::Example>& examples, const Eval
     j["format_ok"] = c.format_ok;
     j["seconds"] = r.seconds;
     j["difficulty"] = ex.difficulty;
+    if (!ex.category.empty()) j["category"] = ex.category;
     j["turn"] = ex.turn_index + 1;
     j["executable"] = c.executable;
     j["samples"] = static_cast<int64_t>(r.samples.size());
@@ -155,6 +180,8 @@ std::string examples_jsonl(const std::vector<sql::Example>& examples, const Eval
     j["votes"] = r.votes;
     if (r.gold_error) j["gold_error"] = true;
     if (c.infra_failure) j["infra_failure"] = true;
+    if (c.copy_checked) j["copy_error"] = c.copy_error;
+    if (c.executed_sql) j["first_sql_correct"] = c.first_ex;
     nlohmann::ordered_json actions = nlohmann::ordered_json::array();
     for (const TurnRecord& t : r.turns) {
       nlohmann::ordered_json a = {{"action", action_kind_name(t.action.kind)}};

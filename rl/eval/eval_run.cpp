@@ -78,7 +78,7 @@ nlohmann::json result_json(const ExampleResult& r) {
   nlohmann::json samples = nlohmann::json::array(), turns = nlohmann::json::array();
   for (const SampleOutcome& o : r.samples)
     samples.push_back({o.answered, o.format_ok, o.executable, o.ex, o.em, o.result_hash, o.turns, o.sql_calls,
-                       o.seconds, o.infra_failure});
+                       o.seconds, o.infra_failure, o.executed_sql, o.copy_checked, o.copy_error, o.first_ex, o.last_ex});
   for (const TurnRecord& t : r.turns)
     turns.push_back({t.assistant_text, static_cast<int>(t.action.kind), t.action.sql, t.action.tool, t.action.verdict,
                      t.action.error, t.observation, t.executed, t.sql_error, t.rows, t.sql_seconds, t.infra_error});
@@ -92,7 +92,8 @@ ExampleResult result_from_json(const nlohmann::json& j) {
   for (const auto& o : j[1])
     r.samples.push_back({o[0].get<bool>(), o[1].get<bool>(), o[2].get<bool>(), o[3].get<bool>(), o[4].get<bool>(),
                          o[5].get<uint64_t>(), o[6].get<int64_t>(), o[7].get<int64_t>(), o[8].get<double>(),
-                         o[9].get<bool>()});
+                         o[9].get<bool>(), o[10].get<bool>(), o[11].get<bool>(), o[12].get<bool>(),
+                         o[13].get<bool>(), o[14].get<bool>()});
   r.chosen = j[2].get<int64_t>();
   r.prediction = j[3].get<std::string>();
   r.correct = j[4].get<bool>(), r.em = j[5].get<bool>(), r.gold_parsed = j[6].get<bool>();

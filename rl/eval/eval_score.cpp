@@ -5,6 +5,7 @@
 // numbers agree with what training rewarded.
 #include <filesystem>
 #include <set>
+#include <string_view>
 
 #include "rl/eval/eval.h"
 #include "rl/agent/reward_detail.h"
@@ -40,34 +41,89 @@ bool agrees_on_test_suite(const sql::Example& example, const std::string& pred, 
   }
 }
 
+struct Judged {
+  sql::Result result;
+  bool executable = false, ex = false;
+};
+
+// One query judged as the evaluation judges an answer: executable (ran, no second statement), its
+// result matching the gold's in the context's mode, and for Spider on every file of the folder.
+Judged judge(const sql::Example& example, const std::string& query, const std::string& gold_text,
+             const sql::Result& gold, RewardContext& ctx) {
+  Judged j;
+  j.result = ctx.pool.execute(example.db_path, detail::exec_text(ctx, query), ctx.limits);
+  // As the reward's final_outcome: a second statement is refused by Python's sqlite3 (the
+  // papers' evaluators), so the answer is not executable; a result cut at the row cap ran, but
+  // never matches and never votes (its hash is 0).
+  j.executable = j.result.ok() && j.result.ignored_tail.empty();
+  sql::CompareOptions compare;
+  compare.mode = ctx.mode;
+  compare.order_matters = ctx.mode == sql::CompareMode::Spider && sql::gold_has_order_by(gold_text);
+  j.ex = j.executable && sql::results_match(j.result, gold, compare);
+  if (j.ex && ctx.mode == sql::CompareMode::Spider) j.ex = agrees_on_test_suite(example, query, ctx);
+  return j;
+}
+
+std::string_view trimmed_sql(std::string_view s) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  for (;;) {
+    while (!s.empty() && space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && space(s.back())) s.remove_suffix(1);
+    if (s.empty() || s.back() != ';') return s;
+    s.remove_suffix(1);
+  }
+}
+
 }  // namespace
+
+bool same_sql(const std::string& a, const std::string& b) { return trimmed_sql(a) == trimmed_sql(b); }
 
 SampleOutcome score_sample(const sql::Example& example, const Trajectory& traj, RewardContext& ctx) {
   SampleOutcome o;
   o.answered = traj.answered;
   o.format_ok = traj.answered && !traj.truncated && traj.invalid_actions == 0;
   o.turns = static_cast<int64_t>(traj.turns.size());
-  for (const TurnRecord& turn : traj.turns) o.sql_calls += turn.executed ? 1 : 0;
+  const TurnRecord *first = nullptr, *last = nullptr;  // the executed queries (MemoryRetrieve runs no SQL of the model's)
+  for (const TurnRecord& turn : traj.turns) {
+    o.sql_calls += turn.executed ? 1 : 0;
+    if (turn.executed && turn.action.kind == ActionKind::ExecSql) {
+      if (!first) first = &turn;
+      last = &turn;
+    }
+  }
+  o.executed_sql = first != nullptr;
+  o.copy_checked = o.executed_sql && traj.answered;
+  o.copy_error = o.copy_checked && !same_sql(traj.final_sql, last->action.sql);
   o.seconds = traj.decode_seconds + traj.sql_seconds;
   o.infra_failure = traj.infra_failure;
-  if (!traj.has_final_sql()) return o;  // a protocol's fallback answer is scored as the papers' code does
+  const bool final_sql = traj.has_final_sql();  // a protocol's fallback answer is scored as the papers' code does
+  if (!final_sql && !o.executed_sql) return o;
 
   const std::string gold_text = detail::exec_text(ctx, example.gold_sql);
   std::shared_ptr<const sql::Result> gold = ctx.gold.get(example.db_path, gold_text);
-  sql::Result pred = ctx.pool.execute(example.db_path, detail::exec_text(ctx, traj.final_sql), ctx.limits);
-  // As the reward's final_outcome: a second statement is refused by Python's sqlite3 (the
-  // papers' evaluators), so the answer is not executable; a result cut at the row cap ran, but
-  // never matches and never votes (its hash is 0).
-  o.executable = pred.ok() && pred.ignored_tail.empty();
-  sql::CompareOptions compare;
-  compare.mode = ctx.mode;
-  compare.order_matters = ctx.mode == sql::CompareMode::Spider && sql::gold_has_order_by(gold_text);
-  o.ex = o.executable && sql::results_match(pred, *gold, compare);
-  o.infra_failure = o.infra_failure || gold->infra_error || pred.infra_error;
-  if (o.ex && ctx.mode == sql::CompareMode::Spider) o.ex = agrees_on_test_suite(example, traj.final_sql, ctx);
-  // Set semantics for every mode: two answers vote together when they return the same rows,
-  // whatever the order (which the gold, not the sample, says whether it matters).
-  o.result_hash = o.executable ? sql::result_hash(pred, false) : 0;
+  if (final_sql) {
+    Judged pred = judge(example, traj.final_sql, gold_text, *gold, ctx);
+    o.executable = pred.executable;
+    o.ex = pred.ex;
+    o.infra_failure = o.infra_failure || gold->infra_error || pred.result.infra_error;
+    // Set semantics for every mode: two answers vote together when they return the same rows,
+    // whatever the order (which the gold, not the sample, says whether it matters).
+    o.result_hash = o.executable ? sql::result_hash(pred.result, false) : 0;
+  }
+  // An executed query's EX: the answer's when it is the same text; a query that failed in its
+  // turn is not run again (it was not executable then).
+  auto executed_ex = [&](const TurnRecord& turn) {
+    if (final_sql && same_sql(turn.action.sql, traj.final_sql)) return o.ex;
+    if (turn.sql_error) return false;
+    Judged j = judge(example, turn.action.sql, gold_text, *gold, ctx);
+    o.infra_failure = o.infra_failure || j.result.infra_error;
+    return j.ex;
+  };
+  if (o.executed_sql) {
+    o.first_ex = executed_ex(*first);
+    o.last_ex = last == first ? o.first_ex : executed_ex(*last);
+  }
+  if (!final_sql) return o;
 
   std::shared_ptr<const detail::GoldFacts> gold_facts = detail::gold_facts(ctx, example);
   if (gold_facts->q.parsed) {

@@ -348,6 +348,8 @@ Dataset load_dataset(const LoadOptions& options) {
       case DatasetFormat::SpiderRealistic:
         e.gold_sql = string_field(rec, "query", path, i);
         e.difficulty = optional_string(rec, "difficulty", path, i);
+        if (auto synth = rec.find("synth"); synth != rec.end() && synth->is_object())
+          e.category = optional_string(*synth, "category", path, i);
         break;
       case DatasetFormat::Bird:
         e.gold_sql = string_field(rec, "SQL", path, i);

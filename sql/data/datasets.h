@@ -70,6 +70,10 @@ struct Example {
   // simple/moderate/challenging; SynSQL: sql_complexity lower-cased) or computed with Spider's
   // hardness rules when LoadOptions::compute_difficulty is set; "" when neither.
   std::string difficulty;
+  // The trap category of a question written by `data synth` (its record's synth.category:
+  // "plain", "number_as_text", "stored_form:abbreviation", ...), for EX by category; "" when the
+  // record has none (other datasets, dialogue turns).
+  std::string category;
   std::vector<Turn> history;  // earlier turns of the same dialogue, oldest first
   int turn_index = 0;         // 0 for single-turn datasets
   size_t record_index = 0;    // index of the source record (interaction for dialogues) in its file

@@ -22,9 +22,11 @@ TEST(Demo, MiniRunWritesReport) {
   c.sizes = demo_sizes("mini");
   DemoReport r = run_demo(c);
 
-  ASSERT_EQ(r.stages.size(), 3u);
+  ASSERT_EQ(r.stages.size(), 4u);
   EXPECT_EQ(r.stages[0].name, "base");
   EXPECT_EQ(r.stages[2].name, "rl");
+  EXPECT_EQ(r.stages[3].name, "rl-single");
+  EXPECT_EQ(static_cast<int64_t>(r.rl_single_reward_means.size()), c.sizes.rl_steps);
   EXPECT_EQ(r.dev_questions, c.sizes.dev_limit);
   EXPECT_GT(r.demos, 0);
   EXPECT_EQ(static_cast<int64_t>(r.rl_reward_means.size()), c.sizes.rl_steps);
@@ -51,21 +53,64 @@ TEST(Demo, MiniRunWritesReport) {
     EXPECT_LE(j[key].get<double>(), 1.0);
   }
   EXPECT_EQ(j["multi_turn_ex"].get<double>(), j["dev_ex"]["rl"].get<double>());
+  // SkyRL-SQL's 2x2, grid[trained][evaluated]: multi-trained is the rl stage, single-trained the
+  // single-turn GRPO run's; each cell's details beside it.
+  for (const char* trained : {"single", "multi"})
+    for (const char* evaluated : {"single", "multi"}) {
+      ASSERT_TRUE(j["grid"].contains(trained) && j["grid"][trained].contains(evaluated)) << trained << evaluated;
+      const DemoStage& st = r.stages[std::string(trained) == "multi" ? 2 : 3];
+      const EvalSummary& sum = std::string(evaluated) == "multi" ? st.multi : st.single;
+      EXPECT_EQ(j["grid"][trained][evaluated].get<double>(), sum.total.ex()) << trained << evaluated;
+      const nlohmann::json& d = j["grid_details"][trained][evaluated];
+      EXPECT_EQ(d["n"], r.dev_questions);
+      for (const char* key : {"by_difficulty", "by_category", "copy_error_rate", "first_right_final_wrong",
+                              "first_wrong_final_right", "sql_calls_per_trajectory", "format_error_rate"})
+        EXPECT_TRUE(d.contains(key)) << trained << evaluated << key;
+    }
+  EXPECT_EQ(j["grid"]["multi"]["multi"], j["dev_ex"]["rl"]);
+  EXPECT_EQ(j["grid"]["multi"]["single"], j["single_turn_ex"]);
+  ASSERT_TRUE(j["phases"].is_array());
+  EXPECT_EQ(j["phases"].front()["phase"], "setup");
+  EXPECT_EQ(j["phases"].back()["phase"], "eval rl-single single-turn");
   EXPECT_GT(j["seconds"].get<double>(), 0.0);
   EXPECT_GE(j["cpu_seconds"].get<double>(), 0.0);
   for (const char* f : {"report.md", "report.html", "demos.jsonl", "sft/metrics.jsonl", "rl/metrics.jsonl", "rl/config.toml",
-                        "eval/base-multi/summary.json", "eval/sft-single/examples.jsonl", "eval/rl-multi/summary.md"})
+                        "eval/base-multi/summary.json", "eval/sft-single/examples.jsonl", "eval/rl-multi/summary.md",
+                        "rl-single/metrics.jsonl", "eval/rl-single-multi/summary.json", "eval/rl-single-single/summary.json"})
     EXPECT_TRUE(fs::exists(fs::path(c.out) / f)) << f;
+  // The second GRPO run trains single-turn; the first multi-turn.
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  EXPECT_NE(slurp(fs::path(c.out) / "rl-single" / "config.toml").find("single-turn = true"), std::string::npos);
+  EXPECT_NE(slurp(fs::path(c.out) / "rl" / "config.toml").find("single-turn = false"), std::string::npos);
+  EXPECT_NE(slurp(fs::path(c.out) / "report.html").find("GRPO single-turn"), std::string::npos);
   // The table names every stage and both comparisons.
   std::string table = demo_table(r);
-  for (const char* s : {"base (random init)", "SFT (gold demos)", "SFT + multi-turn GRPO", "single-turn", "multi-turn"})
+  for (const char* s : {"base (random init)", "SFT (gold demos)", "SFT + multi-turn GRPO", "SFT + single-turn GRPO",
+                        "single-turn", "multi-turn", "by difficulty", "copy errors", "first right -> final wrong"})
     EXPECT_NE(table.find(s), std::string::npos) << s;
 
   // A second demo in the same folder keeps the first one's outputs in previous/, not deletes them.
+  // This one skips the single-turn run (rl_single_turn 0): no rl-single/, the grid's multi row only.
   std::ifstream first_report(fs::path(c.out) / "report.md");
   std::string first((std::istreambuf_iterator<char>(first_report)), std::istreambuf_iterator<char>());
   c.seed = 2;
-  run_demo(c);
+  c.sizes.rl_single_turn = 0;
+  c.sizes.base_dev_limit = 2;  // the base stage on 2 of the 4 dev questions, the others on all
+  DemoReport second = run_demo(c);
+  ASSERT_EQ(second.stages.size(), 3u);
+  EXPECT_EQ(second.stages[0].multi.total.n, 2);
+  EXPECT_EQ(second.stages[0].single.total.n, 2);
+  EXPECT_EQ(second.stages[1].multi.total.n, 4);
+  EXPECT_NE(demo_table(second).find("| base (random init), 2 questions |"), std::string::npos) << demo_table(second);
+  EXPECT_TRUE(fs::exists(fs::path(c.out) / "previous" / "rl-single" / "metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(fs::path(c.out) / "rl-single"));
+  std::ifstream second_json(fs::path(c.out) / "report.json");
+  nlohmann::json j2 = nlohmann::json::parse(second_json);
+  EXPECT_TRUE(j2["grid"].contains("multi"));
+  EXPECT_FALSE(j2["grid"].contains("single"));
   std::ifstream kept(fs::path(c.out) / "previous" / "report.md");
   std::string previous((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
   EXPECT_EQ(previous, first);

@@ -227,6 +227,43 @@ TEST(Summarize, DifficultyBreakdownSumsToTheTotals) {
   EXPECT_DOUBLE_EQ(s.format_error_rate, 0.25);  // the last sample of each
 }
 
+// EX by the synthetic benchmark's trap category: one row per category name (by name), questions
+// without one in no row; a dialogue run groups none.
+TEST(Summarize, CategoryBreakdownGroupsByName) {
+  const char* categories[] = {"stored_form:abbreviation", "plain", "", "number_as_text", "plain", "plain", ""};
+  std::vector<sql::Example> examples;
+  std::vector<ExampleResult> results;
+  for (size_t i = 0; i < std::size(categories); ++i) {
+    sql::Example ex;
+    ex.id = "dev_" + std::to_string(i);
+    ex.category = categories[i];
+    examples.push_back(ex);
+    results.push_back(result_for(i, 1, i % 2 == 0 ? 1 : 0, true, false));  // even questions right
+  }
+  EvalSummary s = summarize(examples, results, 1, false);
+  ASSERT_EQ(s.by_category.size(), 3u);
+  EXPECT_EQ(s.by_category[0].first, "number_as_text");
+  EXPECT_EQ(s.by_category[0].second.n, 1);
+  EXPECT_EQ(s.by_category[0].second.correct, 0);  // question 3
+  EXPECT_EQ(s.by_category[1].first, "plain");
+  EXPECT_EQ(s.by_category[1].second.n, 3);
+  EXPECT_EQ(s.by_category[1].second.correct, 1);  // questions 1, 4, 5: only 4 is right
+  EXPECT_EQ(s.by_category[2].first, "stored_form:abbreviation");
+  EXPECT_EQ(s.by_category[2].second.correct, 1);
+  EXPECT_EQ(s.total.n, 7);
+  EvalRun run;
+  run.summary = s;
+  nlohmann::ordered_json j = summary_json(run, EvalOptions{}, EvalInfo{});
+  EXPECT_EQ(j["by_category"]["plain"]["n"], 3);
+  EXPECT_EQ(j["by_category"]["plain"]["correct"], 1);
+  EXPECT_NE(summary_markdown(run, EvalOptions{}, EvalInfo{}).find("| plain | 3 | 33.3 |"), std::string::npos);
+  EXPECT_TRUE(summarize(examples, results, 1, true).by_category.empty());
+  for (sql::Example& ex : examples) ex.category.clear();
+  run.summary = summarize(examples, results, 1, false);
+  EXPECT_TRUE(run.summary.by_category.empty());
+  EXPECT_FALSE(summary_json(run, EvalOptions{}, EvalInfo{}).contains("by_category"));  // other datasets: no key
+}
+
 TEST(Summarize, QuestionAndInteractionMatchOnTwoDialogues) {
   // Dialogue 0: 3 turns, all right (EX), EM right on turns 1 and 3 only.
   // Dialogue 1: 6 turns, EX wrong on turn 6 only, EM right on every turn.

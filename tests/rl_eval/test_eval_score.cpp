@@ -111,6 +111,99 @@ TEST(EvalScore, ExAndEmOfOneSample) {
   EXPECT_FALSE(score_sample(ex, cut, ctx).format_ok);
 }
 
+// `executed` run as ExecSql turns that reached the database, then the answer (none when "").
+Trajectory executed_then(const std::vector<std::string>& executed, const std::string& answer) {
+  Trajectory t;
+  for (const std::string& q : executed) {
+    TurnRecord turn;
+    turn.action.kind = ActionKind::ExecSql;
+    turn.action.sql = q;
+    turn.executed = true;
+    t.turns.push_back(turn);
+  }
+  if (answer.empty()) return t;
+  Trajectory a = answered(answer);
+  t.turns.push_back(a.turns.front());
+  t.answered = true;
+  t.final_sql = answer;
+  return t;
+}
+
+// The answer turn against the executed queries: a re-typed answer with another column is a copy
+// error that lost the right first query; the same text (whitespace and ';' aside) is none.
+TEST(EvalScore, CopyErrorsAndFirstRightFinalWrong) {
+  sql::Pool pool;
+  RewardContext ctx(pool);
+  sql::Example ex = example("e0", kGold);
+
+  SampleOutcome same = score_sample(ex, executed_then({kGold}, std::string("  ") + kGold + " ;\n"), ctx);
+  EXPECT_TRUE(same.executed_sql);
+  EXPECT_TRUE(same.copy_checked);
+  EXPECT_FALSE(same.copy_error);
+  EXPECT_TRUE(same.first_ex);
+  EXPECT_TRUE(same.ex);
+
+  SampleOutcome changed = score_sample(ex, executed_then({kGold}, "SELECT id FROM city WHERE population > 1000"), ctx);
+  EXPECT_TRUE(changed.copy_checked);
+  EXPECT_TRUE(changed.copy_error);
+  EXPECT_TRUE(changed.first_ex);
+  EXPECT_TRUE(changed.last_ex);
+  EXPECT_FALSE(changed.ex);  // first right -> final wrong
+
+  // A wrong first query, then the right one, answered as typed: the gain, no copy error.
+  SampleOutcome gained = score_sample(ex, executed_then({"SELECT name FROM city", kGold}, kGold), ctx);
+  EXPECT_FALSE(gained.first_ex);
+  EXPECT_TRUE(gained.last_ex);
+  EXPECT_TRUE(gained.ex);
+  EXPECT_FALSE(gained.copy_error);
+  // A first query that failed in its turn is not right.
+  Trajectory failed = executed_then({"SELECT nme FROM city", kGold}, kGold);
+  failed.turns[0].sql_error = true;
+  EXPECT_FALSE(score_sample(ex, failed, ctx).first_ex);
+
+  // Nothing executed, or never answered: no copy to check; EX of what ran is still judged.
+  SampleOutcome direct = score_sample(ex, answered(kGold), ctx);
+  EXPECT_FALSE(direct.executed_sql);
+  EXPECT_FALSE(direct.copy_checked);
+  SampleOutcome unanswered = score_sample(ex, executed_then({kGold}, ""), ctx);
+  EXPECT_TRUE(unanswered.executed_sql);
+  EXPECT_FALSE(unanswered.copy_checked);
+  EXPECT_TRUE(unanswered.first_ex);
+  EXPECT_FALSE(unanswered.ex);
+
+  // The first query's EX is the evaluation's comparison: Spider checks the gold's order, BIRD not.
+  RewardContext bird(pool, {}, sql::CompareMode::BirdSet);
+  sql::Example ordered = example("e1", "SELECT name FROM city ORDER BY population DESC");
+  Trajectory t = executed_then({"SELECT name FROM city ORDER BY population ASC"}, "SELECT name FROM city WHERE 0");
+  EXPECT_FALSE(score_sample(ordered, t, ctx).first_ex);
+  EXPECT_TRUE(score_sample(ordered, t, bird).first_ex);
+
+  // The summary: copy errors of the checked answers, lost and gained of the samples with SQL.
+  // Right first, then a wrong query answered as typed: lost, but not in the answer turn.
+  std::vector<sql::Example> examples = {ex, ex, ex, ex, ex};
+  std::vector<Trajectory> trajs = {executed_then({kGold}, kGold),
+                                   executed_then({kGold}, "SELECT id FROM city WHERE population > 1000"),
+                                   executed_then({"SELECT name FROM city", kGold}, kGold), answered(kGold),
+                                   executed_then({kGold, "SELECT name FROM city"}, "SELECT name FROM city")};
+  for (size_t i = 0; i < trajs.size(); ++i) trajs[i].example_index = static_cast<int64_t>(i);
+  EvalSummary s = summarize(examples, score_examples(examples, trajs, 1, EvalMode::Greedy, ctx), 1, false);
+  EXPECT_EQ(s.copy_checked, 4);
+  EXPECT_EQ(s.copy_errors, 1);
+  EXPECT_DOUBLE_EQ(s.copy_error_rate(), 0.25);
+  EXPECT_EQ(s.with_sql, 4);
+  EXPECT_EQ(s.first_right_final_wrong, 2);
+  EXPECT_EQ(s.first_wrong_final_right, 1);
+  EXPECT_EQ(s.last_right_final_wrong, 1);
+  EvalRun run;
+  run.summary = s;
+  nlohmann::ordered_json j = summary_json(run, EvalOptions{}, EvalInfo{});
+  EXPECT_EQ(j["copy_errors"], 1);
+  EXPECT_DOUBLE_EQ(j["copy_error_rate"].get<double>(), 0.25);
+  EXPECT_EQ(j["first_right_final_wrong"], 2);
+  EXPECT_DOUBLE_EQ(j["first_wrong_final_right_rate"].get<double>(), 0.25);
+  EXPECT_NE(summary_markdown(run, EvalOptions{}, EvalInfo{}).find("first right -> final wrong 50.0"), std::string::npos);
+}
+
 TEST(EvalScore, SpiderAndBirdSemanticsDiffer) {
   sql::Pool pool;
   RewardContext spider(pool, {}, sql::CompareMode::Spider);

@@ -169,6 +169,43 @@ TEST(RewardSkyrl, MinusOneZeroOne) {
   }
 }
 
+// A single-turn rollout answers with its first SQL, an <sql> call included (nothing runs): the
+// call is the answer, so the format holds and EX decides, as the single-turn evaluation reads it.
+// MTIR's format term reads it the same way. An <sql> call that did not end an answered episode is
+// still no solution.
+TEST(RewardSkyrl, SingleTurnSqlCallIsTheAnswer) {
+  sql::Pool pool;
+  RewardContext ctx(pool, {}, sql::CompareMode::BirdSet);
+  sql::Example ex = example("SELECT dname FROM dept");
+  auto single = [](const std::string& sql, const std::string& think = "<think>t</think>") {
+    Trajectory t = trajectory({turn(think + "<sql>" + sql + "</sql>", ActionKind::ExecSql, sql)});
+    t.turns[0].executed = false;
+    t.answered = true;
+    t.final_sql = sql;
+    return t;
+  };
+  Trajectory right = single("SELECT dname FROM dept"), wrong = single("SELECT id FROM dept");
+  Trajectory no_think = single("SELECT dname FROM dept", "");
+  Trajectory two = single("SELECT dname FROM dept");
+  two.turns[0].assistant_text += "<solution>SELECT 1</solution>";
+  RewardPanel p = make_reward_panel("skyrl");
+  for (auto [t, want] : {std::pair{&right, 1.0}, {&wrong, 0.0}, {&no_think, -1.0}, {&two, -1.0}}) {
+    score(p, ex, *t, ctx);
+    EXPECT_EQ(t->reward, want) << t->turns[0].assistant_text;
+  }
+  Trajectory unanswered = single("SELECT dname FROM dept");
+  unanswered.answered = false;
+  unanswered.final_sql.clear();
+  score(p, ex, unanswered, ctx);
+  EXPECT_EQ(unanswered.reward, -1.0);
+  Trajectory mtir = trajectory({turn("<think>t</think><tool_call>{}</tool_call>", ActionKind::ExecSql, "SELECT dname FROM dept")});
+  mtir.answered = true;
+  mtir.final_sql = "SELECT dname FROM dept";
+  score(make_reward_panel("mtir"), ex, mtir, ctx);
+  EXPECT_NEAR(term(mtir, "format"), 0.1, kTol);
+  EXPECT_NEAR(term(mtir, "result"), 1, kTol);
+}
+
 // DAPO's soft overlong punishment (arXiv 2503.14476 §3.4 eq. 13) with L_max = cap 100 and
 // L_cache = buffer 20: 0 up to 80 tokens, linear to -1 at 100, -1 beyond.
 TEST(RewardOverlong, SoftPunishmentRampsOverTheBuffer) {

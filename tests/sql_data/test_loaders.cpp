@@ -2,6 +2,8 @@
 // databases built by make_fixtures.sh), malformed records included, and the gold audit.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "runtime/error.h"
@@ -54,6 +56,26 @@ TEST(SqlDataLoaders, SpiderFieldsAndComputedHardness) {
   EXPECT_EQ(ds.examples[2].difficulty, "");
   EXPECT_EQ(ds.unparsed_difficulty, 1u);
   EXPECT_NE(ds.tables_path.find("tables.json"), std::string::npos);
+}
+
+// A question written by `data synth` names its trap category (synth.category); others have none,
+// and a category that is not a string is an error naming the record.
+TEST(SqlDataLoaders, SpiderSynthCategory) {
+  const std::filesystem::path file = sqlrl::testing::process_temp_path("sqlrl_loaders_category.json");
+  LoadOptions o = opts(DatasetFormat::Spider, "spider");
+  o.file = file.string();
+  std::ofstream(file) << R"([{"db_id": "concert", "question": "q0", "query": "SELECT 1",
+                               "synth": {"category": "stored_form:abbreviation", "traps": []}},
+                              {"db_id": "concert", "question": "q1", "query": "SELECT 2", "synth": {"template": "t"}},
+                              {"db_id": "concert", "question": "q2", "query": "SELECT 3"}])";
+  Dataset ds = load_dataset(o);
+  ASSERT_EQ(ds.examples.size(), 3u);
+  EXPECT_EQ(ds.examples[0].category, "stored_form:abbreviation");
+  EXPECT_EQ(ds.examples[1].category, "");
+  EXPECT_EQ(ds.examples[2].category, "");
+  std::ofstream(file) << R"([{"db_id": "concert", "question": "q0", "query": "SELECT 1", "synth": {"category": 3}}])";
+  EXPECT_NE(error_of(o).find("record 0: field 'category' is not a string"), std::string::npos) << error_of(o);
+  std::filesystem::remove(file);
 }
 
 TEST(SqlDataLoaders, MissingDatabaseIsAnErrorUnlessSkipped) {
