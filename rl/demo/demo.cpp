@@ -157,6 +157,8 @@ TrainSummary grpo_phase(const DemoConfig& c, const TrainConfig& tc, QwenModel& m
   env.tokenizer_path = tok_path;
   env.protocol = make_protocol(c.protocol);
   env.examples = train.examples;
+  // One TensorBoard folder for the demo, a run per phase: `tensorboard --logdir OUT/tb`.
+  env.tb_dir = (fs::path(c.out) / "tb" / fs::path(tc.out).filename()).string();
   env.pool = std::make_unique<sql::Pool>();
   env.panel = make_reward_panel(c.protocol);
   env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, sql::CompareMode::BirdSet);
@@ -178,7 +180,7 @@ namespace {
 // A previous demo's outputs move to OUT/previous (replacing an older one there), so a second
 // `make demo` does not destroy the first's report; the cache (benchmark, tokenizer) stays.
 void keep_previous_demo(const fs::path& out, const std::function<void(const std::string&)>& log) {
-  static const char* outputs[] = {"sft", "rl", "rl-single", "eval", "report.json", "report.md", "report.html", "demos.jsonl"};
+  static const char* outputs[] = {"sft", "rl", "rl-single", "tb", "eval", "report.json", "report.md", "report.html", "demos.jsonl"};
   bool any = false;
   for (const char* o : outputs) any = any || fs::exists(out / o);
   if (!any) return;
@@ -364,6 +366,7 @@ DemoReport run_demo(const DemoConfig& config) {
   if (config.sft_from.empty()) {
     SftRunOptions so{(out / "sft").string(), tok_path, {}};
     so.device = config.device;
+    so.tb_dir = (out / "tb" / "sft").string();
     ss = run_sft(model, sft_opt, std::move(seqs), sc, so);
   } else {
     // An earlier demo's SFT weights: the same benchmark and tokenizer (checked), so the GRPO phase

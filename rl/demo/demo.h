@@ -18,10 +18,11 @@
 //   rl/                                  GRPO run folder (config.toml, metrics.jsonl, checkpoints/;
 //                                        with rl_eval_every also eval/step-N/ and best.json)
 //   rl-single/                           the single-turn GRPO run folder (rl_single_turn = 1)
+//   tb/{sft,rl,rl-single}/               TensorBoard event files of each phase (`tensorboard --logdir OUT/tb`)
 //   eval/<stage>-<multi|single>/         summary.json, summary.md, examples.jsonl per evaluation
 //   report.json, report.md               the figures and the printed table
 //   report.html                          curves, eval tables, trajectories of sft/, rl/, eval/ (rl/report/report.h)
-// A second run in the folder moves the first's outputs (sft/, rl/, rl-single/, eval/, report.*)
+// A second run in the folder moves the first's outputs (sft/, rl/, rl-single/, tb/, eval/, report.*)
 // to OUT/previous/.
 #pragma once
 #include <cstdint>

@@ -78,6 +78,13 @@ TEST(Demo, MiniRunWritesReport) {
                         "eval/base-multi/summary.json", "eval/sft-single/examples.jsonl", "eval/rl-multi/summary.md",
                         "rl-single/metrics.jsonl", "eval/rl-single-multi/summary.json", "eval/rl-single-single/summary.json"})
     EXPECT_TRUE(fs::exists(fs::path(c.out) / f)) << f;
+  // One TensorBoard folder, a run per phase, none inside the run folders.
+  for (const char* phase : {"sft", "rl", "rl-single"}) {
+    const fs::path tb = fs::path(c.out) / "tb" / phase;
+    ASSERT_TRUE(fs::is_directory(tb)) << tb;
+    EXPECT_NE(fs::directory_iterator(tb), fs::directory_iterator()) << tb << " is empty";
+    EXPECT_FALSE(fs::exists(fs::path(c.out) / phase / "tb")) << phase;
+  }
   // The second GRPO run trains single-turn; the first multi-turn.
   auto slurp = [](const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
