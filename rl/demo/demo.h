@@ -39,9 +39,9 @@
 namespace sqlrl::rl {
 
 // The knobs that set the run's size. demo_sizes("default") took 7 min 54 s on 2 quiet cores with
-// 120 dev questions and no single-turn run; with 360 dev questions and the single-turn GRPO run
-// it is estimated at 9-10 minutes (seed 1 measured 24.5 min wall / 1,349 s CPU on a machine shared
-// with two builds; per phase, scaled by the SFT and GRPO phases' known quiet times; README),
+// 120 dev questions of the old benchmark and no single-turn run; on the benchmark of 2026-11-25
+// (trap questions, 4-5 turn demonstrations), 360 dev questions and the single-turn GRPO run it
+// took 1,689-1,714 CPU s (seeds 2, 3, side by side; README), above the ~10 minute aim,
 // "full" about 20 minutes before the single-turn run was added (measured, seed 1), "mini"
 // seconds (tests).
 // The default's numbers come from runs on the 2-core machine (session notes, README):
