@@ -63,16 +63,7 @@ nlohmann::ordered_json summary_brief(const EvalSummary& s) {
   j["sql_calls_per_trajectory"] = s.sql_calls_per_trajectory;
   // The answer turn (rl/eval/eval.h EvalSummary): copy errors of the answers that followed an
   // executed query; first/last executed query vs the final answer of the trajectories with SQL.
-  j["copy_error_rate"] = s.copy_error_rate();
-  j["copy_errors"] = s.copy_errors;
-  j["copy_checked"] = s.copy_checked;
-  j["trajectories_with_sql"] = s.with_sql;
-  j["first_right_final_wrong"] = s.first_right_final_wrong;
-  j["first_right_final_wrong_rate"] = s.rate_of_with_sql(s.first_right_final_wrong);
-  j["first_wrong_final_right"] = s.first_wrong_final_right;
-  j["first_wrong_final_right_rate"] = s.rate_of_with_sql(s.first_wrong_final_right);
-  j["last_right_final_wrong"] = s.last_right_final_wrong;
-  j["last_right_final_wrong_rate"] = s.rate_of_with_sql(s.last_right_final_wrong);
+  add_answer_turn_json(j, s);
   return j;
 }
 

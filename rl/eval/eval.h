@@ -231,6 +231,9 @@ struct EvalInfo {
 
 // Deterministic fields at the top level; wall-clock figures only under "time".
 nlohmann::ordered_json summary_json(const EvalRun& run, const EvalOptions& options, const EvalInfo& info);
+// The answer turn against the executed queries (copy errors; first/last executed query right and
+// the final answer wrong, and the reverse), as summary.json and the demo's report.json write it.
+void add_answer_turn_json(nlohmann::ordered_json& j, const EvalSummary& s);
 // The paper-style tables (no timings, so it repeats bit for bit).
 std::string summary_markdown(const EvalRun& run, const EvalOptions& options, const EvalInfo& info);
 // One line per example: id, db_id, question, gold, prediction, correct, em, turns, sql_calls,

@@ -36,6 +36,19 @@ std::string em_cell(const Tally& t) { return t.em_n ? pct(t.em_rate()) : "-"; }
 
 }  // namespace
 
+void add_answer_turn_json(nlohmann::ordered_json& j, const EvalSummary& s) {
+  j["copy_checked"] = s.copy_checked;
+  j["copy_errors"] = s.copy_errors;
+  j["copy_error_rate"] = s.copy_error_rate();
+  j["trajectories_with_sql"] = s.with_sql;
+  j["first_right_final_wrong"] = s.first_right_final_wrong;
+  j["first_right_final_wrong_rate"] = s.rate_of_with_sql(s.first_right_final_wrong);
+  j["first_wrong_final_right"] = s.first_wrong_final_right;
+  j["first_wrong_final_right_rate"] = s.rate_of_with_sql(s.first_wrong_final_right);
+  j["last_right_final_wrong"] = s.last_right_final_wrong;
+  j["last_right_final_wrong_rate"] = s.rate_of_with_sql(s.last_right_final_wrong);
+}
+
 nlohmann::ordered_json summary_json(const EvalRun& run, const EvalOptions& options, const EvalInfo& info) {
   const EvalSummary& s = run.summary;
   nlohmann::ordered_json j;
@@ -68,17 +81,7 @@ nlohmann::ordered_json summary_json(const EvalRun& run, const EvalOptions& optio
   j["sql_calls_per_trajectory"] = s.sql_calls_per_trajectory;
   j["gold_errors"] = s.gold_errors;
   j["infra_failures"] = s.infra_failures;
-  // The answer turn against the executed queries (rl/eval/eval.h EvalSummary).
-  j["copy_checked"] = s.copy_checked;
-  j["copy_errors"] = s.copy_errors;
-  j["copy_error_rate"] = s.copy_error_rate();
-  j["trajectories_with_sql"] = s.with_sql;
-  j["first_right_final_wrong"] = s.first_right_final_wrong;
-  j["first_right_final_wrong_rate"] = s.rate_of_with_sql(s.first_right_final_wrong);
-  j["first_wrong_final_right"] = s.first_wrong_final_right;
-  j["first_wrong_final_right_rate"] = s.rate_of_with_sql(s.first_wrong_final_right);
-  j["last_right_final_wrong"] = s.last_right_final_wrong;
-  j["last_right_final_wrong_rate"] = s.rate_of_with_sql(s.last_right_final_wrong);
+  add_answer_turn_json(j, s);
   nlohmann::ordered_json diff = nlohmann::ordered_json::object();
   for (const auto& [label, t] : s.by_difficulty) diff[label] = tally_json(t);
   j["by_difficulty"] = diff;
