@@ -211,10 +211,23 @@ double overlong_penalty(int64_t length, int64_t cap, int64_t buffer) {
   return static_cast<double>(cap - buffer - length) / static_cast<double>(buffer);
 }
 
-void add_overlong_term(RewardPanel& panel, double weight) {
+namespace {
+
+void add_optional_term(RewardPanel& panel, const char* name, double weight) {
   for (const RewardTerm& t : panel.terms)
-    check(t.name != "overlong", "reward panel '", panel.name, "' has an overlong term already");
-  panel.terms.push_back({"overlong", weight});
+    check(t.name != name, "reward panel '", panel.name, "' has a term '", name, "' already");
+  check(std::isfinite(weight), "reward term '", name, "': weight must be a finite number, got ", weight);
+  panel.terms.push_back({name, weight});
+}
+
+}  // namespace
+
+void add_overlong_term(RewardPanel& panel, double weight) { add_optional_term(panel, "overlong", weight); }
+void add_executed_term(RewardPanel& panel, double weight) { add_optional_term(panel, "executed", weight); }
+
+double executed_term(const Trajectory& traj) {
+  if (!traj.has_final_sql()) return 0.0;
+  return traj.answer_was_executed() ? 1.0 : -1.0;
 }
 
 void score(const RewardPanel& panel, const sql::Example& example, Trajectory& traj, RewardContext& ctx) {
@@ -231,10 +244,17 @@ void score(const RewardPanel& panel, const sql::Example& example, Trajectory& tr
     raw = detail::mtsql_terms(example, traj, outcome, ctx);
   else
     fail("reward panel '", panel.name, "' does not exist; panels: ", joined_names(reward_panel_names()));
-  if (!panel.terms.empty() && panel.terms.back().name == "overlong")
-    raw.push_back(overlong_penalty(static_cast<int64_t>(traj.tokens.size()), ctx.overlong_cap, ctx.overlong_buffer));
-  check(raw.size() == panel.terms.size(), "reward panel '", panel.name, "': ", panel.terms.size(),
+  check(raw.size() <= panel.terms.size(), "reward panel '", panel.name, "': ", panel.terms.size(),
         " terms configured, the scorer gives ", raw.size());
+  for (size_t i = raw.size(); i < panel.terms.size(); ++i) {  // the optional terms, after the paper's
+    const std::string& name = panel.terms[i].name;
+    if (name == "overlong")
+      raw.push_back(overlong_penalty(static_cast<int64_t>(traj.tokens.size()), ctx.overlong_cap, ctx.overlong_buffer));
+    else if (name == "executed")
+      raw.push_back(executed_term(traj));
+    else
+      fail("reward panel '", panel.name, "': term '", name, "' is not one the scorer computes");
+  }
   traj.reward = 0;
   traj.reward_terms.clear();
   for (size_t i = 0; i < raw.size(); ++i) {

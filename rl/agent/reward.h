@@ -7,9 +7,15 @@
 //   skyrl     outcome (−1 bad format / 0 wrong / 1 right) ×1                  SkyRL-SQL §4.1
 //   mtsql     ex ×1, em ×1, clause_f1 ×0.8, verify (E-mean + M-mean, 0..2) ×0.1  MTSQL-R1 §3.3.2
 //
-// Any panel may end with the term "overlong" (add_overlong_term, the trainer's overlong-buffer):
-// DAPO's soft overlong punishment (Yu et al. 2025, arXiv 2503.14476, §3.4 eq. 13) on the
-// trajectory's length against its token cap.
+// Any panel may end with optional terms, each added once, after the paper's:
+//   overlong  DAPO's soft overlong punishment (Yu et al. 2025, arXiv 2503.14476, §3.4 eq. 13) on
+//             the trajectory's length against its token cap (add_overlong_term, the trainer's
+//             overlong-buffer);
+//   executed  +1 when the answer is a query the trajectory executed without error in an earlier
+//             turn, −1 when it answered anything else, 0 without an answer (add_executed_term, the
+//             trainer's executed-reward). MTIR-SQL's execution term (arXiv 2510.25510 §3.3 eq. 6)
+//             rewards an answer that runs; this one asks that it ran and was observed, so that an
+//             answer re-typed from a right query into a wrong one (a copy error) is paid less.
 //
 // Execution comparison follows the SQL environment's EX (sql/exec/compare.h) in the context's mode;
 // gold results are executed once per (database, gold SQL) and shared by every sample.
@@ -87,6 +93,10 @@ double overlong_penalty(int64_t length, int64_t cap, int64_t buffer);
 // Appends the "overlong" term (weight: DAPO's penalty factor) to the panel; score() then computes it
 // from the context's overlong_cap and overlong_buffer.
 void add_overlong_term(RewardPanel& panel, double weight);
+// Appends the "executed" term (see the top of this file) with the given weight.
+void add_executed_term(RewardPanel& panel, double weight);
+// The "executed" term's raw value for one trajectory: +1, −1, or 0 (no final SQL).
+double executed_term(const Trajectory& traj);
 
 // Fills traj.reward (the weighted sum) and traj.reward_terms (name -> weighted value, panel
 // order). Runs the predicted SQL once on the pool (and the gold once per context); when either

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -79,6 +80,12 @@ struct Trajectory {
 
   int64_t generated_tokens() const;  // count of policy_mask == 1
   bool has_final_sql() const { return answered || answer_fallback; }  // final_sql is to be scored
+  // The final SQL is, as text (same_sql), a query this trajectory executed without error in an
+  // earlier turn: the answer was observed to run, not re-typed into something never run.
+  bool answer_was_executed() const;
 };
+
+// Two SQL texts are the same query as typed: equal after trimming whitespace and trailing ';'.
+bool same_sql(std::string_view a, std::string_view b);
 
 }  // namespace sqlrl::rl

@@ -104,6 +104,7 @@ TrainConfig train_config(const DemoConfig& c) {
   t.lr = s.rl_lr;
   t.lr_schedule = s.rl_cosine ? "cosine" : "constant";
   t.min_lr_ratio = s.rl_min_lr_ratio;
+  t.executed_reward = s.rl_executed_reward;
   t.temperature = s.rl_temperature;
   t.top_p = s.rl_top_p;
   t.max_turn_tokens = s.max_turn_tokens;
@@ -160,8 +161,9 @@ TrainSummary grpo_phase(const DemoConfig& c, const TrainConfig& tc, QwenModel& m
   // One TensorBoard folder for the demo, a run per phase: `tensorboard --logdir OUT/tb`.
   env.tb_dir = (fs::path(c.out) / "tb" / fs::path(tc.out).filename()).string();
   env.pool = std::make_unique<sql::Pool>();
-  env.panel = make_reward_panel(c.protocol);
+  env.panel = train_reward_panel(tc);  // the protocol's panel plus what --train-set turns on
   env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, sql::CompareMode::BirdSet);
+  configure_reward_context(*env.reward_context, tc);
   env.score = panel_scorer(env.panel, *env.reward_context);
   if (tc.eval_every > 0) {  // the stage evaluations' questions and EX (in the run's own turn mode)
     env.eval_examples = dev.examples;
@@ -233,6 +235,7 @@ OptionTable demo_size_options(DemoSizes& z) {
           {"sft_lr", "", &z.sft_lr}, {"rl_steps", "", &z.rl_steps}, {"rl_batch", "", &z.rl_batch},
           {"rl_group", "", &z.rl_group}, {"rl_lr", "", &z.rl_lr}, {"rl_cosine", "", &z.rl_cosine},
           {"rl_min_lr_ratio", "", &z.rl_min_lr_ratio}, {"rl_eval_every", "", &z.rl_eval_every},
+          {"rl_executed_reward", "", &z.rl_executed_reward},
           {"rl_single_turn", "", &z.rl_single_turn}, {"rl_temperature", "", &z.rl_temperature},
           {"rl_top_p", "", &z.rl_top_p}, {"max_turn_tokens", "", &z.max_turn_tokens},
           {"max_total_tokens", "", &z.max_total_tokens}};
@@ -420,6 +423,7 @@ DemoReport run_demo(const DemoConfig& config) {
     TrainConfig single = tc;
     single.out = (out / "rl-single").string();
     single.single_turn = true;
+    single.executed_reward = 0;  // nothing runs in a single-turn rollout: the term has nothing to check
     validate_config(single);
     model.params = sft_params;
     TrainSummary st = grpo_phase(config, single, model, tok_json, tok_path, train, dev, limits);

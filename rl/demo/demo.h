@@ -85,6 +85,9 @@ struct DemoSizes {
   int64_t rl_steps = 60, rl_batch = 8, rl_group = 8;
   double rl_lr = 2e-4, rl_temperature = 0.6, rl_top_p = 0.95;
   int64_t rl_cosine = 1;         // cosine decay over rl_steps (0: constant lr)
+  // Multi-turn GRPO's weight of the reward term "executed" (train's executed-reward: the answer is
+  // a query the trajectory ran; rl/agent/reward.h); 0 = the protocol's panel alone.
+  double rl_executed_reward = 0;
   double rl_min_lr_ratio = 0.1;  // the cosine's floor as a share of rl_lr
   // GRPO evaluates the dev split (greedy, multi-turn) every N steps and after its last (train's
   // eval-every; RL_FOLDER/eval/step-N, report.json "rl_eval"); 0 = off (the stage evaluations only)

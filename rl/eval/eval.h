@@ -78,9 +78,6 @@ struct SampleOutcome {
   bool first_ex = false, last_ex = false;
 };
 
-// Two SQL texts are the same query as typed: equal after trimming whitespace and trailing ';'.
-bool same_sql(const std::string& a, const std::string& b);
-
 struct ExampleResult {
   size_t example_index = 0;
   std::vector<SampleOutcome> samples;

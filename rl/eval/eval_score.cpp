@@ -64,19 +64,7 @@ Judged judge(const sql::Example& example, const std::string& query, const std::s
   return j;
 }
 
-std::string_view trimmed_sql(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
-  for (;;) {
-    while (!s.empty() && space(s.front())) s.remove_prefix(1);
-    while (!s.empty() && space(s.back())) s.remove_suffix(1);
-    if (s.empty() || s.back() != ';') return s;
-    s.remove_suffix(1);
-  }
-}
-
 }  // namespace
-
-bool same_sql(const std::string& a, const std::string& b) { return trimmed_sql(a) == trimmed_sql(b); }
 
 SampleOutcome score_sample(const sql::Example& example, const Trajectory& traj, RewardContext& ctx) {
   SampleOutcome o;

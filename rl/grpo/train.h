@@ -102,6 +102,12 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner = true);
 // The default scorer: the reward panel plus an EX check of the final SQL against the gold under
 // the context's comparison mode. `context` must outlive the function.
 ScoreFn panel_scorer(const RewardPanel& panel, RewardContext& context);
+// The run's reward panel: the protocol's (or `reward`'s) paper panel, the optional terms the
+// config turns on (executed-reward, overlong-buffer), then the reward-weight overrides.
+RewardPanel train_reward_panel(const TrainConfig& c);
+// The context's knobs from the config: SQL-Trail's turn budget, MTSQL-R1's missing verdict, the
+// overlong term's cap and buffer.
+void configure_reward_context(RewardContext& ctx, const TrainConfig& c);
 
 struct TrainSummary {
   int64_t first_step = 0, last_step = 0;  // steps run: [first_step, last_step)

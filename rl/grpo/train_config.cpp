@@ -111,6 +111,10 @@ OptionTable config_fields(TrainConfig& c) {
                          "kl-reward-estimator over its trained tokens (old policy vs reference) before the group "
                          "advantages (verl's use_kl_in_reward); independent of kl-coef; 0 = off", &c.kl_reward_coef},
       {"kl-reward-estimator", "k1 | k2 | k3, as kl-estimator (verl's kl_penalty default: k1)", &c.kl_reward_estimator},
+      {"executed-reward", "weight of the reward term 'executed': +1 when the answer is a query the trajectory "
+                          "already ran without error, -1 for any other answer, 0 without one (MTIR-SQL's execution "
+                          "term, arXiv 2510.25510 eq. 6, asked of the answer's earlier run: it pays less for a "
+                          "right query re-typed wrong); 0 = off", &c.executed_reward},
       {"overlong-buffer", "DAPO's soft overlong punishment: a trajectory within this many tokens of max-total-tokens "
                           "loses up to overlong-penalty, linearly (the reward term 'overlong'); 0 = off", &c.overlong_buffer},
       {"overlong-penalty", "the overlong term's weight (DAPO: 1)", &c.overlong_penalty},
@@ -219,6 +223,9 @@ void validate_config(const TrainConfig& c) {
         "config: kl-reward-estimator '", c.kl_reward_estimator, "' is not k1, k2 or k3");
   check(c.overlong_buffer >= 0 && c.overlong_buffer <= c.max_total_tokens, "config: overlong-buffer must be in [0, ",
         "max-total-tokens ", c.max_total_tokens, "], got ", c.overlong_buffer);
+  check(std::isfinite(c.executed_reward), "config: executed-reward must be a finite number, got ", c.executed_reward);
+  check(c.executed_reward == 0 || !c.single_turn, "config: executed-reward ", c.executed_reward,
+        " needs multi-turn rollouts: a single-turn answer is never executed (set executed-reward = 0 with single-turn)");
   check(c.overlong_penalty >= 0, "config: overlong-penalty must be >= 0, got ", c.overlong_penalty);
   check(c.policy_loss == "grpo" || c.policy_loss == "gspo", "config: policy-loss '", c.policy_loss,
         "' is not grpo or gspo");

@@ -109,6 +109,7 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   double dual_clip = 0;             // c > 1: dual-clip; 0: off
   double entropy_coef = 0;          // entropy bonus (verl's entropy_coeff); 0: off
   std::string policy_loss = "grpo";  // grpo | gspo (rl/grpo/grpo.h)
+  double executed_reward = 0;       // the reward term "executed" (rl/agent/reward.h): its weight; 0: off
   int64_t overlong_buffer = 0;      // DAPO's soft overlong punishment over the last N tokens of the cap; 0: off
   double overlong_penalty = 1.0;    // its weight (DAPO: 1)
   std::string loss_agg = "token-mean";  // rl/grpo/loss_agg.h

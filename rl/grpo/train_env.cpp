@@ -22,10 +22,32 @@
 namespace fs = std::filesystem;
 
 namespace sqlrl::rl {
-namespace {
 
+RewardPanel train_reward_panel(const TrainConfig& c) {
+  RewardPanel panel = make_reward_panel(c.reward.empty() ? c.protocol : c.reward);
+  if (c.executed_reward != 0) add_executed_term(panel, c.executed_reward);
+  if (c.overlong_buffer > 0) add_overlong_term(panel, c.overlong_penalty);  // DAPO's soft overlong punishment
+  for (const std::string& w : c.reward_weights) {
+    size_t eq = w.find('=');
+    check(eq != std::string::npos, "reward-weight '", w, "': expected TERM=WEIGHT");
+    char* end = nullptr;
+    std::string value = w.substr(eq + 1);
+    double weight = std::strtod(value.c_str(), &end);
+    check(!value.empty() && *end == 0 && std::isfinite(weight), "reward-weight '", w, "': not a number: ", value);
+    set_reward_weight(panel, w.substr(0, eq), weight);
+  }
+  return panel;
+}
 
-}  // namespace
+void configure_reward_context(RewardContext& ctx, const TrainConfig& c) {
+  ctx.mtsql_missing_verdict_passes = c.mtsql_missing_verdict == "pass";
+  if (c.reward_turn_budget > 0) ctx.turn_budget = static_cast<int>(c.reward_turn_budget);
+  else if (c.max_turns > 0) ctx.turn_budget = static_cast<int>(c.max_turns);
+  if (c.overlong_buffer > 0) {
+    ctx.overlong_cap = c.max_total_tokens;
+    ctx.overlong_buffer = c.overlong_buffer;
+  }
+}
 
 ScoreFn panel_scorer(const RewardPanel& panel, RewardContext& context) {
   return [panel, &context](const std::vector<sql::Example>& examples, std::vector<Trajectory>& trajs,
@@ -68,16 +90,7 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
 
   // ---- what the user named, checked before anything is written
   env.protocol = make_protocol(c.protocol, c);
-  env.panel = make_reward_panel(c.reward.empty() ? c.protocol : c.reward);
-  for (const std::string& w : c.reward_weights) {
-    size_t eq = w.find('=');
-    check(eq != std::string::npos, "reward-weight '", w, "': expected TERM=WEIGHT");
-    char* end = nullptr;
-    std::string value = w.substr(eq + 1);
-    double weight = std::strtod(value.c_str(), &end);
-    check(!value.empty() && *end == 0 && std::isfinite(weight), "reward-weight '", w, "': not a number: ", value);
-    set_reward_weight(env.panel, w.substr(0, eq), weight);
-  }
+  env.panel = train_reward_panel(c);
   const std::string dir = c.resume.empty() ? c.out : c.resume;
   if (!c.resume.empty()) {
     check(fs::is_directory(fs::path(c.resume) / "checkpoints"), "resume: ", c.resume,
@@ -184,14 +197,7 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
   if (c.kl_coef > 0 || c.kl_reward_coef > 0) env.reference = std::make_unique<QwenModel>(env.model);
 
   env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, mode);
-  env.reward_context->mtsql_missing_verdict_passes = c.mtsql_missing_verdict == "pass";
-  if (c.reward_turn_budget > 0) env.reward_context->turn_budget = static_cast<int>(c.reward_turn_budget);
-  else if (c.max_turns > 0) env.reward_context->turn_budget = static_cast<int>(c.max_turns);
-  if (c.overlong_buffer > 0) {  // DAPO's soft overlong punishment, a term of the panel
-    add_overlong_term(env.panel, c.overlong_penalty);
-    env.reward_context->overlong_cap = c.max_total_tokens;
-    env.reward_context->overlong_buffer = c.overlong_buffer;
-  }
+  configure_reward_context(*env.reward_context, c);
   env.score = panel_scorer(env.panel, *env.reward_context);
   if (c.eval_every > 0) {  // the SQL limits `eval` scores under: the rollout's
     RolloutOptions ro;

@@ -238,6 +238,54 @@ TEST(RewardOverlong, TermAddsToThePanelsReward) {
   EXPECT_DOUBLE_EQ(t.reward, 1.0 - 0.25);
 }
 
+// The "executed" term: +1 when the answer is, as text, a query an earlier turn ran without error
+// (the last one or any), -1 for any other answer (re-typed and changed, never run, or only run
+// with an error, or a single-turn answer), 0 without an answer. The paper's own terms are
+// unchanged, the weight scales, and both optional terms can sit on one panel in either order.
+TEST(RewardExecuted, PaysAnAnswerThatWasRunBeforeIt) {
+  sql::Pool pool;
+  RewardContext ctx(pool, {}, sql::CompareMode::BirdSet);
+  RewardPanel p = make_reward_panel("skyrl");
+  add_executed_term(p, 0.25);
+  EXPECT_THROW(add_executed_term(p, 0.25), Error);
+  add_overlong_term(p, 0.5);
+  ctx.overlong_cap = 100, ctx.overlong_buffer = 10;
+  sql::Example ex = example("SELECT dname FROM dept");
+  const std::string right = "SELECT dname FROM dept", other = "SELECT id FROM dept";
+  auto run = [](const std::vector<std::pair<std::string, bool>>& execs, const std::string& answer) {
+    std::vector<TurnRecord> turns;
+    for (const auto& [sql, error] : execs)
+      turns.push_back(turn("<think>t</think><sql>" + sql + "</sql>", ActionKind::ExecSql, sql, 1, error));
+    turns.push_back(turn("<think>t</think><solution>" + answer + "</solution>", ActionKind::Answer, answer));
+    return trajectory(std::move(turns));
+  };
+  Trajectory copied = run({{right, false}}, right + " ;\n");   // whitespace and ';' aside: the same query
+  Trajectory earlier = run({{right, false}, {other, false}}, right);  // any earlier run counts
+  Trajectory retyped = run({{right, false}}, "SELECT dname FROM dept WHERE id = 1");
+  Trajectory failed = run({{right, true}}, right);  // it ran, with an error: not observed to run
+  Trajectory direct = run({}, right);
+  Trajectory wrong_copied = run({{other, false}}, other);
+  Trajectory unanswered = trajectory({turn("<think>t</think><sql>" + right + "</sql>", ActionKind::ExecSql, right)});
+  Trajectory single = trajectory({turn("<think>t</think><sql>" + right + "</sql>", ActionKind::ExecSql, right)});
+  single.turns[0].executed = false;  // a single-turn rollout's call is its answer and never runs
+  single.answered = true;
+  single.final_sql = right;
+  struct Case { Trajectory* t; double outcome, executed; };
+  for (auto [t, outcome, executed] : {Case{&copied, 1, 1}, Case{&earlier, 1, 1}, Case{&retyped, 0, -1},
+                                      Case{&failed, 1, -1}, Case{&direct, 1, -1}, Case{&wrong_copied, 0, 1},
+                                      Case{&unanswered, -1, 0}, Case{&single, 1, -1}}) {
+    score(p, ex, *t, ctx);
+    EXPECT_EQ(executed_term(*t), executed) << t->final_sql;
+    EXPECT_EQ(term(*t, "outcome"), outcome) << t->final_sql;
+    EXPECT_DOUBLE_EQ(term(*t, "executed"), 0.25 * executed) << t->final_sql;
+    EXPECT_DOUBLE_EQ(term(*t, "overlong"), 0.0) << t->final_sql;  // no tokens: far from any cap
+    EXPECT_DOUBLE_EQ(t->reward, outcome + 0.25 * executed) << t->final_sql;
+  }
+  EXPECT_EQ(p.terms.size(), 3u);
+  EXPECT_EQ(p.terms[1].name, "executed");
+  EXPECT_EQ(p.terms[2].name, "overlong");
+}
+
 TEST(RewardSkyrl, ComparisonModeComesFromTheContext) {
   // Swapped columns: Spider's result_eq allows column permutations, BIRD's set equality does not.
   sql::Pool pool;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +105,26 @@ TEST(TrainCli, OverlongBufferAddsDaposLengthPenaltyToTheReward) {
   // Each trajectory (at most the cap): 0.5 * -(tokens / 4096); over the batch, of the mean token count.
   EXPECT_NEAR(overlong, -0.5 * m["tokens_mean"].get<double>() / 4096.0, 1e-9) << line;
   EXPECT_NEAR(m["reward_mean"].get<double>(), outcome + overlong, 1e-9) << line;
+}
+
+// --executed-reward reaches the reward as the panel's "executed" term, in the step's reward sum
+// (catches the key parsed but the term never added, e.g. a trainer that builds its own panel),
+// and a single-turn run, where nothing is executed, refuses it naming the key.
+TEST(TrainCli, ExecutedRewardAddsItsTermAndNeedsMultiTurn) {
+  const std::string dir = fresh_dir("cli_executed");
+  CliRun r = run_train("--max-steps 1 --batch-size 2 --group-size 2 --executed-reward 0.5 --out " + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const nlohmann::json m = nlohmann::json::parse(line);
+  ASSERT_TRUE(m["reward_terms"].contains("executed")) << line;
+  const double executed = m["reward_terms"]["executed"], outcome = m["reward_terms"]["outcome"];
+  EXPECT_LE(std::abs(executed), 0.5) << line;
+  EXPECT_NEAR(m["reward_mean"].get<double>(), outcome + executed, 1e-9) << line;
+  CliRun single = run_train("--max-steps 1 --single-turn --executed-reward 0.5 --out " + fresh_dir("cli_executed_1"));
+  EXPECT_NE(single.rc, 0);
+  EXPECT_NE(single.err.find("executed-reward"), std::string::npos) << single.err;
 }
 
 // --single-turn reaches the rollout: one assistant turn per trajectory (the untrained embedded
