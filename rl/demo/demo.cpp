@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "rl/policy.h"
@@ -83,6 +84,22 @@ void write_benchmark(const std::string& dir, uint64_t seed, const DemoSizes& s) 
   sql::write_synth_benchmark(tmp, o);
   fs::remove_all(dir);
   fs::rename(tmp, dir);
+}
+
+// SFT's and GRPO's questions: with n > 0 the first n databases of the split (in its order) and
+// the others; with n = 0 the whole split twice.
+std::pair<sql::Dataset, sql::Dataset> split_databases(const sql::Dataset& train, int64_t n) {
+  if (n == 0) return {train, train};
+  std::vector<std::string> order;
+  for (const sql::Example& e : train.examples)
+    if (std::find(order.begin(), order.end(), e.db_id) == order.end()) order.push_back(e.db_id);
+  check(n < static_cast<int64_t>(order.size()), "demo: sft_databases ", n, " leaves GRPO no database: the train split has ",
+        order.size());
+  const std::set<std::string> first(order.begin(), order.begin() + n);
+  sql::Dataset sft = train, rl = train;
+  sft.examples.clear(), rl.examples.clear();
+  for (const sql::Example& e : train.examples) (first.count(e.db_id) ? sft : rl).examples.push_back(e);
+  return {std::move(sft), std::move(rl)};
 }
 
 // The trainer's config for this run: the tiny-* sizes, the GRPO knobs, the rollout limits.
@@ -232,7 +249,7 @@ OptionTable demo_size_options(DemoSizes& z) {
           {"head_dim", "", &z.head_dim}, {"intermediate", "", &z.intermediate},
           {"sft_epochs", "", &z.sft_epochs}, {"restate_question", "", &z.restate_question},
           {"sft_micro_batch_tokens", "", &z.sft_micro_batch_tokens}, {"sft_share_group", "", &z.sft_share_group},
-          {"sft_lr", "", &z.sft_lr}, {"rl_steps", "", &z.rl_steps}, {"rl_batch", "", &z.rl_batch},
+          {"sft_lr", "", &z.sft_lr}, {"sft_databases", "", &z.sft_databases}, {"rl_steps", "", &z.rl_steps}, {"rl_batch", "", &z.rl_batch},
           {"rl_group", "", &z.rl_group}, {"rl_lr", "", &z.rl_lr}, {"rl_cosine", "", &z.rl_cosine},
           {"rl_min_lr_ratio", "", &z.rl_min_lr_ratio}, {"rl_eval_every", "", &z.rl_eval_every},
           {"rl_executed_reward", "", &z.rl_executed_reward},
@@ -291,19 +308,23 @@ DemoReport run_demo(const DemoConfig& config) {
   sql::Dataset dev = load_split(synth, "dev", s.dev_limit, true);
   rep.train_questions = static_cast<int64_t>(train.examples.size());
   rep.dev_questions = static_cast<int64_t>(dev.examples.size());
+  const auto [sft_train, rl_train] = split_databases(train, s.sft_databases);
+  if (s.sft_databases > 0)
+    log(str_cat("demo: SFT on the first ", s.sft_databases, " train databases (", sft_train.examples.size(),
+                " questions), GRPO on the other ", rl_train.examples.size(), " questions"));
   sql::Pool pool;
   // The gold demonstrations come first: the tokenizer learns its merges on them too.
   SynthDemoOptions dopt;
   dopt.enable_thinking = true;  // the rollout's prompt (Qwen3 template, thinking on)
   dopt.restate_question = s.restate_question != 0;
   SynthDemoStats dstats;
-  std::vector<Demo> demos = synth_demos(*protocol, pool, train, dopt, &dstats);
+  std::vector<Demo> demos = synth_demos(*protocol, pool, sft_train, dopt, &dstats);
   check(!demos.empty(), "demo: no demonstrations for protocol ", config.protocol);
   std::string demo_text;
   {
     std::ofstream f(out / "demos.jsonl", std::ios::binary | std::ios::trunc);
     for (const Demo& d : demos) {
-      f << demo_jsonl(d, train.examples[d.example], *protocol) << "\n";
+      f << demo_jsonl(d, sft_train.examples[d.example], *protocol) << "\n";
       for (const SftSegment& seg : d.segments) demo_text += seg.text;
     }
     check(f.good(), (out / "demos.jsonl").string(), ": write failed");
@@ -409,7 +430,7 @@ DemoReport run_demo(const DemoConfig& config) {
 
   // ---- multi-turn GRPO from the SFT weights on the train split
   const std::vector<float> sft_params = model.params;  // the single-turn run starts here too
-  TrainSummary ts = grpo_phase(config, tc, model, tok_json, tok_path, train, dev, limits);
+  TrainSummary ts = grpo_phase(config, tc, model, tok_json, tok_path, rl_train, dev, limits);
   rep.rl_reward_means = ts.reward_means;
   rep.rl_seconds = ts.seconds;
   rep.rl_eval = ts.eval_ex;
@@ -426,7 +447,7 @@ DemoReport run_demo(const DemoConfig& config) {
     single.executed_reward = 0;  // nothing runs in a single-turn rollout: the term has nothing to check
     validate_config(single);
     model.params = sft_params;
-    TrainSummary st = grpo_phase(config, single, model, tok_json, tok_path, train, dev, limits);
+    TrainSummary st = grpo_phase(config, single, model, tok_json, tok_path, rl_train, dev, limits);
     rep.rl_single_reward_means = st.reward_means;
     rep.rl_single_seconds = st.seconds;
     log(str_cat("demo: single-turn GRPO ", st.last_step - st.first_step, " steps, ", st.seconds, " s"));

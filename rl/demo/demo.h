@@ -81,6 +81,10 @@ struct DemoSizes {
   int64_t sft_share_group = 4;  // SftConfig::share_group: runs of N same-database demos, schema packed once
   int64_t restate_question = 1;  // gold demos restate the question in their first reasoning (rl/sft/sft_demos.h)
   double sft_lr = 5e-3;
+  // N > 0: SFT demonstrations from the first N train databases only, and GRPO's prompts from the
+  // other train databases (RL on databases SFT never saw: their stored forms were not memorised
+  // from a demonstration, so only probing finds them); 0: both phases on every train database.
+  int64_t sft_databases = 0;
   // GRPO
   int64_t rl_steps = 60, rl_batch = 8, rl_group = 8;
   double rl_lr = 2e-4, rl_temperature = 0.6, rl_top_p = 0.95;

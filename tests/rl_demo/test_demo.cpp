@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "rl/demo/demo.h"
 #include "rl/run_folder.h"
@@ -151,6 +152,38 @@ TEST(Demo, TrainSetReachesTheGrpoPhase) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'dynamic-sampling-tries' is not a key of llm_sqlrl train"), std::string::npos)
         << e.what();
+  }
+  fs::remove_all(c.out);
+}
+
+// sft_databases = 1 splits the train databases: every demonstration comes from the first one, every
+// GRPO prompt from the other (catches GRPO still drawing from the SFT databases, or demos from
+// all), and a split that leaves GRPO no database is refused.
+TEST(Demo, SftDatabasesKeepGrpoOnDatabasesSftNeverSaw) {
+  DemoConfig c;
+  c.out = (sqlrl::testing::process_temp_path("sqlrl_test_demo_sft_dbs")).string();
+  fs::remove_all(c.out);
+  c.sizes = demo_sizes("mini");
+  c.sizes.train_limit = 0;  // both databases' questions
+  c.sizes.sft_databases = 1;
+  c.sizes.rl_single_turn = 0;
+  c.train_sets = {"log-trajectories=4"};
+  run_demo(c);
+  std::set<std::string> sft_dbs, rl_dbs;
+  std::ifstream demos(fs::path(c.out) / "demos.jsonl");
+  for (std::string line; std::getline(demos, line);) sft_dbs.insert(nlohmann::json::parse(line)["db_id"].get<std::string>());
+  std::ifstream trajs(fs::path(c.out) / "rl" / "trajectories.jsonl");
+  for (std::string line; std::getline(trajs, line);) rl_dbs.insert(nlohmann::json::parse(line)["db_id"].get<std::string>());
+  ASSERT_EQ(sft_dbs.size(), 1u);
+  ASSERT_EQ(rl_dbs.size(), 1u);
+  EXPECT_NE(*sft_dbs.begin(), *rl_dbs.begin());
+  fs::remove_all(c.out);
+  c.sizes.sft_databases = c.sizes.train_databases;
+  try {
+    run_demo(c);
+    FAIL() << "sft_databases = every train database was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("leaves GRPO no database"), std::string::npos) << e.what();
   }
   fs::remove_all(c.out);
 }
