@@ -1,7 +1,6 @@
 // make_train_env: resolve the model, tokenizer, dataset, protocol and reward of a run from its
 // config. Every user-named input is checked before anything is written, so a bad flag leaves
 // no trace in the run folder.
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -27,15 +26,7 @@ RewardPanel train_reward_panel(const TrainConfig& c) {
   RewardPanel panel = make_reward_panel(c.reward.empty() ? c.protocol : c.reward);
   if (c.executed_reward != 0) add_executed_term(panel, c.executed_reward);
   if (c.overlong_buffer > 0) add_overlong_term(panel, c.overlong_penalty);  // DAPO's soft overlong punishment
-  for (const std::string& w : c.reward_weights) {
-    size_t eq = w.find('=');
-    check(eq != std::string::npos, "reward-weight '", w, "': expected TERM=WEIGHT");
-    char* end = nullptr;
-    std::string value = w.substr(eq + 1);
-    double weight = std::strtod(value.c_str(), &end);
-    check(!value.empty() && *end == 0 && std::isfinite(weight), "reward-weight '", w, "': not a number: ", value);
-    set_reward_weight(panel, w.substr(0, eq), weight);
-  }
+  for (const std::string& w : c.reward_weights) apply_reward_override(panel, w);  // TERM=W or reward.PANEL.TERM=W
   return panel;
 }
 

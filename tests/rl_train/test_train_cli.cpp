@@ -393,6 +393,29 @@ TEST(TrainCli, GreedyRolloutsAndUnlimitedSqlAreRefused) {
   refused(c, "sampler-logprobs makes them the same");
 }
 
+// The run's panel: the protocol's terms, the optional ones the config turns on, then the
+// reward-weight overrides, which reach an optional term too (catches overrides applied before the
+// terms exist, or not at all); a bad override names itself.
+TEST(TrainCli, RewardPanelTakesOptionalTermsThenOverrides) {
+  TrainConfig c;
+  c.protocol = "skyrl";
+  c.executed_reward = 0.1;
+  c.reward_weights = {"outcome=2", "reward.skyrl.executed=0.3"};
+  RewardPanel p = train_reward_panel(c);
+  ASSERT_EQ(p.terms.size(), 2u);
+  EXPECT_EQ(p.terms[0].name, "outcome");
+  EXPECT_EQ(p.terms[0].weight, 2.0);
+  EXPECT_EQ(p.terms[1].name, "executed");
+  EXPECT_EQ(p.terms[1].weight, 0.3);
+  c.reward_weights = {"outcome=two"};
+  try {
+    train_reward_panel(c);
+    ADD_FAILURE() << "a weight that is not a number was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outcome=two"), std::string::npos) << e.what();
+  }
+}
+
 // config_to_toml -> read_config_toml gives back every field (strings with quotes, arrays).
 TEST(TrainCli, ConfigRoundTrip) {
   TrainConfig c;
