@@ -43,6 +43,15 @@ bool Trajectory::answer_was_executed() const {
   return false;
 }
 
+int64_t Trajectory::last_turn_begin() const {
+  int64_t end = static_cast<int64_t>(policy_mask.size());
+  while (end > 0 && !policy_mask[end - 1]) --end;
+  if (end == 0) return static_cast<int64_t>(tokens.size());
+  int64_t begin = end;
+  while (begin > 0 && policy_mask[begin - 1]) --begin;
+  return begin;
+}
+
 int64_t Trajectory::generated_tokens() const {
   int64_t n = 0;
   for (uint8_t m : policy_mask) n += m;

@@ -83,6 +83,10 @@ struct Trajectory {
   // The final SQL is, as text (same_sql), a query this trajectory executed without error in an
   // earlier turn: the answer was observed to run, not re-typed into something never run.
   bool answer_was_executed() const;
+  // First token of the last turn's sampled text (the answer turn of an answered trajectory: the
+  // last run of policy_mask 1; a forced head before it is injected, mask 0); tokens.size() when
+  // nothing was sampled.
+  int64_t last_turn_begin() const;
 };
 
 // Two SQL texts are the same query as typed: equal after trimming whitespace and trailing ';'.

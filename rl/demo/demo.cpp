@@ -122,6 +122,7 @@ TrainConfig train_config(const DemoConfig& c) {
   t.lr_schedule = s.rl_cosine ? "cosine" : "constant";
   t.min_lr_ratio = s.rl_min_lr_ratio;
   t.executed_reward = s.rl_executed_reward;
+  t.spare_copied_answers = s.rl_spare_copied_answers != 0;
   t.temperature = s.rl_temperature;
   t.top_p = s.rl_top_p;
   t.max_turn_tokens = s.max_turn_tokens;
@@ -252,7 +253,7 @@ OptionTable demo_size_options(DemoSizes& z) {
           {"sft_lr", "", &z.sft_lr}, {"sft_databases", "", &z.sft_databases}, {"rl_steps", "", &z.rl_steps}, {"rl_batch", "", &z.rl_batch},
           {"rl_group", "", &z.rl_group}, {"rl_lr", "", &z.rl_lr}, {"rl_cosine", "", &z.rl_cosine},
           {"rl_min_lr_ratio", "", &z.rl_min_lr_ratio}, {"rl_eval_every", "", &z.rl_eval_every},
-          {"rl_executed_reward", "", &z.rl_executed_reward},
+          {"rl_executed_reward", "", &z.rl_executed_reward}, {"rl_spare_copied_answers", "", &z.rl_spare_copied_answers},
           {"rl_single_turn", "", &z.rl_single_turn}, {"rl_temperature", "", &z.rl_temperature},
           {"rl_top_p", "", &z.rl_top_p}, {"max_turn_tokens", "", &z.max_turn_tokens},
           {"max_total_tokens", "", &z.max_total_tokens}};

@@ -76,8 +76,15 @@ GrpoSelection select_trajectories(const std::vector<Trajectory>& batch, const Gr
     for (int64_t i : g) any = any || keep[i];
     sel.counts.kept_groups += any;
   }
-  for (int64_t i = 0; i < n; ++i)
-    if (keep[i]) sel.kept.push_back(i);
+  sel.train_end.resize(batch.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const Trajectory& t = batch[i];
+    sel.train_end[i] = static_cast<int64_t>(t.tokens.size());
+    if (!keep[i]) continue;
+    sel.kept.push_back(i);
+    if (f.spare_copied_answers && sel.advantages[i] < 0 && t.answered && t.answer_was_executed())
+      sel.train_end[i] = t.last_turn_begin(), ++sel.counts.spared_answers;
+  }
   sel.counts.kept = static_cast<int64_t>(sel.kept.size());
   return sel;
 }
@@ -102,7 +109,7 @@ uint64_t start_key(const Trajectory& t, int64_t n) {
 
 std::vector<MicroBatch> pack_micro_batches(const std::vector<Trajectory>& batch, const std::vector<int64_t>& indices,
                                            const std::vector<float>& advantages, int64_t max_tokens,
-                                           int64_t share_min_tokens) {
+                                           int64_t share_min_tokens, const std::vector<int64_t>& train_end) {
   std::vector<MicroBatch> out;
   std::vector<PackItem> items;
   int64_t used = 0;
@@ -156,9 +163,10 @@ std::vector<MicroBatch> pack_micro_batches(const std::vector<Trajectory>& batch,
     MicroBatch& mb = out.back();
     mb.trajectories.push_back(i);
     items.push_back(item);
+    const int64_t end = train_end.empty() ? n : train_end[i];
     for (int64_t p = item.shared; p + 1 < n; ++p) {
       mb.targets.push_back(t.tokens[p + 1]);
-      mb.mask.push_back(t.policy_mask[p + 1] ? 1 : 0);
+      mb.mask.push_back(t.policy_mask[p + 1] && p + 1 < end ? 1 : 0);
       mb.advantages.push_back(advantages[i]);
       mb.sampler_logprobs.push_back(t.sampler_logprobs.empty() ? 0.0f : t.sampler_logprobs[p + 1]);
     }
@@ -364,7 +372,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       for (int64_t b = 0; b < M; ++b) {
         std::vector<int64_t> slice(sh.sel.kept.begin() + b * k / M, sh.sel.kept.begin() + (b + 1) * k / M);
         sh.minis.push_back(pack_micro_batches(*sh.batch, slice, sh.sel.advantages, state.max_tokens(),
-                                              config.share_prefixes ? kSharePrefixMinTokens : 0));
+                                              config.share_prefixes ? kSharePrefixMinTokens : 0, sh.sel.train_end));
       }
     }
   }
@@ -501,7 +509,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
                        static_cast<double>(f.groups), static_cast<double>(f.kept_groups),
                        si == 0 ? static_cast<double>(tokens) : 0.0, si == 0 ? static_cast<double>(positions) : 0.0,
                        si == 0 ? static_cast<double>(micro_batches) : 0.0, static_cast<double>(f.infra),
-                       static_cast<double>(f.infra_groups), sh.kl_penalty});
+                       static_cast<double>(f.infra_groups), sh.kl_penalty, static_cast<double>(f.spared_answers)});
       const std::vector<double> m = sh.mismatch.as_vector();
       local.back().insert(local.back().end(), m.begin(), m.end());
     }
@@ -518,11 +526,12 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
     stats.tokens = static_cast<int64_t>(a[15]), stats.positions = static_cast<int64_t>(a[16]);
     stats.micro_batches = static_cast<int64_t>(a[17]);
     f.infra = static_cast<int64_t>(a[18]), f.infra_groups = static_cast<int64_t>(a[19]);
+    f.spared_answers = static_cast<int64_t>(a[21]);
     if (config.kl_reward_coef > 0) {
       stats.kl_in_reward = true;
       if (trajectories > 0) stats.kl_penalty = a[20] / trajectories;
     }
-    const MismatchSums m = MismatchSums::from_vector(a, 21);
+    const MismatchSums m = MismatchSums::from_vector(a, 22);
     if (m.tokens > 0) {
       stats.mismatch_tokens = m.tokens;
       stats.mismatch_kl = -m.log_ratio / m.tokens, stats.mismatch_k3 = m.k3 / m.tokens;

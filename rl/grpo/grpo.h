@@ -53,6 +53,13 @@ struct GrpoFilterConfig {
   // samples by this is dropped whole (no baseline can be formed from one sample). On by default:
   // without an infrastructure failure nothing changes. Off: they are treated as any other.
   bool exclude_infra_failures = true;
+  // Turn-level credit for a copied answer: a trajectory with a negative advantage whose answer
+  // repeats, as text, a query it already ran without error (Trajectory::answer_was_executed)
+  // trains no token of its answer turn. The error is in that earlier query, whose turn is still
+  // pushed down; submitting what was run and observed is what a right trajectory does too, and
+  // one advantage on every token would teach the model to re-type its queries instead (the
+  // demo's wrong answers are 40-48% such copies). Off: every sampled token takes the advantage.
+  bool spare_copied_answers = false;
 };
 
 struct GrpoConfig {
@@ -117,6 +124,7 @@ struct FilterCounts {
   int64_t truncated = 0, malformed = 0, no_valid_action = 0;  // trajectories (first reason counts)
   int64_t zero_variance_groups = 0, zero_variance_trajectories = 0;
   int64_t kept = 0, groups = 0, kept_groups = 0;
+  int64_t spared_answers = 0;  // kept trajectories whose answer turn was left out (spare_copied_answers)
 };
 
 // The kept trajectories with their advantages.
@@ -125,6 +133,9 @@ struct GrpoSelection {
   std::vector<int64_t> zero_variance;  // dropped for zero group variance alone, in batch order
   std::vector<float> advantages;   // [batch.size()]: every trajectory's advantage (dropped ones too;
                                    // 0 for the ones excluded from the baseline and their dropped groups)
+  // [batch.size()]: each trajectory trains on tokens before this index only (tokens.size(), or
+  // its answer turn's first token when spared: GrpoFilterConfig::spare_copied_answers).
+  std::vector<int64_t> train_end;
   FilterCounts counts;
 };
 // rewards (nullable, [batch.size()]): used instead of each trajectory's own (the KL-penalised ones).
@@ -146,13 +157,14 @@ struct MicroBatch {
 };
 // Packs `indices` (in order) greedily under max_tokens positions per micro-batch; fails naming
 // the trajectory when one alone is longer. Trajectories of fewer than 2 tokens are skipped.
+// train_end (empty: none): per batch index, targets at or after it are masked out.
 // share_min_tokens > 0 (CPU batches only): a trajectory whose first tokens, at least that many
 // and up to its first trained one, equal an earlier plain one's in the same micro-batch stores
 // only the rest (PackedBatch prefixes): a GRPO group's prompt is run once, not group-size times.
 // The log-probs, losses and gradients are those of the unshared batch up to fp32 rounding.
 std::vector<MicroBatch> pack_micro_batches(const std::vector<Trajectory>& batch, const std::vector<int64_t>& indices,
                                            const std::vector<float>& advantages, int64_t max_tokens,
-                                           int64_t share_min_tokens = 0);
+                                           int64_t share_min_tokens = 0, const std::vector<int64_t>& train_end = {});
 
 struct GrpoStepStats {
   double loss = 0;            // mean over updates of the mini-batch loss

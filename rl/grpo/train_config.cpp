@@ -150,6 +150,10 @@ OptionTable config_fields(TrainConfig& c) {
       {"exclude-infra-failures",
        "leave trajectories whose SQL failed for the machine's reason (database unreadable, wall clock under a step budget) out of their group's baseline and the loss; a group left with < 2 samples is dropped",
        &c.exclude_infra_failures},
+      {"spare-copied-answers",
+       "turn-level credit: a trajectory with a negative advantage whose answer repeats a query it already ran without "
+       "error trains no token of its answer turn (the error is that query's; copying what was run is right)",
+       &c.spare_copied_answers},
       {"micro-batch-tokens", "packed tokens per training micro-batch", &c.micro_batch_tokens},
       {"share-prefixes", "pack a group's common prompt once (same update up to rounding)", &c.share_prefixes},
       {"override-safety", "train a pretrained checkpoint even with settings that would harm it (lr > 1e-4, turn caps too short for an answer or a Qwen3 thought)", &c.override_safety},

@@ -126,6 +126,7 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   bool filter_truncated = true, filter_malformed = true, filter_no_valid_action = true, filter_zero_variance = true;
   bool zero_variance_in_denominator = false;
   bool exclude_infra_failures = true;  // GrpoFilterConfig::exclude_infra_failures (a correctness fix: on)
+  bool spare_copied_answers = false;   // GrpoFilterConfig::spare_copied_answers
   int64_t micro_batch_tokens = 8192;
   bool share_prefixes = true;  // CPU: pack a group's common prompt once
   bool override_safety = false;  // train a real checkpoint with settings real_model_problems refuses

@@ -91,7 +91,8 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
                    {"zero_variance_trajectories", f.zero_variance_trajectories},
                    {"kept", f.kept},
                    {"groups", f.groups},
-                   {"kept_groups", f.kept_groups}};
+                   {"kept_groups", f.kept_groups},
+                   {"spared_answers", f.spared_answers}};
   j["loss"] = r.grpo.loss;
   j["grad_norm"] = r.grpo.grad_norm;
   j["grad_norm_max"] = r.grpo.grad_norm_max;

@@ -29,7 +29,7 @@ GrpoConfig grpo_config(const TrainConfig& c) {
   g.advantage.eps = static_cast<float>(c.adv_eps);
   g.advantage.divide_std = c.adv_std;
   g.filter = {c.filter_truncated, c.filter_malformed, c.filter_no_valid_action, c.filter_zero_variance,
-              c.zero_variance_in_denominator, c.exclude_infra_failures};
+              c.zero_variance_in_denominator, c.exclude_infra_failures, c.spare_copied_answers};
   g.clip_low = static_cast<float>(c.clip_low);
   g.clip_high = static_cast<float>(c.clip_high);
   g.kl_coef = static_cast<float>(c.kl_coef);

@@ -1,5 +1,6 @@
 // Hand-made trajectories and a tiny random Qwen3 for the trainer tests.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "model/model.h"
@@ -69,6 +70,20 @@ inline rl::Trajectory make_trajectory(int64_t example, int64_t sample, std::vect
   turn.action.kind = rl::ActionKind::Answer;
   t.turns.push_back(turn);
   t.answered = true;
+  return t;
+}
+
+// prompt, a query turn (sampled), its observation, an answer turn (sampled): the query `ran`
+// (executed, failed when !ran_ok) and the answer `answer`.
+inline rl::Trajectory make_two_turn(int64_t example, int64_t sample, double reward, const std::string& ran, bool ran_ok,
+                                    const std::string& answer) {
+  rl::Trajectory t = make_trajectory(example, sample, {1, 2, 3}, {{4, 5, 6}, {7, 8}, {9, 10, 11}}, reward);
+  rl::TurnRecord query;
+  query.action.kind = rl::ActionKind::ExecSql, query.action.sql = ran;
+  query.executed = true, query.sql_error = !ran_ok;
+  t.turns.insert(t.turns.begin(), query);
+  t.turns.back().action.sql = answer;
+  t.final_sql = answer;
   return t;
 }
 

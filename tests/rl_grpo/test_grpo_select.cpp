@@ -95,6 +95,34 @@ TEST(GrpoPack, TargetsAreNextTokensAndMaskShiftsWithThem) {
   EXPECT_THROW(rl::pack_micro_batches(b, {0}, adv, 5), Error);  // 6 positions over a budget of 5
 }
 
+// spare_copied_answers: only a wrong (negative-advantage) trajectory whose answer repeats a query
+// it ran without error loses its answer turn from the loss; its query turn still trains.
+TEST(GrpoSelect, SpareCopiedAnswersMasksOnlyAWrongCopiedAnswerTurn) {
+  std::vector<Trajectory> b;
+  b.push_back(make_two_turn(0, 0, 1.0, "SELECT a FROM t", true, "SELECT a FROM t;"));  // right copy
+  b.push_back(make_two_turn(0, 1, 0.0, "SELECT b FROM t", true, " SELECT b FROM t"));  // wrong copy
+  b.push_back(make_two_turn(0, 2, 0.0, "SELECT b FROM t", true, "SELECT c FROM t"));   // wrong, re-typed
+  b.push_back(make_two_turn(0, 3, 0.0, "SELECT d FROM", false, "SELECT d FROM"));      // copies a failed query
+  const int64_t n = static_cast<int64_t>(b[0].tokens.size());  // 3 prompt + 3 query + 2 observation + 3 answer
+  EXPECT_EQ(b[1].last_turn_begin(), 8);
+  rl::GrpoConfig cfg;
+  for (bool spare : {false, true}) {
+    cfg.filter.spare_copied_answers = spare;
+    rl::GrpoSelection sel = rl::select_trajectories(b, cfg);
+    ASSERT_EQ(sel.kept, (std::vector<int64_t>{0, 1, 2, 3}));
+    EXPECT_EQ(sel.counts.spared_answers, spare ? 1 : 0);
+    EXPECT_EQ(sel.train_end, (std::vector<int64_t>{n, spare ? 8 : n, n, n}));
+    std::vector<rl::MicroBatch> mbs = rl::pack_micro_batches(b, sel.kept, sel.advantages, 100, 0, sel.train_end);
+    ASSERT_EQ(mbs.size(), 1u);
+    // Targets tokens[1..11) per trajectory: query 3..5, observation 6..7, answer 8..10.
+    const std::vector<uint8_t> whole = {0, 0, 1, 1, 1, 0, 0, 1, 1, 1}, spared = {0, 0, 1, 1, 1, 0, 0, 0, 0, 0};
+    for (int k = 0; k < 4; ++k) {
+      std::vector<uint8_t> m(mbs[0].mask.begin() + 10 * k, mbs[0].mask.begin() + 10 * (k + 1));
+      EXPECT_EQ(m, spare && k == 1 ? spared : whole) << k;
+    }
+  }
+}
+
 // Sharing: a group's repeated prompt is stored once; a unique prompt takes the longest common
 // start with an earlier plain sequence; a repeated prompt never takes only part of another's;
 // nothing a sequence is trained on lands in the shared rows; a new micro-batch starts plain.

@@ -199,6 +199,39 @@ TEST(GrpoStep, SharedPromptsGiveTheUnsharedUpdate) {
   EXPECT_LE(gdiff, 1e-4 * gmax);
 }
 
+// spare_copied_answers gives exactly the update of the same batch with the spared answer turn's
+// tokens taken out of the policy mask by hand (loss, denominator and gradient alike), and not the
+// update of the batch as it is.
+TEST(GrpoStep, SpareCopiedAnswersIsTheUpdateWithoutThatTurn) {
+  QwenConfig cfg = tiny_config();
+  std::vector<Trajectory> batch;
+  batch.push_back(make_two_turn(0, 0, 1.0, "SELECT a FROM t", true, "SELECT a FROM t"));
+  batch.push_back(make_two_turn(0, 1, 0.0, "SELECT b FROM t", true, "SELECT b FROM t"));
+  batch.push_back(make_two_turn(0, 2, 0.0, "SELECT b FROM t", true, "SELECT c FROM t"));
+  std::vector<Trajectory> masked = batch;
+  for (size_t p = static_cast<size_t>(masked[1].last_turn_begin()); p < masked[1].policy_mask.size(); ++p)
+    masked[1].policy_mask[p] = 0;
+  std::vector<QwenModel> models;
+  std::vector<rl::GrpoStepStats> stats;
+  for (int run = 0; run < 3; ++run) {  // spared, masked by hand, as it is
+    models.push_back(random_model(cfg, 13, 0.3f));
+    rl::GrpoConfig gc;
+    gc.schedule.lr = 1e-2f;
+    gc.filter.spare_copied_answers = run == 0;
+    alloc_grads(models.back());
+    rl::OptimizerState opt = rl::make_optimizer_state(models.back().num_params);
+    TrainState state = make_train_state(cfg, train_options(64));
+    stats.push_back(rl::grpo_step(models.back(), nullptr, opt, state, run == 1 ? masked : batch, gc));
+  }
+  EXPECT_EQ(stats[0].filtered.spared_answers, 1);
+  EXPECT_EQ(stats[1].filtered.spared_answers, 0);
+  EXPECT_EQ(stats[0].tokens, stats[1].tokens);
+  EXPECT_EQ(stats[2].tokens - stats[0].tokens, 3);  // the answer turn's 3 tokens
+  EXPECT_EQ(stats[0].loss, stats[1].loss);
+  EXPECT_EQ(models[0].params, models[1].params);  // the same computation, bit for bit
+  EXPECT_NE(models[0].params, models[2].params);
+}
+
 // zero_variance_in_denominator: dropping a flat group (advantage 0) but counting its tokens gives
 // the gradient of training on it; without the count, the gradient is larger by total / kept
 // trained tokens.
