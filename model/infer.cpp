@@ -9,6 +9,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "model/lora.h"
 #include "runtime/error.h"
 
 namespace sqlrl {
@@ -29,7 +30,7 @@ void linear(float* out, const float* inp, const float* weight, const float* bias
 }  // namespace
 
 void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vector<CachedInput>& inputs,
-                    std::vector<float>& logits, bool all_positions) {
+                    std::vector<float>& logits, bool all_positions, const LoraAdapter* lora) {
   const QwenConfig& c = model.config;
   const int64_t C = c.hidden_size, H = c.num_attention_heads, KVH = c.num_key_value_heads, D = c.head_dim,
                 I = c.intermediate_size, V = c.vocab_size, qd = c.q_dim(), kvd = c.kv_dim();
@@ -63,13 +64,19 @@ void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vect
   ModelWeights w = QwenModel::bind_weights(model, const_cast<float*>(model.params.data()));
   std::vector<float> x(T * C), ln(T * C), q(T * qd), k(T * kvd), v(T * kvd), att(T * qd), o(T * C), gate(T * I),
       up(T * I), rstd(T * std::max(H, int64_t{1}));
+  LoraForward adapter;
+  if (lora) adapter = lora_forward_state(*lora, c, T, "forward_cached");
+  LoraForward* ad = lora ? &adapter : nullptr;
   embedding_forward_cpu(x.data(), w.embed, tokens.data(), T, V, C);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     rmsnorm_forward_cpu(ln.data(), rstd.data(), x.data(), lw.attn_norm, T, C, eps);
     linear(q.data(), ln.data(), lw.wq, lw.bq, T, C, qd);
+    lora_add_cpu(ad, l, LoraModule::q_proj, q.data(), ln.data(), T, C, qd);
     linear(k.data(), ln.data(), lw.wk, lw.bk, T, C, kvd);
+    lora_add_cpu(ad, l, LoraModule::k_proj, k.data(), ln.data(), T, C, kvd);
     linear(v.data(), ln.data(), lw.wv, lw.bv, T, C, kvd);
+    lora_add_cpu(ad, l, LoraModule::v_proj, v.data(), ln.data(), T, C, kvd);
     if (c.has_qk_norm()) {
       rmsnorm_forward_cpu(q.data(), rstd.data(), q.data(), lw.q_norm, T * H, D, eps);
       rmsnorm_forward_cpu(k.data(), rstd.data(), k.data(), lw.k_norm, T * KVH, D, eps);
@@ -85,12 +92,16 @@ void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vect
     PagedQueries queries{T, tables.data(), max_blocks, positions.data(), cache.block_size};
     paged_attention_cpu(att.data(), q.data(), cache.k_block(l, 0), cache.v_block(l, 0), queries, {H, KVH, D});
     linear(o.data(), att.data(), lw.wo, lw.bo, T, qd, C);
+    lora_add_cpu(ad, l, LoraModule::o_proj, o.data(), att.data(), T, qd, C);
     for (int64_t i = 0; i < T * C; ++i) x[i] += o[i];
     rmsnorm_forward_cpu(ln.data(), rstd.data(), x.data(), lw.mlp_norm, T, C, eps);
     linear(gate.data(), ln.data(), lw.w_gate, nullptr, T, C, I);
+    lora_add_cpu(ad, l, LoraModule::gate_proj, gate.data(), ln.data(), T, C, I);
     linear(up.data(), ln.data(), lw.w_up, nullptr, T, C, I);
+    lora_add_cpu(ad, l, LoraModule::up_proj, up.data(), ln.data(), T, C, I);
     swiglu_forward_cpu(gate.data(), gate.data(), up.data(), T * I);
     linear(o.data(), gate.data(), lw.w_down, nullptr, T, I, C);
+    lora_add_cpu(ad, l, LoraModule::down_proj, o.data(), gate.data(), T, I, C);
     for (int64_t i = 0; i < T * C; ++i) x[i] += o[i];
   }
   for (const CachedInput& in : inputs) cache.sequence(in.sequence).length += static_cast<int64_t>(in.tokens.size());

@@ -11,6 +11,8 @@
 
 namespace sqlrl {
 
+struct LoraAdapter;  // model/lora.h
+
 struct CachedInput {
   int64_t sequence = 0;          // cache handle
   std::vector<int32_t> tokens;   // appended at positions length, length + 1, ...
@@ -18,9 +20,10 @@ struct CachedInput {
 
 // Runs the new tokens, writes their K/V into the cache and advances each sequence's length.
 // logits: [inputs.size(), vocab] for the last new token of each input, or with all_positions
-// [total new tokens, vocab] in input order.
+// [total new tokens, vocab] in input order. lora (nullable): a LoRA adapter applied unmerged, as
+// in the training forward (model/train.h).
 void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vector<CachedInput>& inputs,
-                    std::vector<float>& logits, bool all_positions = false);
+                    std::vector<float>& logits, bool all_positions = false, const LoraAdapter* lora = nullptr);
 
 struct GenerateOptions {
   int64_t max_new_tokens = 64;

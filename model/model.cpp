@@ -78,18 +78,19 @@ QwenModel load_model(const std::string& path) {
     const ParamView& view = model.table[i];
     check(loaded[i].spec.hf_name == view.spec.hf_name && loaded[i].tensor.numel() == view.spec.numel(), path,
           ": tensor ", i, " is '", loaded[i].spec.hf_name, "', expected '", view.spec.hf_name, "'");
-    const float* p = model.params.data() + view.offset;
     std::memcpy(model.params.data() + view.offset, loaded[i].tensor.data(), sizeof(float) * view.spec.numel());
-    // A NaN or Inf weight (a checkpoint saved after a diverged step, a corrupt file) would train
-    // and evaluate silently into NaN log-probs: refused here, naming the tensor.
-    int64_t bad = 0, first = -1;
-    for (int64_t k = 0; k < view.spec.numel(); ++k)
-      if (!std::isfinite(p[k])) bad += 1, first = first < 0 ? k : first;
-    check(bad == 0, path, ": tensor '", view.spec.hf_name, "' holds ", bad, " non-finite value", bad > 1 ? "s" : "",
-          " (the first, ", p[first < 0 ? 0 : first], ", at element ", first, " of ", view.spec.numel(),
-          "): the checkpoint is corrupt or was saved after training diverged");
+    check_finite_tensor(path, view.spec.hf_name, model.params.data() + view.offset, view.spec.numel());
   }
   return model;
+}
+
+void check_finite_tensor(const std::string& path, const std::string& name, const float* p, int64_t n) {
+  int64_t bad = 0, first = -1;
+  for (int64_t k = 0; k < n; ++k)
+    if (!std::isfinite(p[k])) bad += 1, first = first < 0 ? k : first;
+  check(bad == 0, path, ": tensor '", name, "' holds ", bad, " non-finite value", bad > 1 ? "s" : "", " (the first, ",
+        p[first < 0 ? 0 : first], ", at element ", first, " of ", n,
+        "): the checkpoint is corrupt or was saved after training diverged");
 }
 
 void save_model(const QwenModel& model, const std::string& folder) {

@@ -98,6 +98,9 @@ QwenModel make_model(const QwenConfig& config);
 void init_random_weights(QwenModel& model, uint64_t seed, float stddev);
 // From a Hugging Face checkpoint (file or folder); bf16/f16 weights are widened to f32.
 QwenModel load_model(const std::string& path);
+// A NaN or Inf weight (a checkpoint saved after a diverged step, a corrupt file) would train and
+// evaluate silently into NaN log-probs: refused on load, naming the file and the tensor.
+void check_finite_tensor(const std::string& path, const std::string& name, const float* p, int64_t n);
 // config.json + model.safetensors (f32) in `folder`, loadable by transformers.
 void save_model(const QwenModel& model, const std::string& folder);
 

@@ -10,6 +10,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "model/lora.h"
 #include "runtime/error.h"
 
 namespace sqlrl {
@@ -140,33 +141,44 @@ LayerActs carve_slot(const Dims& d, int64_t T, float* p) {
   return a;
 }
 
+// lora (null: none) adds each adapted projection's low-rank term to its output, before the q/k
+// norms, the activation and the residual adds, where PEFT's wrapped Linear puts it.
 void layer_forward(const QwenConfig& config, const LayerWeights& w, const float* x, float* out, const LayerActs& a,
-                   const PackedBatch& batch) {
+                   const PackedBatch& batch, LoraForward* lora, int64_t layer) {
   Dims d = dims_of(config);
   int64_t T = batch.num_tokens();
   float eps = static_cast<float>(config.rms_norm_eps), theta = static_cast<float>(config.rope_theta);
   rmsnorm_forward_cpu(a.ln1, a.rstd1, x, w.attn_norm, T, d.C, eps);
   if (config.has_qk_norm()) {
     matmul_forward_cpu(a.q_raw, a.ln1, w.wq, w.bq, T, d.C, d.qd);
+    lora_add_cpu(lora, layer, LoraModule::q_proj, a.q_raw, a.ln1, T, d.C, d.qd);
     matmul_forward_cpu(a.k_raw, a.ln1, w.wk, w.bk, T, d.C, d.kvd);
+    lora_add_cpu(lora, layer, LoraModule::k_proj, a.k_raw, a.ln1, T, d.C, d.kvd);
     rmsnorm_forward_cpu(a.q, a.q_rstd, a.q_raw, w.q_norm, T * d.H, d.D, eps);
     rmsnorm_forward_cpu(a.k, a.k_rstd, a.k_raw, w.k_norm, T * d.KVH, d.D, eps);
   } else {
     matmul_forward_cpu(a.q, a.ln1, w.wq, w.bq, T, d.C, d.qd);
+    lora_add_cpu(lora, layer, LoraModule::q_proj, a.q, a.ln1, T, d.C, d.qd);
     matmul_forward_cpu(a.k, a.ln1, w.wk, w.bk, T, d.C, d.kvd);
+    lora_add_cpu(lora, layer, LoraModule::k_proj, a.k, a.ln1, T, d.C, d.kvd);
   }
   matmul_forward_cpu(a.v, a.ln1, w.wv, w.bv, T, d.C, d.kvd);
+  lora_add_cpu(lora, layer, LoraModule::v_proj, a.v, a.ln1, T, d.C, d.kvd);
   rope_forward_cpu(a.q, batch.positions.data(), T, d.H, d.D, theta);
   rope_forward_cpu(a.k, batch.positions.data(), T, d.KVH, d.D, theta);
   attention_forward_cpu(a.att, a.lse, a.q, a.k, a.v, batch.cu_seqlens.data(), batch.num_seqs(), {d.H, d.KVH, d.D},
                         prefixes_of(batch));
   matmul_forward_cpu(a.resid_mid, a.att, w.wo, w.bo, T, d.qd, d.C);
+  lora_add_cpu(lora, layer, LoraModule::o_proj, a.resid_mid, a.att, T, d.qd, d.C);
   for (int64_t i = 0; i < T * d.C; ++i) a.resid_mid[i] += x[i];
   rmsnorm_forward_cpu(a.ln2, a.rstd2, a.resid_mid, w.mlp_norm, T, d.C, eps);
   matmul_forward_cpu(a.gate, a.ln2, w.w_gate, nullptr, T, d.C, d.I);
+  lora_add_cpu(lora, layer, LoraModule::gate_proj, a.gate, a.ln2, T, d.C, d.I);
   matmul_forward_cpu(a.up, a.ln2, w.w_up, nullptr, T, d.C, d.I);
+  lora_add_cpu(lora, layer, LoraModule::up_proj, a.up, a.ln2, T, d.C, d.I);
   swiglu_forward_cpu(a.h, a.gate, a.up, T * d.I);
   matmul_forward_cpu(out, a.h, w.w_down, nullptr, T, d.I, d.C);
+  lora_add_cpu(lora, layer, LoraModule::down_proj, out, a.h, T, d.I, d.C);
   for (int64_t i = 0; i < T * d.C; ++i) out[i] += a.resid_mid[i];
 }
 
@@ -283,32 +295,39 @@ TrainState make_train_state(const QwenConfig& config, const TrainOptions& option
   return s;
 }
 
-void forward_hidden(const QwenModel& model, TrainState& state, const PackedBatch& batch) {
+void forward_hidden(const QwenModel& model, TrainState& state, const PackedBatch& batch, const LoraAdapter* lora) {
   const QwenConfig& config = model.config;
   Dims d = dims_of(config);
   validate_batch(batch, state.options.max_tokens, d.V);
   int64_t T = batch.num_tokens(), maxT = state.options.max_tokens;
   ModelWeights w = QwenModel::bind_weights(model, const_cast<float*>(model.params.data()));
+  // The adapter's [T, rank] scratch is allocated here, not in TrainState: it is a few KB against
+  // the state's megabytes, and a run without an adapter allocates nothing.
+  LoraForward adapter;
+  if (lora) adapter = lora_forward_state(*lora, config, T, "forward");
+  state.lora = lora != nullptr;
   embedding_forward_cpu(state.resid.data(), w.embed, batch.tokens.data(), T, d.V, d.C);
   for (int64_t l = 0; l < d.L; ++l)
     layer_forward(config, w.layers[l], state.resid.data() + l * maxT * d.C, state.resid.data() + (l + 1) * maxT * d.C,
-                  state.layer_acts[l], batch);
+                  state.layer_acts[l], batch, lora ? &adapter : nullptr, l);
   rmsnorm_forward_cpu(state.lnf.data(), state.rstdf.data(), state.resid.data() + d.L * maxT * d.C, w.final_norm, T,
                       d.C, static_cast<float>(config.rms_norm_eps));
 }
 
-void forward_logits(const QwenModel& model, TrainState& state, const PackedBatch& batch, float* logits) {
-  forward_hidden(model, state, batch);
+void forward_logits(const QwenModel& model, TrainState& state, const PackedBatch& batch, float* logits,
+                    const LoraAdapter* lora) {
+  forward_hidden(model, state, batch, lora);
   ModelWeights w = QwenModel::bind_weights(model, const_cast<float*>(model.params.data()));
   matmul_forward_cpu(logits, state.lnf.data(), w.lm_head, nullptr, batch.num_tokens(), model.config.hidden_size,
                      model.config.vocab_size);
 }
 
 void forward_logprobs(const QwenModel& model, TrainState& state, const PackedBatch& batch,
-                      const std::vector<int32_t>& targets, float* logprobs, float* entropy, float logit_scale) {
+                      const std::vector<int32_t>& targets, float* logprobs, float* entropy, float logit_scale,
+                      const LoraAdapter* lora) {
   check(static_cast<int64_t>(targets.size()) == batch.num_tokens(), "forward_logprobs: ", targets.size(),
         " targets for ", batch.num_tokens(), " tokens");
-  forward_hidden(model, state, batch);
+  forward_hidden(model, state, batch, lora);
   ModelWeights w = QwenModel::bind_weights(model, const_cast<float*>(model.params.data()));
   LogprobShape shape{batch.num_tokens(), model.config.hidden_size, model.config.vocab_size, state.options.logprob_chunk,
                      logit_scale};
@@ -318,11 +337,12 @@ void forward_logprobs(const QwenModel& model, TrainState& state, const PackedBat
 }
 
 void forward_logprobs_masked(const QwenModel& model, TrainState& state, const PackedBatch& batch,
-                             const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs) {
+                             const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs,
+                             const LoraAdapter* lora) {
   const int64_t T = batch.num_tokens(), C = model.config.hidden_size;
   check(static_cast<int64_t>(targets.size()) == T, "forward_logprobs_masked: ", targets.size(), " targets for ", T,
         " tokens");
-  forward_hidden(model, state, batch);
+  forward_hidden(model, state, batch, lora);
   state.logit_scale = 1.0f;
   // Only the kept rows go through the lm_head: in SFT and GRPO batches most positions are prompt
   // or observation tokens, and the [rows x vocab] product is a large share of the forward.
@@ -351,6 +371,9 @@ void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& b
                        const std::vector<int32_t>& targets, const float* dlogprobs, const float* dentropy,
                        const float* entropy) {
   check(model.grads.size() == model.params.size(), "backward: gradients are not allocated (call alloc_grads)");
+  // The activations of a forward with an adapter are not the base model's: differentiating them
+  // as if they were would give wrong gradients.
+  check(!state.lora, "backward: the forward ran with a LoRA adapter, whose backward is not implemented yet");
   const QwenConfig& config = model.config;
   Dims d = dims_of(config);
   int64_t T = batch.num_tokens(), maxT = state.options.max_tokens;
@@ -368,7 +391,8 @@ void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& b
     bool recomputed = !state.options.recompute.empty() && state.options.recompute[l];
     // Re-running the forward rewrites resid[l + 1] with the bytes it already holds.
     if (recomputed)
-      layer_forward(config, w.layers[l], x, state.resid.data() + (l + 1) * maxT * d.C, state.layer_acts[l], batch);
+      layer_forward(config, w.layers[l], x, state.resid.data() + (l + 1) * maxT * d.C, state.layer_acts[l], batch,
+                    nullptr, l);
     layer_backward(config, w.layers[l], g.layers[l], x, state.layer_acts[l], batch, state);
   }
   embedding_backward_cpu(g.embed, state.dresid.data(), batch.tokens.data(), T, d.V, d.C);

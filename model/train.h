@@ -10,6 +10,8 @@
 
 namespace sqlrl {
 
+struct LoraAdapter;  // model/lora.h
+
 struct PackedBatch {
   std::vector<int32_t> tokens;      // [T]
   std::vector<int32_t> positions;   // [T], restarting at 0 in each sequence (at prefix_len if it has one)
@@ -58,6 +60,7 @@ struct TrainState {
   std::vector<LayerActs> layer_acts;
   std::vector<float> lnf, rstdf, vocab_lse, logits_scratch;
   float logit_scale = 1.0f;  // of the last log-prob forward: vocab_lse belongs to it, the backward uses it
+  bool lora = false;         // the last forward ran with a LoRA adapter (the backward refuses it for now)
   // backward scratch
   std::vector<float> dresid, dln, datt, dq, dk, dv, dq_raw, dk_raw, dh, dgate, dup;
   int64_t num_floats() const;  // activation + scratch memory, for reports
@@ -67,21 +70,26 @@ TrainState make_train_state(const QwenConfig& config, const TrainOptions& option
 // The floats make_train_state allocates (what model/memory_plan.h prices on the CPU).
 int64_t train_state_floats(const QwenConfig& config, const TrainOptions& options);
 
+// Every forward takes an optional LoRA adapter (model/lora.h; null: the base model alone, bit for
+// bit as without the argument): its projections then add their low-rank terms, unmerged.
 // Runs the layers and the final norm (state.lnf holds the normalised last hidden states).
-void forward_hidden(const QwenModel& model, TrainState& state, const PackedBatch& batch);
+void forward_hidden(const QwenModel& model, TrainState& state, const PackedBatch& batch,
+                    const LoraAdapter* lora = nullptr);
 // Full logits [T, vocab] (inference and tests; training uses forward_logprobs).
-void forward_logits(const QwenModel& model, TrainState& state, const PackedBatch& batch, float* logits);
+void forward_logits(const QwenModel& model, TrainState& state, const PackedBatch& batch, float* logits,
+                    const LoraAdapter* lora = nullptr);
 // logprobs[t] = log p(targets[t] | tokens up to t), via the fused chunked lm_head; entropy[t]
 // (nullable) = -sum_v p log p of the same softmax row (logprobs are the same bits either way).
 // p = softmax(logit_scale * logits): 1 / temperature gives the policy that sampled at that
 // temperature; backward_logprobs differentiates the same scaled softmax.
 void forward_logprobs(const QwenModel& model, TrainState& state, const PackedBatch& batch,
                       const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr,
-                      float logit_scale = 1.0f);
+                      float logit_scale = 1.0f, const LoraAdapter* lora = nullptr);
 // As forward_logprobs for the rows with mask[t] != 0; the others get logprob 0 and are not run
 // through the lm_head. backward_logprobs after it is exact as long as those rows' dlogprobs are 0.
 void forward_logprobs_masked(const QwenModel& model, TrainState& state, const PackedBatch& batch,
-                             const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs);
+                             const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs,
+                             const LoraAdapter* lora = nullptr);
 // After forward_logprobs on the same batch: adds d(sum_t dlogprobs[t] logprob_t + dentropy[t]
 // entropy_t)/d(param) into model.grads (allocated by the caller). dentropy (nullable) needs
 // `entropy`, what that forward wrote (the state keeps no copy of it).

@@ -11,7 +11,7 @@ int64_t ParamSpec::numel() const {
   return n;
 }
 
-static std::string shape_str(const std::vector<int64_t>& shape) {
+std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";

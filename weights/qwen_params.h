@@ -35,6 +35,7 @@ struct ParamSpec {
 };
 
 std::vector<ParamSpec> qwen_parameters(const QwenConfig& config);
+std::string shape_str(const std::vector<int64_t>& shape);  // "[64, 32]"
 int64_t count_parameters(const std::vector<ParamSpec>& specs);
 
 // Tensors a checkpoint may carry that the model does not need: transformers drops them on load
