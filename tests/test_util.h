@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/device.h"
@@ -66,10 +67,32 @@ inline double error_budget_ratio(const std::vector<float>& got, const std::vecto
   return worst;
 }
 
-// A folder path under the system temp dir unique to this process: test suites run at the same
-// time (two build trees, CI beside a developer) must not share a run folder.
+// Removes `dir` (recursively) when this process exits, so that a test run leaves nothing in the
+// temp dir (ctest starts one process per test: hundreds of folders otherwise).
+// SQLRL_KEEP_TEST_DIRS=1 keeps them for a post-mortem. Only the process that registered a folder
+// removes it: a forked child that exits (a SQL pool worker) must not delete what its parent reads.
+inline void remove_at_exit(const std::filesystem::path& dir) {
+  struct Folders {
+    std::vector<std::pair<pid_t, std::filesystem::path>> dirs;  // registering process, folder
+    ~Folders() {
+      const char* keep = std::getenv("SQLRL_KEEP_TEST_DIRS");
+      if (keep && std::string(keep) == "1") return;
+      std::error_code ignored;
+      for (const auto& [owner, d] : dirs)
+        if (owner == ::getpid()) std::filesystem::remove_all(d, ignored);
+    }
+  };
+  static Folders folders;
+  folders.dirs.emplace_back(::getpid(), dir);
+}
+
+// A folder path under the system temp dir unique to this process (test suites run at the same
+// time — two build trees, CI beside a developer — must not share a run folder), removed when the
+// process exits (remove_at_exit).
 inline std::filesystem::path process_temp_path(const std::string& name) {
-  return std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  remove_at_exit(dir);
+  return dir;
 }
 
 struct CommandResult {

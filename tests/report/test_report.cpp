@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 std::string fixture_run() { return testing::fixture_path("report_run"); }
 
 fs::path scratch(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("sqlrl_report_" + name + "_" + std::to_string(getpid()));
+  fs::path p = sqlrl::testing::process_temp_path("sqlrl_report_" + name);
   fs::remove_all(p);
   fs::create_directories(p);
   return p;

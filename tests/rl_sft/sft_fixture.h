@@ -11,6 +11,7 @@
 
 #include "model/model.h"
 #include "tests/rl_grpo/grpo_fixture.h"
+#include "tests/test_util.h"
 #include "sql/data/synth.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/trainer.h"
@@ -57,7 +58,7 @@ inline QwenModel sft_model(int64_t vocab, uint64_t seed = 7, float stddev = 0.05
 
 inline std::string sft_temp_dir() {
   static std::string dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("sqlrl_sft_test_" + std::to_string(::getpid()));
+    auto d = process_temp_path("sqlrl_sft_test");
     std::filesystem::remove_all(d);
     std::filesystem::create_directories(d);
     return d.string();

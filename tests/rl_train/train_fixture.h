@@ -17,6 +17,7 @@
 #include "runtime/tensor.h"
 #include "sql/exec/schema.h"
 #include "tests/sql/pool_test_db.h"
+#include "tests/test_util.h"
 #include "tokenizer/trainer.h"
 
 namespace sqlrl::rl::testing {
@@ -39,7 +40,7 @@ inline const std::string& toy_tokenizer_json() {
 // toy_tokenizer_json() as a file (checkpoints copy the tokenizer from a path), one per process.
 inline const std::string& toy_tokenizer_path() {
   static std::string path = [] {
-    std::filesystem::path dir = std::filesystem::temp_directory_path() / ("sqlrl-toy-tokenizer-" + std::to_string(::getpid()));
+    std::filesystem::path dir = sqlrl::testing::process_temp_path("sqlrl-toy-tokenizer");
     std::filesystem::create_directories(dir);
     std::string file = (dir / "tokenizer.json").string();
     std::ofstream(file, std::ios::binary) << toy_tokenizer_json();

@@ -10,12 +10,13 @@
 #include <string>
 
 #include "runtime/error.h"
+#include "tests/test_util.h"
 
 namespace sqlrl::sql::testing {
 
 inline std::string temp_dir() {
   static std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() / ("sqlrl_sql_test_" + std::to_string(::getpid()))).string();
+    std::string d = sqlrl::testing::process_temp_path("sqlrl_sql_test").string();
     // A dead process with the same pid may have left databases here, and the Spider test-suite
     // EX runs a query on every .sqlite file beside the example's: start from an empty folder.
     std::filesystem::remove_all(d);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "tests/test_util.h"
 #include "sql/data/datasets.h"
 #include "sql/eval/eval_spider.h"
 #include "sql/eval/parse.h"
@@ -37,7 +38,7 @@ SynthOptions small_options(uint64_t seed) {
 }
 
 fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("sqlrl_synth_" + name + "_" + std::to_string(::getpid()));
+  fs::path p = sqlrl::testing::process_temp_path("sqlrl_synth_" + name);
   fs::remove_all(p);
   return p;
 }

@@ -33,7 +33,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("sqlrl_variants_" + std::to_string(::getpid()) + "_" + name);
+  fs::path dir = sqlrl::testing::process_temp_path("sqlrl_variants_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

@@ -22,7 +22,7 @@ inline const Tokenizer& qwen3_tokenizer() {
 // names directly under TempDir() could be overwritten by another run mid-test.
 inline std::string scratch_dir() {
   static const std::string dir = [] {
-    std::filesystem::path p = std::filesystem::path(::testing::TempDir()) / ("sqlrl_tokenizer_" + std::to_string(getpid()));
+    std::filesystem::path p = process_temp_path("sqlrl_tokenizer");
     std::filesystem::create_directories(p);
     return p.string();
   }();
