@@ -1,6 +1,8 @@
 // Qwen3 on the CPU: tokens/s of a training step (forward to per-token log-probs + backward to
-// every parameter gradient) over a packed batch, and of batched decode with the paged KV cache
-// (G samples forked from one shared prompt). Two configs:
+// every parameter gradient; BM_TrainStepLora: to the gradients of an r 16 adapter on every
+// projection, the base frozen) over a packed batch, each with the memory it holds (held_MiB) and
+// the plan's train step with AdamW moments (plan_MiB), and of batched decode with the paged KV
+// cache (G samples forked from one shared prompt). Two configs:
 //   tiny: the fixture shape (2 layers, hidden 64, 4 heads / 2 KV heads, head_dim 16,
 //         intermediate 128, vocab 256, tied) — 90,496 parameters, overhead-bound;
 //   25m:  hidden 512, 8 layers, 8 heads / 4 KV heads, head_dim 64, intermediate 1408,
@@ -18,6 +20,8 @@
 
 #include "model/infer.h"
 #include "model/kv_cache.h"
+#include "model/lora.h"
+#include "model/memory_plan.h"
 #include "model/model.h"
 #include "model/train.h"
 #include "runtime/random.h"
@@ -79,12 +83,44 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t stream) {
   return ids;
 }
 
-// Args: config (0 tiny, 1 25m), sequences, tokens per sequence.
-void BM_TrainStep(benchmark::State& state) {
+// The memory a train step of T tokens needs by the plan (model/memory_plan.h, CPU, no rollout,
+// nothing recomputed, fp32 AdamW moments the bench does not allocate): what the two cases compare.
+int64_t planned_bytes(const QwenConfig& config, int64_t T, const LoraConfig* lora) {
+  MemoryPlanOptions o;
+  o.device = PlanDevice::Cpu;
+  o.device_bytes = int64_t(1) << 50;
+  o.reserve_bytes = 0;
+  o.tokens_per_micro_batch = T;
+  o.logprob_chunk_tokens = TrainOptions{}.logprob_chunk;
+  o.rollout = false;
+  o.recompute = Choice::Off;
+  o.bf16_moments = Choice::Off;
+  if (lora) o.lora = *lora;
+  return plan_memory(config, o).peak_bytes;
+}
+
+// Args: config (0 tiny, 1 25m), sequences, tokens per sequence. lora: full fine-tuning (every
+// parameter's gradient) or an r 16 adapter on every projection with the base frozen (its
+// gradients only; A from PEFT's init, B filled too so the step does a trained adapter's work).
+void train_step(benchmark::State& state, bool lora) {
   const int64_t which = state.range(0), seqs = state.range(1), len = state.range(2);
   QwenConfig config = bench_config(which);
   QwenModel model = random_model(config);
-  alloc_grads(model);
+  LoraConfig lora_config;
+  lora_config.rank = 16;
+  lora_config.alpha = 32;
+  lora_config.target_pattern = "all-linear";
+  LoraAdapter adapter;
+  if (lora) {
+    adapter = init_adapter(lora_config, config, 1234);
+    for (const LoraView& v : adapter.table)
+      if (v.is_b)
+        fill_normal(wrap(adapter.params.data() + v.offset, {v.numel()}, DType::F32, cpu_device(), nullptr), 1234,
+                    1000 + static_cast<uint64_t>(v.offset), 0.0f, 0.02f);
+    alloc_lora_grads(adapter);
+  } else {
+    alloc_grads(model);
+  }
   std::vector<std::vector<int32_t>> sequences;
   for (int64_t s = 0; s < seqs; ++s) sequences.push_back(random_tokens(len, config.vocab_size, static_cast<uint64_t>(s)));
   PackedBatch batch = pack_sequences(sequences);
@@ -97,17 +133,30 @@ void BM_TrainStep(benchmark::State& state) {
   TrainOptions options;
   options.max_tokens = T;
   TrainState train = make_train_state(config, options);
+  LoraAdapter* ad = lora ? &adapter : nullptr;
   for (auto _ : state) {
-    zero_grads(model);
-    forward_logprobs(model, train, batch, targets, logprobs.data());
-    backward_logprobs(model, train, batch, targets, dlogprobs.data());
-    benchmark::DoNotOptimize(model.grads.data());
+    if (lora) zero_lora_grads(adapter);
+    else zero_grads(model);
+    forward_logprobs(model, train, batch, targets, logprobs.data(), nullptr, 1.0f, ad);
+    backward_logprobs(model, train, batch, targets, dlogprobs.data(), nullptr, nullptr, ad);
+    benchmark::DoNotOptimize(lora ? adapter.grads.data() : model.grads.data());
   }
   state.SetLabel(config_label(which));
   state.counters["params"] = static_cast<double>(model.num_params);
+  state.counters["trainable"] = static_cast<double>(lora ? adapter.num_params : model.num_params);
+  // What this loop holds (weights, gradients, the train state, the adapter and its backward
+  // scratch), and the plan's train step, which adds the AdamW moments of the trained parameters.
+  const int64_t held = 4 * (static_cast<int64_t>(model.params.size() + model.grads.size() + adapter.params.size() +
+                                                 adapter.grads.size()) +
+                            train.num_floats() + (lora ? lora_backward_scratch_floats(lora_config, T) : 0));
+  state.counters["held_MiB"] = static_cast<double>(held) / (1 << 20);
+  state.counters["plan_MiB"] = static_cast<double>(planned_bytes(config, T, lora ? &lora_config : nullptr)) / (1 << 20);
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(T * state.iterations()), benchmark::Counter::kIsRate);
 }
+
+void BM_TrainStep(benchmark::State& state) { train_step(state, false); }
+void BM_TrainStepLora(benchmark::State& state) { train_step(state, true); }
 
 // Args: config, samples G, prompt length, new tokens per sample. One iteration: prefill the
 // prompt (not timed), fork it G times, decode `steps` batched steps of G tokens (timed), picking
@@ -148,6 +197,14 @@ void BM_Decode(benchmark::State& state) {
 }
 
 BENCHMARK(BM_TrainStep)
+    ->ArgNames({"cfg", "seqs", "len"})
+    ->Args({0, 16, 256})
+    ->Args({1, 16, 256})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+BENCHMARK(BM_TrainStepLora)
     ->ArgNames({"cfg", "seqs", "len"})
     ->Args({0, 16, 256})
     ->Args({1, 16, 256})

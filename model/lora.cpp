@@ -1,8 +1,9 @@
-// LoRA adapters: PEFT's config and file layout, init, merge and the unmerged CPU forward.
+// LoRA adapters: PEFT's config and file layout, init, merge and the unmerged CPU forward and backward.
 #include "model/lora.h"
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -224,7 +225,10 @@ std::string lora_config_to_json(const LoraConfig& c) {
   return j.dump(2) + "\n";
 }
 
-LoraAdapter make_adapter(const LoraConfig& config, const QwenConfig& model, const std::string& source) {
+namespace {
+
+// The adapter's table and size, nothing allocated.
+LoraAdapter lay_out_adapter(const LoraConfig& config, const QwenConfig& model, const std::string& source) {
   validate_config(model, "LoRA base model");
   check(config.rank > 0, source, ": r must be positive, got ", config.rank);
   check(config.dropout >= 0 && config.dropout < 1, source, ": lora_dropout must be in [0, 1), got ", config.dropout);
@@ -249,9 +253,24 @@ LoraAdapter make_adapter(const LoraConfig& config, const QwenConfig& model, cons
         a.table.push_back(v);
       }
     }
+  return a;
+}
+
+}  // namespace
+
+LoraAdapter make_adapter(const LoraConfig& config, const QwenConfig& model, const std::string& source) {
+  LoraAdapter a = lay_out_adapter(config, model, source);
   a.params.assign(static_cast<size_t>(a.num_params), 0.0f);
   return a;
 }
+
+int64_t lora_num_params(const LoraConfig& config, const QwenConfig& model) {
+  return lay_out_adapter(config, model, "LoRA").num_params;
+}
+
+void alloc_lora_grads(LoraAdapter& adapter) { adapter.grads.assign(static_cast<size_t>(adapter.num_params), 0.0f); }
+
+void zero_lora_grads(LoraAdapter& adapter) { std::fill(adapter.grads.begin(), adapter.grads.end(), 0.0f); }
 
 LoraWeights bind_lora(const LoraAdapter& adapter, float* base) {
   check(base != nullptr, "LoRA: binding views to an unallocated buffer");
@@ -351,9 +370,7 @@ void check_adapter_fits(const LoraAdapter& adapter, const QwenConfig& model, con
         adapter.params.size(), " floats, its table ", adapter.num_params);
 }
 
-namespace {
-
-float* base_weight(LayerWeights& w, LoraModule m) {
+float* lora_base_weight(const LayerWeights& w, LoraModule m) {
   switch (m) {
     case LoraModule::q_proj: return w.wq;
     case LoraModule::k_proj: return w.wk;
@@ -363,10 +380,8 @@ float* base_weight(LayerWeights& w, LoraModule m) {
     case LoraModule::up_proj: return w.w_up;
     case LoraModule::down_proj: return w.w_down;
   }
-  return nullptr;
+  fail("lora: unknown module ", static_cast<int>(m));
 }
-
-}  // namespace
 
 void merge_adapter(QwenModel& model, const LoraAdapter& adapter) {
   check_adapter_fits(adapter, model.config, "merge_adapter");
@@ -386,7 +401,7 @@ void merge_adapter(QwenModel& model, const LoraAdapter& adapter) {
       p.lda = lw.rank;
       p.b = lw.layers[l].a[i];
       p.ldb = in;
-      p.c = base_weight(w.layers[l], m);
+      p.c = lora_base_weight(w.layers[l], m);
       p.ldc = in;
       p.alpha = lw.scale;
       p.beta = 1.0f;
@@ -427,6 +442,68 @@ void lora_add_cpu(LoraForward* lora, int64_t layer, LoraModule m, float* out, co
   p.alpha = lora->weights.scale;
   p.beta = 1.0f;
   if (tokens > 0) gemm_cpu(p);
+}
+
+int64_t lora_backward_scratch_floats(const LoraConfig& config, int64_t tokens) { return 2 * tokens * config.rank; }
+
+LoraBackward lora_backward_state(LoraAdapter& adapter, const QwenConfig& model, int64_t tokens, const char* who) {
+  check(adapter.config.dropout == 0, who, ": lora_dropout = ", adapter.config.dropout,
+        ": training with LoRA dropout is not implemented (PEFT drops the adapter's input in training mode); "
+        "set lora_dropout to 0");
+  check(static_cast<int64_t>(adapter.grads.size()) == adapter.num_params, who,
+        ": the LoRA adapter's gradients are not allocated (call alloc_lora_grads)");
+  LoraBackward b;
+  b.forward = lora_forward_state(adapter, model, tokens, who);
+  b.grads = bind_lora(adapter, adapter.grads.data());
+  b.du.assign(static_cast<size_t>(tokens * adapter.config.rank), 0.0f);
+  check(static_cast<int64_t>(b.forward.scratch.size() + b.du.size()) == lora_backward_scratch_floats(adapter.config, tokens),
+        who, ": LoRA backward scratch drifted from lora_backward_scratch_floats");
+  return b;
+}
+
+void lora_backward_cpu(LoraBackward* lora, int64_t layer, LoraModule m, float* dx, const float* dy, const float* x,
+                       int64_t tokens, int64_t in_features, int64_t out_features) {
+  if (!lora || tokens == 0) return;
+  const int i = static_cast<int>(m);
+  const LoraLayerWeights& w = lora->forward.weights.layers[layer];
+  if (!w.a[i]) return;
+  const LoraLayerWeights& g = lora->grads.layers[layer];
+  const int64_t r = lora->forward.weights.rank;
+  const float scale = lora->forward.weights.scale;
+  check(static_cast<int64_t>(lora->du.size()) >= tokens * r, "lora_backward_cpu: scratch for ",
+        lora->du.size() / static_cast<size_t>(r), " tokens, ", tokens, " given");
+  float* u = lora->forward.scratch.data();
+  float* du = lora->du.data();
+  matmul_forward_cpu(u, x, w.a[i], nullptr, tokens, in_features, r);  // u[T, r] = x A^T, as the forward made it
+  GemmProblem db;  // dB[out, r] += scale * dy^T u
+  db.m = out_features;
+  db.n = r;
+  db.k = tokens;
+  db.a = dy;
+  db.lda = out_features;
+  db.trans_a = true;
+  db.b = u;
+  db.ldb = r;
+  db.c = g.b[i];
+  db.ldc = r;
+  db.alpha = scale;
+  db.beta = 1.0f;
+  gemm_cpu(db);
+  GemmProblem dup;  // du[T, r] = scale * dy B
+  dup.m = tokens;
+  dup.n = r;
+  dup.k = out_features;
+  dup.a = dy;
+  dup.lda = out_features;
+  dup.b = w.b[i];
+  dup.ldb = r;
+  dup.c = du;
+  dup.ldc = r;
+  dup.alpha = scale;
+  dup.beta = 0.0f;
+  gemm_cpu(dup);
+  // A is the weight [r, in] of the product u = x A^T: dx += du A, dA += du^T x.
+  matmul_backward_cpu(dx, g.a[i], nullptr, du, x, w.a[i], tokens, in_features, r);
 }
 
 }  // namespace sqlrl

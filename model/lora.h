@@ -23,7 +23,11 @@
 // Only what changes a forward's result is checked and anything PEFT would compute differently is
 // refused by name (bias, DoRA, modules_to_save, rank/alpha patterns, layer subsets, LoRA on the
 // embedding or lm_head, unknown options); lora_dropout is read and kept but acts only in
-// training, as in PEFT (every forward here is eval mode).
+// training, as in PEFT (every forward here is eval mode), and the backward refuses a non-zero one.
+//
+// Training (model/train.h backward_logprobs with an adapter) differentiates the adapter only: its
+// gradients go to LoraAdapter::grads and the base model's weights are frozen, so a LoRA run
+// allocates no base gradients and no base AdamW moments.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -95,10 +99,15 @@ struct LoraAdapter {
   std::vector<LoraView> table;  // by layer, then q k v o gate up down, A before B
   int64_t num_params = 0;
   std::vector<float> params;
+  std::vector<float> grads;  // empty until alloc_lora_grads(); the same table as params
 };
 
 // An adapter with every A and B zero, laid out for `model` (the caller fills params).
 LoraAdapter make_adapter(const LoraConfig& config, const QwenConfig& model, const std::string& source = "LoRA");
+// The floats make_adapter's params hold (and alloc_lora_grads' grads), without allocating them.
+int64_t lora_num_params(const LoraConfig& config, const QwenConfig& model);
+void alloc_lora_grads(LoraAdapter& adapter);  // sized like params, zeroed
+void zero_lora_grads(LoraAdapter& adapter);
 // Views of the table at base + offset: `params`, or later a gradient buffer of num_params floats.
 LoraWeights bind_lora(const LoraAdapter& adapter, float* base);
 // PEFT's default init (init_lora_weights = true): A ~ kaiming_uniform(a = sqrt(5)), i.e.
@@ -114,6 +123,9 @@ LoraAdapter load_adapter(const std::string& dir, const QwenModel& model);
 // Writes the same two files (f32 tensors, PEFT's names) into `dir`, created if missing.
 void save_adapter(const LoraAdapter& adapter, const std::string& dir);
 
+// The base weight [out, in] that projection m adapts, in a layer's views of either buffer
+// (model.weights() or model.grad_weights()).
+float* lora_base_weight(const LayerWeights& w, LoraModule m);
 // Throws, naming `who`, unless the adapter was laid out for a model of this shape.
 void check_adapter_fits(const LoraAdapter& adapter, const QwenConfig& model, const char* who);
 // W += scale * B A for every adapted projection (PEFT's merge_and_unload); the base then
@@ -131,5 +143,29 @@ LoraForward lora_forward_state(const LoraAdapter& adapter, const QwenConfig& mod
 // matmul_forward_cpu, B's added into `out` by sgemm with beta = 1.
 void lora_add_cpu(LoraForward* lora, int64_t layer, LoraModule m, float* out, const float* x, int64_t tokens,
                   int64_t in_features, int64_t out_features);
+
+// What a backward over T tokens needs: the forward's state (recomputed layers re-run the forward
+// with it), the gradient views and du. Each adapted projection recomputes its u = x A^T in the
+// backward instead of keeping one [T, rank] per projection from the forward: 2 T in r flops, under
+// half the adapter's own backward (4 T (in + out) r) and r / out of the base's dx product, for no
+// adapter-shaped storage in TrainState.
+struct LoraBackward {
+  LoraForward forward;      // weights, and u [T, rank] in its scratch
+  LoraWeights grads;        // views of adapter.grads
+  std::vector<float> du;    // [T, rank]
+};
+// The floats lora_backward_state allocates for T tokens (u and du), what a train step holds at
+// its peak beyond TrainState (the forward alone holds u only); model/memory_plan prices it.
+int64_t lora_backward_scratch_floats(const LoraConfig& config, int64_t tokens);
+// Throws, naming `who`, unless adapter.grads is allocated and lora_dropout is 0: dropout acts on
+// the adapter's input in PEFT's training mode, which the training path here does not implement.
+LoraBackward lora_backward_state(LoraAdapter& adapter, const QwenConfig& model, int64_t tokens, const char* who);
+// The backward of lora_add_cpu for projection m of `layer` (y = x W^T + scale * (x A^T) B^T),
+// given dy = d(loss)/dy [T, out]: with u = x A^T and du = scale * dy B,
+//   dB[out, r] += scale * dy^T u,   dA[r, in] += du^T x,   dx[T, in] += du A
+// (dx, nullable, the input's gradient, to which the base's dy W was or will be added). A no-op
+// when lora is null or the projection is not adapted.
+void lora_backward_cpu(LoraBackward* lora, int64_t layer, LoraModule m, float* dx, const float* dy, const float* x,
+                       int64_t tokens, int64_t in_features, int64_t out_features);
 
 }  // namespace sqlrl

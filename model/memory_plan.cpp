@@ -29,20 +29,24 @@ std::vector<bool> first_layers(int64_t L, int64_t k) {
 }
 
 // Everything the choice depends on, priced once per candidate.
+// N: the model's parameters; P: the trained ones (N, or a LoRA adapter's).
 struct Pricer {
   const QwenConfig& config;
   const MemoryPlanOptions& o;
   bool cuda;
-  int64_t N, L;
+  int64_t N, L, P;
 
+  bool lora() const { return o.lora.has_value(); }
   int64_t weights() const { return N * (cuda ? 2 : 4); }
   int64_t master() const { return cuda ? N * 4 : 0; }  // the CPU trains its one fp32 copy in place
-  int64_t reference() const { return o.reference_model ? N * (cuda ? 2 : 4) : 0; }
-  int64_t grads() const { return N * 4; }
+  // With LoRA the base, run without the adapter, is the reference.
+  int64_t reference() const { return o.reference_model && !lora() ? N * (cuda ? 2 : 4) : 0; }
+  int64_t adapter() const { return lora() ? P * 4 : 0; }
+  int64_t grads() const { return P * 4; }
   // The parameters whose moments this rank keeps: all, or (ZeRO 1/2) the largest ZeRO slice.
   int64_t moment_params() const {
-    if (o.zero_stage == 0 || o.world_size == 1) return N;
-    const std::vector<int64_t> b = shard_bounds(N, o.world_size);
+    if (o.zero_stage == 0 || o.world_size == 1) return P;
+    const std::vector<int64_t> b = shard_bounds(P, o.world_size);
     int64_t most = 0;
     for (size_t r = 0; r + 1 < b.size(); ++r) most = std::max(most, b[r + 1] - b[r]);
     return most;
@@ -56,6 +60,7 @@ struct Pricer {
     if (recomputed > 0) to.recompute = first_layers(L, recomputed);
     return cuda ? cuda_train_state_bytes(config, to) : 4 * train_state_floats(config, to);
   }
+  int64_t lora_scratch() const { return lora() ? 4 * lora_backward_scratch_floats(*o.lora, o.tokens_per_micro_batch) : 0; }
   int64_t block_bytes() const { return 2 * L * o.kv_block_size * config.kv_dim() * (cuda ? 2 : 4); }
   int64_t blocks_per_sequence() const { return (o.rollout_sequence_tokens + o.kv_block_size - 1) / o.kv_block_size; }
   // One logits row per live sequence for each decode step (fp32). On CUDA they come from the
@@ -64,7 +69,8 @@ struct Pricer {
   // The train step's peak: with every buffer of both devices' plans that is live then (on the
   // CPU the KV cache is too: min_kv, the least the rollout can run with).
   int64_t train_peak(bool bf16, int64_t recomputed, int64_t min_kv) const {
-    int64_t t = weights() + master() + reference() + grads() + slice_grads() + moments(bf16) + activations(recomputed);
+    int64_t t = weights() + master() + reference() + adapter() + grads() + slice_grads() + moments(bf16) +
+                activations(recomputed) + lora_scratch();
     return cuda ? t : t + min_kv + decode_logits();
   }
 };
@@ -107,10 +113,12 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
         " shards the AdamW moments in the CPU trainer only; cuda runs ZeRO 0 (every GPU keeps every moment)");
   check(cuda || o.offload_optimizer != Choice::On,
         "memory plan: offloading the optimizer is a CUDA mode (on the CPU the moments are in host memory already)");
+  check(!cuda || !o.lora, "memory plan: LoRA trains on the CPU only for now (the CUDA backward has no adapter)");
   MemoryPlan p;
   p.device = o.device;
   p.num_params = count_parameters(qwen_parameters(config));
-  const Pricer price{config, o, cuda, p.num_params, config.num_hidden_layers};
+  p.trainable_params = o.lora ? lora_num_params(*o.lora, config) : p.num_params;
+  const Pricer price{config, o, cuda, p.num_params, config.num_hidden_layers, p.trainable_params};
   const int64_t L = price.L, usable = o.device_bytes - o.reserve_bytes;
   p.usable_bytes = usable;
   p.kv_block_size = o.kv_block_size;
@@ -134,7 +142,9 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
   const int64_t moments = price.moments(bf16);
   const std::string moments_what =
       str_cat("AdamW moments m, v (", bf16 ? "bf16" : "fp32",
-              price.moment_params() < p.num_params ? str_cat(", this rank's ZeRO slice of 1/", o.world_size) : std::string(), ")");
+              price.moment_params() < p.trainable_params ? str_cat(", this rank's ZeRO slice of 1/", o.world_size)
+                                                         : std::string(),
+              o.lora ? ", LoRA adapter" : "", ")");
   const std::string acts_what = str_cat("activations + backward scratch (", o.tokens_per_micro_batch, " tokens, ", k,
                                         "/", L, " layers recomputed)");
 
@@ -165,15 +175,21 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
     add(p.train, p.train_bytes, acts_what, p.activation_bytes);
     p.phase_bytes = std::max(p.rollout_bytes, p.train_bytes);
   } else {
-    const int64_t without_kv = price.weights() + price.reference() + price.grads() + price.slice_grads() + moments +
-                               p.activation_bytes + price.decode_logits();
+    const int64_t without_kv = price.weights() + price.reference() + price.adapter() + price.grads() +
+                               price.slice_grads() + moments + p.activation_bytes + price.lora_scratch() +
+                               price.decode_logits();
     p.kv_blocks = std::max<int64_t>(0, std::min(wanted_kv, usable - without_kv) / p.kv_block_bytes);
-    add(p.resident, p.resident_bytes, weights_what, price.weights());
+    add(p.resident, p.resident_bytes, o.lora ? "base weights (fp32, frozen)" : weights_what, price.weights());
     add(p.resident, p.resident_bytes, "reference model (fp32, KL)", price.reference());
-    add(p.resident, p.resident_bytes, "gradients (fp32)", price.grads());
+    if (o.lora)
+      add(p.resident, p.resident_bytes, str_cat("LoRA adapter A, B (fp32, rank ", o.lora->rank, ")"), price.adapter());
+    add(p.resident, p.resident_bytes, o.lora ? "LoRA adapter gradients (fp32)" : "gradients (fp32)", price.grads());
     add(p.resident, p.resident_bytes, "this rank's reduced gradient slice (fp32, ZeRO 2)", price.slice_grads());
     add(p.resident, p.resident_bytes, moments_what, moments);
     add(p.resident, p.resident_bytes, acts_what, p.activation_bytes);
+    add(p.resident, p.resident_bytes, str_cat("LoRA backward scratch u, du (", o.tokens_per_micro_batch, " tokens x rank ",
+                                              o.lora ? o.lora->rank : 0, " x 2, fp32)"),
+        price.lora_scratch());
     add(p.resident, p.resident_bytes, str_cat("KV cache (fp32, ", p.kv_blocks, " blocks of ", o.kv_block_size, " tokens)"),
         p.kv_blocks * p.kv_block_bytes);
     add(p.resident, p.resident_bytes, str_cat("decode logits (", o.rollout_sequences, " rows x vocab, fp32)"),
@@ -208,6 +224,8 @@ std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, co
                  ", intermediate ", config.intermediate_size, ", heads ", config.num_attention_heads, "/",
                  config.num_key_value_heads, " x ", config.head_dim, ", vocab ", config.vocab_size, ", ", params,
                  " parameters\n");
+  if (o.lora)
+    out += str_cat("LoRA rank ", o.lora->rank, ": ", p.trainable_params, " trainable parameters, the base frozen\n");
   const bool cuda = p.device == PlanDevice::Cuda;
   out += str_cat(cuda ? "device cuda " : "device cpu (host memory) ", gib(o.device_bytes), ", reserve ",
                  gib(o.reserve_bytes), ": ", gib(p.usable_bytes), " usable\n");

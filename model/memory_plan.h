@@ -21,9 +21,11 @@
 // Each can be forced on or off instead (Choice).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "model/lora.h"
 #include "weights/config.h"
 
 namespace sqlrl {
@@ -54,6 +56,12 @@ struct MemoryPlanOptions {
   // rank's slice shard_bounds(n, world_size); ZeRO 2 adds the slice's reduced gradient.
   int world_size = 1;
   int zero_stage = 0;
+  // LoRA (model/lora.h; the CPU trainer only for now): the base stays frozen in fp32 and only the
+  // adapter trains, so its A and B, their gradients and their AdamW moments replace the base's
+  // gradients and moments (none are allocated), the train step adds the adapter's backward
+  // scratch (lora_backward_scratch_floats), and the KL reference is the base itself, run without
+  // the adapter (reference_model then costs nothing).
+  std::optional<LoraConfig> lora;
 };
 
 struct TrainModes {
@@ -73,6 +81,7 @@ struct MemoryLine {
 struct MemoryPlan {
   PlanDevice device = PlanDevice::Cuda;
   int64_t num_params = 0;
+  int64_t trainable_params = 0;      // num_params, or the LoRA adapter's
   TrainModes modes;
   std::vector<MemoryLine> resident;  // allocated once, held for the whole run
   std::vector<MemoryLine> rollout;   // CUDA: the phase region during rollouts

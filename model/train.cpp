@@ -184,23 +184,28 @@ void layer_forward(const QwenConfig& config, const LayerWeights& w, const float*
 
 void zero(std::vector<float>& v, int64_t n) { std::fill(v.begin(), v.begin() + n, 0.0f); }
 
-// dresid: in = d(layer output), out = d(layer input). Gradients add into g.
+// dresid: in = d(layer output), out = d(layer input). Gradients add into g (null pointers: a
+// frozen tensor, no gradient computed) and, through lora (null: none), into the adapter's.
 void layer_backward(const QwenConfig& config, const LayerWeights& w, const LayerWeights& g, const float* x,
-                    const LayerActs& a, const PackedBatch& batch, TrainState& s) {
+                    const LayerActs& a, const PackedBatch& batch, TrainState& s, LoraBackward* lora, int64_t layer) {
   Dims d = dims_of(config);
   int64_t T = batch.num_tokens();
   float theta = static_cast<float>(config.rope_theta);
   float* dresid = s.dresid.data();
   zero(s.dh, T * d.I);
   matmul_backward_cpu(s.dh.data(), g.w_down, nullptr, dresid, a.h, w.w_down, T, d.I, d.C);
+  lora_backward_cpu(lora, layer, LoraModule::down_proj, s.dh.data(), dresid, a.h, T, d.I, d.C);
   swiglu_backward_cpu(s.dgate.data(), s.dup.data(), s.dh.data(), a.gate, a.up, T * d.I);
   zero(s.dln, T * d.C);
   matmul_backward_cpu(s.dln.data(), g.w_gate, nullptr, s.dgate.data(), a.ln2, w.w_gate, T, d.C, d.I);
+  lora_backward_cpu(lora, layer, LoraModule::gate_proj, s.dln.data(), s.dgate.data(), a.ln2, T, d.C, d.I);
   matmul_backward_cpu(s.dln.data(), g.w_up, nullptr, s.dup.data(), a.ln2, w.w_up, T, d.C, d.I);
+  lora_backward_cpu(lora, layer, LoraModule::up_proj, s.dln.data(), s.dup.data(), a.ln2, T, d.C, d.I);
   rmsnorm_backward_cpu(dresid, g.mlp_norm, s.dln.data(), a.resid_mid, w.mlp_norm, a.rstd2, T, d.C);
 
   zero(s.datt, T * d.qd);
   matmul_backward_cpu(s.datt.data(), g.wo, g.bo, dresid, a.att, w.wo, T, d.qd, d.C);
+  lora_backward_cpu(lora, layer, LoraModule::o_proj, s.datt.data(), dresid, a.att, T, d.qd, d.C);
   attention_backward_cpu(s.dq.data(), s.dk.data(), s.dv.data(), s.datt.data(), a.att, a.lse, a.q, a.k, a.v,
                          batch.cu_seqlens.data(), batch.num_seqs(), {d.H, d.KVH, d.D}, prefixes_of(batch));
   rope_backward_cpu(s.dq.data(), batch.positions.data(), T, d.H, d.D, theta);
@@ -217,8 +222,11 @@ void layer_backward(const QwenConfig& config, const LayerWeights& w, const Layer
   }
   zero(s.dln, T * d.C);
   matmul_backward_cpu(s.dln.data(), g.wq, g.bq, dq, a.ln1, w.wq, T, d.C, d.qd);
+  lora_backward_cpu(lora, layer, LoraModule::q_proj, s.dln.data(), dq, a.ln1, T, d.C, d.qd);
   matmul_backward_cpu(s.dln.data(), g.wk, g.bk, dk, a.ln1, w.wk, T, d.C, d.kvd);
+  lora_backward_cpu(lora, layer, LoraModule::k_proj, s.dln.data(), dk, a.ln1, T, d.C, d.kvd);
   matmul_backward_cpu(s.dln.data(), g.wv, g.bv, s.dv.data(), a.ln1, w.wv, T, d.C, d.kvd);
+  lora_backward_cpu(lora, layer, LoraModule::v_proj, s.dln.data(), s.dv.data(), a.ln1, T, d.C, d.kvd);
   rmsnorm_backward_cpu(dresid, g.attn_norm, s.dln.data(), x, w.attn_norm, a.rstd1, T, d.C);
 }
 
@@ -305,7 +313,7 @@ void forward_hidden(const QwenModel& model, TrainState& state, const PackedBatch
   // the state's megabytes, and a run without an adapter allocates nothing.
   LoraForward adapter;
   if (lora) adapter = lora_forward_state(*lora, config, T, "forward");
-  state.lora = lora != nullptr;
+  state.lora = lora;
   embedding_forward_cpu(state.resid.data(), w.embed, batch.tokens.data(), T, d.V, d.C);
   for (int64_t l = 0; l < d.L; ++l)
     layer_forward(config, w.layers[l], state.resid.data() + l * maxT * d.C, state.resid.data() + (l + 1) * maxT * d.C,
@@ -369,16 +377,28 @@ void forward_logprobs_masked(const QwenModel& model, TrainState& state, const Pa
 
 void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& batch,
                        const std::vector<int32_t>& targets, const float* dlogprobs, const float* dentropy,
-                       const float* entropy) {
-  check(model.grads.size() == model.params.size(), "backward: gradients are not allocated (call alloc_grads)");
-  // The activations of a forward with an adapter are not the base model's: differentiating them
-  // as if they were would give wrong gradients.
-  check(!state.lora, "backward: the forward ran with a LoRA adapter, whose backward is not implemented yet");
+                       const float* entropy, LoraAdapter* lora) {
+  // The activations of a forward with an adapter are not the base model's (nor another adapter's):
+  // differentiating them with other weights would give wrong gradients.
+  check(state.lora == lora, "backward: the forward ran ",
+        !state.lora ? "without a LoRA adapter; pass none" : lora ? "with another LoRA adapter; pass the same one"
+                                                                : "with a LoRA adapter; pass the same one");
+  if (!lora) check(model.grads.size() == model.params.size(), "backward: gradients are not allocated (call alloc_grads)");
   const QwenConfig& config = model.config;
   Dims d = dims_of(config);
   int64_t T = batch.num_tokens(), maxT = state.options.max_tokens;
   ModelWeights w = model.weights();
-  ModelWeights g = model.grad_weights();
+  // With an adapter the base is frozen: every gradient pointer null, so each kernel skips its
+  // dW / db product and computes only what carries the gradient down to the adapters.
+  ModelWeights g;
+  LoraBackward adapter;
+  if (lora) {
+    g.layers.resize(static_cast<size_t>(d.L));
+    adapter = lora_backward_state(*lora, config, T, "backward");
+  } else {
+    g = model.grad_weights();
+  }
+  LoraBackward* ad = lora ? &adapter : nullptr;
   zero(state.dln, T * d.C);
   LogprobShape shape{T, d.C, d.V, state.options.logprob_chunk, state.logit_scale};
   logprob_backward_cpu(state.dln.data(), g.lm_head, dlogprobs, state.lnf.data(), w.lm_head, targets.data(),
@@ -392,10 +412,10 @@ void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& b
     // Re-running the forward rewrites resid[l + 1] with the bytes it already holds.
     if (recomputed)
       layer_forward(config, w.layers[l], x, state.resid.data() + (l + 1) * maxT * d.C, state.layer_acts[l], batch,
-                    nullptr, l);
-    layer_backward(config, w.layers[l], g.layers[l], x, state.layer_acts[l], batch, state);
+                    ad ? &ad->forward : nullptr, l);
+    layer_backward(config, w.layers[l], g.layers[l], x, state.layer_acts[l], batch, state, ad, l);
   }
-  embedding_backward_cpu(g.embed, state.dresid.data(), batch.tokens.data(), T, d.V, d.C);
+  if (g.embed) embedding_backward_cpu(g.embed, state.dresid.data(), batch.tokens.data(), T, d.V, d.C);
 }
 
 }  // namespace sqlrl

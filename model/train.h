@@ -60,7 +60,9 @@ struct TrainState {
   std::vector<LayerActs> layer_acts;
   std::vector<float> lnf, rstdf, vocab_lse, logits_scratch;
   float logit_scale = 1.0f;  // of the last log-prob forward: vocab_lse belongs to it, the backward uses it
-  bool lora = false;         // the last forward ran with a LoRA adapter (the backward refuses it for now)
+  // The LoRA adapter the last forward ran with (null: none): the backward must get the same one,
+  // as the activations it differentiates are those of the base plus that adapter.
+  const LoraAdapter* lora = nullptr;
   // backward scratch
   std::vector<float> dresid, dln, datt, dq, dk, dv, dq_raw, dk_raw, dh, dgate, dup;
   int64_t num_floats() const;  // activation + scratch memory, for reports
@@ -93,8 +95,12 @@ void forward_logprobs_masked(const QwenModel& model, TrainState& state, const Pa
 // After forward_logprobs on the same batch: adds d(sum_t dlogprobs[t] logprob_t + dentropy[t]
 // entropy_t)/d(param) into model.grads (allocated by the caller). dentropy (nullable) needs
 // `entropy`, what that forward wrote (the state keeps no copy of it).
+// With `lora` (the adapter that forward ran with; its grads allocated by alloc_lora_grads) the
+// base is frozen: the gradients of the adapter's A and B add into lora->grads, model.grads is
+// neither needed nor touched, and no base weight's gradient is computed (only the products that
+// carry d(loss) down to the adapters). lora_dropout > 0 is refused.
 void backward_logprobs(QwenModel& model, TrainState& state, const PackedBatch& batch,
                        const std::vector<int32_t>& targets, const float* dlogprobs, const float* dentropy = nullptr,
-                       const float* entropy = nullptr);
+                       const float* entropy = nullptr, LoraAdapter* lora = nullptr);
 
 }  // namespace sqlrl

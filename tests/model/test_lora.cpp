@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "fixture.h"
+#include "lora_fixture.h"
 #include "model/infer.h"
 #include "model/lora.h"
 #include "runtime/file_io.h"
@@ -33,26 +33,8 @@ using json = nlohmann::json;
 // move the logits by more than 100% of the largest one; halving the scale moves them by tens of %).
 constexpr double kLogitBudget = 1e-4;
 
-const char* base_of(const std::string& name) { return name == "qwen2_untied" ? "qwen2_untied" : "qwen3_tied"; }
-
-struct AdapterFixture {
-  testing::ModelFixture f;  // the base model, and the adapter fixture's expected.safetensors
-  LoraAdapter adapter;
-  std::string dir;
-};
-
-AdapterFixture load_fixture(const std::string& name) {
-  AdapterFixture a;
-  a.dir = testing::fixture_path("lora/" + name);
-  a.f.folder = a.dir;
-  a.f.model = load_model(testing::fixture_path(std::string("model/") + base_of(name)));
-  a.f.expected = open_safetensors(a.dir + "/expected.safetensors");
-  a.f.batch.tokens = a.f.ints("tokens");
-  a.f.batch.positions = a.f.ints("positions");
-  a.f.batch.cu_seqlens = a.f.ints("cu_seqlens");
-  a.adapter = load_adapter(a.dir, a.f.model);
-  return a;
-}
+using testing::AdapterFixture;
+AdapterFixture load_fixture(const std::string& name) { return testing::load_adapter_fixture(name); }
 
 std::vector<float> logits_of(const QwenModel& model, const PackedBatch& batch, const LoraAdapter* lora) {
   const int64_t T = batch.num_tokens();
@@ -314,19 +296,6 @@ TEST(Lora, BadAdaptersFailNamingFileTensorAndShape) {
     std::string err = load_error(v);
     EXPECT_NE(err.find(c.want), std::string::npos) << c.tag << ": got '" << err << "'";
   }
-}
-
-TEST(Lora, BackwardAfterAForwardWithAnAdapterIsRefused) {
-  AdapterFixture a = load_fixture("qwen3_tied");
-  const int64_t T = a.f.batch.num_tokens();
-  TrainState state = make_train_state(a.f.model.config, testing::options(T));
-  std::vector<int32_t> targets(a.f.batch.tokens.begin(), a.f.batch.tokens.end());
-  std::vector<float> lp(static_cast<size_t>(T)), dlp(static_cast<size_t>(T), 1.0f);
-  forward_logprobs(a.f.model, state, a.f.batch, targets, lp.data(), nullptr, 1.0f, &a.adapter);
-  alloc_grads(a.f.model);
-  EXPECT_NE(error_of([&] { backward_logprobs(a.f.model, state, a.f.batch, targets, dlp.data()); })
-                .find("LoRA adapter, whose backward is not implemented yet"),
-            std::string::npos);
 }
 
 }  // namespace

@@ -127,6 +127,55 @@ TEST(MemoryPlan, CpuPlanHoldsEverythingInFp32) {
   EXPECT_THROW(plan_memory(config, o), Error);
 }
 
+// LoRA on the CPU: the frozen base's fp32 weights, the adapter's A and B, their gradients and
+// fp32 moments, the activations and the adapter's backward scratch, each the size the code
+// allocates (make_adapter, alloc_lora_grads, lora_backward_state, make_train_state), and neither
+// base gradients, base moments nor a reference copy (the base without the adapter is the reference).
+TEST(MemoryPlan, LoraPricesTheAdapterAndNoBaseGradientsOrMoments) {
+  QwenConfig config = preset_config("qwen3-0.6b");
+  LoraConfig lora;
+  lora.rank = 16;
+  lora.alpha = 32;
+  lora.target_pattern = "all-linear";
+  MemoryPlanOptions o = small_cpu_options(int64_t(24) << 30);
+  o.reference_model = true;
+  const MemoryPlan full = plan_memory(config, o);
+  o.lora = lora;
+  const MemoryPlan p = plan_memory(config, o);
+  ASSERT_TRUE(p.fits) << p.problem;
+
+  LoraAdapter adapter = make_adapter(lora, config);
+  alloc_lora_grads(adapter);
+  const LoraBackward b = lora_backward_state(adapter, config, o.tokens_per_micro_batch, "test");
+  const int64_t N = p.num_params, P = static_cast<int64_t>(adapter.params.size());
+  const int64_t scratch = 4 * static_cast<int64_t>(b.forward.scratch.size() + b.du.size());
+  // r (in + out) for each of the 7 projections of 28 layers: q 1024 -> 2048, k and v 1024 -> 1024,
+  // o 2048 -> 1024, gate and up 1024 -> 3072, down 3072 -> 1024.
+  EXPECT_EQ(P, 28 * 16 * (3072 + 2 * 2048 + 3072 + 2 * 4096 + 4096));
+  EXPECT_EQ(p.trainable_params, P);
+  EXPECT_EQ(static_cast<int64_t>(adapter.grads.size()), P);
+  EXPECT_EQ(scratch, 4 * 2 * 512 * 16);
+  EXPECT_EQ(p.activation_bytes, 4 * train_state_floats(config, train_options(512, 128, config.num_hidden_layers, 0)));
+  const int64_t kv = 4 * (1024 / 16) * p.kv_block_bytes, logits = 4 * config.vocab_size * 4;
+  // base weights 4 bytes per parameter; adapter, its gradients and moments 4 + 4 + 8 per adapter parameter.
+  EXPECT_EQ(p.resident_bytes, 4 * N + 16 * P + p.activation_bytes + scratch + kv + logits);
+  // Against full fine-tuning: no reference 4, gradients 4 and moments 8 bytes per base parameter.
+  EXPECT_EQ(full.resident_bytes - p.resident_bytes, 16 * N - 16 * P - scratch);
+  auto line = [&](const std::string& what) {
+    for (const MemoryLine& l : p.resident)
+      if (l.what.find(what) != std::string::npos) return l.bytes;
+    return int64_t(-1);
+  };
+  EXPECT_EQ(line("LoRA adapter gradients (fp32)"), 4 * P);
+  EXPECT_EQ(line("AdamW moments m, v (fp32, LoRA adapter)"), 8 * P);
+  EXPECT_EQ(line("LoRA backward scratch"), scratch);
+  EXPECT_EQ(line("reference model"), -1);
+  EXPECT_NE(format_memory_plan(config, p, o).find(str_cat("LoRA rank 16: ", P, " trainable parameters")),
+            std::string::npos);
+  o.device = PlanDevice::Cuda;
+  EXPECT_NE(testing::error_of([&] { plan_memory(config, o); }).find("LoRA trains on the CPU only"), std::string::npos);
+}
+
 // One rank of a data-parallel CPU job: ZeRO 1 keeps the moments of the rank's slice (the largest
 // of shard_bounds, as the trainer's optimizer_slice allocates), ZeRO 2 adds the slice's reduced
 // gradient; ZeRO 0 keeps every moment. CUDA runs ZeRO 0 only, and the plan refuses the others as
