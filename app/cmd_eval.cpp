@@ -1,7 +1,7 @@
 // `llm_sqlrl eval`: evaluate a checkpoint as a multi-turn (or single-turn) SQL agent.
 //   llm_sqlrl eval --weights DIR [--tokenizer FILE] --dataset FORMAT:PATH[,db=DBDIR] [--split dev|test]
 //       [--protocol skyrl] [--mode greedy|vote|passk] [--samples k] [--temperature T] [--top-p P]
-//       [--single-turn] [--limit N] [--seed S] [--out DIR] [--device cpu|cuda] [--config FILE]
+//       [--single-turn] [--limit N] [--seed S] [--out DIR] [--adapter DIR] [--device cpu|cuda] [--config FILE]
 // Writes DIR/summary.json, DIR/summary.md, DIR/examples.jsonl (rl/eval/eval.h) and the resolved
 // DIR/config.toml (app/options.h: it reads back with --config), and prints the
 // tables. Same seed and build -> the same bytes, except the wall-clock fields ("seconds" in each
@@ -29,8 +29,8 @@ namespace sqlrl {
 namespace {
 
 // Every setting of an evaluation; the shared groups are rl/options.h's.
-struct EvalConfig : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::TemplateOptions, rl::ProtocolOptions,
-                    rl::SamplingOptions, rl::TurnOptions, rl::SqlOptions {
+struct EvalConfig : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::AdapterOptions, rl::TemplateOptions,
+                    rl::ProtocolOptions, rl::SamplingOptions, rl::TurnOptions, rl::SqlOptions {
   EvalConfig() {
     out = "runs/eval";
     temperature = -1;  // < 0 = the mode's default (greedy 0, else 1)
@@ -45,6 +45,7 @@ struct EvalConfig : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::
 OptionTable eval_options(EvalConfig& c) {
   OptionTable t;
   rl::add_model_options(t, c);
+  rl::add_adapter_options(t, c);
   rl::add_template_options(t, c);
   t.push_back({"dataset",
                 "FORMAT:PATH[,db=DBDIR] (required); FORMAT spider, spider-dk, spider-syn, spider-realistic, bird, "
@@ -114,6 +115,7 @@ void run_eval_command(EvalArgs& args) {
   std::vector<sql::Example> examples = rl::load_eval_examples(load, a.limit, str_cat("eval: dataset ", a.dataset));
   std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(tok_path.string());
   QwenModel model = load_model(a.weights);
+  const std::unique_ptr<LoraAdapter> adapter = rl::load_adapter_option(a.adapter, model, "eval");
   check(static_cast<int64_t>(tokenizer->size()) <= model.config.vocab_size, "eval: tokenizer ", tok_path.string(),
         " has ", tokenizer->size(), " ids but the model ", a.weights, " has vocab_size ", model.config.vocab_size);
 
@@ -133,10 +135,11 @@ void run_eval_command(EvalArgs& args) {
   const bool bird = compare == sql::CompareMode::BirdSet;
   sql::Pool pool;
   rl::RewardContext ctx(pool, ro.sql_limits, compare);
-  rl::EvalInfo info{a.dataset, a.split, a.protocol, a.weights, bird ? "bird" : "spider", a.seed, a.device};
+  rl::EvalInfo info{a.dataset, a.split, a.protocol, a.weights, bird ? "bird" : "spider", a.seed, a.device, a.adapter};
   // CUDA: bf16 weights on the device (rl/policy.h); it fails naming the model's head_dim when the
   // CUDA attention does not take it.
   rl::Policy policy = cuda ? rl::cuda_frozen_policy(model, gpu) : rl::cpu_policy(model);
+  policy.lora = adapter.get();  // validate_groups refused it with cuda
   if (!args.quiet)
     std::fprintf(stderr, "eval: %zu questions, %s x %lld samples, protocol %s, %s, on %s\n", examples.size(),
                  a.mode.c_str(), static_cast<long long>(options.samples), a.protocol.c_str(),

@@ -2,7 +2,7 @@
 // (bf16 weights, device sampler), streaming the decoded text to stdout as tokens arrive.
 //   llm_sqlrl generate --weights DIR --tokenizer tokenizer.json --prompt TEXT | --chat FILE
 //       [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR...]
-//       [--device cpu|cuda] [--config FILE]
+//       [--adapter DIR] [--device cpu|cuda] [--config FILE]
 // --prompt-ids / --print-ids bypass the tokenizer (tiny test models have byte-sized
 // vocabularies); --resave DIR writes the loaded model back out (HF layout, f32) and exits.
 #include <cstdio>
@@ -27,7 +27,7 @@ namespace {
 
 // The settings (one options table: flags and --config FILE); the prompt and the output mode are
 // this call's inputs, plain flags.
-struct GenerateSettings : rl::DeviceOptions, rl::ModelOptions, rl::SamplingOptions {
+struct GenerateSettings : rl::DeviceOptions, rl::ModelOptions, rl::AdapterOptions, rl::SamplingOptions {
   int64_t max_new_tokens = 128;
   uint64_t seed = 0;
   int64_t block_size = 16;
@@ -37,6 +37,7 @@ struct GenerateSettings : rl::DeviceOptions, rl::ModelOptions, rl::SamplingOptio
 OptionTable generate_options(GenerateSettings& s) {
   OptionTable t;
   rl::add_model_options(t, s);
+  rl::add_adapter_options(t, s);
   t.push_back({"max-new-tokens", "tokens to generate at most", &s.max_new_tokens});
   rl::add_sampling_options(t, s);
   t.insert(t.end(), {
@@ -70,7 +71,10 @@ void run_generate(GenerateArgs& args) {
   check(!s.weights.empty(), "generate: --weights is required (a checkpoint file or folder)");
   if (s.device == "cuda") check(cuda_device_count() > 0, "generate: --device cuda: ", cuda_unavailable_reason());
   check(s.max_new_tokens > 0 && s.block_size > 0, "generate: max-new-tokens and block-size must be positive");
+  check(args.resave.empty() || s.adapter.empty(), "generate: --resave writes the weights alone; to write them with "
+        "the adapter merged in: llm_sqlrl merge --weights ", s.weights, " --adapter ", s.adapter, " --out DIR");
   QwenModel model = load_model(s.weights);
+  const std::unique_ptr<LoraAdapter> adapter = rl::load_adapter_option(s.adapter, model, "generate");
   if (!args.resave.empty()) {
     save_model(model, args.resave);
     std::printf("saved %lld parameters to %s\n", static_cast<long long>(model.num_params), args.resave.c_str());
@@ -130,7 +134,7 @@ void run_generate(GenerateArgs& args) {
     samples = generate_cuda(policy.cuda, cache, prompt, 1, options, on_token);
   } else {
     PagedKVCache cache = make_kv_cache(model.config, blocks, s.block_size);
-    samples = generate(model, cache, prompt, 1, options, on_token);
+    samples = generate(model, cache, prompt, 1, options, on_token, adapter.get());
   }
   if (stream) {
     if (!stream->stopped) {

@@ -20,6 +20,7 @@ void add_sft_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_merge_command(CLI::App& app);
 // `llm_sqlrl demo` with its defaults (what `llm_sqlrl train` with no arguments runs).
 void run_default_demo();
 

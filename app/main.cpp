@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   sqlrl::add_eval_command(app);
   sqlrl::add_demo_command(app);
   sqlrl::add_report_command(app);
+  sqlrl::add_merge_command(app);
   try {
     sqlrl::refuse_old_spellings(argc, argv);
     app.parse(argc, argv);

@@ -174,12 +174,12 @@ std::vector<GeneratedSample> generate_with(const DecodeSteps& steps, PagedKVCach
 
 std::vector<GeneratedSample> generate(const QwenModel& model, PagedKVCache& cache, const std::vector<int32_t>& prompt,
                                       int64_t num_samples, const GenerateOptions& options,
-                                      const TokenCallback& on_token) {
+                                      const TokenCallback& on_token, const LoraAdapter* lora) {
   const int64_t V = model.config.vocab_size;
   std::vector<float> logits;
   SamplingScratch scratch;
   DecodeSteps steps;
-  steps.forward = [&](const std::vector<CachedInput>& inputs) { forward_cached(model, cache, inputs, logits); };
+  steps.forward = [&](const std::vector<CachedInput>& inputs) { forward_cached(model, cache, inputs, logits, false, lora); };
   steps.sample = [&](const std::vector<SamplingRequest>& requests, bool from_prompt) {
     std::vector<SampledToken> drawn;
     for (size_t a = 0; a < requests.size(); ++a) {

@@ -44,9 +44,10 @@ using TokenCallback = std::function<bool(int64_t sample, int32_t token)>;
 
 // Prefills the prompt once, forks it num_samples times (the samples share the prompt's
 // blocks) and decodes them as one batch. The cache sequences are freed before returning.
+// lora (nullable): an adapter every forward applies unmerged (forward_cached).
 std::vector<GeneratedSample> generate(const QwenModel& model, PagedKVCache& cache, const std::vector<int32_t>& prompt,
                                       int64_t num_samples, const GenerateOptions& options,
-                                      const TokenCallback& on_token = {});
+                                      const TokenCallback& on_token = {}, const LoraAdapter* lora = nullptr);
 
 // The loop generate() and generate_cuda() share, given the device's two steps. `forward` runs
 // the cached forward (one logits row per input, kept by the caller); `sample` draws requests[a]

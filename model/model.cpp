@@ -93,18 +93,28 @@ void check_finite_tensor(const std::string& path, const std::string& name, const
         "): the checkpoint is corrupt or was saved after training diverged");
 }
 
-void save_model(const QwenModel& model, const std::string& folder) {
+void save_model(const QwenModel& model, const std::string& folder, DType dtype) {
+  check(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16, "save_model: ", folder,
+        ": weights are written as f32, bf16 or f16, not ", dtype_name(dtype));
+  // The rounded copy of every parameter, alive until the files are written.
+  std::vector<uint16_t> half;
+  if (dtype != DType::F32) {
+    half.resize(model.params.size());
+    if (dtype == DType::BF16) convert_f32_to_bf16(model.params.data(), half.data(), half.size());
+    else convert_f32_to_f16(model.params.data(), half.data(), half.size());
+  }
   std::vector<TensorRecord> records;
   for (const ParamView& view : model.table) {
     TensorRecord r;
     r.name = view.spec.hf_name;
-    r.dtype = StDType::F32;
+    r.dtype = dtype == DType::F32 ? StDType::F32 : dtype == DType::BF16 ? StDType::BF16 : StDType::F16;
     r.shape = view.spec.shape;
-    r.data = model.params.data() + view.offset;
+    r.data = dtype == DType::F32 ? static_cast<const void*>(model.params.data() + view.offset)
+                                 : static_cast<const void*>(half.data() + view.offset);
     records.push_back(r);
   }
   QwenConfig config = model.config;
-  config.torch_dtype = "float32";
+  config.torch_dtype = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";
   save_checkpoint(folder, records, config);
 }
 

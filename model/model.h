@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "weights/config.h"
 #include "weights/qwen_params.h"
@@ -101,8 +102,9 @@ QwenModel load_model(const std::string& path);
 // A NaN or Inf weight (a checkpoint saved after a diverged step, a corrupt file) would train and
 // evaluate silently into NaN log-probs: refused on load, naming the file and the tensor.
 void check_finite_tensor(const std::string& path, const std::string& name, const float* p, int64_t n);
-// config.json + model.safetensors (f32) in `folder`, loadable by transformers.
-void save_model(const QwenModel& model, const std::string& folder);
+// config.json + model.safetensors in `folder`, loadable by transformers: f32 (the training
+// checkpoints: exactly the parameters), or bf16 / f16 (rounded to nearest even; torch_dtype says so).
+void save_model(const QwenModel& model, const std::string& folder, DType dtype = DType::F32);
 
 const ParamView& find_param(const QwenModel& model, const std::string& hf_name);  // throws naming the tensor
 void alloc_grads(QwenModel& model);  // sized like params, zeroed

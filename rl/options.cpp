@@ -53,6 +53,28 @@ std::string model_tokenizer_path(const ModelOptions& o) {
   return fs::is_regular_file(p) ? p.string() : "";
 }
 
+void add_adapter_options(OptionTable& t, AdapterOptions& o) {
+  t.push_back({"adapter", "PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) applied unmerged "
+               "on the weights; cpu only (for cuda: llm_sqlrl merge first)", &o.adapter});
+}
+
+std::unique_ptr<LoraAdapter> load_adapter_option(const std::string& dir, const QwenModel& model, const char* who) {
+  namespace fs = std::filesystem;
+  if (dir.empty()) return nullptr;
+  check(fs::is_directory(dir), who, ": adapter: ", dir, " is not a folder (a PEFT adapter folder holds "
+        "adapter_config.json and adapter_model.safetensors)");
+  for (const char* name : {"adapter_config.json", "adapter_model.safetensors"}) {
+    const fs::path f = fs::path(dir) / name;
+    // PEFT before 0.7 (or safe_serialization=False) wrote a pickle, which is never read here.
+    const bool pickle = std::string(name) == "adapter_model.safetensors" && fs::exists(fs::path(dir) / "adapter_model.bin");
+    check(fs::is_regular_file(f), who, ": adapter: no ", f.string(),
+          pickle ? " (adapter_model.bin is a PyTorch pickle, not read here: save the adapter with PEFT's "
+                   "save_pretrained(..., safe_serialization=True))"
+                 : " (a PEFT adapter folder holds adapter_config.json and adapter_model.safetensors)");
+  }
+  return std::make_unique<LoraAdapter>(load_adapter(dir, model));  // its errors name the file and tensor
+}
+
 void add_template_options(OptionTable& t, TemplateOptions& o) {
   t.push_back({"chat-template", "qwen3 | qwen2.5 (default: detected from the tokenizer folder, else qwen3)",
                &o.chat_template});
@@ -128,6 +150,12 @@ void add_parallel_options(OptionTable& t, ParallelOptions& o) {
 void validate(const ParallelOptions& o) {
   check(o.grad_accum >= 1 && o.grad_accum <= 4096, "grad-accum must be in [1, 4096], got ", o.grad_accum);
   check(o.zero_stage >= 0 && o.zero_stage <= 2, "zero-stage must be 0, 1 or 2, got ", o.zero_stage);
+}
+
+void validate(const AdapterOptions& a, const DeviceOptions& d) {
+  check(a.adapter.empty() || d.device != "cuda",
+        "--adapter: LoRA on cuda is not implemented yet; merge it first: llm_sqlrl merge --weights BASE --adapter ",
+        a.adapter, " --out MERGED, then --weights MERGED");
 }
 
 void validate(const DeviceOptions& o) {

@@ -7,6 +7,7 @@
 //   output     out                                                     train sft self-taught eval demo
 //   device     device                                                  train sft self-taught eval generate demo
 //   model      weights tokenizer                                       train sft self-taught eval generate
+//   adapter    adapter                                                 eval generate
 //   template   chat-template enable-thinking                           train sft self-taught eval (synth-demos:
 //                                                                      enable-thinking)
 //   protocol   protocol sqltrail-reasoning-stop sqltrail-final-solution  train self-taught eval demo synth-demos
@@ -18,10 +19,12 @@
 //   parallel   grad-accum zero-stage deterministic-reduce              train
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "model/lora.h"
 #include "rl/agent/rollout.h"
 #include "runtime/error.h"
 #include "runtime/options.h"
@@ -37,6 +40,11 @@ struct DeviceOptions {
 struct ModelOptions {
   std::string weights;    // HF checkpoint file or folder
   std::string tokenizer;  // tokenizer.json or its folder; "" = the weights folder's
+};
+// A PEFT LoRA adapter applied unmerged on top of the weights (model/lora.h), for the commands
+// that only run the model (rollouts, decoding). Training with an adapter is not wired yet.
+struct AdapterOptions {
+  std::string adapter;  // a folder with adapter_config.json + adapter_model.safetensors; "" = none
 };
 struct TemplateOptions {
   std::string chat_template;    // qwen3 | qwen2.5; "" = detected from the tokenizer folder, else qwen3
@@ -90,6 +98,10 @@ void add_model_options(OptionTable& table, ModelOptions& o);
 // The tokenizer.json to use: --tokenizer (a file, or a folder holding one; an error if missing),
 // else the one beside the weights; "" when neither has one.
 std::string model_tokenizer_path(const ModelOptions& o);
+void add_adapter_options(OptionTable& table, AdapterOptions& o);
+// The adapter folder `dir` read for `model` (load_adapter), after checking that it is a folder with
+// both of PEFT's files (an error names the one missing); null when dir is "". `who` prefixes errors.
+std::unique_ptr<LoraAdapter> load_adapter_option(const std::string& dir, const QwenModel& model, const char* who);
 void add_template_options(OptionTable& table, TemplateOptions& o);
 void add_thinking_option(OptionTable& table, bool& enable_thinking);  // the template group's second key alone
 void add_protocol_options(OptionTable& table, ProtocolOptions& o);
@@ -110,6 +122,8 @@ void validate(const TurnOptions& o);
 void validate(const SqlOptions& o);
 void validate(const MemoryOptions& o);
 void validate(const ParallelOptions& o);
+// An adapter needs the CPU model: the CUDA forward does not apply one yet.
+void validate(const AdapterOptions& a, const DeviceOptions& d);
 
 // Checks every shared group that `config` derives from; an error reads "<command>: <what>".
 template <class Config>
@@ -122,6 +136,8 @@ void validate_groups(const Config& config, const char* command) {
     if constexpr (std::is_base_of_v<SqlOptions, Config>) validate(static_cast<const SqlOptions&>(config));
     if constexpr (std::is_base_of_v<MemoryOptions, Config>) validate(static_cast<const MemoryOptions&>(config));
     if constexpr (std::is_base_of_v<ParallelOptions, Config>) validate(static_cast<const ParallelOptions&>(config));
+    if constexpr (std::is_base_of_v<AdapterOptions, Config> && std::is_base_of_v<DeviceOptions, Config>)
+      validate(static_cast<const AdapterOptions&>(config), static_cast<const DeviceOptions&>(config));
   } catch (const std::exception& e) {
     fail(command, ": ", e.what());
   }

@@ -28,6 +28,12 @@ void check_cuda_device(const QwenModel& host, int device) {
         host.config.head_dim, "; the CUDA attention kernels take 64 or 128 (the embedded model: --tiny-head-dim 64)");
 }
 
+// Checked where a device function would otherwise run the model without the adapter.
+void check_no_cuda_lora(const Policy& policy, const char* who) {
+  check(!policy.on_cuda || !policy.lora, who, ": a LoRA adapter on cuda is not implemented yet (merge it first: "
+        "llm_sqlrl merge)");
+}
+
 }  // namespace
 
 Policy cuda_policy(QwenModel& host, int device, bool grads) {
@@ -65,8 +71,9 @@ PolicyKV make_policy_kv(const Policy& policy, int64_t num_blocks, int64_t block_
 void policy_forward_cached(const Policy& policy, PolicyKV& cache, const std::vector<CachedInput>& inputs,
                            PolicyLogits& logits) {
   check(cache.on_cuda == policy.on_cuda, "policy: the KV cache is on another device than the policy");
+  check_no_cuda_lora(policy, "policy_forward_cached");
   if (policy.on_cuda) forward_cached_cuda(policy.cuda, cache.cuda, inputs, logits.cuda);
-  else forward_cached(*policy.host, cache.host, inputs, logits.host);
+  else forward_cached(*policy.host, cache.host, inputs, logits.host, false, policy.lora);
 }
 
 std::vector<SampledToken> policy_sample(const Policy& policy, PolicyLogits& logits, const std::vector<int64_t>& rows,
@@ -134,15 +141,17 @@ void policy_forward_logprobs(const Policy& policy, PolicyActivations& acts, cons
                              const std::vector<int32_t>& targets, float* logprobs, float* entropy,
                              float logit_scale) {
   check(acts.on_cuda == policy.on_cuda, "policy: the activations are on another device than the model");
+  check_no_cuda_lora(policy, "policy_forward_logprobs");
   if (policy.on_cuda) forward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, logprobs, entropy, logit_scale);
-  else forward_logprobs(*policy.host, acts.host, batch, targets, logprobs, entropy, logit_scale);
+  else forward_logprobs(*policy.host, acts.host, batch, targets, logprobs, entropy, logit_scale, policy.lora);
 }
 
 void policy_forward_logprobs_masked(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
                                     const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs) {
   check(acts.on_cuda == policy.on_cuda, "policy: the activations are on another device than the model");
+  check_no_cuda_lora(policy, "policy_forward_logprobs_masked");
   if (policy.on_cuda) forward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, logprobs);
-  else forward_logprobs_masked(*policy.host, acts.host, batch, targets, mask, logprobs);
+  else forward_logprobs_masked(*policy.host, acts.host, batch, targets, mask, logprobs, policy.lora);
 }
 
 void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const PackedBatch& batch,

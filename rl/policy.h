@@ -27,6 +27,10 @@ struct Policy {
   bool on_cuda = false;
   CudaModel cuda;       // on_cuda: weights, master, grads
   CudaAdamW cuda_adamw;  // on_cuda, after policy_init_training: m, v (OptimizerState's m/v stay empty)
+  // CPU only, never owned: a LoRA adapter every forward applies unmerged (model/lora.h); null: the
+  // model alone. The CUDA functions refuse one (not implemented there yet), and the CPU backward
+  // refuses a forward that ran with one (model/train.h) until the LoRA backward lands.
+  const LoraAdapter* lora = nullptr;
   const QwenConfig& config() const { return host->config; }
 };
 

@@ -5,7 +5,7 @@ CPU.
 Pinned (Python 3.11, PyPI):  torch==2.9.1  transformers==4.57.6  safetensors==0.7.0  numpy==2.3.5
                              peft==0.17.1
 
-    .venv-fixtures/bin/python tools/make_lora_fixtures.py [--resaved DIR]
+    .venv-fixtures/bin/python tools/make_lora_fixtures.py [--resaved DIR] [--merged DIR]
 
 The base models are the random checkpoints of tests/fixtures/model (tools/make_model_fixtures.py),
 loaded from there, not copied. Writes tests/fixtures/lora/<name>/ for
@@ -38,9 +38,18 @@ there when SQLRL_LORA_RESAVE_DIR=DIR is set), and DIR/init_qwen3_tied a fresh in
 must load each: the resaved ones give logits identical (torch.equal) to the fixture's adapter; the
 fresh one has lora_B = 0, lora_A within PEFT's kaiming bound 1 / sqrt(in_features), and gives the
 base model's logits.
+With --merged DIR, checks `llm_sqlrl merge`: DIR/<name>-f32 and DIR/<name>-bf16 must hold its output
+for fixtures qwen3_tied and qwen2_untied (`llm_sqlrl merge --weights tests/fixtures/model/<name>
+--adapter tests/fixtures/lora/<name> --out DIR/<name>-<dtype> --dtype <dtype>`). transformers must
+load each in its stored dtype; every f32 tensor must equal PEFT's float32 merge_and_unload() within
+1e-6 of the tensor's largest value, every bf16 tensor PEFT's merge rounded to bf16 within one bf16
+step; the f32 checkpoint's float64 logits must match merged_logits within 1e-6 of the largest logit.
+The bf16 checkpoint's logit error (the bf16 rounding of the weights) is printed beside that of
+PEFT's own merge cast to bf16.
 The build and the tests never run this script; its outputs are committed.
 """
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -155,15 +164,61 @@ def verify_resaved(directory):
         print(f"init_qwen3_tied: PEFT loads it, B = 0, A within 1/sqrt(in), base logits; config {json.load(f)}")
 
 
+def verify_merged(directory):
+    for name in ("qwen3_tied", "qwen2_untied"):
+        base = FIXTURES[name][0]
+        tokens, _, cu = batch_of(base)
+        want = load_file(os.path.join(OUT, name, "expected.safetensors"))["merged_logits"].double()
+        scale = want.abs().max().item()
+        peft_merged = peft.PeftModel.from_pretrained(load_base(base), os.path.join(OUT, name)).merge_and_unload().eval()
+        ref = peft_merged.state_dict()
+        for dtype, torch_dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+            model = transformers.AutoModelForCausalLM.from_pretrained(os.path.join(directory, f"{name}-{dtype}"),
+                                                                      torch_dtype="auto").eval()
+            assert model.dtype == torch_dtype, (name, dtype, model.dtype)
+            state = model.state_dict()
+            assert set(state) == set(ref), set(state) ^ set(ref)
+            worst, differing = 0.0, 0
+            for k, p in state.items():
+                r = ref[k].to(torch_dtype)
+                if dtype == "f32":
+                    worst = max(worst, ((p - r).abs().max() / r.abs().max()).item())
+                else:
+                    # One bf16 step (8 significant bits) of the value: a rounding boundary that the two
+                    # f32 merges, summed in another order, land on either side of.
+                    step = torch.ldexp(torch.ones_like(r, dtype=torch.float32), torch.frexp(r.float()).exponent - 8)
+                    assert ((p.float() - r.float()).abs() <= step).all(), k
+                    differing += int((p != r).sum())
+            if dtype == "f32":
+                assert worst <= 1e-6, (name, worst)
+            err = ((logits_of(model.double(), tokens, cu) - want).abs().max() / scale).item()
+            peft_cast = copy.deepcopy(peft_merged).to(torch_dtype).double()  # .to() converts in place
+            peft_err = ((logits_of(peft_cast, tokens, cu) - want).abs().max() / scale).item()
+            if dtype == "f32":
+                assert err <= 1e-6, (name, err)
+                print(f"{name}-f32: transformers loads it (float32); tensors vs PEFT's merge_and_unload within "
+                      f"{worst:.3g} of each tensor's largest value; float64 logits vs merged_logits {err:.3g}")
+            else:
+                print(f"{name}-bf16: transformers loads it (bfloat16); {differing} elements one bf16 step from PEFT's "
+                      f"merge cast to bf16, the rest equal; logits vs merged_logits {err:.3g} "
+                      f"(PEFT's merge cast by .to(bfloat16), which also rounds the rotary inv_freq buffer "
+                      f"from_pretrained keeps in f32: {peft_err:.3g})")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--resaved", help="folder of adapters written by model/lora's save_adapter to check")
+    parser.add_argument("--merged", help="folder of checkpoints written by llm_sqlrl merge to check")
     args = parser.parse_args()
     torch.set_num_threads(2)
     resaved = os.path.abspath(args.resaved) if args.resaved else None
+    merged = os.path.abspath(args.merged) if args.merged else None
     os.chdir(ROOT)
     if resaved:
         verify_resaved(resaved)
+    if merged:
+        verify_merged(merged)
+    if resaved or merged:
         return 0
     for name in FIXTURES:
         make_fixture(name)

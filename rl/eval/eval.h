@@ -224,6 +224,7 @@ struct EvalInfo {
   std::string dataset, split, protocol, weights, compare;
   uint64_t seed = 0;
   std::string device = "cpu";  // cpu (f32) or cuda (bf16 weights): the greedy choices can differ
+  std::string adapter = "";    // a LoRA adapter folder applied unmerged; "" = none (not written then)
 };
 
 // Deterministic fields at the top level; wall-clock figures only under "time".

@@ -55,6 +55,7 @@ nlohmann::ordered_json summary_json(const EvalRun& run, const EvalOptions& optio
   j["dataset"] = info.dataset;
   j["split"] = info.split;
   j["weights"] = info.weights;
+  if (!info.adapter.empty()) j["adapter"] = info.adapter;  // summaries without one keep their bytes
   j["protocol"] = info.protocol;
   j["compare"] = info.compare;
   j["mode"] = eval_mode_name(options.mode);

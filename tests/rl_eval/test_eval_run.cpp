@@ -1,6 +1,6 @@
 // End to end: run_eval on tiny random models (the rollout tests' tag-protocol world, and the
 // embedded tokenizer + tiny Qwen3 on a small synthetic benchmark with a real protocol), the
-// three outputs, bit-identical reruns, and the `llm_sqlrl eval` command.
+// three outputs, bit-identical reruns, and the `llm_sqlrl eval` command (with --adapter too).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "model/lora.h"
 #include "rl/eval/eval.h"
 #include "rl/grpo/train.h"
 #include "sql/data/synth.h"
@@ -361,6 +362,60 @@ TEST(EvalCli, ItsConfigTomlReproducesTheRun) {
   r = sqlrl::testing::run_command(bin + " --config " + first + "/config.toml --seed 5 --out " + other);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(read_file(fs::path(other) / "config.toml").find("seed = 5"), std::string::npos);
+}
+
+// What a rollout's tokens decide: the examples.jsonl lines without their wall-clock field, and the
+// tokens sampled (a random model's turns are all invalid; where they stop is what differs).
+std::string examples_part(const std::string& dir) {
+  std::string out = nlohmann::json::parse(read_file(fs::path(dir) / "summary.json"))["tokens"].dump() + "\n";
+  std::istringstream lines(read_file(fs::path(dir) / "examples.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(line);
+    j.erase("seconds");
+    out += j.dump() + "\n";
+  }
+  return out;
+}
+
+// eval --adapter rolls out base + adapter unmerged (rl/policy.h Policy::lora): every trajectory
+// is the one the merged checkpoint (llm_sqlrl merge, f32) rolls out, and not the base's.
+TEST(EvalCli, AdapterRollsOutAsTheMergedCheckpoint) {
+  if (!fs::exists(SQLRL_BINARY)) GTEST_SKIP() << SQLRL_BINARY << " is not built";
+  const SynthWorld& w = synth_world();
+  LoraConfig lc;
+  lc.rank = 4;
+  lc.alpha = 8;
+  lc.target_pattern = "all-linear";
+  LoraAdapter adapter = init_adapter(lc, w.model.config, 3);
+  // PEFT's init leaves B zero (no change); a B of the size of A's entries moves the logits.
+  for (const LoraView& v : adapter.table)
+    if (v.is_b)
+      for (int64_t i = 0; i < v.numel(); ++i) adapter.params[v.offset + i] = 0.5f * std::sin(0.7f * (v.offset + i));
+  const std::string dir = temp_dir() + "/adapter", merged = temp_dir() + "/merged";
+  save_adapter(adapter, dir);
+  const std::string bin = std::string(SQLRL_BINARY);
+  sqlrl::testing::CommandResult r = sqlrl::testing::run_command(bin + " merge --weights " + w.weights + " --adapter " +
+                                                                dir + " --dtype f32 --out " + merged);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(fs::path(merged) / "tokenizer.json")) << "merge copies the base's tokenizer files";
+  const std::string eval = bin + " eval --quiet --dataset spider:" + w.bench +
+                           " --limit 2 --max-turns 2 --max-turn-tokens 48 --mode vote --samples 2 --seed 4 --weights ";
+  const std::string with = temp_dir() + "/ad_with", folded = temp_dir() + "/ad_merged", alone = temp_dir() + "/ad_base";
+  for (const std::string& cmd : {eval + w.weights + " --adapter " + dir + " --out " + with,
+                                 eval + merged + " --out " + folded, eval + w.weights + " --out " + alone}) {
+    r = sqlrl::testing::run_command(cmd);
+    ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+  }
+  std::printf("tokens with the adapter %s, merged %s, base alone %s\n",
+              nlohmann::json::parse(read_file(fs::path(with) / "summary.json"))["tokens"].dump().c_str(),
+              nlohmann::json::parse(read_file(fs::path(folded) / "summary.json"))["tokens"].dump().c_str(),
+              nlohmann::json::parse(read_file(fs::path(alone) / "summary.json"))["tokens"].dump().c_str());
+  EXPECT_EQ(examples_part(with), examples_part(folded));
+  EXPECT_NE(examples_part(with), examples_part(alone)) << "eval --adapter rolled out the base's trajectories";
+  nlohmann::json summary = nlohmann::json::parse(read_file(fs::path(with) / "summary.json"));
+  EXPECT_EQ(summary["adapter"], dir);
+  EXPECT_FALSE(nlohmann::json::parse(read_file(fs::path(alone) / "summary.json")).contains("adapter"));
+  EXPECT_NE(read_file(fs::path(with) / "config.toml").find("adapter = \"" + dir + "\""), std::string::npos);
 }
 
 // Without a GPU, --device cuda stops before anything is read, saying why. With one, this tiny
