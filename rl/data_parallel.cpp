@@ -43,8 +43,9 @@ double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vecto
     }
     return policy_grad_sq_sum(policy);
   }
-  const int64_t n = policy.host->num_params, R = dp.shards();
-  float* grads = policy.host->grads.data();
+  const TrainableBuffers trainable = policy_trainable(policy);
+  const int64_t n = trainable.n, R = dp.shards();
+  float* grads = trainable.grads;
   if (R == 1) return grad_sq_sum_cpu(grads, n);
   const std::vector<int64_t> bounds = shard_bounds(n, static_cast<int>(R));
   std::vector<std::vector<double>> rows;
@@ -73,11 +74,11 @@ double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vecto
 
 void data_parallel_adamw(Policy& policy, OptimizerState& optimizer, const DataParallel& dp, const float* own,
                          const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum) {
-  const int64_t n = policy.host->num_params;
+  const int64_t n = policy_num_trainable(policy);
   const auto [lo, hi] = optimizer_slice(dp, n);
   if (hi - lo == n) return policy_adamw_step(policy, optimizer, config, lr, max_norm, grad_sq_sum);
   policy_adamw_step_slice(policy, optimizer, own, lo, hi, config, lr, max_norm, grad_sq_sum);
-  comm_all_gather(*dp.comm, policy.host->params.data(), n);
+  comm_all_gather(*dp.comm, policy_trainable(policy).params, n);
 }
 
 }  // namespace sqlrl::rl

@@ -126,7 +126,12 @@ PolicyActivations policy_init_training(Policy& policy, const TrainOptions& optio
     acts.cuda = make_cuda_train_state(policy.cuda, options);
     if (!policy.cuda_adamw.m.defined()) policy.cuda_adamw = make_cuda_adamw(policy.cuda, adamw);
   } else {
-    if (policy.host->grads.size() != policy.host->params.size()) alloc_grads(*policy.host);
+    if (policy.lora) {
+      // The base stays frozen: no base gradients at all (a LoRA run's memory plan prices none).
+      if (policy.lora->grads.size() != policy.lora->params.size()) alloc_lora_grads(*policy.lora);
+    } else if (policy.host->grads.size() != policy.host->params.size()) {
+      alloc_grads(*policy.host);
+    }
     acts.host = make_train_state(policy.config(), options);
   }
   return acts;
@@ -134,7 +139,22 @@ PolicyActivations policy_init_training(Policy& policy, const TrainOptions& optio
 
 bool policy_training_ready(const Policy& policy) {
   if (policy.on_cuda) return policy.cuda.grads.defined() && policy.cuda_adamw.m.defined();
+  if (policy.lora) return policy.lora->grads.size() == policy.lora->params.size();
   return policy.host->grads.size() == policy.host->params.size();
+}
+
+TrainableBuffers policy_trainable(Policy& policy) {
+  check(!policy.on_cuda, "policy_trainable: the host buffers of a cuda policy are not the trained ones");
+  if (policy.lora)
+    return {policy.lora->params.data(), policy.lora->grads.empty() ? nullptr : policy.lora->grads.data(),
+            policy.lora->num_params};
+  QwenModel& m = *policy.host;
+  return {m.params.data(), m.grads.empty() ? nullptr : m.grads.data(), m.num_params};
+}
+
+int64_t policy_num_trainable(const Policy& policy) {
+  if (policy.on_cuda) return policy.cuda.num_params();
+  return policy.lora ? policy.lora->num_params : policy.host->num_params;
 }
 
 void policy_forward_logprobs(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
@@ -158,17 +178,22 @@ void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const Pac
                               const std::vector<int32_t>& targets, const float* dlogprobs, const float* dentropy,
                               const float* entropy) {
   check(!dentropy || entropy, "policy backward: dentropy needs the entropy the forward returned");
+  check_no_cuda_lora(policy, "policy_backward_logprobs");
   if (policy.on_cuda) backward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, dlogprobs, dentropy);
-  else backward_logprobs(*policy.host, acts.host, batch, targets, dlogprobs, dentropy, entropy);
+  else backward_logprobs(*policy.host, acts.host, batch, targets, dlogprobs, dentropy, entropy, policy.lora);
 }
 
 void policy_zero_grads(Policy& policy) {
   if (policy.on_cuda) zero_grads(policy.cuda);
+  else if (policy.lora) zero_lora_grads(*policy.lora);
   else zero_grads(*policy.host);
 }
 
 double policy_grad_sq_sum(Policy& policy) {
-  if (!policy.on_cuda) return grad_sq_sum_cpu(policy.host->grads.data(), policy.host->num_params);
+  if (!policy.on_cuda) {
+    const TrainableBuffers t = policy_trainable(policy);
+    return grad_sq_sum_cpu(t.grads, t.n);
+  }
   double norm = grad_norm_cuda(policy.cuda, policy.cuda_adamw);
   return norm * norm;
 }
@@ -176,32 +201,31 @@ double policy_grad_sq_sum(Policy& policy) {
 void policy_adamw_step_slice(Policy& policy, OptimizerState& optimizer, const float* grads, int64_t lo, int64_t hi,
                              const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum) {
   check(!policy.on_cuda, "adamw: a ZeRO slice update on cuda is not implemented yet");
-  QwenModel& m = *policy.host;
-  check(lo >= 0 && lo <= hi && hi <= m.num_params, "adamw: slice [", lo, ", ", hi, ") of ", m.num_params, " parameters");
+  const TrainableBuffers t = policy_trainable(policy);
+  check(lo >= 0 && lo <= hi && hi <= t.n, "adamw: slice [", lo, ", ", hi, ") of ", t.n, " parameters");
   check(moments_size(optimizer) == hi - lo, "adamw: optimizer state has ", moments_size(optimizer),
         " moments for the slice of ", hi - lo, " parameters");
   const float scale = clip_coefficient(grad_sq_sum, max_norm);
   if (optimizer.bf16)
-    adamw_bf16_moments_cpu(m.params.data() + lo, optimizer.m16.data(), optimizer.v16.data(), grads, hi - lo, config,
+    adamw_bf16_moments_cpu(t.params + lo, optimizer.m16.data(), optimizer.v16.data(), grads, hi - lo, config,
                            optimizer.adam_step, lr, scale, lo);
   else
-    adamw_cpu(m.params.data() + lo, optimizer.m.data(), optimizer.v.data(), grads, hi - lo, config, optimizer.adam_step,
-              lr, scale);
+    adamw_cpu(t.params + lo, optimizer.m.data(), optimizer.v.data(), grads, hi - lo, config, optimizer.adam_step, lr,
+              scale);
 }
 
 void policy_adamw_step(Policy& policy, OptimizerState& optimizer, const AdamWConfig& config, float lr, float max_norm,
                        double grad_sq_sum) {
   if (!policy.on_cuda) {
-    QwenModel& m = *policy.host;
-    check(moments_size(optimizer) == m.num_params, "adamw: optimizer state has ", moments_size(optimizer),
-          " moments for ", m.num_params, " parameters");
+    const TrainableBuffers t = policy_trainable(policy);
+    check(moments_size(optimizer) == t.n, "adamw: optimizer state has ", moments_size(optimizer), " moments for ", t.n,
+          policy.lora ? " adapter parameters" : " parameters");
     const float scale = clip_coefficient(grad_sq_sum, max_norm);
     if (optimizer.bf16)
-      adamw_bf16_moments_cpu(m.params.data(), optimizer.m16.data(), optimizer.v16.data(), m.grads.data(), m.num_params,
-                             config, optimizer.adam_step, lr, scale);
+      adamw_bf16_moments_cpu(t.params, optimizer.m16.data(), optimizer.v16.data(), t.grads, t.n, config,
+                             optimizer.adam_step, lr, scale);
     else
-      adamw_cpu(m.params.data(), optimizer.m.data(), optimizer.v.data(), m.grads.data(), m.num_params, config,
-                optimizer.adam_step, lr, scale);
+      adamw_cpu(t.params, optimizer.m.data(), optimizer.v.data(), t.grads, t.n, config, optimizer.adam_step, lr, scale);
     return;
   }
   check(policy.cuda_adamw.bf16_moments == optimizer.bf16, "adamw: the device moments are ",

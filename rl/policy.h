@@ -13,6 +13,7 @@
 #include "model/cuda_model.h"
 #include "model/infer.h"
 #include "model/kv_cache.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "model/train.h"
 #include "rl/optimizer.h"
@@ -28,9 +29,10 @@ struct Policy {
   CudaModel cuda;       // on_cuda: weights, master, grads
   CudaAdamW cuda_adamw;  // on_cuda, after policy_init_training: m, v (OptimizerState's m/v stay empty)
   // CPU only, never owned: a LoRA adapter every forward applies unmerged (model/lora.h); null: the
-  // model alone. The CUDA functions refuse one (not implemented there yet), and the CPU backward
-  // refuses a forward that ran with one (model/train.h) until the LoRA backward lands.
-  const LoraAdapter* lora = nullptr;
+  // model alone. With one, training updates the adapter alone: the gradients, their norm and
+  // all-reduce, AdamW and its ZeRO slices act on the adapter's buffers (policy_trainable) and the
+  // base model stays frozen, bit for bit. The CUDA functions refuse one (not implemented there yet).
+  LoraAdapter* lora = nullptr;
   const QwenConfig& config() const { return host->config; }
 };
 
@@ -77,6 +79,17 @@ std::vector<SampledToken> policy_sample(const Policy& policy, PolicyLogits& logi
                                         const std::vector<SamplingRequest>& requests, int64_t vocab_limit);
 
 // ---- training ----
+// The host buffers training updates: a LoRA adapter's A and B (params, grads) when one is
+// attached, else the whole model's. Gradient reduction, the norm, AdamW and checkpoints' optimizer
+// moments all run over this one buffer. CPU only (grads empty until policy_init_training).
+struct TrainableBuffers {
+  float* params = nullptr;
+  float* grads = nullptr;
+  int64_t n = 0;
+};
+TrainableBuffers policy_trainable(Policy& policy);
+// The number of parameters training updates (the adapter's or the model's), on either device.
+int64_t policy_num_trainable(const Policy& policy);
 // Activations for micro-batches of up to max_tokens positions (shared by policy and reference).
 struct PolicyActivations {
   TrainState host;
@@ -84,7 +97,7 @@ struct PolicyActivations {
   bool on_cuda = false;
   int64_t max_tokens() const { return on_cuda ? cuda.options.max_tokens : host.options.max_tokens; }
 };
-// Allocates the gradients (CPU: alloc_grads; CUDA: already there) and, on CUDA, the AdamW
+// Allocates the gradients (CPU: alloc_grads, or the adapter's alloc_lora_grads; CUDA: already there) and, on CUDA, the AdamW
 // moments (zero); returns the activation plan for `options`.
 PolicyActivations policy_init_training(Policy& policy, const TrainOptions& options, const AdamWConfig& adamw);
 bool policy_training_ready(const Policy& policy);  // gradients (and device moments) allocated

@@ -99,14 +99,15 @@ nlohmann::ordered_json trainer_state_head(const char* trainer, const OptimizerSt
 
 std::string save_checkpoint(const std::string& run_dir, int64_t step, const QwenModel& model,
                             const OptimizerState& optimizer, const std::string& tokenizer_path,
-                            const nlohmann::ordered_json& trainer_state) {
+                            const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter) {
   const std::string name = "step-" + std::to_string(step);
   const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
   const fs::path final_dir = checkpoints / name, tmp = checkpoints / ("." + name + ".tmp");
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   try {
-    save_model(model, tmp.string());
+    if (adapter) save_adapter(*adapter, tmp.string());
+    else save_model(model, tmp.string());
     save_optimizer(optimizer, (tmp / "optimizer.safetensors").string());
     copy_tokenizer_files(tokenizer_path, tmp.string());
     write_text_atomic((tmp / "trainer_state.json").string(), trainer_state.dump(2) + "\n");
@@ -125,6 +126,35 @@ std::string save_checkpoint(const std::string& run_dir, int64_t step, const Qwen
     fs::rename(tmp, final_dir);
   }
   return final_dir.string();
+}
+
+bool is_adapter_checkpoint(const std::string& checkpoint) {
+  return fs::is_regular_file(fs::path(checkpoint) / "adapter_config.json");
+}
+
+void load_checkpoint_weights(const std::string& checkpoint, QwenModel& model, LoraAdapter* adapter) {
+  const bool has_adapter = is_adapter_checkpoint(checkpoint);
+  if (!adapter) {
+    check(!has_adapter, "resume: ", checkpoint, " holds a LoRA adapter, but this run trains every weight (was it "
+          "started with lora-rank, which its config.toml keeps?)");
+    QwenModel loaded = load_model(checkpoint);
+    check(loaded.num_params == model.num_params, "resume: ", checkpoint, " holds ", loaded.num_params,
+          " parameters, the model has ", model.num_params);
+    model.params = std::move(loaded.params);
+    return;
+  }
+  check(has_adapter, "resume: ", checkpoint, " holds full weights (no adapter_config.json), but this run trains a LoRA "
+        "adapter");
+  LoraAdapter loaded = load_adapter(checkpoint, model);
+  const LoraConfig &a = loaded.config, &b = adapter->config;
+  check(a.rank == b.rank && a.alpha == b.alpha && a.use_rslora == b.use_rslora && loaded.num_params == adapter->num_params,
+        "resume: ", checkpoint, " holds a LoRA adapter of rank ", a.rank, ", alpha ", a.alpha, a.use_rslora ? " (rsLoRA)" : "",
+        ", ", loaded.num_params, " parameters; this run's is rank ", b.rank, ", alpha ", b.alpha,
+        b.use_rslora ? " (rsLoRA)" : "", ", ", adapter->num_params, " parameters");
+  for (size_t i = 0; i < loaded.table.size(); ++i)
+    check(loaded.table[i].hf_name == adapter->table[i].hf_name, "resume: ", checkpoint, "'s adapter has ",
+          loaded.table[i].hf_name, " where this run's has ", adapter->table[i].hf_name, " (other target modules)");
+  adapter->params = std::move(loaded.params);
 }
 
 nlohmann::json read_trainer_state(const std::string& checkpoint, const char* trainer) {

@@ -8,7 +8,9 @@
 //   RUN/tb/                   TensorBoard event files of the same (rl/tb_log.h owns them)
 //   RUN/checkpoints/step-N/   config.json + model.safetensors (HF layout), every tokenizer file of
 //                             the source folder (tokenizer.json, tokenizer_config.json with the
-//                             chat template, ...), optimizer.safetensors, trainer_state.json
+//                             chat template, ...), optimizer.safetensors, trainer_state.json; a
+//                             LoRA run: adapter_config.json + adapter_model.safetensors (PEFT's)
+//                             instead of the weights, the optimizer holding the adapter's moments
 //
 // A checkpoint is written as checkpoints/.step-N.tmp and renamed into place; a step-N already
 // there is moved aside first and removed only after the rename, so some complete step-N exists at
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "model/lora.h"
 #include "model/model.h"
 #include "rl/optimizer.h"
 
@@ -62,9 +65,19 @@ void copy_tokenizer_files(const std::string& tokenizer_path, const std::string& 
 // The common head of trainer_state.json; the trainer adds its own fields after it.
 nlohmann::ordered_json trainer_state_head(const char* trainer, const OptimizerState& optimizer);
 // Writes checkpoints/step-<step>/ of run_dir atomically (see above); returns the folder.
+// adapter (a LoRA run): the adapter in PEFT's two files (adapter_config.json,
+// adapter_model.safetensors) instead of the model's weights, which the run never changed; the
+// folder then loads with `--weights BASE --adapter FOLDER`, or in PEFT as
+// PeftModel.from_pretrained(base, FOLDER).
 std::string save_checkpoint(const std::string& run_dir, int64_t step, const QwenModel& model,
                             const OptimizerState& optimizer, const std::string& tokenizer_path,
-                            const nlohmann::ordered_json& trainer_state);
+                            const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter = nullptr);
+// Whether a checkpoint folder holds a LoRA adapter (adapter_config.json) rather than weights.
+bool is_adapter_checkpoint(const std::string& checkpoint);
+// What resume reads of a checkpoint: its weights into `model`, or, for a LoRA run (adapter not
+// null), its adapter's A and B into `adapter`. A checkpoint of the other kind, or an adapter of
+// another rank, alpha or target set, is an error naming the folder and both values.
+void load_checkpoint_weights(const std::string& checkpoint, QwenModel& model, LoraAdapter* adapter);
 
 // trainer_state.json of a checkpoint, checked to be `trainer`'s and of a known version, with the
 // pre-version files brought to version 1 ("step" set). Errors name the file.

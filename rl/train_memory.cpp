@@ -53,7 +53,7 @@ TrainMemory start_train_memory(Policy& policy, const MemoryPlan& plan, const Tra
   check(plan.device == (policy.on_cuda ? PlanDevice::Cuda : PlanDevice::Cpu),
         "memory plan: made for another device than the policy's");
   check(train.recompute == plan.modes.recompute, "memory plan: the activations' recompute flags are not the plan's");
-  const int64_t n = policy.host->num_params;
+  const int64_t n = policy_num_trainable(policy);
   check(optimizer.bf16 == plan.modes.bf16_moments, "memory plan: the optimizer state's moments are ",
         optimizer.bf16 ? "bf16" : "fp32", ", the plan's ", plan.modes.bf16_moments ? "bf16" : "fp32");
   TrainMemory mem;

@@ -304,10 +304,10 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
         " shards a step in the CPU trainer only; on cuda, N ranks on N GPUs compute what it would");
   const float logit_scale = config.temperature > 0 ? 1.0f / config.temperature : 1.0f;
   check(policy_training_ready(policy), "grpo: policy gradients are not allocated (alloc_grads / policy_init_training)");
-  const int64_t n = policy.host->num_params;
-  check(reference == nullptr || reference->host->num_params == n, "grpo: the reference model has ",
-        reference ? reference->host->num_params : 0, " parameters, the policy ", n,
-        " (the same architecture is required: they share the activation plan)");
+  check(reference == nullptr || reference->host->num_params == policy.host->num_params,
+        "grpo: the reference model has ", reference ? reference->host->num_params : 0, " parameters, the policy ",
+        policy.host->num_params, " (the same architecture is required: they share the activation plan)");
+  const int64_t n = policy_num_trainable(policy);  // a LoRA adapter's parameters, or the model's
   check(reference == nullptr || reference->on_cuda == policy.on_cuda, "grpo: the reference model is on ",
         reference && reference->on_cuda ? "cuda" : "cpu", ", the policy on ", policy.on_cuda ? "cuda" : "cpu");
   const auto [slice_lo, slice_hi] = optimizer_slice(dp, n);
@@ -472,7 +472,10 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
             sh.loss += s.loss;
             sh.totals.add(s);
           }
-        if (shards.size() > 1) sh.grads = policy.host->grads;  // this shard's gradient, from zero
+        if (shards.size() > 1) {  // this shard's gradient, from zero
+          const TrainableBuffers t = policy_trainable(policy);
+          sh.grads.assign(t.grads, t.grads + t.n);
+        }
       }
       // ---- the step's gradient and its squared norm
       std::vector<std::vector<float>> shard_grads;

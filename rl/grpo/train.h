@@ -66,7 +66,11 @@ using ScoreFn = std::function<void(const std::vector<sql::Example>& examples, st
 struct TrainEnv {
   TrainConfig config;
   QwenModel model;
-  std::unique_ptr<QwenModel> reference;  // initial weights, only when kl_coef or kl_reward_coef > 0
+  std::unique_ptr<QwenModel> reference;  // initial weights, only when kl_coef or kl_reward_coef > 0 (no LoRA)
+  // A LoRA run (model/lora.h): the adapter trained while `model` stays frozen. Checkpoints then
+  // hold the adapter in PEFT's files (adapter_config.json, adapter_model.safetensors) instead of
+  // the weights, and the KL reference is `model` itself with the adapter off (no copy).
+  std::unique_ptr<LoraAdapter> adapter;
   std::unique_ptr<Tokenizer> tokenizer;
   std::string tokenizer_path;            // tokenizer.json read; it and its folder's tokenizer files go into every checkpoint
   ChatTemplate chat_template = ChatTemplate::qwen3;

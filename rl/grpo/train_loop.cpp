@@ -132,7 +132,8 @@ MemoryPlanOptions grpo_memory_plan_options(const TrainEnv& env) {
   mo.rollout_sequences = std::max<int64_t>(1, (live + c.group_size - 1) / c.group_size) * c.group_size;
   mo.min_rollout_sequences = c.group_size;
   mo.kv_block_size = RolloutOptions{}.kv_block_size;
-  mo.reference_model = env.reference != nullptr;
+  mo.reference_model = env.reference != nullptr || (env.adapter && (c.kl_coef > 0 || c.kl_reward_coef > 0));
+  if (env.adapter) mo.lora = env.adapter->config;
   mo.world_size = world;
   mo.zero_stage = world > 1 ? static_cast<int>(c.zero_stage) : 0;
   return mo;
@@ -184,8 +185,13 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
 
   RunLock own_lock;
   if (owner && env.lock.fd < 0) own_lock = lock_run_folder(dir);
+  check(!env.adapter || !cuda, "train: a LoRA adapter trains on the CPU only for now (--device cpu)");
+  check(!env.adapter || !env.reference, "train: a LoRA run's KL reference is its frozen base; TrainEnv::reference "
+        "must be empty");
+  // What AdamW updates: the adapter's parameters in a LoRA run, else the model's.
+  const int64_t trainable = env.adapter ? env.adapter->num_params : env.model.num_params;
   // ZeRO 1/2: this rank's moments cover its slice of the parameters only.
-  const auto [slice_lo, slice_hi] = optimizer_slice(dp, env.model.num_params);
+  const auto [slice_lo, slice_hi] = optimizer_slice(dp, trainable);
   const int64_t moments = slice_hi - slice_lo;
   OptimizerState optimizer;
   int64_t step = 0;
@@ -221,14 +227,10 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     same("group-size", "group_size", c.group_size);
     same("dataset size", "dataset_size", n_examples);
     same("seed", "seed", static_cast<int64_t>(c.seed));
-    QwenModel loaded = load_model(ckpt);
-    check(loaded.num_params == env.model.num_params, "resume: ", ckpt, " holds ", loaded.num_params,
-          " parameters, the model has ", env.model.num_params);
-    env.model.params = std::move(loaded.params);
-    optimizer = load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(), env.model.num_params,
-                               plan.modes.bf16_moments);
+    load_checkpoint_weights(ckpt, env.model, env.adapter.get());
+    optimizer = load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(), trainable, plan.modes.bf16_moments);
     // The file holds every moment (whatever world size wrote it): keep this rank's slice.
-    if (moments != env.model.num_params) optimizer = optimizer_slice_of(optimizer, slice_lo, slice_hi);
+    if (moments != trainable) optimizer = optimizer_slice_of(optimizer, slice_lo, slice_hi);
     step = saved["step"].get<int64_t>();
     cursor = cursor_from_json(saved, step * c.batch_size);
     if (owner) {
@@ -275,8 +277,12 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   // Upload once (after a resume loaded its weights); the host model is then only the shape and
   // the staging buffer of each checkpoint's download.
   Policy policy = cuda ? cuda_policy(env.model, gpu, /*grads=*/false) : cpu_policy(env.model);
+  policy.lora = env.adapter.get();
+  // LoRA: the reference is the frozen base itself, run without the adapter.
+  const bool has_reference = mo.reference_model;
   Policy reference;
   if (env.reference) reference = cuda ? cuda_frozen_policy(*env.reference, gpu) : cpu_policy(*env.reference);
+  else if (has_reference) reference = cpu_policy(env.model);
   TrainMemory memory = start_train_memory(policy, plan, to, base.kv_block_size, gc.adamw, optimizer);
   SchemaCache schemas;
 
@@ -336,7 +342,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     rec.score_seconds = sb.score_seconds;
     PolicyActivations& state = memory_for_train(policy, memory, optimizer);
     if (summary.modes.recompute.empty()) summary.modes = executed_modes(policy, memory, optimizer);
-    rec.grpo = grpo_step(policy, env.reference ? &reference : nullptr, optimizer, state, trajs, gc, dp);
+    rec.grpo = grpo_step(policy, has_reference ? &reference : nullptr, optimizer, state, trajs, gc, dp);
     rec.examples = &batch;
     rec.trajs = &trajs;
     rec.ex = &sb.ex;
@@ -403,11 +409,10 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       memory_optimizer_to_host(policy, memory, optimizer);
       // ZeRO 1/2: the moments of every slice, gathered into one file of every moment, so any
       // world size resumes from it.
-      OptimizerState full = moments != env.model.num_params ? gather_optimizer(comm, optimizer, env.model.num_params)
-                                                            : OptimizerState{};
+      OptimizerState full = moments != trainable ? gather_optimizer(comm, optimizer, trainable) : OptimizerState{};
       if (owner)
-        save_checkpoint(dir, done, env.model, moments != env.model.num_params ? full : optimizer,
-                        env.tokenizer_path, grpo_trainer_state(optimizer, c, n_examples, cursor));
+        save_checkpoint(dir, done, env.model, moments != trainable ? full : optimizer, env.tokenizer_path,
+                        grpo_trainer_state(optimizer, c, n_examples, cursor), env.adapter.get());
       comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
       if (cuda && !plan.modes.offload_optimizer) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
       rec.checkpoint_seconds = seconds_since(save_start);

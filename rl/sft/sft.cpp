@@ -139,7 +139,7 @@ SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActiv
                           const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config,
                           const DataParallel& dp) {
   check(policy_training_ready(policy), "sft: gradients are not allocated (policy_init_training)");
-  const int64_t num_params = policy.on_cuda ? policy.cuda.num_params() : policy.host->num_params;
+  const int64_t num_params = policy_num_trainable(policy);
   check(policy.on_cuda || moments_size(optimizer) == num_params, "sft: optimizer state has ", moments_size(optimizer),
         " moments for ", num_params, " parameters");
   check(dp.zero_stage == 0, "sft: ZeRO stages other than 0 are not implemented");
@@ -180,7 +180,10 @@ SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActiv
       policy_backward_logprobs(policy, acts, mb->batch, mb->targets, dlogp.data());
     }
     nlls.push_back({nll});
-    if (mine.size() > 1) shard_grads.push_back(policy.host->grads);  // this shard's gradient, from zero
+    if (mine.size() > 1) {  // this shard's gradient, from zero
+      const TrainableBuffers t = policy_trainable(policy);
+      shard_grads.emplace_back(t.grads, t.grads + t.n);
+    }
   }
   st.loss = sum_over_shards(dp, nlls)[0] / static_cast<double>(st.tokens);
   std::vector<float> slice;
@@ -233,13 +236,19 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   MemoryPlanOptions mo = memory_plan_options(options.memory, cuda);
   mo.rollout = false;
   mo.tokens_per_micro_batch = config.micro_batch_tokens;
+  check(!options.adapter || !cuda, "sft: a LoRA adapter trains on the CPU only for now (--device cpu)");
+  if (options.adapter) mo.lora = options.adapter->config;
   const MemoryPlan mplan = plan_memory(model.config, mo);
   check(mplan.fits, "sft: the memory plan does not fit: ", mplan.problem,
         " (`llm_sqlrl plan` shows it; memory-gb and micro-batch-tokens size it)");
   // On CUDA the moments start on the device; a resumed run's host copy is uploaded there.
   set_moment_precision(optimizer, mplan.modes.bf16_moments);
-  if (!cuda && moments_size(optimizer) != model.num_params)
-    optimizer = make_optimizer_state(model.num_params, mplan.modes.bf16_moments);
+  const int64_t trainable = options.adapter ? options.adapter->num_params : model.num_params;
+  if (!cuda && moments_size(optimizer) != trainable) {
+    check(!resume, "sft: the resumed optimizer holds ", moments_size(optimizer), " moments, the run trains ", trainable,
+          options.adapter ? " adapter parameters" : " parameters");
+    optimizer = make_optimizer_state(trainable, mplan.modes.bf16_moments);
+  }
   SftRunStats run;
   const size_t given = data.size();
   run.clipped = clip_sequences(data, config.micro_batch_tokens);
@@ -297,6 +306,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   const DataParallel dp{&comm, cuda || comm.world_size > 1 ? 1 : config.grad_accum, true, 0};
   if (dp.shards() > 1) set_gemm_thread_independent(true);
   Policy policy = cuda ? cuda_policy(model, gpu, /*grads=*/false) : cpu_policy(model);
+  policy.lora = options.adapter;
   TrainMemory memory = start_train_memory(policy, mplan, topt, RolloutOptions{}.kv_block_size, config.adamw, optimizer);
   PolicyActivations& acts = memory_for_train(policy, memory, optimizer);
   run.modes = executed_modes(policy, memory, optimizer);
@@ -361,7 +371,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     memory_optimizer_to_host(policy, memory, optimizer);
     if (owner) {
       run.checkpoints.push_back(save_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
-                                                options.tokenizer_path, trainer_state()));
+                                                options.tokenizer_path, trainer_state(), options.adapter));
       note("saved " + run.checkpoints.back());
     }
     comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail

@@ -41,7 +41,7 @@ class PolicyLora : public ::testing::TestWithParam<const char*> {};
 TEST_P(PolicyLora, UnmergedAdapterDecodesAsTheMergedModel) {
   const std::string name = GetParam();
   const QwenModel base = load_model(testing::fixture_path("model/" + name));
-  const LoraAdapter adapter = load_adapter(testing::fixture_path("lora/" + name), base);
+  LoraAdapter adapter = load_adapter(testing::fixture_path("lora/" + name), base);  // Policy::lora is mutable (training)
   QwenModel merged = base;
   merge_adapter(merged, adapter);
 
