@@ -7,7 +7,9 @@
 #include <tuple>
 
 #include "app/commands.h"
+#include "app/options.h"
 #include "model/memory_plan.h"
+#include "rl/options.h"
 #include "runtime/error.h"
 #include "weights/checkpoint.h"
 
@@ -22,6 +24,7 @@ void add_plan_command(CLI::App& app) {
     int world_size = 1, zero_stage = 0;
     double memory_gb = 80, reserve_gib = 2;
     bool kl = false;
+    rl::LoraOptions lora;  // the keys train and sft share (rl/options.h)
   };
   auto args = std::make_shared<Args>();
   auto* source = cmd->add_option_group("model", "the model to plan for");
@@ -49,6 +52,9 @@ void add_plan_command(CLI::App& app) {
                                    {"--recompute", &args->recompute, "recompute layers in the backward (on: every layer)"},
                                    {"--offload-optimizer", &args->offload, "AdamW moments in host memory during rollouts (cuda)"}})
     cmd->add_option(flag, *value, str_cat(what, ": auto|on|off"))->capture_default_str()->check(CLI::IsMember({"auto", "on", "off"}));
+  OptionTable lora_keys;
+  rl::add_lora_options(lora_keys, args->lora);
+  for (const Option& o : lora_keys) add_table_flag(cmd, o);
   cmd->callback([args] {
     QwenConfig config;
     if (!args->preset.empty()) {
@@ -76,6 +82,7 @@ void add_plan_command(CLI::App& app) {
     options.bf16_moments = parse_choice(args->bf16_moments, "--bf16-moments");
     options.recompute = parse_choice(args->recompute, "--recompute");
     options.offload_optimizer = parse_choice(args->offload, "--offload-optimizer");
+    options.lora = rl::lora_config_from(args->lora);
     for (const std::string& note : config.inferred) std::printf("inferred: %s\n", note.c_str());
     std::fputs(format_memory_plan(config, plan_memory(config, options), options).c_str(), stdout);
   });

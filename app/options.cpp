@@ -48,18 +48,19 @@ void add_table_flags(CLI::App* cmd, const OptionTable& table, TableFlags& flags,
                   "; flags override its keys");
   cmd->add_flag("--show-config", flags.show_config,
                 "print the resolved settings (config.toml form, each line with where its value came from) and stop");
-  for (const Option& o : table) {
-    const std::string flag = std::string("--") + o.key;
-    CLI::Option* opt = std::visit(
-        [&](auto* p) -> CLI::Option* {
-          using T = std::remove_pointer_t<decltype(p)>;
-          if constexpr (std::is_same_v<T, bool>)
-            return cmd->add_flag(flag, *p, std::string(o.help) + (*p ? " (on by default; " + flag + "=false turns it off)" : ""));
-          else return cmd->add_option(flag, *p, o.help)->capture_default_str();  // --help shows the default
-        },
-        o.value);
-    flags.flags.push_back(opt);
-  }
+  for (const Option& o : table) flags.flags.push_back(add_table_flag(cmd, o));
+}
+
+CLI::Option* add_table_flag(CLI::App* cmd, const Option& o) {
+  const std::string flag = std::string("--") + o.key;
+  return std::visit(
+      [&](auto* p) -> CLI::Option* {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, bool>)
+          return cmd->add_flag(flag, *p, std::string(o.help) + (*p ? " (on by default; " + flag + "=false turns it off)" : ""));
+        else return cmd->add_option(flag, *p, o.help)->capture_default_str();  // --help shows the default
+      },
+      o.value);
 }
 
 [[noreturn]] void show_config_and_exit(const TableFlags& flags, const OptionTable& table, const OptionSources& sources) {

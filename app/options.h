@@ -34,6 +34,10 @@ struct TableArgs {
 // (rl::environment_keys: protocol, template, turn caps, SQL limits, compare).
 void add_table_flags(CLI::App* cmd, const OptionTable& table, TableFlags& flags, const std::string& section = "");
 
+// One entry of a table as a CLI flag (what add_table_flags does for each), for a command that
+// takes a shared group's keys as plain flags without --config (`plan`).
+CLI::Option* add_table_flag(CLI::App* cmd, const Option& option);
+
 // The [section] names a recipe may hold: one per command that reads one.
 const std::vector<std::string>& recipe_sections();
 

@@ -29,7 +29,9 @@ std::vector<bool> first_layers(int64_t L, int64_t k) {
 }
 
 // Everything the choice depends on, priced once per candidate.
-// N: the model's parameters; P: the trained ones (N, or a LoRA adapter's).
+// N: the model's parameters; P: the trained ones (N, or a LoRA adapter's). With LoRA the base is
+// frozen (no master, gradients or moments of its own; on CUDA its bf16 weights only) and the
+// adapter is what trains: an fp32 master, on CUDA a bf16 copy for the GEMMs, fp32 gradients, moments.
 struct Pricer {
   const QwenConfig& config;
   const MemoryPlanOptions& o;
@@ -38,10 +40,13 @@ struct Pricer {
 
   bool lora() const { return o.lora.has_value(); }
   int64_t weights() const { return N * (cuda ? 2 : 4); }
-  int64_t master() const { return cuda ? N * 4 : 0; }  // the CPU trains its one fp32 copy in place
+  // The base's fp32 master for AdamW: CUDA full fine-tuning only (the CPU trains its one fp32 copy
+  // in place; a LoRA base is frozen).
+  int64_t master() const { return cuda && !lora() ? N * 4 : 0; }
   // With LoRA the base, run without the adapter, is the reference.
   int64_t reference() const { return o.reference_model && !lora() ? N * (cuda ? 2 : 4) : 0; }
-  int64_t adapter() const { return lora() ? P * 4 : 0; }
+  int64_t adapter() const { return lora() ? P * 4 : 0; }                   // fp32 A and B, what AdamW updates
+  int64_t adapter_bf16() const { return cuda && lora() ? P * 2 : 0; }      // CUDA: the copy the GEMMs read
   int64_t grads() const { return P * 4; }
   // The parameters whose moments this rank keeps: all, or (ZeRO 1/2) the largest ZeRO slice.
   int64_t moment_params() const {
@@ -69,8 +74,8 @@ struct Pricer {
   // The train step's peak: with every buffer of both devices' plans that is live then (on the
   // CPU the KV cache is too: min_kv, the least the rollout can run with).
   int64_t train_peak(bool bf16, int64_t recomputed, int64_t min_kv) const {
-    int64_t t = weights() + master() + reference() + adapter() + grads() + slice_grads() + moments(bf16) +
-                activations(recomputed) + lora_scratch();
+    int64_t t = weights() + master() + reference() + adapter() + adapter_bf16() + grads() + slice_grads() +
+                moments(bf16) + activations(recomputed) + lora_scratch();
     return cuda ? t : t + min_kv + decode_logits();
   }
 };
@@ -113,7 +118,6 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
         " shards the AdamW moments in the CPU trainer only; cuda runs ZeRO 0 (every GPU keeps every moment)");
   check(cuda || o.offload_optimizer != Choice::On,
         "memory plan: offloading the optimizer is a CUDA mode (on the CPU the moments are in host memory already)");
-  check(!cuda || !o.lora, "memory plan: LoRA trains on the CPU only for now (the CUDA backward has no adapter)");
   MemoryPlan p;
   p.device = o.device;
   p.num_params = count_parameters(qwen_parameters(config));
@@ -153,25 +157,38 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
     if (bytes > 0) lines.push_back({std::move(what), bytes}), total += bytes;
   };
   const std::string weights_what = cuda ? "weights (bf16, every forward)" : "weights (fp32, trained in place)";
+  // With LoRA the frozen base, run with the adapter off, is also the KL reference.
+  const std::string base_what = str_cat("base weights (", cuda ? "bf16" : "fp32", ", frozen",
+                                        o.reference_model ? "; adapter off: the KL reference" : "", ")");
+  const std::string scratch_what = str_cat("LoRA backward scratch u, du (", o.tokens_per_micro_batch, " tokens x rank ",
+                                           o.lora ? o.lora->rank : 0, " x 2, fp32)");
   if (cuda) {
-    const int64_t fixed = price.weights() + price.master() + price.reference();
+    const int64_t fixed = price.weights() + price.master() + price.reference() + price.adapter() + price.adapter_bf16();
     bool offload = o.offload_optimizer == Choice::On;
     if (o.offload_optimizer == Choice::Auto) offload = usable - fixed - moments - price.decode_logits() < wanted_kv;
     check(o.rollout || !offload, "memory plan: offloading the optimizer needs a rollout phase to offload it during");
     p.modes.offload_optimizer = offload;
     const int64_t rollout_room = usable - fixed - (offload ? 0 : moments) - price.decode_logits();
     p.kv_blocks = std::max<int64_t>(0, std::min(wanted_kv, rollout_room) / p.kv_block_bytes);
-    add(p.resident, p.resident_bytes, weights_what, price.weights());
+    add(p.resident, p.resident_bytes, o.lora ? base_what : weights_what, price.weights());
     add(p.resident, p.resident_bytes, "master weights (fp32, AdamW)", price.master());
     add(p.resident, p.resident_bytes, "reference model (bf16, KL)", price.reference());
+    if (o.lora) {
+      add(p.resident, p.resident_bytes, str_cat("LoRA adapter master A, B (fp32, rank ", o.lora->rank, ", AdamW)"),
+          price.adapter());
+      add(p.resident, p.resident_bytes, "LoRA adapter copy (bf16, every forward)", price.adapter_bf16());
+    }
     if (!offload) add(p.resident, p.resident_bytes, moments_what, moments);
     add(p.rollout, p.rollout_bytes, str_cat("KV cache (bf16, ", p.kv_blocks, " blocks of ", o.kv_block_size, " tokens)"),
         p.kv_blocks * p.kv_block_bytes);
     add(p.rollout, p.rollout_bytes, str_cat("decode logits (", o.rollout_sequences, " rows x vocab, fp32)"),
         price.decode_logits());
-    // The region's layout (rl/train_memory.cpp): gradients, then m and v, each piece aligned.
-    add(p.train, p.train_bytes, "gradients (fp32)", region_aligned(price.grads()));
+    // The region's layout (rl/train_memory.cpp): gradients (with LoRA the adapter's), then m and
+    // v, then the adapter's backward scratch, each piece aligned; the activations take the rest.
+    add(p.train, p.train_bytes, o.lora ? "LoRA adapter gradients (fp32)" : "gradients (fp32)",
+        region_aligned(price.grads()));
     if (offload) add(p.train, p.train_bytes, moments_what + ", back from host memory", 2 * region_aligned(moments / 2));
+    add(p.train, p.train_bytes, scratch_what, region_aligned(price.lora_scratch()));
     add(p.train, p.train_bytes, acts_what, p.activation_bytes);
     p.phase_bytes = std::max(p.rollout_bytes, p.train_bytes);
   } else {
@@ -179,7 +196,7 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
                                price.slice_grads() + moments + p.activation_bytes + price.lora_scratch() +
                                price.decode_logits();
     p.kv_blocks = std::max<int64_t>(0, std::min(wanted_kv, usable - without_kv) / p.kv_block_bytes);
-    add(p.resident, p.resident_bytes, o.lora ? "base weights (fp32, frozen)" : weights_what, price.weights());
+    add(p.resident, p.resident_bytes, o.lora ? base_what : weights_what, price.weights());
     add(p.resident, p.resident_bytes, "reference model (fp32, KL)", price.reference());
     if (o.lora)
       add(p.resident, p.resident_bytes, str_cat("LoRA adapter A, B (fp32, rank ", o.lora->rank, ")"), price.adapter());
@@ -187,9 +204,7 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
     add(p.resident, p.resident_bytes, "this rank's reduced gradient slice (fp32, ZeRO 2)", price.slice_grads());
     add(p.resident, p.resident_bytes, moments_what, moments);
     add(p.resident, p.resident_bytes, acts_what, p.activation_bytes);
-    add(p.resident, p.resident_bytes, str_cat("LoRA backward scratch u, du (", o.tokens_per_micro_batch, " tokens x rank ",
-                                              o.lora ? o.lora->rank : 0, " x 2, fp32)"),
-        price.lora_scratch());
+    add(p.resident, p.resident_bytes, scratch_what, price.lora_scratch());
     add(p.resident, p.resident_bytes, str_cat("KV cache (fp32, ", p.kv_blocks, " blocks of ", o.kv_block_size, " tokens)"),
         p.kv_blocks * p.kv_block_bytes);
     add(p.resident, p.resident_bytes, str_cat("decode logits (", o.rollout_sequences, " rows x vocab, fp32)"),
@@ -224,8 +239,14 @@ std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, co
                  ", intermediate ", config.intermediate_size, ", heads ", config.num_attention_heads, "/",
                  config.num_key_value_heads, " x ", config.head_dim, ", vocab ", config.vocab_size, ", ", params,
                  " parameters\n");
-  if (o.lora)
-    out += str_cat("LoRA rank ", o.lora->rank, ": ", p.trainable_params, " trainable parameters, the base frozen\n");
+  if (o.lora) {
+    std::string targets = o.lora->target_pattern;
+    for (const std::string& m : o.lora->target_modules) targets += (targets.empty() ? "" : ",") + m;
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%g", static_cast<double>(lora_scale(*o.lora)));
+    out += str_cat("LoRA rank ", o.lora->rank, ": ", p.trainable_params, " trainable parameters, the base frozen (alpha ",
+                   o.lora->alpha, o.lora->use_rslora ? ", rsLoRA" : "", ": scale ", scale, "; targets ", targets, ")\n");
+  }
   const bool cuda = p.device == PlanDevice::Cuda;
   out += str_cat(cuda ? "device cuda " : "device cpu (host memory) ", gib(o.device_bytes), ", reserve ",
                  gib(o.reserve_bytes), ": ", gib(p.usable_bytes), " usable\n");

@@ -56,11 +56,14 @@ struct MemoryPlanOptions {
   // rank's slice shard_bounds(n, world_size); ZeRO 2 adds the slice's reduced gradient.
   int world_size = 1;
   int zero_stage = 0;
-  // LoRA (model/lora.h; the CPU trainer only for now): the base stays frozen in fp32 and only the
-  // adapter trains, so its A and B, their gradients and their AdamW moments replace the base's
+  // LoRA (model/lora.h): the base stays frozen and only the adapter trains, so the adapter's fp32
+  // A and B (its master), their fp32 gradients and their AdamW moments replace the base's master,
   // gradients and moments (none are allocated), the train step adds the adapter's backward
   // scratch (lora_backward_scratch_floats), and the KL reference is the base itself, run without
-  // the adapter (reference_model then costs nothing).
+  // the adapter (reference_model then costs nothing). CPU: the base in fp32, all held. CUDA: the
+  // base as bf16 weights only (2 bytes a parameter) and a bf16 copy of the adapter for the GEMMs
+  // are resident beside its master and (unless offloaded) moments; the adapter's gradients and
+  // backward scratch are in the train phase of the region, as the base's gradients would be.
   std::optional<LoraConfig> lora;
 };
 

@@ -1,8 +1,8 @@
 #include "rl/options.h"
 
-#include <filesystem>
-
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "rl/agent/protocol.h"
 #include "runtime/error.h"
@@ -73,6 +73,59 @@ std::unique_ptr<LoraAdapter> load_adapter_option(const std::string& dir, const Q
                  : " (a PEFT adapter folder holds adapter_config.json and adapter_model.safetensors)");
   }
   return std::make_unique<LoraAdapter>(load_adapter(dir, model));  // its errors name the file and tensor
+}
+
+void add_lora_options(OptionTable& t, LoraOptions& o) {
+  t.push_back({"lora-rank", "train a LoRA adapter of this rank on the frozen base (0 = off: full fine-tuning; 16 is "
+               "the usual choice)", &o.lora_rank});
+  t.push_back({"lora-alpha", "LoRA alpha: the adapter's output is scaled by alpha / rank (0 = 2 x rank)", &o.lora_alpha});
+  t.push_back({"lora-target-modules", "projections that get an adapter: all-linear (all seven) or a comma list of "
+               "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", &o.lora_target_modules});
+  t.push_back({"lora-rslora", "rsLoRA: scale by alpha / sqrt(rank) instead of alpha / rank", &o.lora_rslora});
+}
+
+namespace {
+
+// lora-target-modules as PEFT's target_modules: "all-linear" (its string form) or a list of
+// module names, each one of the seven projections, none twice.
+void set_lora_targets(const std::string& value, LoraConfig& c) {
+  if (value == "all-linear") {
+    c.target_pattern = value;
+    return;
+  }
+  std::string known;
+  for (int m = 0; m < kLoraModules; ++m) known += std::string(m ? "," : "") + lora_module_name(LoraModule(m));
+  size_t start = 0;
+  while (true) {
+    const size_t comma = value.find(',', start);
+    const std::string name = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    bool ok = false;
+    for (int m = 0; m < kLoraModules; ++m) ok = ok || name == lora_module_name(LoraModule(m));
+    check(ok, "lora-target-modules '", value, "': '", name, "' is not all-linear or one of ", known);
+    check(std::find(c.target_modules.begin(), c.target_modules.end(), name) == c.target_modules.end(),
+          "lora-target-modules '", value, "' names ", name, " twice");
+    c.target_modules.push_back(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+}
+
+}  // namespace
+
+void validate(const LoraOptions& o) { (void)lora_config_from(o); }
+
+std::optional<LoraConfig> lora_config_from(const LoraOptions& o) {
+  check(o.lora_rank >= 0 && o.lora_rank <= 65536, "lora-rank must be in [0, 65536] (0 = off), got ", o.lora_rank);
+  check(o.lora_alpha >= 0 && std::isfinite(o.lora_alpha), "lora-alpha must be >= 0 (0 = 2 x rank), got ",
+        o.lora_alpha);
+  LoraConfig c;
+  set_lora_targets(o.lora_target_modules, c);  // checked even when off: a typo in a config file is an error
+  if (o.lora_rank == 0) return std::nullopt;
+  c.rank = o.lora_rank;
+  c.alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * static_cast<double>(o.lora_rank);
+  c.dropout = 0;
+  c.use_rslora = o.lora_rslora;
+  return c;
 }
 
 void add_template_options(OptionTable& t, TemplateOptions& o) {

@@ -8,6 +8,8 @@
 //   device     device                                                  train sft self-taught eval generate demo
 //   model      weights tokenizer                                       train sft self-taught eval generate
 //   adapter    adapter                                                 eval generate
+//   lora       lora-rank lora-alpha lora-target-modules lora-rslora    (plan's flags; train and sft
+//                                                                      to come)
 //   template   chat-template enable-thinking                           train sft self-taught eval (synth-demos:
 //                                                                      enable-thinking)
 //   protocol   protocol sqltrail-reasoning-stop sqltrail-final-solution  train self-taught eval demo synth-demos
@@ -20,6 +22,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -45,6 +48,19 @@ struct ModelOptions {
 // that only run the model (rollouts, decoding). Training with an adapter is not wired yet.
 struct AdapterOptions {
   std::string adapter;  // a folder with adapter_config.json + adapter_model.safetensors; "" = none
+};
+// A LoRA adapter to train on a frozen base (model/lora.h; memory priced by model/memory_plan.h).
+// One group so that plan, train and sft spell and check the keys alike. The defaults are the
+// common PEFT recipes' (PEFT's own LoraConfig says r 8, alpha 8): rank 16 is the usual choice
+// when on, alpha twice the rank (scale alpha / r = 2 at any rank, so changing the rank does not
+// change the step size of a fresh adapter's output), every linear projection, no rsLoRA.
+// Dropout is not a key: the backward implements none (lora_backward_state refuses it), so the
+// adapter's lora_dropout is always 0.
+struct LoraOptions {
+  int64_t lora_rank = 0;    // r; 0 = off (full fine-tuning)
+  double lora_alpha = 0;    // lora_alpha; 0 = 2 x lora_rank
+  std::string lora_target_modules = "all-linear";  // "all-linear", or a comma list of q_proj ... down_proj
+  bool lora_rslora = false;  // scale alpha / sqrt(r) instead of alpha / r (PEFT's use_rslora)
 };
 struct TemplateOptions {
   std::string chat_template;    // qwen3 | qwen2.5; "" = detected from the tokenizer folder, else qwen3
@@ -102,6 +118,10 @@ void add_adapter_options(OptionTable& table, AdapterOptions& o);
 // The adapter folder `dir` read for `model` (load_adapter), after checking that it is a folder with
 // both of PEFT's files (an error names the one missing); null when dir is "". `who` prefixes errors.
 std::unique_ptr<LoraAdapter> load_adapter_option(const std::string& dir, const QwenModel& model, const char* who);
+void add_lora_options(OptionTable& table, LoraOptions& o);
+// The adapter the options describe (alpha resolved, targets split, dropout 0); nullopt when
+// lora-rank is 0. Checks them as validate(LoraOptions) does.
+std::optional<LoraConfig> lora_config_from(const LoraOptions& o);
 void add_template_options(OptionTable& table, TemplateOptions& o);
 void add_thinking_option(OptionTable& table, bool& enable_thinking);  // the template group's second key alone
 void add_protocol_options(OptionTable& table, ProtocolOptions& o);
@@ -122,6 +142,7 @@ void validate(const TurnOptions& o);
 void validate(const SqlOptions& o);
 void validate(const MemoryOptions& o);
 void validate(const ParallelOptions& o);
+void validate(const LoraOptions& o);
 // An adapter needs the CPU model: the CUDA forward does not apply one yet.
 void validate(const AdapterOptions& a, const DeviceOptions& d);
 
@@ -136,6 +157,7 @@ void validate_groups(const Config& config, const char* command) {
     if constexpr (std::is_base_of_v<SqlOptions, Config>) validate(static_cast<const SqlOptions&>(config));
     if constexpr (std::is_base_of_v<MemoryOptions, Config>) validate(static_cast<const MemoryOptions&>(config));
     if constexpr (std::is_base_of_v<ParallelOptions, Config>) validate(static_cast<const ParallelOptions&>(config));
+    if constexpr (std::is_base_of_v<LoraOptions, Config>) validate(static_cast<const LoraOptions&>(config));
     if constexpr (std::is_base_of_v<AdapterOptions, Config> && std::is_base_of_v<DeviceOptions, Config>)
       validate(static_cast<const AdapterOptions&>(config), static_cast<const DeviceOptions&>(config));
   } catch (const std::exception& e) {

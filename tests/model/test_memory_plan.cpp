@@ -2,7 +2,7 @@
 // configs (Qwen3-4B: 36 layers, hidden 2560, intermediate 9728, 32 query / 8 KV heads of 128,
 // vocab 151936, tied embeddings) and against the functions that size the real allocations, and
 // the modes it chooses (minimal recomputation, bf16 moments only when needed, offload only when
-// the KV cache would otherwise fall short).
+// the KV cache would otherwise fall short); LoRA on the CPU and on one GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -172,8 +172,130 @@ TEST(MemoryPlan, LoraPricesTheAdapterAndNoBaseGradientsOrMoments) {
   EXPECT_EQ(line("reference model"), -1);
   EXPECT_NE(format_memory_plan(config, p, o).find(str_cat("LoRA rank 16: ", P, " trainable parameters")),
             std::string::npos);
-  o.device = PlanDevice::Cuda;
-  EXPECT_NE(testing::error_of([&] { plan_memory(config, o); }).find("LoRA trains on the CPU only"), std::string::npos);
+}
+
+// GRPO on one 80 GB GPU at a realistic rollout: 4K-token micro-batches and trajectories, groups
+// of 8, 64 trajectories wanted, a KL reference.
+MemoryPlanOptions grpo_on_one_gpu() {
+  MemoryPlanOptions o;
+  o.tokens_per_micro_batch = 4096;
+  o.rollout_sequence_tokens = 4096;
+  o.rollout_sequences = 64;
+  o.min_rollout_sequences = 8;
+  o.reference_model = true;
+  return o;
+}
+
+LoraConfig rank16_all_linear() {
+  LoraConfig lora;
+  lora.rank = 16;
+  lora.alpha = 32;
+  lora.target_pattern = "all-linear";
+  return lora;
+}
+
+// r (in + out) summed over the seven projections of one layer, times the layers: the adapter's
+// parameters counted by hand from the config, to check lora_num_params against.
+int64_t all_linear_params_by_hand(const QwenConfig& c, int64_t r) {
+  const int64_t C = c.hidden_size, I = c.intermediate_size;
+  const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  const int64_t layer = (C + q) + 2 * (C + kv) + (q + C) + 2 * (C + I) + (I + C);
+  return c.num_hidden_layers * r * layer;
+}
+
+// LoRA on CUDA, priced as the CUDA LoRA layout allocates it: the frozen base as bf16 weights only
+// (2 bytes a parameter: no master, gradients or moments of its own), the adapter's fp32 master (4),
+// its bf16 copy for the GEMMs (2), fp32 gradients (4) and AdamW moments (8, or 4 in bf16), the
+// CUDA train state's activations plus the adapter's backward scratch, and no second copy for the
+// KL reference (the base with the adapter off). Qwen3-8B and Qwen2.5-Coder-14B both fit one
+// 80 GB GPU this way with KV cache for rollouts; the 14B's full fine-tuning does not (below).
+TEST(MemoryPlan, LoraFitsQwen3_8bAndCoder14bOnOneGpu) {
+  for (const char* preset : {"qwen3-8b", "qwen2.5-coder-14b"}) {
+    SCOPED_TRACE(preset);
+    const QwenConfig config = preset_config(preset);
+    const LoraConfig lora = rank16_all_linear();
+    MemoryPlanOptions o = grpo_on_one_gpu();
+    o.lora = lora;
+    const MemoryPlan p = plan_memory(config, o);
+    ASSERT_TRUE(p.fits) << p.problem;
+    const int64_t N = p.num_params, P = lora_num_params(lora, config), L = config.num_hidden_layers;
+    ASSERT_EQ(P, all_linear_params_by_hand(config, 16));
+    EXPECT_EQ(p.trainable_params, P);
+    // Tiny moments: neither bf16 moments nor recomputation is needed for 4K-token micro-batches.
+    EXPECT_FALSE(p.modes.bf16_moments);
+    const int64_t k = p.modes.recomputed_layers();
+    const int64_t moments = 8 * P;
+    const int64_t resident = 2 * N + 4 * P + 2 * P + (p.modes.offload_optimizer ? 0 : moments);
+    EXPECT_EQ(p.resident_bytes, resident);
+    const int64_t acts = cuda_train_state_bytes(config, train_options(4096, 1024, L, k));
+    const int64_t scratch = 4 * lora_backward_scratch_floats(lora, 4096);
+    EXPECT_EQ(scratch, 4 * 2 * 4096 * 16);
+    EXPECT_EQ(p.activation_bytes, acts);
+    EXPECT_EQ(p.train_bytes, region_aligned(4 * P) + (p.modes.offload_optimizer ? 2 * region_aligned(moments / 2) : 0) +
+                                 region_aligned(scratch) + acts);
+    EXPECT_LE(p.peak_bytes, p.usable_bytes);
+    // A positive KV budget: at least one group of 8 trajectories of 4K tokens at once.
+    EXPECT_GT(p.kv_blocks, 0);
+    EXPECT_GE(p.kv_sequences, 8);
+    EXPECT_EQ(p.kv_blocks * p.kv_block_bytes, p.rollout_bytes);
+    auto line = [&](const std::vector<MemoryLine>& lines, const std::string& what) {
+      for (const MemoryLine& l : lines)
+        if (l.what.find(what) != std::string::npos) return l.bytes;
+      return int64_t(-1);
+    };
+    EXPECT_EQ(line(p.resident, "base weights (bf16, frozen; adapter off: the KL reference)"), 2 * N);
+    EXPECT_EQ(line(p.resident, "LoRA adapter master A, B (fp32, rank 16"), 4 * P);
+    EXPECT_EQ(line(p.resident, "LoRA adapter copy (bf16"), 2 * P);
+    EXPECT_EQ(line(p.resident, "master weights"), -1);
+    EXPECT_EQ(line(p.resident, "reference model"), -1);
+    EXPECT_EQ(line(p.train, "LoRA adapter gradients (fp32)"), region_aligned(4 * P));
+    EXPECT_EQ(line(p.train, "LoRA backward scratch"), region_aligned(scratch));
+    const std::string text = format_memory_plan(config, p, o);
+    EXPECT_NE(text.find(str_cat("LoRA rank 16: ", P, " trainable parameters, the base frozen (alpha 32: scale 2; "
+                                "targets all-linear)")),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("peak  (fits)"), std::string::npos) << text;
+  }
+}
+
+// The KL reference of a LoRA run is the base with the adapter off: it costs nothing, where full
+// fine-tuning holds a second bf16 copy of the weights.
+TEST(MemoryPlan, LoraKlReferenceCostsNothing) {
+  const QwenConfig config = preset_config("qwen3-8b");
+  MemoryPlanOptions o = grpo_on_one_gpu();
+  o.lora = rank16_all_linear();
+  const MemoryPlan with_kl = plan_memory(config, o);
+  o.reference_model = false;
+  const MemoryPlan without = plan_memory(config, o);
+  EXPECT_EQ(with_kl.resident_bytes, without.resident_bytes);
+  EXPECT_EQ(with_kl.train_bytes, without.train_bytes);
+  EXPECT_EQ(with_kl.kv_blocks, without.kv_blocks);
+  EXPECT_EQ(with_kl.modes, without.modes);
+  // Full fine-tuning of the 0.6B (which fits either way): the reference is 2 bytes a parameter.
+  const QwenConfig small = preset_config("qwen3-0.6b");
+  MemoryPlanOptions f = grpo_on_one_gpu();
+  f.bf16_moments = f.recompute = f.offload_optimizer = Choice::Off;
+  const MemoryPlan full_kl = plan_memory(small, f);
+  f.reference_model = false;
+  EXPECT_EQ(full_kl.resident_bytes - plan_memory(small, f).resident_bytes, 2 * full_kl.num_params);
+}
+
+// Why LoRA matters on one GPU: full fine-tuning of Qwen2.5-Coder-14B needs bf16 weights 2 + fp32
+// master 4 + gradients 4 + moments at least 4 bytes a parameter (14 x 14.8 B = 207 GB) before any
+// activation, so no mode fits it in 80 GB; the LoRA run above does, with KV cache to spare.
+TEST(MemoryPlan, FullFineTuningOfCoder14bDoesNotFitOneGpu) {
+  const QwenConfig config = preset_config("qwen2.5-coder-14b");
+  const MemoryPlanOptions o = grpo_on_one_gpu();
+  const MemoryPlan p = plan_memory(config, o);
+  EXPECT_FALSE(p.fits);
+  EXPECT_TRUE(p.modes.bf16_moments);
+  EXPECT_EQ(p.modes.recomputed_layers(), config.num_hidden_layers);
+  EXPECT_GT(14 * p.num_params, p.usable_bytes);
+  EXPECT_NE(p.problem.find("the train step needs"), std::string::npos) << p.problem;
+  MemoryPlanOptions lora = o;
+  lora.lora = rank16_all_linear();
+  EXPECT_TRUE(plan_memory(config, lora).fits);
 }
 
 // One rank of a data-parallel CPU job: ZeRO 1 keeps the moments of the rank's slice (the largest
@@ -256,6 +378,40 @@ TEST(MemoryPlanCli, WorldSizeGivesEachRankItsShareOfTheRollout) {
   out = run("plan --preset qwen3-8b --world-size 8 --zero-stage 1", &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(out.find("zero stage 1 shards the AdamW moments in the CPU trainer only"), std::string::npos) << out;
+}
+
+// --lora-rank and the rest of the lora group (rl/options.h): alpha defaults to twice the rank,
+// targets to all-linear; a bad value is an error naming the key and the value.
+TEST(MemoryPlanCli, LoraFlagsPlanTheAdapter) {
+  int status = 0;
+  std::string out = run("plan --preset qwen2.5-coder-14b --lora-rank 16 --gpu-memory 80", &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("trainable parameters, the base frozen (alpha 32: scale 2; targets all-linear)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("base weights (bf16, frozen)"), std::string::npos) << out;
+  EXPECT_NE(out.find("peak  (fits)"), std::string::npos) << out;
+  out = run("plan --preset qwen3-0.6b --lora-rank 8 --lora-alpha 4 --lora-rslora --lora-target-modules q_proj,v_proj",
+            &status);
+  ASSERT_EQ(status, 0) << out;
+  // q: 1024 -> 2048, v: 1024 -> 1024, rank 8, 28 layers.
+  EXPECT_NE(out.find(str_cat("LoRA rank 8: ", 28 * 8 * (3072 + 2048), " trainable parameters, the base frozen (alpha 4, "
+                             "rsLoRA: scale 1.41421; targets q_proj,v_proj)")),
+            std::string::npos)
+      << out;
+  out = run("plan --preset qwen3-0.6b --lora-rank 16 --lora-target-modules q_proj,lm_head", &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("lora-target-modules 'q_proj,lm_head': 'lm_head' is not all-linear or one of"), std::string::npos)
+      << out;
+  out = run("plan --preset qwen3-0.6b --lora-rank -1", &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("lora-rank must be in [0, 65536] (0 = off), got -1"), std::string::npos) << out;
+  out = run("plan --preset qwen3-0.6b --lora-rank 16 --lora-target-modules v_proj,v_proj", &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("names v_proj twice"), std::string::npos) << out;
+  // Rank 0 is off: the full fine-tuning plan, with no LoRA line.
+  out = run("plan --preset qwen3-0.6b --lora-rank 0", &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_EQ(out.find("LoRA"), std::string::npos) << out;
 }
 
 TEST(MemoryPlanCli, UnknownPresetIsAnError) {
