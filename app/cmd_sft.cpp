@@ -81,7 +81,7 @@ void finish_sft_training(SftTraining& s, const char* command) {
 }
 
 struct SftSettings : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::TemplateOptions, SftTraining,
-                     rl::MemoryOptions {
+                     rl::MemoryOptions, rl::LoraOptions, rl::AdapterOptions {
   std::string data, resume;
   bool tensorboard = true;
 };
@@ -90,6 +90,10 @@ OptionTable sft_options(SftSettings& s) {
   OptionTable t;
   t.push_back({"data", "JSONL: {messages}, {segments} or {tokens, mask} per line", &s.data});
   rl::add_model_options(t, s);
+  rl::add_lora_options(t, s);
+  rl::add_adapter_options(t, s);
+  set_option_help(t, "adapter", "PEFT LoRA adapter folder to go on training (its files set rank, alpha and targets; "
+                  "the base frozen); cpu only");
   rl::add_output_options(t, s, "run folder: metrics.jsonl, checkpoints/step-N/, config.toml");
   t.push_back({"resume", "continue a run: its folder (latest checkpoint) or a checkpoints/step-N folder; the settings, "
                "data and tokenizer are the run's own", &s.resume});
@@ -120,12 +124,14 @@ void log_line(const std::string& line) {
 
 // --resume DIR: the checkpoint's weights, optimizer and settings; data and tokenizer as the run
 // recorded them unless given again (the data's fingerprint must match).
-rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel& model, rl::OptimizerState& opt) {
+rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel& model, rl::OptimizerState& opt,
+                                 std::unique_ptr<LoraAdapter>& adapter) {
   // Every key a resumed run takes from its checkpoint: the training settings and the template.
   SftTraining probe;
   OptionTable training;
   add_sft_training_options(training, probe);
-  std::set<std::string> fixed = {"weights", "chat-template", "enable-thinking"};
+  std::set<std::string> fixed = {"weights", "chat-template", "enable-thinking", "lora-rank", "lora-alpha",
+                                 "lora-target-modules", "lora-rslora", "adapter"};
   for (const Option& o : training) fixed.insert(o.key);
   SftSettings scratch;
   const OptionTable table = sft_options(scratch);
@@ -152,8 +158,17 @@ rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel&
   if (ck.run.contains("enable_thinking")) a.enable_thinking = ck.run["enable_thinking"].get<bool>();
   // The run folder holding checkpoints/step-N.
   if (a.out.empty()) a.out = fs::path(ckpt).parent_path().parent_path().string();
-  model = load_model(ckpt);
-  opt = rl::load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(), model.num_params);
+  if (rl::is_adapter_checkpoint(ckpt)) {
+    // A LoRA run: the checkpoint holds the adapter; the frozen base is the run's --weights.
+    const std::string base = recorded("weights");
+    model = load_model(base);
+    adapter = std::make_unique<LoraAdapter>(load_adapter(ckpt, model));
+    adapter->config.base_model = base;
+  } else {
+    model = load_model(ckpt);
+  }
+  opt = rl::load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(),
+                           adapter ? adapter->num_params : model.num_params);
   std::printf("resuming %s after update %lld of %lld\n", ckpt.c_str(), static_cast<long long>(ck.cursor.updates),
               static_cast<long long>(ck.cursor.planned));
   return ck;
@@ -169,8 +184,9 @@ void run_sft_command(SftArgs& args) {
   if (a.device == "cuda") join_job_gpu();  // each rank on GPU local_rank, NCCL between them
   QwenModel model;
   rl::OptimizerState opt;
+  std::unique_ptr<LoraAdapter> adapter;  // a LoRA run's (the base frozen)
   std::optional<rl::SftCheckpoint> resume;
-  if (!a.resume.empty()) resume = prepare_resume(args, a, model, opt);
+  if (!a.resume.empty()) resume = prepare_resume(args, a, model, opt, adapter);
   if (a.tokenizer.empty()) a.tokenizer = rl::model_tokenizer_path(a);
   check(!a.data.empty() && (resume || !a.weights.empty()) && !a.tokenizer.empty() && !a.out.empty(),
         "sft: --data, --weights, --out and --tokenizer (unless one is beside the weights) are required (or --resume DIR, or a subcommand: synth-demos, "
@@ -178,7 +194,9 @@ void run_sft_command(SftArgs& args) {
   finish_sft_training(a, "sft");
   if (!resume) {
     model = load_model(a.weights);
-    if (a.device == "cpu") opt = rl::make_optimizer_state(model.num_params);  // CUDA: moments on the device
+    adapter = rl::training_adapter(a, a, model, a.config.seed, fs::absolute(a.weights).string(), "sft");
+    // CUDA: moments on the device
+    if (a.device == "cpu") opt = rl::make_optimizer_state(adapter ? adapter->num_params : model.num_params);
   }
   // Refused before the data is read and anything printed.
   check(a.device != "cuda" || cuda_attention_takes_head_dim(model.config.head_dim), "sft: --device cuda: the model's head_dim is ",
@@ -202,7 +220,13 @@ void run_sft_command(SftArgs& args) {
   ro.device = a.device;
   ro.memory = a;
   ro.tensorboard = a.tensorboard;
+  ro.adapter = adapter.get();
+  if (adapter)
+    std::printf("sft: LoRA rank %lld, alpha %g on %s (%lld trainable parameters, the base's %lld frozen)\n",
+                static_cast<long long>(adapter->config.rank), adapter->config.alpha, adapter->config.base_model.c_str(),
+                static_cast<long long>(adapter->num_params), static_cast<long long>(model.num_params));
   ro.run_info = {{"data", fs::absolute(a.data).string()},
+                 {"weights", resume ? resume->run.value("weights", std::string()) : fs::absolute(a.weights).string()},
                  {"tokenizer", fs::absolute(a.tokenizer).string()},
                  {"chat_template", chat_template_name(chat.chat_template)},
                  {"enable_thinking", a.enable_thinking}};
@@ -220,10 +244,10 @@ void run_sft_command(SftArgs& args) {
     std::exit(128 + interrupt_signal());
   }
   std::printf("sft: %lld updates over %lld epochs, loss %.4f -> %.4f, %lld trained tokens, %lld sequences cut "
-              "(%lld dropped: no target left), %.1f s; weights in %s\n",
+              "(%lld dropped: no target left), %.1f s; %s in %s\n",
               static_cast<long long>(st.updates), static_cast<long long>(st.epochs_done), st.first_loss, st.last_loss,
               static_cast<long long>(st.trained_tokens), static_cast<long long>(st.clipped.cut),
-              static_cast<long long>(st.clipped.dropped), st.seconds,
+              static_cast<long long>(st.clipped.dropped), st.seconds, adapter ? "the LoRA adapter" : "weights",
               st.checkpoints.empty() ? "(none)" : st.checkpoints.back().c_str());
 }
 

@@ -93,6 +93,7 @@ void run_train(TrainArgs& args) {
   }
   rl::TrainConfig config = resolve_options(args.flags, args.settings, base, rl::config_fields, &sources);
   if (!args.settings.resume.empty()) refuse_changed_training(base, config, args.settings.resume);
+  rl::validate_config(config);  // a bad setting is named before a device or a job is looked for
   // Several processes (mpirun, srun, RANK/WORLD_SIZE): rank 0 prints, writes the run folder
   // and its cache first; the others then read that cache (rl/grpo/train.h TrainEnv::comm).
   const Comm& job = join_job(args.launch);

@@ -114,6 +114,25 @@ void set_lora_targets(const std::string& value, LoraConfig& c) {
 
 void validate(const LoraOptions& o) { (void)lora_config_from(o); }
 
+std::unique_ptr<LoraAdapter> training_adapter(const LoraOptions& lora, const AdapterOptions& from,
+                                              const QwenModel& model, uint64_t seed, const std::string& base,
+                                              const char* who) {
+  const std::optional<LoraConfig> asked = lora_config_from(lora);
+  std::unique_ptr<LoraAdapter> adapter = load_adapter_option(from.adapter, model, who);
+  if (adapter) {
+    check(!asked || asked->rank == adapter->config.rank, who, ": --adapter ", from.adapter, " has rank ",
+          adapter->config.rank, " but lora-rank is ", lora.lora_rank, " (the adapter's files set its shape: drop one)");
+  } else if (asked) {
+    adapter = std::make_unique<LoraAdapter>(init_adapter(*asked, model.config, seed));
+  } else {
+    return nullptr;
+  }
+  check(adapter->config.dropout == 0, who, ": --adapter ", from.adapter, " has lora_dropout ", adapter->config.dropout,
+        "; training here implements no adapter dropout (set it to 0 in its adapter_config.json)");
+  adapter->config.base_model = base;
+  return adapter;
+}
+
 std::optional<LoraConfig> lora_config_from(const LoraOptions& o) {
   check(o.lora_rank >= 0 && o.lora_rank <= 65536, "lora-rank must be in [0, 65536] (0 = off), got ", o.lora_rank);
   check(o.lora_alpha >= 0 && std::isfinite(o.lora_alpha), "lora-alpha must be >= 0 (0 = 2 x rank), got ",
@@ -209,6 +228,11 @@ void validate(const AdapterOptions& a, const DeviceOptions& d) {
   check(a.adapter.empty() || d.device != "cuda",
         "--adapter: LoRA on cuda is not implemented yet; merge it first: llm_sqlrl merge --weights BASE --adapter ",
         a.adapter, " --out MERGED, then --weights MERGED");
+}
+
+void validate(const LoraOptions& l, const DeviceOptions& d) {
+  check(l.lora_rank == 0 || d.device != "cuda", "--lora-rank: LoRA trains on the CPU only for now (--device cpu); "
+        "`llm_sqlrl plan --lora-rank` prices the GPU run");
 }
 
 void validate(const DeviceOptions& o) {

@@ -7,9 +7,8 @@
 //   output     out                                                     train sft self-taught eval demo
 //   device     device                                                  train sft self-taught eval generate demo
 //   model      weights tokenizer                                       train sft self-taught eval generate
-//   adapter    adapter                                                 eval generate
-//   lora       lora-rank lora-alpha lora-target-modules lora-rslora    (plan's flags; train and sft
-//                                                                      to come)
+//   adapter    adapter                                                 train sft eval generate
+//   lora       lora-rank lora-alpha lora-target-modules lora-rslora    train sft plan
 //   template   chat-template enable-thinking                           train sft self-taught eval (synth-demos:
 //                                                                      enable-thinking)
 //   protocol   protocol sqltrail-reasoning-stop sqltrail-final-solution  train self-taught eval demo synth-demos
@@ -119,6 +118,13 @@ void add_adapter_options(OptionTable& table, AdapterOptions& o);
 // both of PEFT's files (an error names the one missing); null when dir is "". `who` prefixes errors.
 std::unique_ptr<LoraAdapter> load_adapter_option(const std::string& dir, const QwenModel& model, const char* who);
 void add_lora_options(OptionTable& table, LoraOptions& o);
+// The adapter a training command (train, sft) trains, base frozen: the one in `from.adapter`
+// (its files set rank, alpha and targets; a lora-rank given too must agree), else a fresh one of
+// the lora-* keys (PEFT's initialisation, A from Philox(seed)), else null (every weight trains).
+// Its adapter_config.json will name `base` (base_model_name_or_path), as PEFT's does.
+std::unique_ptr<LoraAdapter> training_adapter(const LoraOptions& lora, const AdapterOptions& from,
+                                              const QwenModel& model, uint64_t seed, const std::string& base,
+                                              const char* who);
 // The adapter the options describe (alpha resolved, targets split, dropout 0); nullopt when
 // lora-rank is 0. Checks them as validate(LoraOptions) does.
 std::optional<LoraConfig> lora_config_from(const LoraOptions& o);
@@ -145,6 +151,8 @@ void validate(const ParallelOptions& o);
 void validate(const LoraOptions& o);
 // An adapter needs the CPU model: the CUDA forward does not apply one yet.
 void validate(const AdapterOptions& a, const DeviceOptions& d);
+// Training a LoRA adapter needs the CPU trainer (the CUDA one has no adapter yet).
+void validate(const LoraOptions& l, const DeviceOptions& d);
 
 // Checks every shared group that `config` derives from; an error reads "<command>: <what>".
 template <class Config>
@@ -160,6 +168,8 @@ void validate_groups(const Config& config, const char* command) {
     if constexpr (std::is_base_of_v<LoraOptions, Config>) validate(static_cast<const LoraOptions&>(config));
     if constexpr (std::is_base_of_v<AdapterOptions, Config> && std::is_base_of_v<DeviceOptions, Config>)
       validate(static_cast<const AdapterOptions&>(config), static_cast<const DeviceOptions&>(config));
+    if constexpr (std::is_base_of_v<LoraOptions, Config> && std::is_base_of_v<DeviceOptions, Config>)
+      validate(static_cast<const LoraOptions&>(config), static_cast<const DeviceOptions&>(config));
   } catch (const std::exception& e) {
     fail(command, ": ", e.what());
   }

@@ -30,6 +30,10 @@ OptionTable config_fields(TrainConfig& c) {
   add_template_options(t, c);
   set_option_help(t, "weights", "Hugging Face checkpoint file or folder (default: the embedded tiny model)");
   set_option_help(t, "tokenizer", "tokenizer.json or folder (default: the weights folder's, else the embedded one)");
+  add_lora_options(t, c);
+  add_adapter_options(t, c);
+  set_option_help(t, "adapter", "PEFT LoRA adapter folder to go on training (its files set rank, alpha and targets; "
+                  "the base frozen); cpu only");
   t.insert(t.end(), {
       {"tiny-vocab", "embedded model: BPE vocabulary size (added tokens included)", &c.tiny_vocab},
       {"tiny-hidden", "embedded model: hidden size", &c.tiny_hidden},
@@ -275,9 +279,13 @@ std::vector<std::string> real_model_problems(const TrainConfig& c, int64_t num_p
   const double billions = static_cast<double>(num_params) / 1e9;
   // The four papers train at 1e-6 (SkyRL-SQL, SQL-Trail, MTSQL-R1) to 2e-6; 1e-3 (the embedded
   // default) destroys a pretrained model within a few AdamW steps.
-  if (c.lr > 1e-4)
-    out.push_back(str_cat("lr ", c.lr, " would wreck a pretrained model of ", billions,
-                          "B parameters (the paper recipes use 1e-6)"));
+  // A LoRA adapter (lora-rank) moves only a low-rank update that starts at zero; its best lr runs
+  // about 10x full fine-tuning's (Schulman et al., "LoRA Without Regret", Thinking Machines, 2025),
+  // so its cap is 10x too.
+  const double cap = c.lora_rank > 0 || !c.adapter.empty() ? 1e-3 : 1e-4;
+  if (c.lr > cap)
+    out.push_back(str_cat("lr ", c.lr, " would wreck a pretrained model of ", billions, "B parameters (the paper "
+                          "recipes use 1e-6", cap > 1e-4 ? "; a LoRA adapter takes up to 1e-3" : "", ")"));
   // A turn holds a reasoning block, a tagged SQL query or answer and its closing tags; below
   // this every turn is cut, malformed and filtered. The recipes cap turns at 3,000-8,192 tokens.
   if (c.max_turn_tokens < kMinTurnTokens)

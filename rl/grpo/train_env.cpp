@@ -185,7 +185,10 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
     for (const char* eos : {"<|im_end|>", "<|endoftext|>"})
       if (int32_t id = env.tokenizer->token_id(eos); id >= 0) env.model.config.eos_token_ids.push_back(id);
   }
-  if (c.kl_coef > 0 || c.kl_reward_coef > 0) env.reference = std::make_unique<QwenModel>(env.model);
+  // LoRA: the adapter trains on the frozen model, which is then also the KL reference (no copy).
+  env.adapter = training_adapter(c, c, env.model, c.seed, c.weights.empty() ? "embedded" : fs::absolute(c.weights).string(),
+                                 "train");
+  if ((c.kl_coef > 0 || c.kl_reward_coef > 0) && !env.adapter) env.reference = std::make_unique<QwenModel>(env.model);
 
   env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, mode);
   configure_reward_context(*env.reward_context, c);
@@ -202,6 +205,10 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
                             " examples from ", c.dataset.empty() ? "the built-in synthetic benchmark" : c.dataset,
                             c.dataset.empty() && c.protocol == "mtsql" ? " (dialogues)" : "",
                             ", protocol ", c.protocol, ", reward ", env.panel.name,
+                            env.adapter ? str_cat(", LoRA rank ", env.adapter->config.rank, " alpha ",
+                                                  env.adapter->config.alpha, " (", env.adapter->num_params,
+                                                  " trainable parameters, the base frozen)")
+                                        : "",
                             c.eval_every > 0 ? str_cat(", evaluated every ", c.eval_every, " steps on ",
                                                        env.eval_examples.size(), " ", c.eval_split, " questions of ",
                                                        env.eval_dataset)

@@ -88,6 +88,31 @@ TEST(TrainCli, EmbeddedDefaultTwoStepsThenResume) {
   EXPECT_TRUE(fs::exists(checkpoint_dir(dir, 3) + "/model.safetensors"));
 }
 
+// --lora-rank reaches the trainer: the checkpoint holds PEFT's adapter files and no weights, the
+// run's line names the adapter, resume continues it, a changed rank is refused on resume, and
+// LoRA on cuda (not implemented) is one line before anything is written.
+TEST(TrainCli, LoraRankTrainsAnAdapterAndResumesIt) {
+  const std::string dir = fresh_dir("cli_lora");
+  CliRun r = run_train("--max-steps 1 --lora-rank 4 --lora-target-modules q_proj,v_proj --out " + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("LoRA rank 4 alpha 8"), std::string::npos) << r.out;
+  const std::string ckpt = checkpoint_dir(dir, 1);
+  for (const char* f : {"adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "optimizer.safetensors"})
+    EXPECT_TRUE(fs::exists(ckpt + "/" + f)) << f;
+  EXPECT_FALSE(fs::exists(ckpt + "/model.safetensors"));
+  const nlohmann::json cfg = nlohmann::json::parse(sql::testing::file_bytes(ckpt + "/adapter_config.json"));
+  EXPECT_EQ(cfg["r"], 4);
+  EXPECT_EQ(cfg["target_modules"], nlohmann::json({"q_proj", "v_proj"})) << cfg.dump();
+  CliRun changed = run_train("--resume " + dir + " --max-steps 2 --lora-rank 8");
+  EXPECT_NE(changed.rc, 0);
+  EXPECT_NE(changed.err.find("lora-rank"), std::string::npos) << changed.err;
+  CliRun again = run_train("--resume " + dir + " --max-steps 2");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(count_lines(dir + "/metrics.jsonl"), 2u);
+  EXPECT_TRUE(fs::exists(checkpoint_dir(dir, 2) + "/adapter_model.safetensors"));
+  expect_clean_failure("--max-steps 1 --lora-rank 4 --device cuda", "lora-rank", fresh_dir("cli_lora_cuda"));
+}
+
 // --overlong-buffer reaches the reward: with the buffer the whole cap, every trajectory of L
 // tokens pays -L / cap, logged as the panel's "overlong" term, and the step's reward is the
 // outcome plus it. Catches the term computed but not added, or the cap/buffer never set.
