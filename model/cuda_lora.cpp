@@ -108,8 +108,9 @@ CudaLoraRun lora_run_cuda(const CudaLora& lora, const CudaModel& model, int64_t 
     // The views are written through by the backward only; the adapter itself is the caller's.
     run.grads = lora_grad_views(const_cast<CudaLora&>(lora));
   }
-  // u (and du) in one bf16 allocation, du 256-byte aligned like every other GEMM operand here.
-  const int64_t u_elems = (tokens * lora.rank + 127) / 128 * 128;
+  // u (and du) in one bf16 allocation, du 16-byte aligned (cuBLASLt's vector loads): at most
+  // 4 T r + 16 bytes, under the 8 T r bytes (lora_backward_scratch_floats) memory_plan prices.
+  const int64_t u_elems = (tokens * lora.rank + 7) / 8 * 8;
   run.scratch = empty({backward ? 2 * u_elems : u_elems}, DType::BF16, cuda_device(model.device));
   run.u = run.scratch.data_as<uint16_t>();
   run.du = backward ? run.u + u_elems : nullptr;
