@@ -73,7 +73,7 @@ void reserve_on_device(const CudaModel& m, CudaKVCache& cache, int64_t handle, i
 }  // namespace
 
 void forward_cached_cuda(const CudaModel& m, CudaKVCache& cache, const std::vector<CachedInput>& inputs,
-                         Tensor& logits, bool all_positions) {
+                         Tensor& logits, bool all_positions, const CudaLora* lora) {
   const QwenConfig& c = m.config();
   const int64_t C = c.hidden_size, H = c.num_attention_heads, KVH = c.num_key_value_heads, D = c.head_dim,
                 I = c.intermediate_size, V = c.vocab_size, qd = c.q_dim(), kvd = c.kv_dim();
@@ -138,14 +138,20 @@ void forward_cached_cuda(const CudaModel& m, CudaKVCache& cache, const std::vect
 
   CudaWeights w = bf16_weights(m);
   const CudaStream& st = m.stream;
+  CudaLoraRun run;  // the adapter's u [T, rank], from the caching allocator like the activations
+  if (lora) run = lora_run_cuda(*lora, m, T, false, "forward_cached_cuda");
+  const CudaLoraRun* ad = lora ? &run : nullptr;
   embedding_forward_cuda(p(x), w.embed, d_tokens, T, V, C, st);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const CudaLayerWeights& lw = w.layers[l];
     rmsnorm_forward_cuda(p(ln), nullptr, p(x), lw.attn_norm, T, C, eps, st);
     bool qk = c.has_qk_norm();
     linear_forward_cuda(qk ? p(q_raw) : p(q), p(ln), lw.wq, lw.bq, T, C, qd, false, m);
+    lora_forward_cuda(ad, l, LoraModule::q_proj, qk ? p(q_raw) : p(q), p(ln), T, C, qd, m);
     linear_forward_cuda(qk ? p(k_raw) : p(k), p(ln), lw.wk, lw.bk, T, C, kvd, false, m);
+    lora_forward_cuda(ad, l, LoraModule::k_proj, qk ? p(k_raw) : p(k), p(ln), T, C, kvd, m);
     linear_forward_cuda(p(v), p(ln), lw.wv, lw.bv, T, C, kvd, false, m);
+    lora_forward_cuda(ad, l, LoraModule::v_proj, p(v), p(ln), T, C, kvd, m);
     if (qk) {
       rmsnorm_forward_cuda(p(q), nullptr, p(q_raw), lw.q_norm, T * H, D, eps, st);
       rmsnorm_forward_cuda(p(k), nullptr, p(k_raw), lw.k_norm, T * KVH, D, eps, st);
@@ -158,11 +164,15 @@ void forward_cached_cuda(const CudaModel& m, CudaKVCache& cache, const std::vect
     PagedQueries queries{T, d_tables, max_blocks, d_positions, book.block_size};
     paged_attention_cuda(p(att), p(q), kc, vc, queries, shape, max_context, ws.data(), ws_bytes, kPagedSplitTokens, st);
     linear_forward_cuda(p(x), p(att), lw.wo, lw.bo, T, qd, C, true, m);
+    lora_forward_cuda(ad, l, LoraModule::o_proj, p(x), p(att), T, qd, C, m);
     rmsnorm_forward_cuda(p(ln), nullptr, p(x), lw.mlp_norm, T, C, eps, st);
     linear_forward_cuda(p(gate), p(ln), lw.w_gate, nullptr, T, C, I, false, m);
+    lora_forward_cuda(ad, l, LoraModule::gate_proj, p(gate), p(ln), T, C, I, m);
     linear_forward_cuda(p(up), p(ln), lw.w_up, nullptr, T, C, I, false, m);
+    lora_forward_cuda(ad, l, LoraModule::up_proj, p(up), p(ln), T, C, I, m);
     swiglu_forward_cuda(p(h), p(gate), p(up), T * I, st);
     linear_forward_cuda(p(x), p(h), lw.w_down, nullptr, T, I, C, true, m);
+    lora_forward_cuda(ad, l, LoraModule::down_proj, p(x), p(h), T, I, C, m);
   }
   for (const CachedInput& in : inputs) book.sequence(in.sequence).length += static_cast<int64_t>(in.tokens.size());
   // Only the rows whose logits are wanted go through the final norm and lm_head.
@@ -191,11 +201,11 @@ std::vector<SampledToken> sample_cuda(const CudaModel& m, const Tensor& logits,
 
 std::vector<GeneratedSample> generate_cuda(const CudaModel& m, CudaKVCache& cache, const std::vector<int32_t>& prompt,
                                            int64_t num_samples, const GenerateOptions& options,
-                                           const TokenCallback& on_token) {
+                                           const TokenCallback& on_token, const CudaLora* lora) {
   const int64_t V = m.config().vocab_size;
   Tensor logits, prompt_rows;
   DecodeSteps steps;
-  steps.forward = [&](const std::vector<CachedInput>& inputs) { forward_cached_cuda(m, cache, inputs, logits); };
+  steps.forward = [&](const std::vector<CachedInput>& inputs) { forward_cached_cuda(m, cache, inputs, logits, false, lora); };
   steps.sample = [&](const std::vector<SamplingRequest>& requests, bool from_prompt) {
     if (!from_prompt) return sample_cuda(m, logits, requests);
     // The sampler reads one row per request: give each sample its copy of the prompt's row.

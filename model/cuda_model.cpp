@@ -104,10 +104,8 @@ CudaWeights bf16_weights(const CudaModel& model) {
 
 ModelWeights grad_views(CudaModel& model) { return QwenModel::bind_weights(model.shape, model.grads.data_as<float>()); }
 
-namespace {
-
-GemmProblem row_major(int64_t m, int64_t n, int64_t k, const void* a, bool trans_a, const void* b, bool trans_b,
-                      void* c, DType c_type, float beta) {
+GemmProblem bf16_row_major(int64_t m, int64_t n, int64_t k, const void* a, bool trans_a, const void* b, bool trans_b,
+                           void* c, DType c_type, float beta, float alpha) {
   GemmProblem p;
   p.m = m;
   p.n = n;
@@ -120,12 +118,18 @@ GemmProblem row_major(int64_t m, int64_t n, int64_t k, const void* a, bool trans
   p.lda = trans_a ? m : k;
   p.ldb = trans_b ? k : n;
   p.ldc = n;
+  p.alpha = alpha;
   p.beta = beta;
   p.ab_type = DType::BF16;
   p.c_type = c_type;
   return p;
 }
 
+namespace {
+GemmProblem row_major(int64_t m, int64_t n, int64_t k, const void* a, bool trans_a, const void* b, bool trans_b,
+                      void* c, DType c_type, float beta) {
+  return bf16_row_major(m, n, k, a, trans_a, b, trans_b, c, c_type, beta);
+}
 }  // namespace
 
 void linear_forward_cuda(uint16_t* out, const uint16_t* inp, const uint16_t* weight, const uint16_t* bias, int64_t T,
@@ -154,48 +158,64 @@ void logits_cuda(float* out, const uint16_t* inp, const uint16_t* weight, int64_
   gemm_cuda(row_major(R, OC, C, inp, false, weight, true, out, DType::F32, 0.0f), model.device, model.stream);
 }
 
-CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config, bool bf16_moments, bool allocate_moments) {
+CudaAdamW make_cuda_adamw_for(int64_t n, int device, const CudaStream& stream, const AdamWConfig& config,
+                              bool bf16_moments, bool allocate_moments) {
   CudaAdamW opt;
   opt.config = config;
   opt.bf16_moments = bf16_moments;
-  Device d = cuda_device(model.device);
+  Device d = cuda_device(device);
   opt.sq_sum = empty({1}, DType::I64, d);  // 8 bytes for the f64 sum
   opt.workspace = empty({static_cast<int64_t>(grad_sq_sum_workspace_bytes()) + 1}, DType::U8, d);
   if (!allocate_moments) return opt;
-  opt.m = empty({model.num_params()}, opt.moment_dtype(), d);
-  opt.v = empty({model.num_params()}, opt.moment_dtype(), d);
-  model_zero(opt.m.data(), opt.m.nbytes(), model.stream);
-  model_zero(opt.v.data(), opt.v.nbytes(), model.stream);
+  opt.m = empty({n}, opt.moment_dtype(), d);
+  opt.v = empty({n}, opt.moment_dtype(), d);
+  model_zero(opt.m.data(), opt.m.nbytes(), stream);
+  model_zero(opt.v.data(), opt.v.nbytes(), stream);
   return opt;
 }
 
-void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm, bool sq_sum_ready) {
+void adamw_step_buffers(float* master, uint16_t* weights, const float* grads, int64_t n, CudaAdamW& opt, float lr,
+                        float max_norm, bool sq_sum_ready, const CudaStream& stream) {
+  check(master && weights && grads, "adamw (cuda): the parameters need master weights, their bf16 copy and gradients "
+        "on the device (a frozen upload has only the bf16 copy)");
+  check(opt.m.defined() && opt.m.dtype == opt.moment_dtype() && opt.v.dtype == opt.moment_dtype(),
+        "adamw (cuda): the moments are not on the device as ", dtype_name(opt.moment_dtype()));
+  check(opt.m.numel() == n && opt.v.numel() == n, "adamw (cuda): moments of ", opt.m.numel(), " elements for ", n,
+        " parameters (an optimizer made for other buffers)");
   ++opt.step;
   const double* sq = nullptr;
   if (max_norm > 0.0f) {
     if (!sq_sum_ready)
-      grad_sq_sum_cuda(static_cast<double*>(opt.sq_sum.data()), model.grads.data_as<float>(), model.num_params(),
-                       opt.workspace.data(), model.stream);
+      grad_sq_sum_cuda(static_cast<double*>(opt.sq_sum.data()), grads, n, opt.workspace.data(), stream);
     sq = static_cast<const double*>(opt.sq_sum.data());
   }
-  check(opt.m.defined() && opt.m.dtype == opt.moment_dtype() && opt.v.dtype == opt.moment_dtype(),
-        "adamw (cuda): the moments are not on the device as ", dtype_name(opt.moment_dtype()));
   if (opt.bf16_moments)
-    adamw_bf16_moments_cuda(model.master.data_as<float>(), opt.m.data_as<uint16_t>(), opt.v.data_as<uint16_t>(),
-                            model.grads.data_as<float>(), model.weights.data_as<uint16_t>(), model.num_params(),
-                            opt.config, opt.step, lr, sq, max_norm, model.stream);
+    adamw_bf16_moments_cuda(master, opt.m.data_as<uint16_t>(), opt.v.data_as<uint16_t>(), grads, weights, n, opt.config,
+                            opt.step, lr, sq, max_norm, stream);
   else
-    adamw_cuda(model.master.data_as<float>(), opt.m.data_as<float>(), opt.v.data_as<float>(),
-               model.grads.data_as<float>(), model.weights.data_as<uint16_t>(), model.num_params(), opt.config,
-               opt.step, lr, sq, max_norm, model.stream);
+    adamw_cuda(master, opt.m.data_as<float>(), opt.v.data_as<float>(), grads, weights, n, opt.config, opt.step, lr, sq,
+               max_norm, stream);
+}
+
+double grad_norm_buffers(const float* grads, int64_t n, CudaAdamW& opt, const CudaStream& stream) {
+  grad_sq_sum_cuda(static_cast<double*>(opt.sq_sum.data()), grads, n, opt.workspace.data(), stream);
+  double sum = 0;
+  model_copy(&sum, opt.sq_sum.data(), sizeof(sum), CopyKind::DeviceToHost, stream);
+  return std::sqrt(sum);
+}
+
+CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config, bool bf16_moments, bool allocate_moments) {
+  return make_cuda_adamw_for(model.num_params(), model.device, model.stream, config, bf16_moments, allocate_moments);
+}
+
+void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm, bool sq_sum_ready) {
+  adamw_step_buffers(data_or_null<float>(model.master), data_or_null<uint16_t>(model.weights),
+                     data_or_null<float>(model.grads), model.num_params(), opt, lr, max_norm, sq_sum_ready, model.stream);
 }
 
 double grad_norm_cuda(CudaModel& model, CudaAdamW& opt) {
-  grad_sq_sum_cuda(static_cast<double*>(opt.sq_sum.data()), model.grads.data_as<float>(), model.num_params(),
-                   opt.workspace.data(), model.stream);
-  double sum = 0;
-  model_copy(&sum, opt.sq_sum.data(), sizeof(sum), CopyKind::DeviceToHost, model.stream);
-  return std::sqrt(sum);
+  check(model.grads.defined(), "grad_norm_cuda: the model has no gradients on the device");
+  return grad_norm_buffers(model.grads.data_as<float>(), model.num_params(), opt, model.stream);
 }
 
 }  // namespace sqlrl

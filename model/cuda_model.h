@@ -25,6 +25,8 @@
 
 namespace sqlrl {
 
+struct CudaLora;  // model/cuda_lora.h
+
 struct CudaModel {
   QwenModel shape;  // config + table of views; params and grads stay empty on the host
   int device = 0;
@@ -86,6 +88,7 @@ struct CudaTrainState {
   int64_t max_seqlen = 0, num_tokens = 0;  // of the batch last run forward
   float logit_scale = 1.0f;                // of the last log-prob forward (vocab_lse belongs to it)
   bool has_entropy = false;                // the last log-prob forward filled `entropy`
+  const CudaLora* lora = nullptr;          // the adapter the last forward ran with (null: none)
   int64_t bytes() const { return static_cast<int64_t>(arena.nbytes()); }
 };
 
@@ -97,17 +100,22 @@ CudaTrainState make_cuda_train_state(const CudaModel& model, const TrainOptions&
 int64_t cuda_train_state_bytes(const QwenConfig& config, const TrainOptions& options);
 
 // As forward_logits / forward_logprobs / backward_logprobs of model/train.h; host in and out.
-void forward_logits_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch, float* logits);
+// lora (nullable): a LoRA adapter (model/cuda_lora.h) applied unmerged, as the CPU forward's;
+// without one the forward launches exactly what it did before adapters existed.
+void forward_logits_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch, float* logits,
+                         const CudaLora* lora = nullptr);
 // entropy (nullable): -sum p log p of each row, from the same fused pass; logit_scale as in
 // forward_logprobs.
 void forward_logprobs_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
                            const std::vector<int32_t>& targets, float* logprobs, float* entropy = nullptr,
-                           float logit_scale = 1.0f);
+                           float logit_scale = 1.0f, const CudaLora* lora = nullptr);
 // dentropy (host, nullable) as backward_logprobs's: needs the last forward_logprobs_cuda to have
-// computed the entropy (the state keeps it on the device).
+// computed the entropy (the state keeps it on the device). lora: the adapter that forward ran
+// with (or null, as it did); with one the base is frozen: no base gradient is computed (model.grads
+// and master may be undefined) and the adapter's gradients add into lora->grads.
 void backward_logprobs_cuda(CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
                             const std::vector<int32_t>& targets, const float* dlogprobs,
-                            const float* dentropy = nullptr);
+                            const float* dentropy = nullptr, CudaLora* lora = nullptr);
 
 // AdamW over the master buffer with bf16 copy-out into model.weights (kernels/adamw.h), global
 // grad-norm clipping on the device (max_norm <= 0: none). Returns nothing: no host round trip.
@@ -143,15 +151,17 @@ CudaKVCache make_cuda_kv_cache(const CudaModel& model, int64_t num_blocks, int64
                                const Tensor* place_in = nullptr);
 
 // As forward_cached: logits [rows, vocab] f32 stay on the device in `logits` (reallocated when
-// too small); rows = one per input, or every new token with all_positions.
+// too small); rows = one per input, or every new token with all_positions. lora (nullable): an
+// adapter applied unmerged (the cache then holds the adapted model's K and V).
 void forward_cached_cuda(const CudaModel& model, CudaKVCache& cache, const std::vector<CachedInput>& inputs,
-                         Tensor& logits, bool all_positions = false);
+                         Tensor& logits, bool all_positions = false, const CudaLora* lora = nullptr);
 // One sampled token per row of `logits` (row i with requests[i]); token + log-probs.
 std::vector<SampledToken> sample_cuda(const CudaModel& model, const Tensor& logits,
                                       const std::vector<SamplingRequest>& requests);
-// As generate() of model/infer.h, on the device.
+// As generate() of model/infer.h, on the device; lora (nullable) as in forward_cached_cuda.
 std::vector<GeneratedSample> generate_cuda(const CudaModel& model, CudaKVCache& cache,
                                            const std::vector<int32_t>& prompt, int64_t num_samples,
-                                           const GenerateOptions& options, const TokenCallback& on_token = {});
+                                           const GenerateOptions& options, const TokenCallback& on_token = {},
+                                           const CudaLora* lora = nullptr);
 
 }  // namespace sqlrl

@@ -110,8 +110,12 @@ LogprobCudaShape logprob_shape(const CudaTrainState& s, int64_t T) {
           s.chunk_vocab, s.logit_scale};
 }
 
+// lora (null: none) adds each adapted projection's low-rank term to its output right after the
+// base product, before the q/k norms, RoPE, the activation and the next residual add, where
+// model/train.cpp's layer_forward adds it.
 void layer_forward(const CudaModel& m, const CudaLayerWeights& w, const uint16_t* x, uint16_t* out,
-                   const CudaLayerActs& a, const CudaTrainState& s, int64_t T, int64_t num_seqs) {
+                   const CudaLayerActs& a, const CudaTrainState& s, int64_t T, int64_t num_seqs,
+                   const CudaLoraRun* lora, int64_t layer) {
   const QwenConfig& config = m.config();
   Dims d = dims_of(config);
   const CudaStream& st = m.stream;
@@ -119,44 +123,61 @@ void layer_forward(const CudaModel& m, const CudaLayerWeights& w, const uint16_t
   rmsnorm_forward_cuda(a.ln1, a.rstd1, x, w.attn_norm, T, d.C, eps, st);
   if (config.has_qk_norm()) {
     linear_forward_cuda(a.q_raw, a.ln1, w.wq, w.bq, T, d.C, d.qd, false, m);
+    lora_forward_cuda(lora, layer, LoraModule::q_proj, a.q_raw, a.ln1, T, d.C, d.qd, m);
     linear_forward_cuda(a.k_raw, a.ln1, w.wk, w.bk, T, d.C, d.kvd, false, m);
+    lora_forward_cuda(lora, layer, LoraModule::k_proj, a.k_raw, a.ln1, T, d.C, d.kvd, m);
     rmsnorm_forward_cuda(a.q, a.q_rstd, a.q_raw, w.q_norm, T * d.H, d.D, eps, st);
     rmsnorm_forward_cuda(a.k, a.k_rstd, a.k_raw, w.k_norm, T * d.KVH, d.D, eps, st);
   } else {
     linear_forward_cuda(a.q, a.ln1, w.wq, w.bq, T, d.C, d.qd, false, m);
+    lora_forward_cuda(lora, layer, LoraModule::q_proj, a.q, a.ln1, T, d.C, d.qd, m);
     linear_forward_cuda(a.k, a.ln1, w.wk, w.bk, T, d.C, d.kvd, false, m);
+    lora_forward_cuda(lora, layer, LoraModule::k_proj, a.k, a.ln1, T, d.C, d.kvd, m);
   }
   linear_forward_cuda(a.v, a.ln1, w.wv, w.bv, T, d.C, d.kvd, false, m);
+  lora_forward_cuda(lora, layer, LoraModule::v_proj, a.v, a.ln1, T, d.C, d.kvd, m);
   rope_forward_cuda(a.q, s.positions, T, d.H, d.D, d.qd, theta, st);
   rope_forward_cuda(a.k, s.positions, T, d.KVH, d.D, d.kvd, theta, st);
   attention_forward_cuda(a.att, a.lse, a.q, a.k, a.v, s.cu_seqlens, num_seqs, s.max_seqlen, {d.H, d.KVH, d.D}, st,
                          s.prefixes);
   model_copy(a.resid_mid, x, sizeof(uint16_t) * T * d.C, CopyKind::DeviceToDevice, st);
   linear_forward_cuda(a.resid_mid, a.att, w.wo, w.bo, T, d.qd, d.C, true, m);
+  lora_forward_cuda(lora, layer, LoraModule::o_proj, a.resid_mid, a.att, T, d.qd, d.C, m);
   rmsnorm_forward_cuda(a.ln2, a.rstd2, a.resid_mid, w.mlp_norm, T, d.C, eps, st);
   linear_forward_cuda(a.gate, a.ln2, w.w_gate, nullptr, T, d.C, d.I, false, m);
+  lora_forward_cuda(lora, layer, LoraModule::gate_proj, a.gate, a.ln2, T, d.C, d.I, m);
   linear_forward_cuda(a.up, a.ln2, w.w_up, nullptr, T, d.C, d.I, false, m);
+  lora_forward_cuda(lora, layer, LoraModule::up_proj, a.up, a.ln2, T, d.C, d.I, m);
   swiglu_forward_cuda(a.h, a.gate, a.up, T * d.I, st);
   model_copy(out, a.resid_mid, sizeof(uint16_t) * T * d.C, CopyKind::DeviceToDevice, st);
   linear_forward_cuda(out, a.h, w.w_down, nullptr, T, d.I, d.C, true, m);
+  lora_forward_cuda(lora, layer, LoraModule::down_proj, out, a.h, T, d.I, d.C, m);
 }
 
-// s.dresid: in = d(layer output), out = d(layer input). Gradients add into g.
+// s.dresid: in = d(layer output), out = d(layer input). Gradients add into g (null pointers: a
+// frozen tensor, its product skipped) and, through lora (null: none), into the adapter's. Each
+// adapter term's dx is added after the base's dinp (in f32 for q/k/v and gate/up: dln_f32; in
+// bf16 for down and o: dh and datt, one more rounding there).
 void layer_backward(const CudaModel& m, const CudaLayerWeights& w, const LayerWeights& g, const uint16_t* x,
-                    const CudaLayerActs& a, CudaTrainState& s, int64_t T, int64_t num_seqs) {
+                    const CudaLayerActs& a, CudaTrainState& s, int64_t T, int64_t num_seqs, const CudaLoraRun* lora,
+                    int64_t layer) {
   const QwenConfig& config = m.config();
   Dims d = dims_of(config);
   const CudaStream& st = m.stream;
   float theta = static_cast<float>(config.rope_theta);
   linear_backward_cuda(s.dh, false, false, g.w_down, nullptr, s.dresid, a.h, w.w_down, T, d.I, d.C, m);
+  lora_backward_cuda(lora, layer, LoraModule::down_proj, s.dh, false, s.dresid, a.h, T, d.I, d.C, m);
   swiglu_backward_cuda(s.dgate, s.dup, s.dh, a.gate, a.up, T * d.I, st);
   linear_backward_cuda(s.dln_f32, true, false, g.w_gate, nullptr, s.dgate, a.ln2, w.w_gate, T, d.C, d.I, m);
+  lora_backward_cuda(lora, layer, LoraModule::gate_proj, s.dln_f32, true, s.dgate, a.ln2, T, d.C, d.I, m);
   linear_backward_cuda(s.dln_f32, true, true, g.w_up, nullptr, s.dup, a.ln2, w.w_up, T, d.C, d.I, m);
+  lora_backward_cuda(lora, layer, LoraModule::up_proj, s.dln_f32, true, s.dup, a.ln2, T, d.C, d.I, m);
   f32_to_bf16_cuda(s.dln, s.dln_f32, T * d.C, st);
   rmsnorm_backward_cuda(s.dresid, g.mlp_norm, s.dln, a.resid_mid, w.mlp_norm, a.rstd2, T, d.C, s.workspace,
                         s.workspace_bytes, st);
 
   linear_backward_cuda(s.datt, false, false, g.wo, g.bo, s.dresid, a.att, w.wo, T, d.qd, d.C, m);
+  lora_backward_cuda(lora, layer, LoraModule::o_proj, s.datt, false, s.dresid, a.att, T, d.qd, d.C, m);
   attention_backward_cuda(s.dq, s.dk, s.dv, s.datt, a.att, a.lse, a.q, a.k, a.v, s.cu_seqlens, num_seqs, T,
                           s.max_seqlen, {d.H, d.KVH, d.D}, s.workspace, s.workspace_bytes, st, s.prefixes);
   rope_backward_cuda(s.dq, s.positions, T, d.H, d.D, d.qd, theta, st);
@@ -174,8 +195,11 @@ void layer_backward(const CudaModel& m, const CudaLayerWeights& w, const LayerWe
     dk = s.dk_raw;
   }
   linear_backward_cuda(s.dln_f32, true, false, g.wq, g.bq, dq, a.ln1, w.wq, T, d.C, d.qd, m);
+  lora_backward_cuda(lora, layer, LoraModule::q_proj, s.dln_f32, true, dq, a.ln1, T, d.C, d.qd, m);
   linear_backward_cuda(s.dln_f32, true, true, g.wk, g.bk, dk, a.ln1, w.wk, T, d.C, d.kvd, m);
+  lora_backward_cuda(lora, layer, LoraModule::k_proj, s.dln_f32, true, dk, a.ln1, T, d.C, d.kvd, m);
   linear_backward_cuda(s.dln_f32, true, true, g.wv, g.bv, s.dv, a.ln1, w.wv, T, d.C, d.kvd, m);
+  lora_backward_cuda(lora, layer, LoraModule::v_proj, s.dln_f32, true, s.dv, a.ln1, T, d.C, d.kvd, m);
   f32_to_bf16_cuda(s.dln, s.dln_f32, T * d.C, st);
   rmsnorm_backward_cuda(s.dresid, g.attn_norm, s.dln, x, w.attn_norm, a.rstd1, T, d.C, s.workspace,
                         s.workspace_bytes, st);
@@ -220,14 +244,20 @@ void upload_batch(const CudaModel& m, CudaTrainState& s, const PackedBatch& batc
   s.num_tokens = T;
 }
 
-void forward_hidden(const CudaModel& m, CudaTrainState& s, const PackedBatch& batch) {
+void forward_hidden(const CudaModel& m, CudaTrainState& s, const PackedBatch& batch, const CudaLora* lora) {
   Dims d = dims_of(m.config());
   upload_batch(m, s, batch);
   int64_t T = batch.num_tokens();
   CudaWeights w = bf16_weights(m);
+  // The adapter's u [T, rank] comes from the caching allocator per call, freed (for reuse on this
+  // stream) when the call returns; without an adapter nothing is allocated.
+  CudaLoraRun run;
+  if (lora) run = lora_run_cuda(*lora, m, T, false, "forward (cuda)");
+  s.lora = lora;
   embedding_forward_cuda(s.resid, w.embed, s.tokens, T, d.V, d.C, m.stream);
   for (int64_t l = 0; l < d.L; ++l)
-    layer_forward(m, w.layers[l], resid_at(s, l), resid_at(s, l + 1), s.layer_acts[l], s, T, batch.num_seqs());
+    layer_forward(m, w.layers[l], resid_at(s, l), resid_at(s, l + 1), s.layer_acts[l], s, T, batch.num_seqs(),
+                  lora ? &run : nullptr, l);
   rmsnorm_forward_cuda(s.lnf, s.rstdf, resid_at(s, d.L), w.final_norm, T, d.C,
                        static_cast<float>(m.config().rms_norm_eps), m.stream);
 }
@@ -284,8 +314,9 @@ CudaTrainState make_cuda_train_state(const CudaModel& model, const TrainOptions&
   return s;
 }
 
-void forward_logits_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch, float* logits) {
-  forward_hidden(model, state, batch);
+void forward_logits_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch, float* logits,
+                         const CudaLora* lora) {
+  forward_hidden(model, state, batch, lora);
   int64_t T = batch.num_tokens(), V = model.config().vocab_size;
   Tensor out = empty({T, V}, DType::F32, cuda_device(model.device));
   logits_cuda(out.data_as<float>(), state.lnf, bf16_weights(model).lm_head, T, model.config().hidden_size, V, model);
@@ -293,14 +324,15 @@ void forward_logits_cuda(const CudaModel& model, CudaTrainState& state, const Pa
 }
 
 void forward_logprobs_cuda(const CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
-                           const std::vector<int32_t>& targets, float* logprobs, float* entropy, float logit_scale) {
+                           const std::vector<int32_t>& targets, float* logprobs, float* entropy, float logit_scale,
+                           const CudaLora* lora) {
   int64_t T = batch.num_tokens();
   check(static_cast<int64_t>(targets.size()) == T, "forward_logprobs_cuda: ", targets.size(), " targets for ", T,
         " tokens");
   for (int64_t t = 0; t < T; ++t)
     check(targets[t] >= 0 && targets[t] < model.config().vocab_size, "forward_logprobs_cuda: target ", targets[t],
           " at ", t, " outside the vocabulary of ", model.config().vocab_size);
-  forward_hidden(model, state, batch);
+  forward_hidden(model, state, batch, lora);
   model_copy(state.targets, targets.data(), sizeof(int32_t) * T, CopyKind::HostToDevice, model.stream);
   state.logit_scale = logit_scale;
   state.has_entropy = entropy != nullptr;
@@ -315,15 +347,32 @@ void forward_logprobs_cuda(const CudaModel& model, CudaTrainState& state, const 
 }
 
 void backward_logprobs_cuda(CudaModel& model, CudaTrainState& state, const PackedBatch& batch,
-                            const std::vector<int32_t>& targets, const float* dlogprobs, const float* dentropy) {
+                            const std::vector<int32_t>& targets, const float* dlogprobs, const float* dentropy,
+                            CudaLora* lora) {
   const QwenConfig& config = model.config();
   Dims d = dims_of(config);
   int64_t T = batch.num_tokens();
   check(state.num_tokens == T && static_cast<int64_t>(targets.size()) == T, "backward_logprobs_cuda: the batch has ",
         T, " tokens and ", targets.size(), " targets, the last forward ran ", state.num_tokens);
+  // The activations of a forward with an adapter are not the base model's (nor another adapter's):
+  // differentiating them with other weights would give wrong gradients.
+  check(state.lora == lora, "backward_logprobs_cuda: the forward ran ",
+        !state.lora ? "without a LoRA adapter; pass none" : lora ? "with another LoRA adapter; pass the same one"
+                                                                : "with a LoRA adapter; pass the same one");
   const CudaStream& st = model.stream;
   CudaWeights w = bf16_weights(model);
-  ModelWeights g = grad_views(model);
+  // With an adapter the base is frozen: every gradient pointer null, so each launcher skips its
+  // dW / db / dnorm / dembedding work and only the input gradients carry d(loss) to the adapters.
+  ModelWeights g;
+  CudaLoraRun run;
+  if (lora) {
+    g.layers.resize(static_cast<size_t>(d.L));
+    run = lora_run_cuda(*lora, model, T, true, "backward_logprobs_cuda");
+  } else {
+    check(model.grads.defined(), "backward_logprobs_cuda: the model has no gradient buffer on the device");
+    g = grad_views(model);
+  }
+  const CudaLoraRun* ad = lora ? &run : nullptr;
   check(!dentropy || state.has_entropy, "backward_logprobs_cuda: dentropy needs the entropy of the last forward "
         "(forward_logprobs_cuda with an entropy buffer)");
   model_copy(state.dlogprobs, dlogprobs, sizeof(float) * T, CopyKind::HostToDevice, st);
@@ -339,12 +388,13 @@ void backward_logprobs_cuda(CudaModel& model, CudaTrainState& state, const Packe
     // Re-running the forward rewrites resid[l + 1] with the bytes it already holds.
     if (recomputed(state.options, l))
       layer_forward(model, w.layers[l], resid_at(state, l), resid_at(state, l + 1), state.layer_acts[l], state, T,
-                    batch.num_seqs());
+                    batch.num_seqs(), ad, l);
     layer_backward(model, w.layers[l], g.layers[l], resid_at(state, l), state.layer_acts[l], state, T,
-                   batch.num_seqs());
+                   batch.num_seqs(), ad, l);
   }
-  embedding_backward_cuda(g.embed, state.dresid, state.tokens, T, d.V, d.C, state.workspace, state.workspace_bytes,
-                          st);
+  if (g.embed)
+    embedding_backward_cuda(g.embed, state.dresid, state.tokens, T, d.V, d.C, state.workspace, state.workspace_bytes,
+                            st);
 }
 
 }  // namespace sqlrl
