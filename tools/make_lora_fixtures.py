@@ -46,6 +46,12 @@ load each in its stored dtype; every f32 tensor must equal PEFT's float32 merge_
 step; the f32 checkpoint's float64 logits must match merged_logits within 1e-6 of the largest logit.
 The bf16 checkpoint's logit error (the bf16 rounding of the weights) is printed beside that of
 PEFT's own merge cast to bf16.
+With --trained DIR, makes tests/fixtures/lora/trained_qwen3_tied from an adapter TRAINED by this
+project (DIR holds what the test SftLora.AnAdapterTrainedHereGivesPeftsLogits saved there when run
+with SQLRL_LORA_TRAINED_DIR=DIR: a rank-4 adapter on model/qwen3_tied after 6 SFT updates): the
+adapter's two files copied as they are, and expected.safetensors with the base fixture's batch and
+PEFT's float64 logits of base + that adapter (PeftModel.from_pretrained), which the test compares
+with its own. The script asserts the adapter moves the logits by more than 1% of the largest one.
 The build and the tests never run this script; its outputs are committed.
 """
 import argparse
@@ -205,15 +211,40 @@ def verify_merged(directory):
                       f"from_pretrained keeps in f32: {peft_err:.3g})")
 
 
+def make_trained_fixture(directory):
+    folder = os.path.join(OUT, "trained_qwen3_tied")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    for f in ("adapter_config.json", "adapter_model.safetensors"):
+        shutil.copy(os.path.join(directory, f), os.path.join(folder, f))
+    tokens, positions, cu = batch_of("qwen3_tied")
+    base_logits = logits_of(load_base("qwen3_tied").double(), tokens, cu)
+    adapted = peft.PeftModel.from_pretrained(load_base("qwen3_tied"), folder).double().eval()
+    cfg = adapted.peft_config["default"]
+    logits = logits_of(adapted, tokens, cu)
+    moved = ((logits - base_logits).abs().max() / logits.abs().max()).item()
+    assert moved > 0.01, f"the trained adapter moves the logits by only {moved} of the largest"
+    save_file({"tokens": tokens, "positions": positions, "cu_seqlens": cu, "logits": logits.float()},
+              os.path.join(folder, "expected.safetensors"), metadata={"format": "pt"})
+    print(f"trained_qwen3_tied: PEFT loads the adapter trained by llm_sqlrl (r {cfg.r}, lora_alpha {cfg.lora_alpha}, "
+          f"target_modules {sorted(cfg.target_modules) if not isinstance(cfg.target_modules, str) else cfg.target_modules}); "
+          f"it moves the logits by {moved:.3g} of the largest")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--resaved", help="folder of adapters written by model/lora's save_adapter to check")
     parser.add_argument("--merged", help="folder of checkpoints written by llm_sqlrl merge to check")
+    parser.add_argument("--trained", help="folder of an adapter trained by the C++ test, made into a fixture")
     args = parser.parse_args()
     torch.set_num_threads(2)
     resaved = os.path.abspath(args.resaved) if args.resaved else None
     merged = os.path.abspath(args.merged) if args.merged else None
+    trained = os.path.abspath(args.trained) if args.trained else None
     os.chdir(ROOT)
+    if trained:
+        make_trained_fixture(trained)
+        return 0
     if resaved:
         verify_resaved(resaved)
     if merged:

@@ -3,11 +3,16 @@
 // from a checkpoint ends on the uninterrupted run's adapter and moments, bit for bit.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "rl/run_folder.h"
 #include "rl/sft/sft.h"
+#include "runtime/gemm.h"
+#include "tests/model/fixture.h"
 #include "tests/rl_sft/sft_fixture.h"
+#include "weights/safetensors.h"
 
 namespace sqlrl::rl {
 namespace {
@@ -90,6 +95,87 @@ TEST(SftLora, TrainsTheAdapterAloneAndResumesBitForBit) {
   EXPECT_EQ(opt2.m, opt.m);
   EXPECT_EQ(opt2.v, opt.v);
   EXPECT_TRUE(model2.params == base);
+}
+
+}  // namespace
+}  // namespace sqlrl::rl
+
+namespace sqlrl::rl {
+namespace {
+
+// An adapter trained here, read by PEFT: SFT of a rank-4 adapter for a few updates on the base of
+// tests/fixtures/model/qwen3_tied, then tools/make_lora_fixtures.py --trained loaded the saved
+// adapter with PeftModel.from_pretrained and wrote its float64 logits on the base fixture's batch
+// (tests/fixtures/lora/trained_qwen3_tied). The test trains the same adapter again (it must be the
+// committed one, so the fixture follows the trainer) and checks this project's logits of base +
+// that adapter against PEFT's. SQLRL_LORA_TRAINED_DIR=DIR saves the adapter it trained into DIR
+// (how the fixture was made: tests/fixtures/lora/README.md).
+TEST(SftLora, AnAdapterTrainedHereGivesPeftsLogits) {
+  const std::string fixture = testing::fixture_path("lora/trained_qwen3_tied");
+  QwenModel base = load_model(testing::fixture_path("model/qwen3_tied"));
+  LoraConfig lc;
+  lc.rank = 4;
+  lc.alpha = 8;
+  lc.target_pattern = "all-linear";
+  LoraAdapter adapter = init_adapter(lc, base.config, 5);
+  // Token runs of the fixture's vocabulary: the second half of each trained.
+  std::vector<SftSequence> data;
+  const int64_t V = base.config.vocab_size;
+  for (int s = 0; s < 6; ++s) {
+    SftSequence q;
+    for (int t = 0; t < 12 + 2 * s; ++t) {
+      q.tokens.push_back(static_cast<int32_t>((7 * t + 13 * s + 3) % V));
+      q.mask.push_back(t >= 6 + s ? 1 : 0);
+    }
+    data.push_back(q);
+  }
+  SftConfig cfg;
+  cfg.lr = 5e-2f;
+  cfg.max_steps = 6;
+  cfg.epochs = 6;
+  cfg.micro_batch_tokens = 64;
+  cfg.warmup_ratio = 0;
+  OptimizerState opt;
+  SftRunOptions ro;
+  ro.adapter = &adapter;
+  set_gemm_thread_independent(true);  // the same bits on any core count (runtime/gemm.h)
+  run_sft(base, opt, data, cfg, ro);
+  set_gemm_thread_independent(false);
+  if (const char* dir = std::getenv("SQLRL_LORA_TRAINED_DIR")) save_adapter(adapter, dir);
+
+  const LoraAdapter committed = load_adapter(fixture, base);
+  ASSERT_EQ(committed.num_params, adapter.num_params);
+  // The committed adapter is this trainer's (f32 sums in the same order: equal up to the BLAS's
+  // rounding on another machine, far below what a changed trainer gives).
+  double worst = 0, scale = 0;
+  for (int64_t i = 0; i < adapter.num_params; ++i) {
+    worst = std::max(worst, std::fabs(double(adapter.params[i]) - committed.params[i]));
+    scale = std::max(scale, std::fabs(double(committed.params[i])));
+  }
+  EXPECT_LE(worst, 1e-5 * scale) << "the trainer no longer makes the committed adapter (regenerate the fixture?)";
+
+  const SafetensorsFile expected = open_safetensors(fixture + "/expected.safetensors");
+  auto ints = [&](const char* name) {
+    const Tensor t = tensor_view(expected, *expected.find(name));
+    return std::vector<int32_t>(t.data_as<int32_t>(), t.data_as<int32_t>() + t.numel());
+  };
+  PackedBatch batch;
+  batch.tokens = ints("tokens");
+  batch.positions = ints("positions");
+  batch.cu_seqlens = ints("cu_seqlens");
+  const std::vector<float> want = to_floats(tensor_view(expected, *expected.find("logits")));
+  auto logits_of = [&](const LoraAdapter* lora) {
+    TrainState state = make_train_state(base.config, testing::options(batch.num_tokens()));
+    std::vector<float> out(static_cast<size_t>(batch.num_tokens() * V));
+    forward_logits(base, state, batch, out.data(), lora);
+    return out;
+  };
+  // test_lora.cpp's budget for PEFT's logits (f32 sums against float64).
+  const double err = testing::scaled_max_error(logits_of(&committed), want);
+  const double moved = testing::scaled_max_error(logits_of(nullptr), want);
+  std::printf("trained adapter: logits vs PEFT's %.3g of the largest; the base alone %.3g\n", err, moved);
+  EXPECT_LE(err, 1e-4);
+  EXPECT_GT(moved, 1e-2) << "the trained adapter must move the logits well past the budget";
 }
 
 }  // namespace
