@@ -323,7 +323,8 @@ void run_synth_demos(DemoArgs& args) {
 }
 
 struct SelfTaughtSettings : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::TemplateOptions,
-                            rl::ProtocolOptions, rl::SamplingOptions, rl::TurnOptions, rl::SqlOptions, SftTraining {
+                            rl::ProtocolOptions, rl::SamplingOptions, rl::TurnOptions, rl::SqlOptions, SftTraining,
+                            rl::LoraOptions, rl::AdapterOptions {
   SelfTaughtSettings() {
     const rl::SelfTaughtConfig d;
     protocol.clear();  // required: no default
@@ -347,6 +348,10 @@ OptionTable self_taught_options(SelfTaughtSettings& s) {
   t.push_back({"format", "spider | bird | sparc | cosql | synsql", &s.format});
   t.push_back({"split", "train | dev", &s.split});
   rl::add_model_options(t, s);
+  rl::add_lora_options(t, s);
+  rl::add_adapter_options(t, s);
+  set_option_help(t, "adapter", "PEFT LoRA adapter folder the rounds go on training (its files set rank, alpha and "
+                  "targets; the base frozen); cpu only");
   rl::add_output_options(t, s, "run folder: round-<i>/ (metrics, checkpoints), self_taught.json, config.toml");
   rl::add_protocol_options(t, s);
   t.insert(t.end(), {
@@ -407,6 +412,9 @@ void run_self_taught(SelfTaughtArgs& args) {
   sql::Pool pool;
   rl::SelfTaughtOptions so{a.out, a.tokenizer, log_line};
   so.device = a.device;
+  const std::unique_ptr<LoraAdapter> adapter =
+      rl::training_adapter(a, a, model, a.config.seed, fs::absolute(a.weights).string(), "sft self-taught");
+  so.adapter = adapter.get();
   so.progress = true;
   a.chat_template = chat_template_name(config.rollout.chat_template);
   so.config_toml = options_to_toml(self_taught_options(a), "llm_sqlrl sft self-taught: the resolved configuration");

@@ -79,6 +79,7 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
   check(options.device == "cpu" || options.device == "cuda", "self-taught: device '", options.device,
         "' is not cpu or cuda");
   const bool cuda = options.device == "cuda";
+  check(!cuda || !options.adapter, "sft self-taught: a LoRA adapter runs on the CPU only for now (--device cpu)");
   RunLock lock;  // the whole self-taught folder; each round's SFT locks its own round-<i>/ too
   if (!options.out_dir.empty()) {
     lock = lock_run_folder(options.out_dir);
@@ -115,6 +116,7 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
     {
       // This round's weights: the previous round's SFT changed them.
       Policy policy = cuda ? cuda_frozen_policy(model) : cpu_policy(model);
+      policy.lora = options.adapter;
       Progress bar = progress_start(round_label + ": rollouts", "samples",
                                     static_cast<int64_t>(requests.size()) * ro.group_size);
       if (options.progress) ro.progress = &bar;
@@ -171,9 +173,10 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
     rr.sft_sequences = static_cast<int64_t>(kept_all.size());
     if (!kept_all.empty()) {
       OptimizerState opt;  // CUDA: the moments live on the device
-      if (!cuda) opt = make_optimizer_state(model.num_params);
+      if (!cuda) opt = make_optimizer_state(options.adapter ? options.adapter->num_params : model.num_params);
       SftRunOptions so;
       so.device = options.device;
+      so.adapter = options.adapter;
       if (!options.out_dir.empty())
         so.out_dir = (std::filesystem::path(options.out_dir) / ("round-" + std::to_string(r + 1))).string();
       so.tokenizer_path = options.tokenizer_path;

@@ -76,6 +76,10 @@ struct SelfTaughtOptions {
   // Progress lines (runtime/progress.h): each round's rollouts (samples) and SFT (updates), then
   // the rounds with an ETA. Off: nothing drawn (log still gets the round lines).
   bool progress = false;
+  // A LoRA run (model/lora.h; CPU): every round rolls out base + this adapter and its SFT trains
+  // the adapter alone (a fresh optimizer per round, as for the weights); `model` stays frozen and
+  // each round's checkpoints hold the adapter in PEFT's files. Never owned; null: the weights train.
+  LoraAdapter* adapter = nullptr;
 };
 
 // Runs Algorithm 1 on `examples` (training questions), updating `model` in place.

@@ -55,7 +55,8 @@ TEST(SelfTaughtSelection, TrajectoryEndsWithATrainedImEnd) {
   EXPECT_EQ(trajectory_sequence(t, 7, "x").tokens.size(), 4u);
 }
 
-std::vector<SelfTaughtRound> run_rounds(bool require_em, const std::string& out_dir = "") {
+std::vector<SelfTaughtRound> run_rounds(bool require_em, const std::string& out_dir = "",
+                                        LoraAdapter* adapter = nullptr, std::vector<float>* base_after = nullptr) {
   testing::World w(testing::kMixed);
   w.examples[0].gold_sql = "SELECT count(*) FROM city";               // the protocol's answer: EX and EM
   w.examples[0].difficulty = "easy";
@@ -70,7 +71,35 @@ std::vector<SelfTaughtRound> run_rounds(bool require_em, const std::string& out_
   c.sft.max_steps = 2;
   c.sft.micro_batch_tokens = 1100;
   c.sft.lr = 1e-4f;
-  return self_taught(w.model, w.tok, w.protocol, w.pool, w.examples, c, SelfTaughtOptions{out_dir, "", {}});
+  SelfTaughtOptions o{out_dir, "", {}};
+  if (adapter) *adapter = init_adapter(adapter->config, w.model.config, 9);
+  o.adapter = adapter;
+  std::vector<SelfTaughtRound> rounds = self_taught(w.model, w.tok, w.protocol, w.pool, w.examples, c, o);
+  if (base_after) *base_after = w.model.params;
+  return rounds;
+}
+
+// With a LoRA adapter the rounds roll out base + adapter and train the adapter alone: the base's
+// bytes are those of a fresh fixture model, the adapter moved, and the run sees the same
+// questions solved in round 1 as the full run (a fresh adapter is the base exactly).
+TEST(SelfTaught, LoraRoundsTrainTheAdapterAlone) {
+  const std::string out = ::testing::TempDir() + "sqlrl_self_taught_lora_" + std::to_string(::getpid());
+  LoraAdapter adapter;
+  adapter.config.rank = 4;
+  adapter.config.alpha = 8;
+  adapter.config.target_pattern = "all-linear";
+  std::vector<float> base_after;
+  const std::vector<SelfTaughtRound> r = run_rounds(false, out, &adapter, &base_after);
+  const std::vector<SelfTaughtRound> full = run_rounds(false);
+  ASSERT_FALSE(r.empty());
+  EXPECT_EQ(r[0].solved, full[0].solved);
+  ASSERT_GT(r[0].sft_sequences, 0) << "no SFT ran: the test would show nothing";
+  EXPECT_TRUE(base_after == testing::World(testing::kMixed).model.params) << "self-taught LoRA changed the base";
+  const LoraAdapter fresh = init_adapter(adapter.config, testing::World(testing::kMixed).model.config, 9);
+  EXPECT_FALSE(adapter.params == fresh.params) << "the rounds' SFT left the adapter as it was";
+  EXPECT_TRUE(std::filesystem::exists(out + "/round-1/checkpoints/step-2/adapter_model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/round-1/checkpoints/step-2/model.safetensors"));
+  std::filesystem::remove_all(out);
 }
 
 TEST(SelfTaught, RoundsDropSolvedQuestionsAndReportCoverage) {
