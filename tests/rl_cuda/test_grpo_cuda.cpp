@@ -290,7 +290,6 @@ TEST(GrpoCuda, ClipAndKlBranchesMatchTheCpuWithRatioAwayFromOne) {
 //    zero moments AdamW moves each parameter by ~lr sign(g) plus the same weight decay on both
 //    devices; they differ only where bf16 flips a near-zero gradient's sign): 0.5 relative L2.
 TEST(GrpoCuda, LoraStepsTrainTheAdapterAloneAsTheCpuDoes) {
-  SQLRL_REQUIRE_CUDA();
   const QwenModel initial = bf16_model(512, 7);
   const LoraAdapter start = bf16_adapter(initial.config, 5);
   const std::vector<Trajectory> batch = batch_of_two_groups();
@@ -310,6 +309,9 @@ TEST(GrpoCuda, LoraStepsTrainTheAdapterAloneAsTheCpuDoes) {
   const GrpoStepStats want = grpo_step(cp, &cpu_ref, cpu_opt, cpu_acts, batch, cfg);
   const std::vector<float> cpu_after1 = cpu_ad.params;
   ASSERT_GT(want.ref_kl, 0.0) << "the adapter must move the policy away from its base";
+  ASSERT_NE(cpu_after1, start.params);
+
+  SQLRL_REQUIRE_CUDA();
 
   QwenModel dev_host = initial;
   LoraAdapter dev_ad = start;

@@ -96,10 +96,8 @@ TEST(SftCuda, FirstUpdateMovesEachParameterAsTheCpuDoes) {
 // zero moments both move each parameter by lr sign(g), and differ only where bf16 flips a
 // near-zero gradient), the base untouched, and the first loss within that test file's 2% (scaled
 // by sqrt(R_lora / R_base) for the adapter's extra roundings). The adapter's B is non-zero
-// (bf16_adapter), so the adapter moves the first loss: the check requires that move to be 4x the
-// budget, so a device forward without the adapter (the base's loss) fails it.
+// (bf16_adapter), so A's gradient depends on it too.
 TEST(SftCuda, LoraFirstUpdateMovesEachAdapterParameterAsTheCpuDoes) {
-  SQLRL_REQUIRE_CUDA();
   const int64_t vocab = 384;
   const QwenModel start = bf16_model(vocab, 11);
   const LoraAdapter adapter = bf16_adapter(start.config, 13);
@@ -117,15 +115,21 @@ TEST(SftCuda, LoraFirstUpdateMovesEachAdapterParameterAsTheCpuDoes) {
   SftRunOptions copt;
   copt.adapter = &cpu_ad;
   const SftRunStats cs = run_sft(cpu, cpu_opt, pattern_data(vocab), cfg, copt);
+  const double R = bf16_lora_roundings(start.config), R0 = sqlrl::testing::bf16_roundings(start.config);
+  const double loss_budget = 0.02 * std::sqrt(R / R0) * cs.first_loss;
+  // The CPU half (runs without a device). The mean NLL of this near-uniform model hardly feels
+  // the adapter (measured: base alone 6.28, with the adapter 6.51 nats, under 4x the budget), so
+  // the loss is no discriminator here; the first update is: a device that ran without the
+  // adapter computes no adapter gradient (backward_logprobs_cuda refuses an adapter the forward
+  // did not run with), leaves it unmoved, and scores 1.0 against the 0.5 bound.
+  std::printf("LoRA sft first loss: base alone %.4f, cpu %.4f (budget %.3g)\n", bs.first_loss, cs.first_loss,
+              loss_budget);
+  SQLRL_REQUIRE_CUDA();
   SftRunOptions dopt;
   dopt.device = "cuda";
   dopt.adapter = &dev_ad;
   const SftRunStats ds = run_sft(dev, dev_opt, pattern_data(vocab), cfg, dopt);
-  const double R = bf16_lora_roundings(start.config), R0 = sqlrl::testing::bf16_roundings(start.config);
-  const double loss_budget = 0.02 * std::sqrt(R / R0) * cs.first_loss;
-  std::printf("LoRA sft first loss: base alone %.4f, cpu %.4f, cuda %.4f (budget %.3g)\n", bs.first_loss, cs.first_loss,
-              ds.first_loss, loss_budget);
-  ASSERT_GT(std::fabs(cs.first_loss - bs.first_loss), 4 * loss_budget) << "the adapter must move the loss to be checked";
+  std::printf("LoRA sft first loss: cuda %.4f\n", ds.first_loss);
   EXPECT_NEAR(ds.first_loss, cs.first_loss, loss_budget);
   EXPECT_EQ(dev.params, start.params) << "the base must stay frozen";
   double diff = 0, norm = 0;
