@@ -139,7 +139,9 @@ void run_eval_command(EvalArgs& args) {
   // CUDA: bf16 weights on the device (rl/policy.h); it fails naming the model's head_dim when the
   // CUDA attention does not take it.
   rl::Policy policy = cuda ? rl::cuda_frozen_policy(model, gpu) : rl::cpu_policy(model);
-  policy.lora = adapter.get();  // validate_groups refused it with cuda
+  // The adapter runs unmerged on either device (CUDA: uploaded beside the frozen base, no
+  // gradients: eval never trains).
+  rl::policy_attach_lora(policy, adapter.get(), /*grads=*/false);
   if (!args.quiet)
     std::fprintf(stderr, "eval: %zu questions, %s x %lld samples, protocol %s, %s, on %s\n", examples.size(),
                  a.mode.c_str(), static_cast<long long>(options.samples), a.protocol.c_str(),

@@ -130,8 +130,10 @@ void run_generate(GenerateArgs& args) {
   if (s.device == "cuda") {
     // Fails in one line naming why: no device, or a head_dim the CUDA attention does not take.
     rl::Policy policy = rl::cuda_frozen_policy(model);
+    // The adapter (if any) unmerged, as on the CPU: uploaded beside the base, no gradients.
+    rl::policy_attach_lora(policy, adapter.get(), /*grads=*/false);
     CudaKVCache cache = make_cuda_kv_cache(policy.cuda, blocks, s.block_size);
-    samples = generate_cuda(policy.cuda, cache, prompt, 1, options, on_token);
+    samples = generate_cuda(policy.cuda, cache, prompt, 1, options, on_token, adapter ? &policy.cuda_lora : nullptr);
   } else {
     PagedKVCache cache = make_kv_cache(model.config, blocks, s.block_size);
     samples = generate(model, cache, prompt, 1, options, on_token, adapter.get());

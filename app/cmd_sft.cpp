@@ -93,7 +93,7 @@ OptionTable sft_options(SftSettings& s) {
   rl::add_lora_options(t, s);
   rl::add_adapter_options(t, s);
   set_option_help(t, "adapter", "PEFT LoRA adapter folder to go on training (its files set rank, alpha and targets; "
-                  "the base frozen); cpu only");
+                  "the base frozen)");
   rl::add_output_options(t, s, "run folder: metrics.jsonl, checkpoints/step-N/, config.toml");
   t.push_back({"resume", "continue a run: its folder (latest checkpoint) or a checkpoints/step-N folder; the settings, "
                "data and tokenizer are the run's own", &s.resume});

@@ -34,8 +34,10 @@ double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vecto
     if (dp.comm && dp.comm->nccl) {
       check(dp.zero_stage == 0, "data parallel: --zero-stage ", dp.zero_stage,
             " shards the AdamW moments in the CPU trainer only; cuda runs ZeRO 0 (every GPU keeps every moment)");
-      float* grads = static_cast<float*>(policy.cuda.grads.data());
-      const int64_t n = policy.cuda.num_params();
+      // The trainable buffer's gradient: the adapter's in a LoRA run (the frozen base has none).
+      Tensor& g = policy.lora ? policy.cuda_lora.grads : policy.cuda.grads;
+      float* grads = static_cast<float*>(g.data());
+      const int64_t n = policy_num_trainable(policy);
       if (dp.ordered) comm_all_reduce_sum_ordered_device(*dp.comm, grads, n, policy.cuda.stream);
       else comm_all_reduce_sum_device(*dp.comm, grads, n, policy.cuda.stream);
     } else {

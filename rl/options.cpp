@@ -55,7 +55,7 @@ std::string model_tokenizer_path(const ModelOptions& o) {
 
 void add_adapter_options(OptionTable& t, AdapterOptions& o) {
   t.push_back({"adapter", "PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) applied unmerged "
-               "on the weights; cpu only (for cuda: llm_sqlrl merge first)", &o.adapter});
+               "on the weights", &o.adapter});
 }
 
 std::unique_ptr<LoraAdapter> load_adapter_option(const std::string& dir, const QwenModel& model, const char* who) {
@@ -222,17 +222,6 @@ void add_parallel_options(OptionTable& t, ParallelOptions& o) {
 void validate(const ParallelOptions& o) {
   check(o.grad_accum >= 1 && o.grad_accum <= 4096, "grad-accum must be in [1, 4096], got ", o.grad_accum);
   check(o.zero_stage >= 0 && o.zero_stage <= 2, "zero-stage must be 0, 1 or 2, got ", o.zero_stage);
-}
-
-void validate(const AdapterOptions& a, const DeviceOptions& d) {
-  check(a.adapter.empty() || d.device != "cuda",
-        "--adapter: LoRA on cuda is not implemented yet; merge it first: llm_sqlrl merge --weights BASE --adapter ",
-        a.adapter, " --out MERGED, then --weights MERGED");
-}
-
-void validate(const LoraOptions& l, const DeviceOptions& d) {
-  check(l.lora_rank == 0 || d.device != "cuda", "--lora-rank: LoRA trains on the CPU only for now (--device cpu); "
-        "`llm_sqlrl plan --lora-rank` prices the GPU run");
 }
 
 void validate(const DeviceOptions& o) {

@@ -44,7 +44,7 @@ struct ModelOptions {
   std::string tokenizer;  // tokenizer.json or its folder; "" = the weights folder's
 };
 // A PEFT LoRA adapter applied unmerged on top of the weights (model/lora.h), for the commands
-// that only run the model (rollouts, decoding). Training with an adapter is not wired yet.
+// that only run the model (rollouts, decoding), on either device (CUDA: uploaded beside the base).
 struct AdapterOptions {
   std::string adapter;  // a folder with adapter_config.json + adapter_model.safetensors; "" = none
 };
@@ -149,10 +149,6 @@ void validate(const SqlOptions& o);
 void validate(const MemoryOptions& o);
 void validate(const ParallelOptions& o);
 void validate(const LoraOptions& o);
-// An adapter needs the CPU model: the CUDA forward does not apply one yet.
-void validate(const AdapterOptions& a, const DeviceOptions& d);
-// Training a LoRA adapter needs the CPU trainer (the CUDA one has no adapter yet).
-void validate(const LoraOptions& l, const DeviceOptions& d);
 
 // Checks every shared group that `config` derives from; an error reads "<command>: <what>".
 template <class Config>
@@ -166,10 +162,6 @@ void validate_groups(const Config& config, const char* command) {
     if constexpr (std::is_base_of_v<MemoryOptions, Config>) validate(static_cast<const MemoryOptions&>(config));
     if constexpr (std::is_base_of_v<ParallelOptions, Config>) validate(static_cast<const ParallelOptions&>(config));
     if constexpr (std::is_base_of_v<LoraOptions, Config>) validate(static_cast<const LoraOptions&>(config));
-    if constexpr (std::is_base_of_v<AdapterOptions, Config> && std::is_base_of_v<DeviceOptions, Config>)
-      validate(static_cast<const AdapterOptions&>(config), static_cast<const DeviceOptions&>(config));
-    if constexpr (std::is_base_of_v<LoraOptions, Config> && std::is_base_of_v<DeviceOptions, Config>)
-      validate(static_cast<const LoraOptions&>(config), static_cast<const DeviceOptions&>(config));
   } catch (const std::exception& e) {
     fail(command, ": ", e.what());
   }

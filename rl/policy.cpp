@@ -28,10 +28,17 @@ void check_cuda_device(const QwenModel& host, int device) {
         host.config.head_dim, "; the CUDA attention kernels take 64 or 128 (the embedded model: --tiny-head-dim 64)");
 }
 
-// Checked where a device function would otherwise run the model without the adapter.
-void check_no_cuda_lora(const Policy& policy, const char* who) {
-  check(!policy.on_cuda || !policy.lora, who, ": a LoRA adapter on cuda is not implemented yet (merge it first: "
-        "llm_sqlrl merge)");
+// The device adapter a CUDA model call takes: null without one (and on the CPU). Checked so that
+// a `lora` set by hand on a CUDA policy (not uploaded) fails by name instead of the device
+// forward silently running the base alone.
+CudaLora* device_lora(Policy& policy, const char* who) {
+  if (!policy.on_cuda || !policy.lora) return nullptr;
+  check(policy.cuda_lora.weights.defined() && policy.cuda_lora.num_params == policy.lora->num_params, who,
+        ": the policy's LoRA adapter is not on the device (attach it with policy_attach_lora)");
+  return &policy.cuda_lora;
+}
+const CudaLora* device_lora(const Policy& policy, const char* who) {
+  return device_lora(const_cast<Policy&>(policy), who);
 }
 
 }  // namespace
@@ -54,6 +61,29 @@ Policy cuda_frozen_policy(QwenModel& host, int device) {
   return p;
 }
 
+void policy_attach_lora(Policy& policy, LoraAdapter* adapter, bool grads) {
+  policy.lora = adapter;
+  policy.cuda_lora = CudaLora{};
+  if (!policy.on_cuda) return;
+  policy.cuda_adamw = CudaAdamW{};  // the moments of what trained before (the base or another adapter)
+  if (adapter) policy.cuda_lora = upload_lora(*adapter, policy.cuda, grads);
+}
+
+Policy policy_base(const Policy& policy) {
+  Policy p;
+  p.host = policy.host;
+  p.on_cuda = policy.on_cuda;
+  if (policy.on_cuda) {
+    // The same bf16 weights (Tensor copies share their storage), nothing trainable: the reference
+    // never runs a backward or an optimizer step.
+    p.cuda.shape = policy.cuda.shape;
+    p.cuda.device = policy.cuda.device;
+    p.cuda.stream = policy.cuda.stream;
+    p.cuda.weights = policy.cuda.weights;
+  }
+  return p;
+}
+
 int64_t policy_kv_block_bytes(const Policy& policy, int64_t block_size) {
   const QwenConfig& c = policy.config();
   int64_t elem = policy.on_cuda ? 2 : static_cast<int64_t>(sizeof(float));
@@ -71,8 +101,8 @@ PolicyKV make_policy_kv(const Policy& policy, int64_t num_blocks, int64_t block_
 void policy_forward_cached(const Policy& policy, PolicyKV& cache, const std::vector<CachedInput>& inputs,
                            PolicyLogits& logits) {
   check(cache.on_cuda == policy.on_cuda, "policy: the KV cache is on another device than the policy");
-  check_no_cuda_lora(policy, "policy_forward_cached");
-  if (policy.on_cuda) forward_cached_cuda(policy.cuda, cache.cuda, inputs, logits.cuda);
+  if (policy.on_cuda)
+    forward_cached_cuda(policy.cuda, cache.cuda, inputs, logits.cuda, false, device_lora(policy, "policy_forward_cached"));
   else forward_cached(*policy.host, cache.host, inputs, logits.host, false, policy.lora);
 }
 
@@ -124,7 +154,16 @@ PolicyActivations policy_init_training(Policy& policy, const TrainOptions& optio
   acts.on_cuda = policy.on_cuda;
   if (policy.on_cuda) {
     acts.cuda = make_cuda_train_state(policy.cuda, options);
-    if (!policy.cuda_adamw.m.defined()) policy.cuda_adamw = make_cuda_adamw(policy.cuda, adamw);
+    if (CudaLora* lora = device_lora(policy, "policy_init_training")) {
+      // Attached without gradients (or placed and since dropped): a buffer of its own.
+      if (!lora->grads.defined()) {
+        lora->grads = empty({lora->num_params}, DType::F32, cuda_device(lora->device));
+        zero_lora_grads_cuda(*lora);
+      }
+      if (!policy.cuda_adamw.m.defined()) policy.cuda_adamw = make_cuda_adamw(*lora, adamw);
+    } else if (!policy.cuda_adamw.m.defined()) {
+      policy.cuda_adamw = make_cuda_adamw(policy.cuda, adamw);
+    }
   } else {
     if (policy.lora) {
       // The base stays frozen: no base gradients at all (a LoRA run's memory plan prices none).
@@ -138,6 +177,7 @@ PolicyActivations policy_init_training(Policy& policy, const TrainOptions& optio
 }
 
 bool policy_training_ready(const Policy& policy) {
+  if (policy.on_cuda && policy.lora) return policy.cuda_lora.grads.defined() && policy.cuda_adamw.m.defined();
   if (policy.on_cuda) return policy.cuda.grads.defined() && policy.cuda_adamw.m.defined();
   if (policy.lora) return policy.lora->grads.size() == policy.lora->params.size();
   return policy.host->grads.size() == policy.host->params.size();
@@ -153,7 +193,7 @@ TrainableBuffers policy_trainable(Policy& policy) {
 }
 
 int64_t policy_num_trainable(const Policy& policy) {
-  if (policy.on_cuda) return policy.cuda.num_params();
+  if (policy.on_cuda) return policy.lora ? policy.cuda_lora.num_params : policy.cuda.num_params();
   return policy.lora ? policy.lora->num_params : policy.host->num_params;
 }
 
@@ -161,16 +201,18 @@ void policy_forward_logprobs(const Policy& policy, PolicyActivations& acts, cons
                              const std::vector<int32_t>& targets, float* logprobs, float* entropy,
                              float logit_scale) {
   check(acts.on_cuda == policy.on_cuda, "policy: the activations are on another device than the model");
-  check_no_cuda_lora(policy, "policy_forward_logprobs");
-  if (policy.on_cuda) forward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, logprobs, entropy, logit_scale);
+  if (policy.on_cuda)
+    forward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, logprobs, entropy, logit_scale,
+                          device_lora(policy, "policy_forward_logprobs"));
   else forward_logprobs(*policy.host, acts.host, batch, targets, logprobs, entropy, logit_scale, policy.lora);
 }
 
 void policy_forward_logprobs_masked(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
                                     const std::vector<int32_t>& targets, const uint8_t* mask, float* logprobs) {
   check(acts.on_cuda == policy.on_cuda, "policy: the activations are on another device than the model");
-  check_no_cuda_lora(policy, "policy_forward_logprobs_masked");
-  if (policy.on_cuda) forward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, logprobs);
+  if (policy.on_cuda)
+    forward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, logprobs, nullptr, 1.0f,
+                          device_lora(policy, "policy_forward_logprobs_masked"));
   else forward_logprobs_masked(*policy.host, acts.host, batch, targets, mask, logprobs, policy.lora);
 }
 
@@ -178,13 +220,15 @@ void policy_backward_logprobs(Policy& policy, PolicyActivations& acts, const Pac
                               const std::vector<int32_t>& targets, const float* dlogprobs, const float* dentropy,
                               const float* entropy) {
   check(!dentropy || entropy, "policy backward: dentropy needs the entropy the forward returned");
-  check_no_cuda_lora(policy, "policy_backward_logprobs");
-  if (policy.on_cuda) backward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, dlogprobs, dentropy);
+  if (policy.on_cuda)
+    backward_logprobs_cuda(policy.cuda, acts.cuda, batch, targets, dlogprobs, dentropy,
+                           device_lora(policy, "policy_backward_logprobs"));
   else backward_logprobs(*policy.host, acts.host, batch, targets, dlogprobs, dentropy, entropy, policy.lora);
 }
 
 void policy_zero_grads(Policy& policy) {
-  if (policy.on_cuda) zero_grads(policy.cuda);
+  if (CudaLora* lora = device_lora(policy, "policy_zero_grads")) zero_lora_grads_cuda(*lora);
+  else if (policy.on_cuda) zero_grads(policy.cuda);
   else if (policy.lora) zero_lora_grads(*policy.lora);
   else zero_grads(*policy.host);
 }
@@ -194,7 +238,8 @@ double policy_grad_sq_sum(Policy& policy) {
     const TrainableBuffers t = policy_trainable(policy);
     return grad_sq_sum_cpu(t.grads, t.n);
   }
-  double norm = grad_norm_cuda(policy.cuda, policy.cuda_adamw);
+  CudaLora* lora = device_lora(policy, "policy_grad_sq_sum");
+  double norm = lora ? grad_norm_cuda(*lora, policy.cuda_adamw) : grad_norm_cuda(policy.cuda, policy.cuda_adamw);
   return norm * norm;
 }
 
@@ -232,11 +277,17 @@ void policy_adamw_step(Policy& policy, OptimizerState& optimizer, const AdamWCon
         policy.cuda_adamw.bf16_moments ? "bf16" : "fp32", ", the optimizer state says ", optimizer.bf16 ? "bf16" : "fp32");
   policy.cuda_adamw.config = config;
   policy.cuda_adamw.step = optimizer.adam_step - 1;  // adamw_step_cuda advances it to adam_step
-  adamw_step_cuda(policy.cuda, policy.cuda_adamw, lr, max_norm, /*sq_sum_ready=*/true);
+  if (CudaLora* lora = device_lora(policy, "policy_adamw_step"))
+    adamw_step_cuda(*lora, policy.cuda_adamw, lr, max_norm, /*sq_sum_ready=*/true);
+  else
+    adamw_step_cuda(policy.cuda, policy.cuda_adamw, lr, max_norm, /*sq_sum_ready=*/true);
 }
 
 void policy_download(const Policy& policy, QwenModel& out) {
-  if (policy.on_cuda) return download_model(policy.cuda, out);
+  if (const CudaLora* lora = device_lora(policy, "policy_download")) download_lora(*lora, *policy.lora);
+  // A frozen base (a LoRA run's, or cuda_frozen_policy's) has no master: the host model it was
+  // uploaded from is current.
+  if (policy.on_cuda && policy.cuda.master.defined()) return download_model(policy.cuda, out);
   if (&out != policy.host) out.params = policy.host->params;
 }
 
@@ -259,14 +310,14 @@ void policy_download_optimizer(const Policy& policy, OptimizerState& out) {
   const CudaAdamW& opt = policy.cuda_adamw;
   check(opt.m.defined(), "policy: no device optimizer state to download");
   out.bf16 = opt.bf16_moments;
-  auto [m, v] = host_moments(out, policy.cuda.num_params());
+  auto [m, v] = host_moments(out, policy_num_trainable(policy));
   model_copy(m, opt.m.data(), opt.m.nbytes(), CopyKind::DeviceToHost, policy.cuda.stream);
   model_copy(v, opt.v.data(), opt.v.nbytes(), CopyKind::DeviceToHost, policy.cuda.stream);
 }
 
 void policy_upload_optimizer(Policy& policy, const OptimizerState& in) {
   if (!policy.on_cuda) return;
-  const int64_t n = policy.cuda.num_params();
+  const int64_t n = policy_num_trainable(policy);
   CudaAdamW& opt = policy.cuda_adamw;
   check(opt.m.defined(), "policy: policy_init_training first (no device optimizer state)");
   check(in.bf16 == opt.bf16_moments, "policy: the optimizer state's moments are ", in.bf16 ? "bf16" : "fp32",

@@ -10,6 +10,7 @@
 
 #include "kernels/adamw.h"
 #include "kernels/sampling.h"
+#include "model/cuda_lora.h"
 #include "model/cuda_model.h"
 #include "model/infer.h"
 #include "model/kv_cache.h"
@@ -28,11 +29,15 @@ struct Policy {
   bool on_cuda = false;
   CudaModel cuda;       // on_cuda: weights, master, grads
   CudaAdamW cuda_adamw;  // on_cuda, after policy_init_training: m, v (OptimizerState's m/v stay empty)
-  // CPU only, never owned: a LoRA adapter every forward applies unmerged (model/lora.h); null: the
-  // model alone. With one, training updates the adapter alone: the gradients, their norm and
+  // Never owned: a LoRA adapter every forward applies unmerged (model/lora.h); null: the model
+  // alone. With one, training updates the adapter alone: the gradients, their norm and
   // all-reduce, AdamW and its ZeRO slices act on the adapter's buffers (policy_trainable) and the
-  // base model stays frozen, bit for bit. The CUDA functions refuse one (not implemented there yet).
+  // base model stays frozen, bit for bit. On CUDA set it with policy_attach_lora, which uploads it
+  // into cuda_lora; then `lora` is the host copy policy_download refreshes for checkpoints.
   LoraAdapter* lora = nullptr;
+  // on_cuda with lora: the adapter on the device (master, bf16 copy, grads; model/cuda_lora.h),
+  // passed to every CUDA model call. cuda_adamw then holds the adapter's moments, not the base's.
+  CudaLora cuda_lora;
   const QwenConfig& config() const { return host->config; }
 };
 
@@ -49,6 +54,16 @@ Policy cuda_policy(QwenModel& host, int device = 0, bool grads = true);
 // self-taught's rollouts), where the master and gradient buffers would take 8 bytes/parameter
 // for nothing.
 Policy cuda_frozen_policy(QwenModel& host, int device = 0);
+// Sets policy.lora = adapter (null: none). On CUDA it also uploads the adapter next to the base
+// (upload_lora: same device and stream; grads false: no gradient buffer, the trainer places one in
+// its phase region) and drops any device moments (they were the previous trainable buffer's).
+// A LoRA run on CUDA uploads the base with cuda_frozen_policy (bf16 weights only) and then
+// attaches: the base is never trained, so it needs no master and no gradients.
+void policy_attach_lora(Policy& policy, LoraAdapter* adapter, bool grads = true);
+// The base alone, sharing the policy's device weights (no second upload) or its host model: a
+// LoRA run's KL reference (the base with the adapter off). Read-only use only: it holds no
+// master, gradients or moments.
+Policy policy_base(const Policy& policy);
 
 // ---- inference: a paged KV cache on the policy's device and one batched forward ----
 struct PolicyKV {
@@ -81,7 +96,8 @@ std::vector<SampledToken> policy_sample(const Policy& policy, PolicyLogits& logi
 // ---- training ----
 // The host buffers training updates: a LoRA adapter's A and B (params, grads) when one is
 // attached, else the whole model's. Gradient reduction, the norm, AdamW and checkpoints' optimizer
-// moments all run over this one buffer. CPU only (grads empty until policy_init_training).
+// moments all run over this one buffer. CPU only (grads empty until policy_init_training); on
+// CUDA the same roles are the device buffers (cuda.* or, with an adapter, cuda_lora.*).
 struct TrainableBuffers {
   float* params = nullptr;
   float* grads = nullptr;
@@ -97,8 +113,9 @@ struct PolicyActivations {
   bool on_cuda = false;
   int64_t max_tokens() const { return on_cuda ? cuda.options.max_tokens : host.options.max_tokens; }
 };
-// Allocates the gradients (CPU: alloc_grads, or the adapter's alloc_lora_grads; CUDA: already there) and, on CUDA, the AdamW
-// moments (zero); returns the activation plan for `options`.
+// Allocates the gradients (CPU: alloc_grads, or the adapter's alloc_lora_grads; CUDA: the base's
+// are already there, the adapter's are allocated when it was attached without) and, on CUDA, the
+// AdamW moments (zero) of the trainable buffer; returns the activation plan for `options`.
 PolicyActivations policy_init_training(Policy& policy, const TrainOptions& options, const AdamWConfig& adamw);
 bool policy_training_ready(const Policy& policy);  // gradients (and device moments) allocated
 
@@ -133,8 +150,12 @@ void policy_adamw_step_slice(Policy& policy, OptimizerState& optimizer, const fl
                              const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum);
 
 // ---- checkpoints: master weights and moments to the host and back ----
-void policy_download(const Policy& policy, QwenModel& out);  // CPU: copies params when out is another model
-void policy_download_optimizer(const Policy& policy, OptimizerState& out);  // CUDA: m, v into out
-void policy_upload_optimizer(Policy& policy, const OptimizerState& in);     // CUDA: m, v from in
+// CPU: copies params when out is another model. CUDA: the master into `out`; with an adapter the
+// adapter's master into *policy.lora instead (the frozen base has no master: the host copy is
+// current, copied into out when out is another model).
+void policy_download(const Policy& policy, QwenModel& out);
+// CUDA: m, v (the trainable buffer's: the adapter's with one) into out / from in.
+void policy_download_optimizer(const Policy& policy, OptimizerState& out);
+void policy_upload_optimizer(Policy& policy, const OptimizerState& in);
 
 }  // namespace sqlrl::rl

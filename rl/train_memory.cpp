@@ -69,7 +69,13 @@ TrainMemory start_train_memory(Policy& policy, const MemoryPlan& plan, const Tra
     return mem;
   }
   const bool offload = plan.modes.offload_optimizer;
-  policy.cuda_adamw = make_cuda_adamw(policy.cuda, adamw, plan.modes.bf16_moments, /*allocate_moments=*/!offload);
+  // With a LoRA adapter (policy_attach_lora on the frozen base) the moments are the adapter's.
+  check(!policy.lora || policy.cuda_lora.weights.defined(),
+        "memory plan: the policy's LoRA adapter is not on the device (policy_attach_lora)");
+  check(!policy.lora || plan.trainable_params == n, "memory plan: priced ", plan.trainable_params,
+        " trainable parameters, the policy's LoRA adapter has ", n);
+  policy.cuda_adamw = policy.lora ? make_cuda_adamw(policy.cuda_lora, adamw, plan.modes.bf16_moments, !offload)
+                                  : make_cuda_adamw(policy.cuda, adamw, plan.modes.bf16_moments, /*allocate_moments=*/!offload);
   if (moments_size(optimizer) == n) {  // resumed: the checkpoint's moments
     if (!offload) {
       policy_upload_optimizer(policy, optimizer);
@@ -81,6 +87,7 @@ TrainMemory start_train_memory(Policy& policy, const MemoryPlan& plan, const Tra
     optimizer = std::move(zero);
   }
   policy.cuda.grads = Tensor{};
+  policy.cuda_lora.grads = Tensor{};  // the adapter's, when one: placed in the region per train step
   mem.region = empty({plan.phase_bytes}, DType::U8, cuda_device(policy.cuda.device));
   return mem;
 }
@@ -95,6 +102,7 @@ PolicyKV& memory_for_rollout(Policy& policy, TrainMemory& mem, OptimizerState& o
     policy.cuda_adamw.m = Tensor{}, policy.cuda_adamw.v = Tensor{};
   }
   policy.cuda.grads = Tensor{};
+  policy.cuda_lora.grads = Tensor{};
   mem.acts = PolicyActivations{};
   mem.kv = make_policy_kv(policy, mem.plan.kv_blocks, mem.kv_block_size, &mem.region);
   mem.phase = TrainMemory::Phase::Rollout;
@@ -107,10 +115,16 @@ PolicyActivations& memory_for_train(Policy& policy, TrainMemory& mem, OptimizerS
     return mem.acts;
   }
   mem.kv = PolicyKV{};
-  const int64_t n = policy.cuda.num_params();
+  const int64_t n = policy_num_trainable(policy);  // the adapter's parameters in a LoRA run
   size_t used = 0;
-  policy.cuda.grads = view_bytes(mem.region, take(used, sizeof(float) * n), {n}, DType::F32);
-  zero_grads(policy.cuda);
+  Tensor grads = view_bytes(mem.region, take(used, sizeof(float) * n), {n}, DType::F32);
+  if (policy.lora) {
+    policy.cuda_lora.grads = std::move(grads);
+    zero_lora_grads_cuda(policy.cuda_lora);
+  } else {
+    policy.cuda.grads = std::move(grads);
+    zero_grads(policy.cuda);
+  }
   if (moments_in_region(policy, mem)) {
     CudaAdamW& opt = policy.cuda_adamw;
     const size_t bytes = dtype_size(opt.moment_dtype()) * static_cast<size_t>(n);
@@ -118,6 +132,10 @@ PolicyActivations& memory_for_train(Policy& policy, TrainMemory& mem, OptimizerS
     opt.v = view_bytes(mem.region, take(used, bytes), {n}, opt.moment_dtype());
     policy_upload_optimizer(policy, optimizer);
   }
+  // The plan's LoRA backward scratch slot (u, du): kept so that the activations sit where the plan
+  // put them and the fits-check below is the plan's. The CUDA LoRA functions take their scratch
+  // (half of it: bf16) from the caching allocator per call, so the slot itself stays unused.
+  if (policy.lora) take(used, static_cast<size_t>(4 * lora_backward_scratch_floats(policy.lora->config, mem.train.max_tokens)));
   const size_t acts_at = take(used, static_cast<size_t>(cuda_train_state_bytes(policy.config(), mem.train)));
   check(used <= mem.region.nbytes(), "memory plan: the train step needs ", used, " region bytes, the plan gave ",
         mem.region.nbytes());

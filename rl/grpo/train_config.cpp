@@ -33,7 +33,7 @@ OptionTable config_fields(TrainConfig& c) {
   add_lora_options(t, c);
   add_adapter_options(t, c);
   set_option_help(t, "adapter", "PEFT LoRA adapter folder to go on training (its files set rank, alpha and targets; "
-                  "the base frozen); cpu only");
+                  "the base frozen)");
   t.insert(t.end(), {
       {"tiny-vocab", "embedded model: BPE vocabulary size (added tokens included)", &c.tiny_vocab},
       {"tiny-hidden", "embedded model: hidden size", &c.tiny_hidden},

@@ -185,7 +185,6 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
 
   RunLock own_lock;
   if (owner && env.lock.fd < 0) own_lock = lock_run_folder(dir);
-  check(!env.adapter || !cuda, "train: a LoRA adapter trains on the CPU only for now (--device cpu)");
   check(!env.adapter || !env.reference, "train: a LoRA run's KL reference is its frozen base; TrainEnv::reference "
         "must be empty");
   // What AdamW updates: the adapter's parameters in a LoRA run, else the model's.
@@ -276,13 +275,18 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   if (!quiet) std::printf("memory: %s\n", plan.modes.describe().c_str());
   // Upload once (after a resume loaded its weights); the host model is then only the shape and
   // the staging buffer of each checkpoint's download.
-  Policy policy = cuda ? cuda_policy(env.model, gpu, /*grads=*/false) : cpu_policy(env.model);
-  policy.lora = env.adapter.get();
-  // LoRA: the reference is the frozen base itself, run without the adapter.
+  // LoRA on CUDA: the base frozen (bf16 weights only, as the plan prices it), the adapter trained
+  // (its gradients placed in the phase region by start_train_memory: attached without).
+  Policy policy = !cuda ? cpu_policy(env.model)
+                  : env.adapter ? cuda_frozen_policy(env.model, gpu)
+                                : cuda_policy(env.model, gpu, /*grads=*/false);
+  policy_attach_lora(policy, env.adapter.get(), /*grads=*/false);
+  // LoRA: the reference is the frozen base itself, run without the adapter (on CUDA the same
+  // device weights: policy_base uploads nothing).
   const bool has_reference = mo.reference_model;
   Policy reference;
   if (env.reference) reference = cuda ? cuda_frozen_policy(*env.reference, gpu) : cpu_policy(*env.reference);
-  else if (has_reference) reference = cpu_policy(env.model);
+  else if (has_reference) reference = policy_base(policy);
   TrainMemory memory = start_train_memory(policy, plan, to, base.kv_block_size, gc.adamw, optimizer);
   SchemaCache schemas;
 

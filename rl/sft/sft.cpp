@@ -236,7 +236,6 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   MemoryPlanOptions mo = memory_plan_options(options.memory, cuda);
   mo.rollout = false;
   mo.tokens_per_micro_batch = config.micro_batch_tokens;
-  check(!options.adapter || !cuda, "sft: a LoRA adapter trains on the CPU only for now (--device cpu)");
   if (options.adapter) mo.lora = options.adapter->config;
   const MemoryPlan mplan = plan_memory(model.config, mo);
   check(mplan.fits, "sft: the memory plan does not fit: ", mplan.problem,
@@ -305,8 +304,12 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   // bits do not depend on the thread count (a rank bound to one core vs a process with two).
   const DataParallel dp{&comm, cuda || comm.world_size > 1 ? 1 : config.grad_accum, true, 0};
   if (dp.shards() > 1) set_gemm_thread_independent(true);
-  Policy policy = cuda ? cuda_policy(model, gpu, /*grads=*/false) : cpu_policy(model);
-  policy.lora = options.adapter;
+  // LoRA on CUDA: the base frozen (bf16 weights only), the adapter trained (gradients in the
+  // phase region: attached without).
+  Policy policy = !cuda ? cpu_policy(model)
+                  : options.adapter ? cuda_frozen_policy(model, gpu)
+                                    : cuda_policy(model, gpu, /*grads=*/false);
+  policy_attach_lora(policy, options.adapter, /*grads=*/false);
   TrainMemory memory = start_train_memory(policy, mplan, topt, RolloutOptions{}.kv_block_size, config.adamw, optimizer);
   PolicyActivations& acts = memory_for_train(policy, memory, optimizer);
   run.modes = executed_modes(policy, memory, optimizer);

@@ -157,7 +157,7 @@ struct SftRunOptions {
   // (tests, the demo, self-taught's rounds unless asked).
   bool progress = false;
   std::string progress_label = "sft";
-  // A LoRA run (model/lora.h; CPU): this adapter is trained and `model` stays frozen; the
+  // A LoRA run (model/lora.h; either device): this adapter is trained and `model` stays frozen; the
   // optimizer's moments are the adapter's, and checkpoints hold it in PEFT's files instead of
   // the weights (rl/run_folder.h). Never owned; null: every weight is trained.
   LoraAdapter* adapter = nullptr;

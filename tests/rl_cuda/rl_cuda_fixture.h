@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "model/cuda_ops.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "rl/agent/trajectory.h"
 #include "rl/policy.h"
@@ -47,6 +49,39 @@ inline QwenModel bf16_model(int64_t vocab, uint32_t seed, int64_t max_positions 
     }
   }
   return m;
+}
+
+// A rank-8 adapter (alpha 16: scale 2) on all seven projections of every layer, as
+// tests/model_cuda/test_lora_cuda.cpp makes one: PEFT's A and a non-zero B (normals of std 0.1,
+// so each adapted projection's low-rank term is about a third of its output and the adapter
+// moves the logits by about their own rms: an adapter the device ignored is far outside every
+// bf16 budget), both bf16-exact so the CPU's f32 and the device's bf16 copy hold the same numbers.
+inline LoraAdapter bf16_adapter(const QwenConfig& model, uint32_t seed) {
+  LoraConfig lc;
+  lc.rank = 8;
+  lc.alpha = 16;
+  lc.target_pattern = "all-linear";
+  LoraAdapter a = init_adapter(lc, model, seed);
+  std::mt19937 rng(seed + 1);
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  for (const LoraView& v : a.table)
+    if (v.is_b)
+      for (int64_t i = 0; i < v.numel(); ++i) a.params[static_cast<size_t>(v.offset + i)] = normal(rng);
+  for (float& x : a.params) x = bf16_bits_to_f32(f32_to_bf16_bits(x));
+  return a;
+}
+
+// The base's bf16 weights as they are on the device (a frozen base must stay bit for bit).
+inline std::vector<uint16_t> device_weight_bits(const Policy& p) {
+  std::vector<uint16_t> out(static_cast<size_t>(p.cuda.num_params()));
+  model_copy(out.data(), p.cuda.weights.data(), p.cuda.weights.nbytes(), CopyKind::DeviceToHost, p.cuda.stream);
+  return out;
+}
+
+// The roundings on a path through the model with an adapter (test_lora_cuda.cpp's count): each
+// adapted projection stores its output once more and its low-rank term u once.
+inline int bf16_lora_roundings(const QwenConfig& c) {
+  return sqlrl::testing::bf16_roundings(c) + 2 * kLoraModules * static_cast<int>(c.num_hidden_layers);
 }
 
 // The CPU's draws along one of its own trajectories, judged against the device's error: the CPU

@@ -268,6 +268,111 @@ TEST(GrpoCuda, ClipAndKlBranchesMatchTheCpuWithRatioAwayFromOne) {
   EXPECT_NEAR(got.grad_norm, want.grad_norm, 0.05 * want.grad_norm);
 }
 
+// GRPO of a LoRA adapter on the CUDA policy (the base uploaded frozen, the adapter attached; the
+// KL reference the same device weights with the adapter off: policy_base) against the CPU's LoRA
+// step on the same fixture, for 2 steps. The adapter has a non-zero B (bf16_adapter), so the
+// policy and its reference differ from the first step: an adapter the device forward ignored
+// gives ref_kl 0, a reference that applied it too gives ref_kl 0, and one whose gradients or
+// update went to the wrong buffer leaves the adapter unchanged or the base changed.
+//
+// Budgets, those of StepMatchesTheCpuWithinBf16AndAdamWIsExact scaled to the adapter's extra
+// roundings where they depend on them:
+//  - loss: the policy term is exact at ratio 1 (one epoch, as there); the KL term is kl_coef
+//    times a token mean of k3(d) ~ d^2 / 2 with d = ref - logp, the adapter's effect on a
+//    log-prob. test_lora_cuda.cpp holds the device's effect within 0.4 of the effect's norm in L2
+//    with a 12-sigma budget (an expected error of a sixth of it); at an error share e <= 0.2 the
+//    mean of d^2 moves by a factor in [(1 - e)^2, (1 + e)^2] = [0.64, 1.44]: ref_kl within 50%,
+//    and the loss within kl_coef * 0.5 * ref_kl;
+//  - grad norm: the adapter's gradients within kGradSigmas sqrt(2R) u relative L2
+//    (test_lora_cuda.cpp, R = bf16_lora_roundings), so the norm too (triangle inequality);
+//  - entropy: the existing 2%, scaled by sqrt(R_lora / R_base) (the logits' error grows so);
+//  - the first update, parameter by parameter: as SftCuda's FirstUpdateMovesEachParameter (from
+//    zero moments AdamW moves each parameter by ~lr sign(g) plus the same weight decay on both
+//    devices; they differ only where bf16 flips a near-zero gradient's sign): 0.5 relative L2.
+TEST(GrpoCuda, LoraStepsTrainTheAdapterAloneAsTheCpuDoes) {
+  const QwenModel initial = bf16_model(512, 7);
+  const LoraAdapter start = bf16_adapter(initial.config, 5);
+  const std::vector<Trajectory> batch = batch_of_two_groups();
+  const float kl_coef = 0.1f;
+  GrpoConfig cfg = config(kl_coef);
+  TrainOptions to;
+  to.max_tokens = 128;
+
+  // CPU: the adapter on the policy, the base alone as the reference (what train_loop builds).
+  QwenModel cpu = initial;
+  LoraAdapter cpu_ad = start;
+  Policy cp = cpu_policy(cpu);
+  policy_attach_lora(cp, &cpu_ad);
+  Policy cpu_ref = policy_base(cp);
+  PolicyActivations cpu_acts = policy_init_training(cp, to, cfg.adamw);
+  OptimizerState cpu_opt = make_optimizer_state(cpu_ad.num_params);
+  const GrpoStepStats want = grpo_step(cp, &cpu_ref, cpu_opt, cpu_acts, batch, cfg);
+  const std::vector<float> cpu_after1 = cpu_ad.params;
+  ASSERT_GT(want.ref_kl, 0.0) << "the adapter must move the policy away from its base";
+  ASSERT_NE(cpu_after1, start.params);
+
+  SQLRL_REQUIRE_CUDA();
+
+  QwenModel dev_host = initial;
+  LoraAdapter dev_ad = start;
+  Policy dev = cuda_frozen_policy(dev_host);
+  policy_attach_lora(dev, &dev_ad);
+  Policy ref = policy_base(dev);
+  EXPECT_EQ(ref.cuda.weights.data(), dev.cuda.weights.data()) << "the reference must share the base, not copy it";
+  EXPECT_EQ(policy_num_trainable(dev), start.num_params);
+  const std::vector<uint16_t> base_bits = device_weight_bits(dev);
+  PolicyActivations acts = policy_init_training(dev, to, cfg.adamw);
+  OptimizerState dev_opt;
+  const GrpoStepStats got = grpo_step(dev, &ref, dev_opt, acts, batch, cfg);
+  std::printf("LoRA step 1: loss cpu %.6g cuda %.6g, grad norm cpu %.6g cuda %.6g, entropy cpu %.6g cuda %.6g, "
+              "ref_kl cpu %.5g cuda %.5g\n", want.loss, got.loss, want.grad_norm, got.grad_norm, want.entropy, got.entropy,
+              want.ref_kl, got.ref_kl);
+  ASSERT_EQ(got.updates, 1);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_NEAR(got.ref_kl, want.ref_kl, 0.5 * want.ref_kl);
+  EXPECT_NEAR(got.loss, want.loss, kl_coef * 0.5 * want.ref_kl + 1e-6);
+  const double R = bf16_lora_roundings(initial.config), R0 = sqlrl::testing::bf16_roundings(initial.config);
+  const double grad_budget = 4 * std::sqrt(2 * R) * sqlrl::testing::kBf16Roundoff;
+  EXPECT_NEAR(got.grad_norm, want.grad_norm, grad_budget * want.grad_norm);
+  EXPECT_NEAR(got.entropy, want.entropy, 0.02 * std::sqrt(R / R0) * want.entropy);
+
+  // The first update of each adapter parameter against the CPU's.
+  policy_download(dev, dev_host);
+  double diff = 0, norm = 0;
+  int64_t moved = 0;
+  for (size_t i = 0; i < start.params.size(); ++i) {
+    const double dc = double(cpu_after1[i]) - start.params[i], dd = double(dev_ad.params[i]) - start.params[i];
+    diff += (dd - dc) * (dd - dc), norm += dc * dc;
+    moved += dc != 0;
+  }
+  std::printf("LoRA first update: %lld of %lld adapter parameters moved on the CPU; ||d_cuda - d_cpu|| / ||d_cpu|| = "
+              "%.3f\n", static_cast<long long>(moved), static_cast<long long>(start.num_params), std::sqrt(diff / norm));
+  ASSERT_GT(moved, start.num_params / 4);
+  EXPECT_LE(std::sqrt(diff / norm), 0.5);
+
+  // A second step: the adapter moves on, the base stays bit for bit (on the device and the host).
+  const std::vector<float> after1 = dev_ad.params;
+  const GrpoStepStats got2 = grpo_step(dev, &ref, dev_opt, acts, batch, cfg);
+  EXPECT_EQ(got2.updates, 1);
+  EXPECT_EQ(dev_opt.adam_step, 2);
+  EXPECT_TRUE(std::isfinite(got2.loss));
+  policy_download(dev, dev_host);
+  EXPECT_NE(dev_ad.params, after1);
+  EXPECT_EQ(device_weight_bits(dev), base_bits);
+  EXPECT_EQ(dev_host.params, initial.params);
+
+  // The adapter's moments round-trip through the host (resume), sized to the adapter.
+  OptimizerState moments;
+  policy_download_optimizer(dev, moments);
+  ASSERT_EQ(moments_size(moments), start.num_params);
+  OptimizerState zeros = make_optimizer_state(start.num_params), back;
+  zeros.m[3] = 0.25f, zeros.v[5] = 2.0f;
+  policy_upload_optimizer(dev, zeros);
+  policy_download_optimizer(dev, back);
+  EXPECT_EQ(back.m, zeros.m);
+  EXPECT_EQ(back.v, zeros.v);
+}
+
 TEST(GrpoCuda, WithoutADeviceTheCudaPolicyFailsNamingIt) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
   QwenModel m = bf16_model(64, 1);

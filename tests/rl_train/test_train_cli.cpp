@@ -90,7 +90,8 @@ TEST(TrainCli, EmbeddedDefaultTwoStepsThenResume) {
 
 // --lora-rank reaches the trainer: the checkpoint holds PEFT's adapter files and no weights, the
 // run's line names the adapter, resume continues it, a changed rank is refused on resume, and
-// LoRA on cuda (not implemented) is one line before anything is written.
+// LoRA on cuda meets the device checks full fine-tuning does (here: no GPU, or the embedded model's
+// head_dim) in one line before anything is written; no LoRA refusal of its own.
 TEST(TrainCli, LoraRankTrainsAnAdapterAndResumesIt) {
   const std::string dir = fresh_dir("cli_lora");
   CliRun r = run_train("--max-steps 1 --lora-rank 4 --lora-target-modules q_proj,v_proj --out " + dir);
@@ -110,7 +111,7 @@ TEST(TrainCli, LoraRankTrainsAnAdapterAndResumesIt) {
   ASSERT_EQ(again.rc, 0) << again.err;
   EXPECT_EQ(count_lines(dir + "/metrics.jsonl"), 2u);
   EXPECT_TRUE(fs::exists(checkpoint_dir(dir, 2) + "/adapter_model.safetensors"));
-  expect_clean_failure("--max-steps 1 --lora-rank 4 --device cuda", "lora-rank", fresh_dir("cli_lora_cuda"));
+  expect_clean_failure("--max-steps 1 --lora-rank 4 --device cuda", "cuda", fresh_dir("cli_lora_cuda"));
 }
 
 // --overlong-buffer reaches the reward: with the buffer the whole cap, every trajectory of L
