@@ -43,8 +43,9 @@ struct ModelOptions {
   std::string weights;    // HF checkpoint file or folder
   std::string tokenizer;  // tokenizer.json or its folder; "" = the weights folder's
 };
-// A PEFT LoRA adapter applied unmerged on top of the weights (model/lora.h), for the commands
-// that only run the model (rollouts, decoding), on either device (CUDA: uploaded beside the base).
+// A PEFT LoRA adapter (model/lora.h) on either device (CUDA: uploaded beside the base): applied
+// unmerged by the commands that run the model (eval, generate), trained further on the frozen
+// base by those that train (train, sft, sft self-taught: training_adapter).
 struct AdapterOptions {
   std::string adapter;  // a folder with adapter_config.json + adapter_model.safetensors; "" = none
 };
