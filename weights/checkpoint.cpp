@@ -113,6 +113,15 @@ Checkpoint open_checkpoint(const std::string& path) {
   } else if (fs::exists(folder / kSingleName)) {
     add_file(c, open_safetensors((folder / kSingleName).string()));
   } else {
+    // A PEFT adapter folder (a LoRA run's checkpoint) holds no model: say what to do with it.
+    if (fs::exists(folder / "adapter_config.json")) {
+      std::string base;
+      const nlohmann::json j = nlohmann::json::parse(read_text((folder / "adapter_config.json").string()), nullptr, false);
+      if (j.is_object() && j.contains("base_model_name_or_path") && j["base_model_name_or_path"].is_string())
+        base = j["base_model_name_or_path"].get<std::string>();
+      fail(path, ": holds a LoRA adapter (adapter_config.json), not a model: pass its base model as --weights and this "
+           "folder as --adapter", base.empty() ? "" : " (its adapter_config.json names the base: " + base + ")");
+    }
     std::vector<std::string> found;
     for (const auto& item : fs::directory_iterator(folder))
       if (item.path().extension() == ".safetensors") found.push_back(item.path().string());

@@ -238,6 +238,25 @@ TEST(Checkpoint, ShardIndexMustAgreeWithShards) {
   expect_error(escape, "not a file name in the checkpoint folder");
 }
 
+// A LoRA run's checkpoint (PEFT's adapter files beside the optimizer) given as --weights: the
+// error says it is an adapter and names the base its adapter_config.json records, instead of
+// counting .safetensors files.
+TEST(Checkpoint, AnAdapterFolderIsNamedAsOneWithItsBase) {
+  TempDir dir;
+  testing::write_bytes(dir.file("adapter_config.json"), R"({"r": 4, "base_model_name_or_path": "/models/Qwen3-4B"})");
+  fs::copy_file(fixture_path("weights/st_all_dtypes.safetensors"), dir.file("adapter_model.safetensors"));
+  fs::copy_file(fixture_path("weights/st_all_dtypes.safetensors"), dir.file("optimizer.safetensors"));
+  try {
+    open_checkpoint(dir.path.string());
+    ADD_FAILURE() << "opened an adapter folder as a model";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("holds a LoRA adapter"), std::string::npos) << what;
+    EXPECT_NE(what.find("--adapter"), std::string::npos) << what;
+    EXPECT_NE(what.find("/models/Qwen3-4B"), std::string::npos) << what;
+  }
+}
+
 TEST(Checkpoint, InfersConfigForALoneFileAndSaysSo) {
   TempDir dir;
   fs::copy_file(fixture_path("weights/qwen3_tiny/model.safetensors"), dir.file("qwen3-tiny.safetensors"));
