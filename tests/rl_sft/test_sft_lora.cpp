@@ -145,14 +145,18 @@ TEST(SftLora, AnAdapterTrainedHereGivesPeftsLogits) {
 
   const LoraAdapter committed = load_adapter(fixture, base);
   ASSERT_EQ(committed.num_params, adapter.num_params);
-  // The committed adapter is this trainer's (f32 sums in the same order: equal up to the BLAS's
-  // rounding on another machine, far below what a changed trainer gives).
-  double worst = 0, scale = 0;
+  // The committed adapter is this trainer's. Other compiler flags or BLAS kernels round the f32
+  // sums differently (the -O1 sanitizer build: 2e-4 of the largest value, 6e-6 in L2), and AdamW's
+  // m / sqrt(v) passes such differences on in full where a gradient is near zero; a changed
+  // trainer (another scale, update or init) moves the adapter by tens of percent.
+  double diff = 0, norm = 0;
   for (int64_t i = 0; i < adapter.num_params; ++i) {
-    worst = std::max(worst, std::fabs(double(adapter.params[i]) - committed.params[i]));
-    scale = std::max(scale, std::fabs(double(committed.params[i])));
+    diff += (double(adapter.params[i]) - committed.params[i]) * (double(adapter.params[i]) - committed.params[i]);
+    norm += double(committed.params[i]) * committed.params[i];
   }
-  EXPECT_LE(worst, 1e-5 * scale) << "the trainer no longer makes the committed adapter (regenerate the fixture?)";
+  const double rel = std::sqrt(diff / norm);
+  std::printf("retrained adapter vs the committed one: %.3g relative L2\n", rel);
+  EXPECT_LE(rel, 1e-3) << "the trainer no longer makes the committed adapter (regenerate the fixture?)";
 
   const SafetensorsFile expected = open_safetensors(fixture + "/expected.safetensors");
   auto ints = [&](const char* name) {
@@ -173,8 +177,13 @@ TEST(SftLora, AnAdapterTrainedHereGivesPeftsLogits) {
   // test_lora.cpp's budget for PEFT's logits (f32 sums against float64).
   const double err = testing::scaled_max_error(logits_of(&committed), want);
   const double moved = testing::scaled_max_error(logits_of(nullptr), want);
-  std::printf("trained adapter: logits vs PEFT's %.3g of the largest; the base alone %.3g\n", err, moved);
+  // The adapter as retrained here, through PEFT's logits: the same budget widened by its distance
+  // from the committed one.
+  const double again = testing::scaled_max_error(logits_of(&adapter), want);
+  std::printf("trained adapter: logits vs PEFT's %.3g of the largest (retrained here: %.3g); the base alone %.3g\n",
+              err, again, moved);
   EXPECT_LE(err, 1e-4);
+  EXPECT_LE(again, 1e-2);
   EXPECT_GT(moved, 1e-2) << "the trained adapter must move the logits well past the budget";
 }
 
