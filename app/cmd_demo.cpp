@@ -4,7 +4,9 @@
 //       [--config FILE]
 // The resolved settings are written to DIR/config.toml (app/options.h).
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 #include "app/commands.h"
 #include "app/options.h"
@@ -30,6 +32,7 @@ struct DemoSettings : rl::OutputOptions, rl::DeviceOptions, rl::ProtocolOptions 
   std::vector<std::string> sets;  // KEY=VALUE, applied last
   std::vector<std::string> train_sets;  // KEY=VALUE of `llm_sqlrl train`, for the GRPO phase
   std::string sft_from;
+  std::string seeds;  // "1,2,3": one run per seed in OUT/seed-N and the claims over them
 };
 
 const std::string& set_help() {
@@ -66,6 +69,10 @@ OptionTable demo_options(DemoSettings& s) {
       {"sft-from", "an earlier demo folder (same sizes, seeds and protocol): start GRPO from its SFT checkpoint "
                    "instead of training SFT again (to compare GRPO variants on one SFT)", &s.sft_from},
   });
+  t.push_back({"seeds", "comma-separated seeds (e.g. 1,2,3), instead of --seed: one run per seed in OUT/seed-N (a "
+                         "finished one with the same settings is reused), then OUT/seeds.md and seeds.json: the "
+                         "figures by seed and whether each claim holds beyond the seeds' spread; with --sft-from, "
+                         "seed N starts from SFT_FROM/seed-N", &s.seeds});
   rl::add_device_options(t, s);
   set_option_help(t, "device", "cpu (f32) | cuda (one GPU: SFT, evaluations and GRPO; bf16 weights; needs --set head_dim=64)");
   return t;
@@ -101,6 +108,23 @@ void run_demo_command(DemoArgs& args) {
       std::fflush(stdout);
     };
   std::filesystem::create_directories(c.out);
+  if (!a.seeds.empty()) {
+    std::vector<uint64_t> seeds;
+    std::stringstream list(a.seeds);
+    for (std::string item; std::getline(list, item, ',');) {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+      check(!item.empty() && end == item.c_str() + item.size() && item[0] != '-', "demo --seeds: '", item,
+            "' is not a seed (a number >= 0) in '", a.seeds, "'");
+      seeds.push_back(v);
+    }
+    write_text_atomic((std::filesystem::path(c.out) / "config.toml").string(),
+                      options_to_toml(demo_options(a), "llm_sqlrl demo: the resolved configuration (llm_sqlrl demo --config FILE)"));
+    const nlohmann::ordered_json summary = rl::run_demo_seeds(c, seeds);
+    std::printf("\n%s\nwrote %s/seeds.md and seeds.json (each seed's run in %s/seed-N)\n",
+                rl::demo_seeds_table(summary).c_str(), c.out.c_str(), c.out.c_str());
+    return;
+  }
   write_text_atomic((std::filesystem::path(c.out) / "config.toml").string(),
                     options_to_toml(demo_options(a), "llm_sqlrl demo: the resolved configuration (llm_sqlrl demo --config FILE)"));
   rl::DemoReport r = rl::run_demo(c);

@@ -176,6 +176,25 @@ DemoReport run_demo(const DemoConfig& config);
 // first-right-final-wrong, SQL calls per trajectory, format errors) of the same cells, seconds,
 // cpu_seconds, phases, per-stage breakdowns and the sizes.
 nlohmann::ordered_json demo_report_json(const DemoReport& report);
+// The settings of a run as report.json records them: seed, synth_seed, protocol, device,
+// train_sets, sft_from (when set) and every DemoSizes knob ("sizes").
+nlohmann::ordered_json demo_settings_json(const DemoConfig& config);
+
+// The papers' two claims over several seeds (`demo --seeds`), from each seed's report.json:
+//   multi_turn_beats_single_turn  grid.multi.multi against grid.single.single (SkyRL-SQL's 2x2)
+//   grpo_beats_sft                dev_ex.rl against dev_ex.sft (multi-turn)
+// A claim holds when, on every seed, treatment - baseline > 0 and > the baseline's spread over
+// the seeds (max - min): the margin is more than the seed alone moves the baseline, and the worst
+// seed's treatment is above the best seed's baseline. seeds.json: "seeds" (a row per seed: SFT,
+// grid, stored_form / plain EX of each cell, copy errors, SFT dev loss, seconds) and "claims"
+// (margins, smallest and mean, both spreads, holds).
+nlohmann::ordered_json demo_seeds_json(const std::vector<nlohmann::json>& reports);
+std::string demo_seeds_table(const nlohmann::json& seeds_json);  // seeds.md
+// Runs the demo once per seed in OUT/seed-N (with sft_from, from SFT_FROM/seed-N); a seed folder
+// whose report.json has this run's settings is read back instead of run again, so a sweep stopped
+// half way continues. Writes OUT/seeds.json and OUT/seeds.md; returns seeds.json.
+nlohmann::ordered_json run_demo_seeds(const DemoConfig& config, const std::vector<uint64_t>& seeds);
+
 // The papers' style tables: the trained x evaluated grid with the SFT and base rows, EX by
 // difficulty and by trap category, the answer turn's figures.
 std::string demo_table(const DemoReport& report);

@@ -135,16 +135,13 @@ nlohmann::ordered_json demo_report_json(const DemoReport& r) {
   for (const DemoPhase& p : r.phases)
     phases.push_back({{"phase", p.name}, {"seconds", p.seconds}, {"cpu_seconds", p.cpu_seconds}});
   j["phases"] = phases;
-  j["seed"] = r.config.seed;
-  j["synth_seed"] = r.config.synth_seed;
-  j["protocol"] = r.config.protocol;
-  j["device"] = r.config.device;
+  const nlohmann::ordered_json settings = demo_settings_json(r.config);
+  for (const auto& [key, value] : settings.items()) j[key] = value;
   j["train_questions"] = r.train_questions;
   j["dev_questions"] = r.dev_questions;
   j["demos"] = r.demos;
   j["params"] = r.params;
   j["sft_loss"] = {{"first", r.sft_first_loss}, {"last", r.sft_last_loss}, {"dev", r.sft_dev_loss}};
-  if (!r.config.sft_from.empty()) j["sft_from"] = r.config.sft_from;  // losses 0: not trained here
   j["rl_reward_means"] = r.rl_reward_means;
   if (!r.rl_single_reward_means.empty()) j["rl_single_reward_means"] = r.rl_single_reward_means;
   if (!r.rl_eval.empty()) {
@@ -156,7 +153,18 @@ nlohmann::ordered_json demo_report_json(const DemoReport& r) {
   nlohmann::ordered_json stages = nlohmann::ordered_json::object();
   for (const DemoStage& s : r.stages) stages[s.name] = {{"multi_turn", summary_brief(s.multi)}, {"single_turn", summary_brief(s.single)}};
   j["stages"] = stages;
-  DemoSizes z = r.config.sizes;
+  return j;
+}
+
+nlohmann::ordered_json demo_settings_json(const DemoConfig& c) {
+  nlohmann::ordered_json j;
+  j["seed"] = c.seed;
+  j["synth_seed"] = c.synth_seed;
+  j["protocol"] = c.protocol;
+  j["device"] = c.device;
+  j["train_sets"] = c.train_sets;
+  if (!c.sft_from.empty()) j["sft_from"] = c.sft_from;  // SFT losses 0: not trained here
+  DemoSizes z = c.sizes;
   nlohmann::ordered_json sizes = nlohmann::ordered_json::object();
   for (const Option& o : demo_size_options(z))
     std::visit(
