@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "rl/demo/demo.h"
+#include "rl/demo/demo_format.h"
 #include "runtime/error.h"
 
 namespace sqlrl::rl {
@@ -23,14 +24,6 @@ std::string row_label(const DemoReport& r, const DemoStage& st) {
   if (st.multi.total.n == r.dev_questions) return stage_label(st.name);
   return str_cat(stage_label(st.name), ", ", st.multi.total.n, " questions");
 }
-
-std::string fixed(double x, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-  return buf;
-}
-
-std::string pct(double x) { return fixed(100.0 * x, 1); }
 
 const DemoStage* find_stage(const DemoReport& r, const std::string& name) {
   for (const DemoStage& s : r.stages)
@@ -207,12 +200,11 @@ std::string demo_table(const DemoReport& r) {
     for (const auto& [step, ex] : r.rl_eval) s += str_cat(" step ", step, " ", pct(ex), step == r.rl_best_step ? " (best)" : "", ";");
     s.back() = '\n';
   }
-  auto signed_points = [](double x) { return str_cat(x >= 0 ? "+" : "", pct(x)); };
   const double margin = stage(r, "rl").multi.total.ex() - stage(r, "sft").multi.total.ex();
-  s += str_cat("\nGRPO vs its SFT start (multi-turn dev EX): ", signed_points(margin), " points");
+  s += str_cat("\nGRPO vs its SFT start (multi-turn dev EX): ", signed_pct(margin), " points");
   if (const DemoStage* single = find_stage(r, "rl-single"))
     s += str_cat("; single-turn GRPO vs SFT (single-turn dev EX): ",
-                 signed_points(single->single.total.ex() - stage(r, "sft").single.total.ex()), " points");
+                 signed_pct(single->single.total.ex() - stage(r, "sft").single.total.ex()), " points");
   s += str_cat(". ", r.demos, " demonstrations, ", r.params, " parameters; ", static_cast<int64_t>(r.seconds), " s wall, ",
                static_cast<int64_t>(r.cpu_seconds), " s CPU.\n");
   return s;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "rl/demo/demo.h"
+#include "rl/demo/demo_format.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 
@@ -13,14 +14,6 @@ namespace fs = std::filesystem;
 
 namespace sqlrl::rl {
 namespace {
-
-std::string fixed(double x, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-  return buf;
-}
-std::string pct(double x) { return fixed(100.0 * x, 1); }
-std::string signed_pct(double x) { return str_cat(x >= 0 ? "+" : "", pct(x)); }
 
 // The value at a path of keys into report.json ("grid", "multi", "multi"); null when absent.
 const nlohmann::json* find_cell(const nlohmann::json& report, const std::vector<const char*>& path) {
