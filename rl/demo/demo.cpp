@@ -392,6 +392,12 @@ DemoReport run_demo(const DemoConfig& config) {
     SftRunOptions so{(out / "sft").string(), tok_path, {}};
     so.device = config.device;
     so.tb_dir = (out / "tb" / "sft").string();
+    if (config.log) {
+      // SFT is the longest phase (~60% of the default's time): show it moving.
+      so.progress = true;
+      so.progress_label = "demo: sft";
+      so.progress_plain_lines = 20;
+    }
     ss = run_sft(model, sft_opt, std::move(seqs), sc, so);
   } else {
     // An earlier demo's SFT weights: the same benchmark and tokenizer (checked), so the GRPO phase

@@ -157,6 +157,10 @@ struct SftRunOptions {
   // (tests, the demo, self-taught's rounds unless asked).
   bool progress = false;
   std::string progress_label = "sft";
+  // Not on a terminal: about this many progress lines over the run (evenly spaced, the last update
+  // always); 0 = one per update. The demo asks for 20 so that its log shows SFT moving without
+  // 2,000 lines.
+  int64_t progress_plain_lines = 0;
   // A LoRA run (model/lora.h; either device): this adapter is trained and `model` stays frozen; the
   // optimizer's moments are the adapter's, and checkpoints hold it in PEFT's files instead of
   // the weights (rl/run_folder.h). Never owned; null: every weight is trained.

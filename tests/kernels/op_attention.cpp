@@ -4,10 +4,10 @@
 //                    tokens; the backward adds its gradient into the prefix's dk/dv rows);
 //  paged_attention   decode over a paged KV cache (block tables, split-K on CUDA).
 // on the CPU and on CUDA (head_dim 64 and 128 only: other head_dims run on the CPU alone, which
-// has register-tiled code for 64 and 128 and run-time-D code for the rest).
+// has register-tiled code for 32, 64 and 128 and run-time-D code for the rest).
 //
 // Shapes: odd lengths (1, 17, 38, 300; 1000 on CUDA), varlen batches with empty and length-one
-// sequences, GQA ratios 1 / 2 / 4 (and 6, 7, 16 in decode), head_dim 8 / 24 (CPU) and 64 / 128.
+// sequences, GQA ratios 1 / 2 / 4 (and 6, 7, 16 in decode), head_dim 8 / 24 / 32 (CPU) and 64 / 128.
 // The CPU runs the shapes whose longest attended range is <= 300 keys: its tiles are 4 queries x
 // 16 keys, crossed many times by then, and the float64 reference of a 1000-token sequence costs
 // seconds (the longer shapes are for the GPU's 64- and 128-row tiles).
@@ -113,7 +113,8 @@ std::string describe(const AttentionProblem& p, uint64_t seed) {
 std::vector<AttentionProblem> attention_problems() {
   std::vector<AttentionProblem> v;
   v.push_back({{5, 1, 7}, 4, 2, 8, true, {}, {}, true});  // the registry's case: run-time D, finite differences
-  for (int64_t D : {64, 128, 24}) v.push_back({{1, 5, 17, 38}, 4, 2, D});  // partial 4-row and 16-key CPU tiles
+  for (int64_t D : {64, 128, 24, 32}) v.push_back({{1, 5, 17, 38}, 4, 2, D});  // partial 4-row and 16-key CPU tiles
+  v.push_back({{0, 1, 17, 0, 130, 1, 64, 200, 0}, 4, 2, 32});  // the demo model's heads (CPU only)
   for (int64_t D : {64, 128})
     for (int64_t ratio : {1, 2, 4}) {
       for (int32_t len : {1, 17, 300}) v.push_back({{len}, 4, 4 / ratio, D});
@@ -128,7 +129,7 @@ std::vector<AttentionProblem> attention_problems() {
 // not, one token), an empty sharer, two prefix owners.
 std::vector<AttentionProblem> prefix_problems() {
   std::vector<AttentionProblem> v;
-  for (int64_t D : {64, 128, 24})
+  for (int64_t D : {64, 128, 24, 32})
     v.push_back({{20, 9, 5, 7, 3, 17}, 4, 2, D, true, {-1, 0, 0, -1, -1, 4}, {0, 13, 20, 0, 0, 1}});
   for (int64_t D : {64, 128})
     for (int64_t ratio : {1, 4}) {

@@ -208,5 +208,36 @@ TEST(SftRun, WritesMetricsAndCheckpointsThatLoadBack) {
   EXPECT_EQ(load_tokenizer(last + "/tokenizer.json")->size(), sft_tokenizer().size());
 }
 
+// Off a terminal the progress line is a plain line per update, or with progress_plain_lines N
+// about N lines in all, the last update's always among them (the demo's log: 20 lines for ~2,000
+// updates instead of one per update).
+TEST(SftRun, PlainProgressLinesAreSpacedAsAsked) {
+  auto progress_lines = [](int64_t plain_lines) {
+    QwenModel model = sft_model(static_cast<int64_t>(sft_tokenizer().size()));
+    SftConfig cfg;
+    cfg.max_steps = 9;
+    cfg.epochs = 10;
+    cfg.micro_batch_tokens = 128;
+    OptimizerState opt;
+    SftRunOptions ro;
+    ro.progress = true;
+    ro.progress_label = "sft-progress-test";
+    ro.progress_plain_lines = plain_lines;
+    ::testing::internal::CaptureStdout();
+    run_sft(model, opt, demo_set(), cfg, ro);
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    std::vector<std::string> lines;
+    for (size_t at = out.find("sft-progress-test "); at != std::string::npos; at = out.find("sft-progress-test ", at + 1))
+      lines.push_back(out.substr(at, out.find('\n', at) - at));
+    return lines;
+  };
+  EXPECT_EQ(progress_lines(0).size(), 9u);
+  const std::vector<std::string> spaced = progress_lines(3);  // every 3 updates: 3, 6, 9
+  ASSERT_EQ(spaced.size(), 3u);
+  EXPECT_NE(spaced[0].find(" 3/9 "), std::string::npos) << spaced[0];
+  EXPECT_NE(spaced[2].find(" 9/9 "), std::string::npos) << spaced[2];
+  EXPECT_EQ(progress_lines(4).size(), 5u);  // every 2 updates (9 / 4): 2, 4, 6, 8 and the last, 9
+}
+
 }  // namespace
 }  // namespace sqlrl::rl
