@@ -14,10 +14,13 @@ namespace {
 // Scores, softmax and weighted values of the `group` query heads sharing one kv head, for one
 // query at cache positions 0..len-1. Keys are read in place from their cache slots: each score is
 // a 64-lane dot product (independent lanes, then a fixed tree), so nothing is transposed.
-template <bool Fma>
+// DT != 0: head_dim known at compile time (32, 64, 128), so the lanes stay in registers; the same
+// multiply-adds in the same order as the run-time-D code (DT = 0), so the same bits.
+template <bool Fma, int64_t DT>
 [[gnu::always_inline]] inline void paged_group_body(float* out, const float* q, const float* k_cache,
                                                     const float* v_cache, const int64_t* slots, int64_t len,
-                                                    int64_t group, int64_t D, float scale, float* p) {
+                                                    int64_t group, int64_t Drt, float scale, float* p) {
+  const int64_t D = DT ? DT : Drt;
   constexpr int64_t kLanes = 16;
   const int64_t body = D / kLanes * kLanes;
   for (int64_t g = 0; g < group; ++g) {
@@ -50,22 +53,37 @@ template <bool Fma>
   }
 }
 
+template <bool Fma>
+[[gnu::always_inline]] inline void paged_group_dispatch(float* out, const float* q, const float* kc, const float* vc,
+                                                        const int64_t* slots, int64_t len, int64_t group, int64_t D,
+                                                        float scale, float* p) {
+  if (D == 32) {
+    paged_group_body<Fma, 32>(out, q, kc, vc, slots, len, group, D, scale, p);
+  } else if (D == 64) {
+    paged_group_body<Fma, 64>(out, q, kc, vc, slots, len, group, D, scale, p);
+  } else if (D == 128) {
+    paged_group_body<Fma, 128>(out, q, kc, vc, slots, len, group, D, scale, p);
+  } else {
+    paged_group_body<Fma, 0>(out, q, kc, vc, slots, len, group, D, scale, p);
+  }
+}
+
 [[gnu::target("avx512f,avx512vl,avx2,fma")]] void paged_group_avx512(float* out, const float* q, const float* kc,
                                                                       const float* vc, const int64_t* slots,
                                                                       int64_t len, int64_t group, int64_t D,
                                                                       float scale, float* p) {
-  paged_group_body<true>(out, q, kc, vc, slots, len, group, D, scale, p);
+  paged_group_dispatch<true>(out, q, kc, vc, slots, len, group, D, scale, p);
 }
 
 [[gnu::target("avx2,fma")]] void paged_group_avx2(float* out, const float* q, const float* kc, const float* vc,
                                                    const int64_t* slots, int64_t len, int64_t group, int64_t D,
                                                    float scale, float* p) {
-  paged_group_body<true>(out, q, kc, vc, slots, len, group, D, scale, p);
+  paged_group_dispatch<true>(out, q, kc, vc, slots, len, group, D, scale, p);
 }
 
 void paged_group_base(float* out, const float* q, const float* kc, const float* vc, const int64_t* slots, int64_t len,
                       int64_t group, int64_t D, float scale, float* p) {
-  paged_group_body<false>(out, q, kc, vc, slots, len, group, D, scale, p);
+  paged_group_dispatch<false>(out, q, kc, vc, slots, len, group, D, scale, p);
 }
 
 }  // namespace

@@ -455,7 +455,7 @@ struct PagedProblem {
 std::vector<PagedProblem> paged_problems() {
   std::vector<PagedProblem> v;
   v.push_back({{5, 1, 7}, true, 4, 2, 8, 3});  // the registry's case: blocks of 3, run-time D
-  for (int64_t D : {64, 128, 24}) v.push_back({{1, 5, 17, 38}, true, 4, 2, D, 16});
+  for (int64_t D : {64, 128, 24, 32}) v.push_back({{1, 5, 17, 38}, true, 4, 2, D, 16});
   // Contexts around the block size (16) and split sizes; many splits, one or two, none (no workspace).
   for (int64_t D : {64, 128})
     for (int64_t ratio : {1, 2, 4})
