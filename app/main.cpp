@@ -6,12 +6,14 @@
 #include "app/launch.h"
 #include "app/options.h"
 #include "runtime/error.h"
+#include "runtime/gemm.h"
 
 int main(int argc, char** argv) {
   // Past `ulimit -f`, a write raises SIGXFSZ, whose default action kills the process without a
   // word. Ignored, the write fails with EFBIG instead: the one-line error names the file, and a
   // checkpoint being written is removed (the previous one stays).
   std::signal(SIGXFSZ, SIG_IGN);
+  sqlrl::quiet_blas_threads();  // before any GEMM (runtime/gemm.h)
   CLI::App app{"llm_sqlrl: multi-turn text-to-SQL agents trained with GRPO, from Hugging Face Qwen weights"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "llm_sqlrl 0.1");

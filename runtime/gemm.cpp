@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <vector>
 
 #include "runtime/thread_pool.h"
@@ -102,6 +103,25 @@ void sgemm_tile(const GemmProblem& p, const float* a, const float* b, float* c, 
 }
 
 }  // namespace
+
+// The pthread build's thread server (driver/others/blas_server.c in OpenBLAS): exported but not in
+// cblas.h, so weak: absent in another build, they are null and quiet_blas_threads does nothing.
+extern "C" {
+void openblas_read_env() __attribute__((weak));
+int blas_thread_init() __attribute__((weak));
+int blas_thread_shutdown_() __attribute__((weak));
+}
+
+bool quiet_blas_threads() {
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr) return false;
+  if (!openblas_read_env || !blas_thread_init || !blas_thread_shutdown_) return false;
+  if (openblas_get_parallel() != OPENBLAS_THREAD) return false;  // not OPENBLAS_SEQUENTIAL or OPENBLAS_OPENMP
+  setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
+  openblas_read_env();      // the library read its environment when it was loaded
+  blas_thread_shutdown_();  // and started its threads with the old timeout then
+  blas_thread_init();
+  return true;
+}
 
 void set_gemm_thread_independent(bool on) {
   // Off again restores OpenBLAS's own thread count, so a stretch of thread-independent GEMMs (the

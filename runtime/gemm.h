@@ -41,6 +41,16 @@ void gemm_cpu(const GemmProblem& p);
 // it on for its evaluations only. Off by default: OpenBLAS's own threading (turning it off again
 // restores the thread count OpenBLAS had).
 constexpr int64_t kGemmTileRows = 16, kGemmTileCols = 256;
+// OpenBLAS's idle threads spin (sched_yield) for 2^28 cycles, ~0.1 s, after every GEMM before
+// they sleep. Between GEMMs this program runs its own thread pool (attention, norms, the
+// optimizer), so on a machine with as many cores as threads the spinning threads take turns from
+// the working ones: 18% of the demo's SFT went to the scheduler and sched_yield. This restarts
+// OpenBLAS's thread server with the shortest timeout (2^4 cycles: OPENBLAS_THREAD_TIMEOUT=4),
+// which changes no GEMM's partition and so no bit (the demo's SFT: the same losses, 1.27x faster).
+// Called once at start-up, before any GEMM. Nothing happens when OPENBLAS_THREAD_TIMEOUT is set
+// (the user's choice stands) or when the OpenBLAS in use lacks the pthread server's entry points
+// (an OpenMP or single-threaded build). Returns whether it restarted the server.
+bool quiet_blas_threads();
 void set_gemm_thread_independent(bool on);
 bool gemm_thread_independent();
 void gemm_cuda(const GemmProblem& p, int device, const CudaStream& stream);

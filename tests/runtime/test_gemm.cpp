@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "runtime/gemm.h"
@@ -136,6 +137,31 @@ TEST(Gemm, ThreadIndependentRowsDoNotDependOnTheOtherRows) {
     for (int64_t i = 0; i < 5 * N; ++i) ASSERT_EQ(got[i], want[i]) << "element " << i << " trans_a " << trans_a;
   }
   set_gemm_thread_independent(false);
+}
+
+// quiet_blas_threads restarts OpenBLAS's thread server with a short spin timeout: GEMMs after it
+// (threaded ones: 300 x 700 x 300) give the same bits as before it, it takes effect once, and a
+// timeout the user set is left alone. A restart that left the server half down would hang or
+// crash here; one that changed the partition would change the bits.
+extern "C" int openblas_thread_timeout() __attribute__((weak));  // OpenBLAS's cached OPENBLAS_THREAD_TIMEOUT
+
+TEST(Gemm, QuietBlasThreadsKeepsEveryBit) {
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr) GTEST_SKIP() << "OPENBLAS_THREAD_TIMEOUT is set here";
+  Tensor a = empty({300, 300}, DType::F32), b = empty({700, 300}, DType::F32);
+  fill_uniform(a, 12, 1, -1.0f, 1.0f);
+  fill_uniform(b, 12, 2, -1.0f, 1.0f);
+  Tensor before = zeros({300, 700}, DType::F32), after = zeros({300, 700}, DType::F32);
+  gemm(a, b, before, false, true);
+  const bool restarted = quiet_blas_threads();
+  if (!restarted) GTEST_SKIP() << "this OpenBLAS has no pthread thread server to restart";
+  EXPECT_STREQ(std::getenv("OPENBLAS_THREAD_TIMEOUT"), "4");
+  if (openblas_thread_timeout) {
+    EXPECT_EQ(openblas_thread_timeout(), 4) << "OpenBLAS did not read the new timeout";
+  }
+  EXPECT_FALSE(quiet_blas_threads()) << "a second call restarts nothing: the timeout is set";
+  gemm(a, b, after, false, true);
+  const std::vector<float> want = to_floats(before), got = to_floats(after);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
 }
 
 TEST(Gemm, NarrowedViewsUseRowStride) {
