@@ -154,20 +154,35 @@ template <bool Fma, int64_t DT>
       outr[r] = r < rows ? out + (i0 + r) * a.q_stride : tmp[r - 1];
     }
     tile_scores<Fma, DT>(p, qr, kt, ld, round_up(n, kCols), D, a.scale);
+    // Softmax of each row over its causal keys 0..P + i. The max and the sum run left to right
+    // in each row, as one loop per row did; the rows' chains are interleaved (each step waits on
+    // the previous one's add, so four rows cost what one did), and the exponentials, taken apart
+    // from the sum, vectorise. Same operations in the same order per row: the same bits.
+    int64_t valid[kRows];
+    float m[kRows], sum[kRows];
+    for (int64_t r = 0; r < kRows; ++r) {
+      valid[r] = P + std::min(i0 + r, len - 1) + 1;  // non-decreasing in r
+      m[r] = p[r * ld];
+      sum[r] = 0.0f;
+    }
+    for (int64_t j = 1; j < valid[0]; ++j)
+      for (int64_t r = 0; r < kRows; ++r) m[r] = p[r * ld + j] > m[r] ? p[r * ld + j] : m[r];
+    for (int64_t r = 1; r < kRows; ++r)
+      for (int64_t j = std::max<int64_t>(valid[0], 1); j < valid[r]; ++j) m[r] = p[r * ld + j] > m[r] ? p[r * ld + j] : m[r];
     for (int64_t r = 0; r < kRows; ++r) {
       float* pr = p + r * ld;
-      const int64_t valid = P + std::min(i0 + r, len - 1) + 1;  // causal: keys 0..P + i
-      float m = pr[0];
-      for (int64_t j = 1; j < valid; ++j) m = pr[j] > m ? pr[j] : m;
-      float sum = 0.0f;
-      for (int64_t j = 0; j < valid; ++j) {
-        pr[j] = cpu::exp_fast<Fma>(pr[j] - m);
-        sum += pr[j];
-      }
-      float inv = 1.0f / sum;
-      for (int64_t j = 0; j < valid; ++j) pr[j] *= inv;
-      for (int64_t j = valid; j < n; ++j) pr[j] = 0.0f;
-      if (r < rows) lse[(i0 + r) * lse_stride] = m + std::log(sum);
+      for (int64_t j = 0; j < valid[r]; ++j) pr[j] = cpu::exp_fast<Fma>(pr[j] - m[r]);
+    }
+    for (int64_t j = 0; j < valid[0]; ++j)
+      for (int64_t r = 0; r < kRows; ++r) sum[r] += p[r * ld + j];
+    for (int64_t r = 1; r < kRows; ++r)
+      for (int64_t j = valid[0]; j < valid[r]; ++j) sum[r] += p[r * ld + j];
+    for (int64_t r = 0; r < kRows; ++r) {
+      float* pr = p + r * ld;
+      float inv = 1.0f / sum[r];
+      for (int64_t j = 0; j < valid[r]; ++j) pr[j] *= inv;
+      for (int64_t j = valid[r]; j < n; ++j) pr[j] = 0.0f;
+      if (r < rows) lse[(i0 + r) * lse_stride] = m[r] + std::log(sum[r]);
     }
     tile_weighted<Fma, DT>(outr, p, ld, a.v, a.kv_stride, n, D);
   }
