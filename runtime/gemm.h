@@ -46,7 +46,7 @@ constexpr int64_t kGemmTileRows = 16, kGemmTileCols = 256;
 // optimizer), so on a machine with as many cores as threads the spinning threads take turns from
 // the working ones: 18% of the demo's SFT went to the scheduler and sched_yield. This restarts
 // OpenBLAS's thread server with the shortest timeout (2^4 cycles: OPENBLAS_THREAD_TIMEOUT=4),
-// which changes no GEMM's partition and so no bit (the demo's SFT: the same losses, 1.27x faster).
+// which changes no GEMM's partition and so no bit (the demo's SFT: the same losses, 1.22x faster).
 // Called once at start-up, before any GEMM. Nothing happens when OPENBLAS_THREAD_TIMEOUT is set
 // (the user's choice stands) or when the OpenBLAS in use lacks the pthread server's entry points
 // (an OpenMP or single-threaded build). Returns whether it restarted the server.

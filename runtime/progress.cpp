@@ -133,4 +133,8 @@ void progress_finish(Progress& p, double now) {
   }
 }
 
+void progress_plain_lines(Progress& p, int64_t lines) {
+  if (lines > 0) p.plain_every = std::max<int64_t>(1, (p.total - p.base) / lines);
+}
+
 }  // namespace sqlrl

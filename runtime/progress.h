@@ -54,6 +54,11 @@ Progress progress_start(std::string label, std::string unit, int64_t total, int6
 // The line for `done` units at time `now` (no \r, no newline).
 std::string progress_text(const Progress& p, int64_t done, double now, const std::string& detail);
 
+// Off a terminal, about `lines` plain lines over the units still to do (the last unit always
+// writes one): for work of thousands of quick units whose log should not hold a line each.
+// lines <= 0 leaves one line per unit.
+void progress_plain_lines(Progress& p, int64_t lines);
+
 // `done` units are finished. tty: redraws unless the last redraw was under min_redraw_s ago
 // (the last unit, done >= total, always redraws). Plain: a line when plain_every units passed.
 void progress_update(Progress& p, int64_t done, const std::string& detail = "", double now = progress_now());

@@ -115,7 +115,7 @@ BpeTrainResult train_bpe(std::string_view corpus, const BpeTrainOptions& options
   Progress bar = progress_start("tokenize train", "tokens", static_cast<int64_t>(target - 256));
   // A merge takes microseconds: a plain line per merge would bury a log under thousands of lines,
   // so off a terminal a line every 5% (a terminal redraws at most ~10 times a second anyway).
-  bar.plain_every = std::max<int64_t>(1, bar.total / 20);
+  progress_plain_lines(bar, 20);
   while (token_bytes.size() < target && !heap.empty()) {
     auto [count, key] = heap.top();
     heap.pop();

@@ -168,7 +168,7 @@ template <bool Fma, int64_t DT>
     for (int64_t j = 1; j < valid[0]; ++j)
       for (int64_t r = 0; r < kRows; ++r) m[r] = p[r * ld + j] > m[r] ? p[r * ld + j] : m[r];
     for (int64_t r = 1; r < kRows; ++r)
-      for (int64_t j = std::max<int64_t>(valid[0], 1); j < valid[r]; ++j) m[r] = p[r * ld + j] > m[r] ? p[r * ld + j] : m[r];
+      for (int64_t j = valid[0]; j < valid[r]; ++j) m[r] = p[r * ld + j] > m[r] ? p[r * ld + j] : m[r];
     for (int64_t r = 0; r < kRows; ++r) {
       float* pr = p + r * ld;
       for (int64_t j = 0; j < valid[r]; ++j) pr[j] = cpu::exp_fast<Fma>(pr[j] - m[r]);

@@ -361,8 +361,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   std::optional<Progress> bar;
   if (options.progress && owner) {
     bar = progress_start(options.progress_label, "updates", cursor.planned, cursor.updates);
-    if (options.progress_plain_lines > 0)
-      bar->plain_every = std::max<int64_t>(1, (cursor.planned - cursor.updates) / options.progress_plain_lines);
+    progress_plain_lines(*bar, options.progress_plain_lines);
   }
   auto note = [&](const std::string& line) {
     if (!options.log) return;

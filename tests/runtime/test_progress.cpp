@@ -119,6 +119,22 @@ TEST(Progress, PlainModeEveryNUnitsStillWritesTheLast) {
   EXPECT_NE(d.text().find("sft 12/12"), std::string::npos) << d.text();
 }
 
+// progress_plain_lines spreads N lines over the units still to do (a resumed run's too).
+TEST(Progress, PlainLinesSpreadOverTheUnitsLeft) {
+  Captured c;
+  Progress p = make(c.file, false, 100);
+  progress_plain_lines(p, 20);
+  EXPECT_EQ(p.plain_every, 5);
+  p.base = 40;  // resumed at unit 40: 60 units left
+  progress_plain_lines(p, 20);
+  EXPECT_EQ(p.plain_every, 3);
+  progress_plain_lines(p, 500);  // more lines than units: one per unit
+  EXPECT_EQ(p.plain_every, 1);
+  p.plain_every = 7;
+  progress_plain_lines(p, 0);  // 0: left as it was
+  EXPECT_EQ(p.plain_every, 7);
+}
+
 TEST(Progress, TerminalModeRedrawsOneLineInPlaceAndEndsItAtFinish) {
   Captured c;
   Progress p = make(c.file, true, 3);
