@@ -222,8 +222,61 @@ void sample_next(Engine& e, Sample& s, Trajectory& t, const SampledToken& st) {
   act(e, s, t);
 }
 
-// Admits whole groups while the batch cap and the cache allow, prefills their prompts in one
-// call and draws each sample's first token from its group's prompt logits.
+// Shared stretches shorter than this are left in each prompt's own prefill: not worth a forward.
+constexpr int64_t kMinSharedPrefill = 32;
+
+// Prefills the admitted groups' prompts (inputs[i]: group i's new sequence and prompt), the
+// stretches they share once (share_prompt_prefixes, PrefillPlan); the logits rows are the
+// prompts' last tokens, in group order, as a plain prefill gives them.
+void prefill_prompts(Engine& e, const std::vector<size_t>& groups, std::vector<CachedInput>& inputs) {
+  PagedKVCache& book = e.cache.book();
+  std::vector<std::span<const int32_t>> prompts;
+  for (size_t r : groups) prompts.emplace_back(e.requests[r].prompt_tokens);
+  PrefillPlan plan;
+  if (e.opt.share_prompt_prefixes && groups.size() > 1) plan = plan_shared_prefills(prompts, kMinSharedPrefill);
+  // The blocks the plan takes: each run fills [begin, end), the block holding `begin` being a copy
+  // when a fork writes into its parent's partly filled last block. The admission rule leaves room
+  // for a plain prefill, so a plan needing more than the free blocks is dropped.
+  const int64_t bs = book.block_size;
+  auto blocks = [&](int64_t begin, int64_t end) { return (end + bs - 1) / bs - begin / bs; };
+  int64_t need = 0;
+  for (const PrefillPlan::Node& node : plan.nodes) need += blocks(node.begin, node.end);
+  if (!plan.nodes.empty())
+    for (size_t i = 0; i < prompts.size(); ++i) need += blocks(plan.from[i], static_cast<int64_t>(prompts[i].size()));
+  if (need > kv_free_block_count(book)) plan.nodes.clear();
+  if (plan.nodes.empty()) {
+    for (const auto& p : prompts) e.stats.prefill_tokens += static_cast<int64_t>(p.size());
+    policy_forward_cached(e.policy, e.cache, inputs, e.logits);
+    return;
+  }
+  std::vector<int64_t> handle(plan.nodes.size(), -1);
+  for (int64_t level = 0;; ++level) {
+    std::vector<CachedInput> run;
+    for (size_t n = 0; n < plan.nodes.size(); ++n) {
+      const PrefillPlan::Node& node = plan.nodes[n];
+      if (node.level != level) continue;
+      handle[n] = node.parent < 0 ? kv_new_sequence(book) : kv_fork(book, handle[node.parent]);
+      const std::span<const int32_t> tokens = prompts[node.prompt].subspan(node.begin, node.end - node.begin);
+      run.push_back({handle[n], std::vector<int32_t>(tokens.begin(), tokens.end())});
+      e.stats.prefill_tokens += node.end - node.begin;
+    }
+    if (run.empty()) break;
+    policy_forward_cached(e.policy, e.cache, run, e.logits);  // the nodes' logits are not used
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (plan.fork_of[i] >= 0) {
+      kv_free(book, inputs[i].sequence);
+      inputs[i].sequence = kv_fork(book, handle[plan.fork_of[i]]);
+      inputs[i].tokens.erase(inputs[i].tokens.begin(), inputs[i].tokens.begin() + plan.from[i]);
+    }
+    e.stats.prefill_tokens += static_cast<int64_t>(inputs[i].tokens.size());
+  }
+  policy_forward_cached(e.policy, e.cache, inputs, e.logits);
+  for (int64_t h : handle) kv_free(book, h);
+}
+
+// Admits whole groups while the batch cap and the cache allow, prefills their prompts
+// (prefill_prompts) and draws each sample's first token from its group's prompt logits.
 void admit(Engine& e, size_t& next_request, int64_t per_sample_blocks) {
   const int64_t G = e.opt.group_size;
   const int64_t live_cap = std::min(std::max(e.opt.max_batch_sequences, G), e.cache.book().num_blocks / per_sample_blocks);
@@ -246,7 +299,7 @@ void admit(Engine& e, size_t& next_request, int64_t per_sample_blocks) {
   }
   if (groups.empty()) return;
   auto t0 = Clock::now();
-  policy_forward_cached(e.policy, e.cache, inputs, e.logits);
+  prefill_prompts(e, groups, inputs);
   e.stats.prefill_seconds += seconds_since(t0);
   // Every sample of a group draws its first token from the group's prompt row.
   std::vector<int64_t> rows;
@@ -324,6 +377,7 @@ void add_rollout_stats(RolloutStats& into, const RolloutStats& s) {
   into.sampled_tokens += s.sampled_tokens;
   into.injected_tokens += s.injected_tokens;
   into.prompt_tokens += s.prompt_tokens;
+  into.prefill_tokens += s.prefill_tokens;
   into.sql_calls += s.sql_calls;
   into.sql_errors += s.sql_errors;
   into.sql_infra_errors += s.sql_infra_errors;

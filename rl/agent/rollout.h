@@ -6,6 +6,7 @@
 // prompt p draws with Philox stream (first_sample_id + p * G + s), whatever else is in flight.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,12 @@ struct RolloutOptions {
   // sample could still reach the cap, so the cache never runs out mid-rollout.
   int64_t kv_cache_blocks = 0;
   int64_t kv_cache_max_bytes = int64_t(4) << 30;
+  // Prompts admitted together prefill each stretch they share once and fork it, as a group's
+  // samples fork their prompt: every prompt of a protocol begins with its system text, and the
+  // questions on one database with its schema (the demo's evaluation: 535 + 255 of ~820 tokens).
+  // A token's K/V depend on the tokens up to it only, so nothing sampled changes (row-independent
+  // GEMMs, runtime/gemm.h: the same bits). false: each prompt prefilled whole.
+  bool share_prompt_prefixes = true;
   // Finished samples reported after each decode step that finished some (runtime/progress.h;
   // sft self-taught). Null: nothing. It does not change what is sampled.
   Progress* progress = nullptr;
@@ -60,6 +67,7 @@ struct RolloutRequest {
 
 struct RolloutStats {
   int64_t sampled_tokens = 0, injected_tokens = 0, prompt_tokens = 0;  // prompts counted once per request
+  int64_t prefill_tokens = 0;  // prompt tokens the prefills ran (share_prompt_prefixes: shared stretches once)
   int64_t sql_calls = 0, sql_errors = 0;  // turns whose SQL ran (a retrieval's history queries not counted)
   // Of sql_calls, the turns whose SQL (or history SQL) failed for the infrastructure's reason
   // (sql::Result::infra_error): the trajectory is marked infra_failure. The rollout goes on: the
@@ -71,6 +79,24 @@ struct RolloutStats {
 };
 // Several rollouts' figures as one: counts and times add, cache sizes take the largest.
 void add_rollout_stats(RolloutStats& into, const RolloutStats& s);
+
+// How prompts admitted together are prefilled (share_prompt_prefixes; exposed for tests). Node n
+// runs tokens [begin, end) of prompt `prompt` (every prompt under the node has the same tokens
+// there) on a fork of node `parent`'s sequence (-1: a new sequence); prompt i then runs its tokens
+// [from[i], size) on a fork of node fork_of[i] (-1: a new sequence, from[i] = 0). Nodes come
+// parents first; a node's level is its depth (0: no parent). A stretch two or more prompts share
+// becomes a node when it is at least min_shared tokens long, and every prompt keeps at least its
+// last token for its own run (its logits row).
+struct PrefillPlan {
+  struct Node {
+    int64_t parent = -1, level = 0;
+    size_t prompt = 0;
+    int64_t begin = 0, end = 0;
+  };
+  std::vector<Node> nodes;
+  std::vector<int64_t> fork_of, from;  // per prompt
+};
+PrefillPlan plan_shared_prefills(const std::vector<std::span<const int32_t>>& prompts, int64_t min_shared);
 
 // Reads (and caches) each database's schema through the pool. The reference get() returns stays
 // valid until a later get() reads a database not seen before (the vector may grow).

@@ -106,6 +106,9 @@ nlohmann::ordered_json summary_json(const EvalRun& run, const EvalOptions& optio
                {"mean_question_latency", s.mean_question_seconds},
                {"decode_seconds", run.stats.decode_seconds},
                {"prefill_seconds", run.stats.prefill_seconds},
+               // How much prompt the prefills ran (prompts admitted together share stretches):
+               // like the seconds, it depends on how questions were batched (and split over ranks).
+               {"prefilled_tokens", run.stats.prefill_tokens},
                {"sql_seconds", run.stats.sql_seconds}};
   return j;
 }

@@ -139,7 +139,7 @@ EvalRun run_eval(const Policy& policy, const Tokenizer& tokenizer, const Protoco
   const RolloutStats& s = part.stats;
   nlohmann::json stats = {s.sampled_tokens, s.injected_tokens, s.prompt_tokens, s.sql_calls, s.sql_errors,
                           s.decode_seconds, s.prefill_seconds, s.sql_seconds, s.wall_seconds, s.decode_steps,
-                          s.kv_blocks, s.kv_blocks_peak, s.sql_infra_errors};
+                          s.kv_blocks, s.kv_blocks_peak, s.sql_infra_errors, s.prefill_tokens};
   const std::vector<std::string> all = comm_all_gather_bytes(comm, nlohmann::json{out, stats}.dump());
   EvalRun run;
   for (const std::string& text : all) {  // rank order = dataset order
@@ -150,7 +150,7 @@ EvalRun run_eval(const Policy& policy, const Tokenizer& tokenizer, const Protoco
     rs.sampled_tokens = t[0], rs.injected_tokens = t[1], rs.prompt_tokens = t[2], rs.sql_calls = t[3];
     rs.sql_errors = t[4], rs.decode_seconds = t[5], rs.prefill_seconds = t[6], rs.sql_seconds = t[7];
     rs.wall_seconds = t[8], rs.decode_steps = t[9], rs.kv_blocks = t[10], rs.kv_blocks_peak = t[11];
-    rs.sql_infra_errors = t[12];
+    rs.sql_infra_errors = t[12], rs.prefill_tokens = t[13];
     add_rollout_stats(run.stats, rs);
   }
   check(run.results.size() == E, "eval: the ranks returned ", run.results.size(), " results for ", E, " questions");

@@ -101,9 +101,9 @@ void reduce_step_record(const Comm& comm, StepRecord& rec) {
   std::vector<double> counts{static_cast<double>(s.sampled_tokens), static_cast<double>(s.injected_tokens),
                              static_cast<double>(s.prompt_tokens),  static_cast<double>(s.sql_calls),
                              static_cast<double>(s.sql_errors),     static_cast<double>(s.kv_blocks),
-                             static_cast<double>(s.sql_infra_errors)};
+                             static_cast<double>(s.sql_infra_errors), static_cast<double>(s.prefill_tokens)};
   comm_sum_in_rank_order(comm, counts);
-  s.sql_infra_errors = static_cast<int64_t>(counts[6]);
+  s.sql_infra_errors = static_cast<int64_t>(counts[6]), s.prefill_tokens = static_cast<int64_t>(counts[7]);
   s.sampled_tokens = static_cast<int64_t>(counts[0]), s.injected_tokens = static_cast<int64_t>(counts[1]);
   s.prompt_tokens = static_cast<int64_t>(counts[2]), s.sql_calls = static_cast<int64_t>(counts[3]);
   s.sql_errors = static_cast<int64_t>(counts[4]), s.kv_blocks = static_cast<int64_t>(counts[5]);

@@ -7,6 +7,7 @@
 
 #include "model/train.h"
 #include "rollout_fixture.h"
+#include "runtime/gemm.h"
 
 namespace sqlrl::rl {
 namespace {
@@ -198,6 +199,44 @@ TEST(Rollout, ReproducibleGivenTheSeed) {
   o.reproducible = false;
   auto d = rollout(w.model, w.tok, w.protocol, w.pool, requests, o);
   for (size_t k = 0; k < a.size(); ++k) expect_same_tokens(d[k], a[k], 1e-5);
+}
+
+// Prompts that begin alike prefill what they share once (share_prompt_prefixes): the same
+// trajectories, log-probs bit for bit, as each prompt prefilled whole. GEMMs row-independent
+// (runtime/gemm.h), so a row's K/V cannot depend on which other rows share its call; every call
+// here runs more tokens than a decode step's kernel takes (model/infer.cpp), as the demo's do.
+TEST(Rollout, SharedPromptPrefixesChangeNoBit) {
+  World w(kMixed);
+  const std::string stem = "Looking only at the city table and at the population column of every single row, ";
+  std::vector<std::string> questions = {stem + "how many cities are there, counting each one once?",
+                                        stem + "which city is largest by population of all of them?",
+                                        "Name every city in the table, one name per row please.",
+                                        stem + "how many cities are there, counting each one once?"};
+  w.examples.resize(questions.size(), w.examples[0]);
+  for (size_t i = 0; i < questions.size(); ++i) w.examples[i].question = questions[i];
+  RolloutOptions o = base_options();
+  auto requests = w.requests(o);
+  RolloutOptions whole = o;
+  whole.share_prompt_prefixes = false;
+  set_gemm_thread_independent(true);
+  RolloutStats shared_stats, whole_stats;
+  auto shared = rollout(w.model, w.tok, w.protocol, w.pool, requests, o, &shared_stats);
+  auto plain = rollout(w.model, w.tok, w.protocol, w.pool, requests, whole, &whole_stats);
+  set_gemm_thread_independent(false);
+  EXPECT_EQ(whole_stats.prefill_tokens, whole_stats.prompt_tokens);
+  EXPECT_EQ(shared_stats.prompt_tokens, whole_stats.prompt_tokens);
+  // The stem and the chat head are long enough to share (the identical fourth prompt shares all
+  // but its last token).
+  std::printf("prompt tokens %lld, prefilled %lld\n", (long long)shared_stats.prompt_tokens,
+              (long long)shared_stats.prefill_tokens);
+  EXPECT_LT(shared_stats.prefill_tokens * 2, shared_stats.prompt_tokens);
+  ASSERT_EQ(shared.size(), plain.size());
+  for (size_t k = 0; k < shared.size(); ++k) {
+    SCOPED_TRACE("trajectory " + std::to_string(k));
+    expect_same_tokens(shared[k], plain[k], 0.0);
+    EXPECT_EQ(0, std::memcmp(shared[k].sampler_logprobs.data(), plain[k].sampler_logprobs.data(),
+                             shared[k].sampler_logprobs.size() * sizeof(float)));
+  }
 }
 
 // The log-probs recorded while decoding through the paged cache (prompt prefilled once and
