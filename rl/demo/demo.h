@@ -43,7 +43,9 @@ namespace sqlrl::rl {
 // (trap questions, 4-5 turn demonstrations), 360 dev questions and the single-turn GRPO run it
 // took 1,689-1,714 CPU s (seeds 2, 3, side by side; README), above the ~10 minute aim; with ten
 // SFT epochs (2026-11-27) SFT costs ~1,230 CPU s and the rest 730-756: ~1,950 CPU s (README);
-// alone on 2 cores after the CPU kernel work of 2026-11-28 (same bits) 786 s wall, 1,399 CPU s;
+// alone on 2 cores after the CPU kernel work of 2026-11-28 (same bits) 786 s wall, 1,399 CPU s,
+// and with shared prompt prefills and the decode attention in registers (same bits) 627-649 s
+// wall, 1,096-1,129 CPU s;
 // "full" about 20 minutes before the single-turn run was added (measured, seed 1), "mini"
 // seconds (tests).
 // The default's numbers come from runs on the 2-core machine (session notes, README):
