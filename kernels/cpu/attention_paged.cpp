@@ -1,4 +1,6 @@
 // Paged attention (decode) on the CPU; the varlen training kernels are in attention.cpp.
+#include <immintrin.h>
+
 #include <cmath>
 #include <vector>
 
@@ -16,6 +18,58 @@ namespace {
 // instantiated at the end of the file.)
 #pragma GCC diagnostic ignored "-Wpsabi"
 
+// a * b + c lane by lane with one rounding, as madd<true>, at every optimisation level (GCC
+// contracts c + a * b into an FMA only from -O2, and leaves __builtin_fmaf per lane scalar).
+[[gnu::always_inline, gnu::target("avx512f")]] inline cpu::V16 fma16(cpu::V16 a, cpu::V16 b, cpu::V16 c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+
+// The vector path's two loops (paged_heads_body, Vec), compiled for AVX-512 only: p[h * len + j]
+// = the scaled score of head h for key j; out = the NH heads' weighted values, from p's
+// weights times inv[h].
+template <int64_t DT, int64_t NH>
+[[gnu::target("avx512f,avx512vl,avx2,fma")]] void vec_scores(const float* q, const float* k_cache,
+                                                             const int64_t* slots, int64_t len, float scale, float* p) {
+  constexpr int64_t kChunks = DT / 16;
+  using cpu::V16;
+  typedef float V8 __attribute__((vector_size(32)));
+  typedef float V4 __attribute__((vector_size(16)));
+  V16 qv[NH][kChunks];
+  for (int64_t h = 0; h < NH; ++h)
+    for (int64_t c = 0; c < kChunks; ++c) qv[h][c] = cpu::load16(q + h * DT + c * 16);
+  for (int64_t j = 0; j < len; ++j) {
+    const float* kj = k_cache + slots[j];
+    V16 kv[kChunks];
+    for (int64_t c = 0; c < kChunks; ++c) kv[c] = cpu::load16(kj + c * 16);
+    for (int64_t h = 0; h < NH; ++h) {
+      V16 acc = {};
+      for (int64_t c = 0; c < kChunks; ++c) acc = fma16(qv[h][c], kv[c], acc);
+      // The tree: lanes l + 8, then l + 4, l + 2, l + 1 added into lane l.
+      V8 t8 = __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7) +
+              __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
+      V4 t4 = __builtin_shufflevector(t8, t8, 0, 1, 2, 3) + __builtin_shufflevector(t8, t8, 4, 5, 6, 7);
+      float t2a = t4[0] + t4[2], t2b = t4[1] + t4[3];
+      p[h * len + j] = (t2a + t2b) * scale;
+    }
+  }
+}
+
+template <int64_t DT, int64_t NH>
+[[gnu::target("avx512f,avx512vl,avx2,fma")]] void vec_values(float* out, const float* v_cache, const int64_t* slots,
+                                                             int64_t len, const float* p, const float* inv) {
+  constexpr int64_t kChunks = DT / 16;
+  cpu::V16 o[NH][kChunks] = {};
+  for (int64_t j = 0; j < len; ++j) {
+    const float* vj = v_cache + slots[j];
+    for (int64_t c = 0; c < kChunks; ++c) {
+      const cpu::V16 x = cpu::load16(vj + c * 16);
+      for (int64_t h = 0; h < NH; ++h) o[h][c] = fma16(cpu::V16{} + p[h * len + j] * inv[h], x, o[h][c]);
+    }
+  }
+  for (int64_t h = 0; h < NH; ++h)
+    for (int64_t c = 0; c < kChunks; ++c) cpu::store16(out + h * DT + c * 16, o[h][c]);
+}
+
 // Scores, softmax and weighted values of NH query heads (1 or 2) sharing one kv head, for one
 // query at cache positions 0..len-1. Keys are read in place from their cache slots: each score is
 // a 16-lane dot product (independent lanes, then a fixed tree), so nothing is transposed. The NH
@@ -24,9 +78,8 @@ namespace {
 // accumulators as vector values, so they stay in registers (as arrays GCC kept them on the stack,
 // a store-to-load chain on every key): 1.8x faster on AVX-512, but 2x slower on AVX2, whose 16
 // registers cannot hold them (bench: a decode step of 64 samples, head_dim 32, group 2); so only
-// the AVX-512 clone takes it. c + a * b contracts to one FMA exactly where madd<Fma> fuses
-// (kernels/cpu/vec.h). Every variant runs each head's multiply-adds and sums in the same order,
-// so all give the same bits.
+// the AVX-512 clone takes it (vec_scores, vec_values). Every variant runs each head's multiply-adds
+// and sums in the same order, so all give the same bits.
 template <bool Fma, int64_t DT, int64_t NH, bool Vec>
 [[gnu::always_inline]] inline void paged_heads_body(float* out, const float* q, const float* k_cache,
                                                     const float* v_cache, const int64_t* slots, int64_t len,
@@ -35,27 +88,7 @@ template <bool Fma, int64_t DT, int64_t NH, bool Vec>
   constexpr int64_t kLanes = 16;
   const int64_t body = D / kLanes * kLanes;
   if constexpr (Vec && DT != 0) {
-    constexpr int64_t kChunks = DT / kLanes;
-    using cpu::V16;
-    typedef float V8 __attribute__((vector_size(32)));
-    typedef float V4 __attribute__((vector_size(16)));
-    V16 qv[NH][kChunks];
-    for (int64_t h = 0; h < NH; ++h)
-      for (int64_t c = 0; c < kChunks; ++c) qv[h][c] = cpu::load16(q + h * D + c * kLanes);
-    for (int64_t j = 0; j < len; ++j) {
-      const float* kj = k_cache + slots[j];
-      V16 kv[kChunks];
-      for (int64_t c = 0; c < kChunks; ++c) kv[c] = cpu::load16(kj + c * kLanes);
-      for (int64_t h = 0; h < NH; ++h) {
-        V16 acc = {};
-        for (int64_t c = 0; c < kChunks; ++c) acc = acc + qv[h][c] * kv[c];
-        V8 t8 = __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7) +
-                __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
-        V4 t4 = __builtin_shufflevector(t8, t8, 0, 1, 2, 3) + __builtin_shufflevector(t8, t8, 4, 5, 6, 7);
-        float t2a = t4[0] + t4[2], t2b = t4[1] + t4[3];
-        p[h * len + j] = (t2a + t2b) * scale;
-      }
-    }
+    vec_scores<DT, NH>(q, k_cache, slots, len, scale, p);
   } else {
     for (int64_t j = 0; j < len; ++j) {
       const float* kj = k_cache + slots[j];
@@ -83,17 +116,7 @@ template <bool Fma, int64_t DT, int64_t NH, bool Vec>
     inv[h] = 1.0f / total;
   }
   if constexpr (Vec && DT != 0) {
-    constexpr int64_t kChunks = DT / kLanes;
-    cpu::V16 o[NH][kChunks] = {};
-    for (int64_t j = 0; j < len; ++j) {
-      const float* vj = v_cache + slots[j];
-      for (int64_t c = 0; c < kChunks; ++c) {
-        const cpu::V16 x = cpu::load16(vj + c * kLanes);
-        for (int64_t h = 0; h < NH; ++h) o[h][c] = o[h][c] + (p[h * len + j] * inv[h]) * x;
-      }
-    }
-    for (int64_t h = 0; h < NH; ++h)
-      for (int64_t c = 0; c < kChunks; ++c) cpu::store16(out + h * D + c * kLanes, o[h][c]);
+    vec_values<DT, NH>(out, v_cache, slots, len, p, inv);
   } else {
     for (int64_t d = 0; d < NH * D; ++d) out[d] = 0.0f;
     for (int64_t j = 0; j < len; ++j) {
