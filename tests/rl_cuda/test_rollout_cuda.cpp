@@ -41,13 +41,19 @@ namespace {
 // Rolls out on the CPU, audits its draws, then (with a device) on the CUDA policy and compares.
 // tokens_have_teeth: the CPU half asserts that most draws are sure (the seed is picked for it), so
 // the token comparison has something to hold the device to.
-void rollout_matches_cpu(float temperature, uint32_t model_seed, bool tokens_have_teeth) {
+// shared_stems: the questions begin with one long stem, so the prompts share stretches that the
+// admission prefills once and forks (rollout.h PrefillPlan): forks of forks, and copies of the
+// partly filled blocks where the shared stretches end, on the device.
+void rollout_matches_cpu(float temperature, uint32_t model_seed, bool tokens_have_teeth, bool shared_stems = false) {
   const Tokenizer& tok = tiny_tokenizer();
   const int64_t known = static_cast<int64_t>(tok.size());
   QwenModel cpu = bf16_model(known + 16, model_seed);  // padded: ids past the tokenizer's are masked
   TagProtocol protocol;
   sql::Pool pool;
   std::vector<sql::Example> examples = city_examples();
+  if (shared_stems)
+    for (sql::Example& ex : examples)
+      ex.question = "Looking only at the city table and at the population column of every single row, " + ex.question;
   RolloutOptions o = base_options();
   o.sampling.temperature = temperature;
   o.group_size = 2;          // forks share the prompt's blocks (copy on write on the device)
@@ -58,6 +64,9 @@ void rollout_matches_cpu(float temperature, uint32_t model_seed, bool tokens_hav
   RolloutStats cpu_stats, dev_stats;
   std::vector<Trajectory> a = rollout(cpu, tok, protocol, pool, requests, o, &cpu_stats);
   EXPECT_GT(cpu_stats.injected_tokens, 0);  // observations were prefilled into resumed samples
+  if (shared_stems) {
+    EXPECT_LT(cpu_stats.prefill_tokens, cpu_stats.prompt_tokens) << "the prompts' shared stretches were not shared";
+  }
 
   // The CPU half: which draws along the CPU's trajectories hold under the budget. A device within
   // budget reproduces at least each trajectory's run of sure draws before its first unsure one.
@@ -124,6 +133,9 @@ TEST(RolloutCuda, SampledTokensMatchTheCpuUpToBf16Flips) { rollout_matches_cpu(0
 // log-prob budget, (b_x + max b) / T = ~0.3 nats here against ~1 nat at T 0.15, on the common
 // prefix, and the device's token at each first difference.
 TEST(RolloutCuda, SampledLogprobsAtTheRecipeTemperatureMatchTheCpu) { rollout_matches_cpu(0.6f, 2, false); }
+
+// Greedy again, on prompts whose shared stem and chat head the admission prefills once.
+TEST(RolloutCuda, SharedPromptStretchesMatchTheCpu) { rollout_matches_cpu(0.0f, 2, true, true); }
 
 }  // namespace
 }  // namespace sqlrl::rl::testing
