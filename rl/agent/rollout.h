@@ -52,8 +52,10 @@ struct RolloutOptions {
   // Prompts admitted together prefill each stretch they share once and fork it, as a group's
   // samples fork their prompt: every prompt of a protocol begins with its system text, and the
   // questions on one database with its schema (the demo's evaluation: 535 + 255 of ~820 tokens).
-  // A token's K/V depend on the tokens up to it only, so nothing sampled changes (row-independent
-  // GEMMs, runtime/gemm.h: the same bits). false: each prompt prefilled whole.
+  // A token's K/V depend on the tokens up to it only, so what is sampled changes at most by the
+  // rounding of GEMMs of other shapes: none where GEMMs are row-independent (runtime/gemm.h) and
+  // every prefill call runs more rows than a decode step's kernel takes (model/infer.cpp), and
+  // none measured on the demo (the same weights after GRPO). false: each prompt prefilled whole.
   bool share_prompt_prefixes = true;
   // Finished samples reported after each decode step that finished some (runtime/progress.h;
   // sft self-taught). Null: nothing. It does not change what is sampled.
