@@ -47,6 +47,7 @@ b="$build"
 libs=("$b/model/libsqlrl_model.a" "$b/weights/libsqlrl_weights.a" "$b/tokenizer/libsqlrl_tokenizer.a"
       "$b/kernels/libsqlrl_kernels.a" "$b/runtime/libsqlrl_runtime.a")
 [ "$area" = model_cuda ] || libs=("$b/rl/libsqlrl_rl.a" "${libs[0]}" "$b/sql/libsqlrl_sql.a" "${libs[@]:1}" -lsqlite3)
+# runtime's TensorBoard writer (protobuf messages), its gzip/CRC (ISA-L) and its MPI come last.
 g++ -pthread -o "$work/${area}_emu" "$work"/obj/*.o "$work/obj/$area"/*.o "${libs[@]}" \
-  -lgtest -lgtest_main -lopenblas -lutf8proc
+  "$b/runtime/libsqlrl_tfevents_proto.a" -lprotobuf -lisal $(mpicxx --showme:link) -lgtest -lgtest_main -lopenblas -lutf8proc
 "$work/${area}_emu" --gtest_filter="$filter"
