@@ -1,6 +1,7 @@
 #include "rl/agent/rollout.h"
 
 #include <algorithm>
+
 #include "rl/agent/untrusted.h"
 #include "runtime/error.h"
 #include "tokenizer/tokenizer.h"
@@ -30,9 +31,8 @@ std::vector<int32_t> build_prompt_tokens(const Protocol& protocol, const Tokeniz
 namespace {
 
 // Plans `members` (prompts equal on [0, depth), under node `parent`, which ends at depth; depth 0
-// when there is none): the longest stretch they
-// all share from `depth` becomes a node when long enough, then they split by their next token
-// and each part is planned on its own. Every member keeps its last token, so the common stretch
+// when there is none): the longest stretch they all share from `depth` becomes a node when long
+// enough, then they split by their next token and each part is planned on its own. Every member keeps its last token, so the common stretch
 // stops one short of the shortest; members that end right after it are planned there.
 void plan_members(const std::vector<std::span<const int32_t>>& prompts, std::vector<size_t> members, int64_t depth,
                   int64_t parent, int64_t min_shared, PrefillPlan& plan) {
