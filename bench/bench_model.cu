@@ -4,6 +4,8 @@
 //    K/V of every context token of every sequence (the forks share the prompt's blocks but each
 //    query reads them), at the device-to-device copy bandwidth measured in the same run
 //    (bytes read + written). The step includes its host work (block tables, uploads, launches).
+//    Each shape runs the three decode modes (model/cuda_decode.h): unfused (the prefill path, as
+//    before the fused step), kernels (the fused kernels launched one by one), graphs (replayed).
 //  * training: forward_logprobs_cuda + backward_logprobs_cuda over packed 1024-token sequences:
 //    tokens/s and MFU = (6 N + 6 L q_dim s) FLOPs per token (N: matmul parameters of the stack
 //    incl. the lm_head; s: sequence length; causal attention forward + 2x backward) over the
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "bench/cuda_bench.h"
+#include "model/cuda_decode.h"
 #include "model/cuda_model.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda/check.h"
@@ -60,31 +63,37 @@ static void decode_rows(const CudaModel& m, double gbs) {
   double weight_bytes = 2.0 * static_cast<double>(m.num_params());
   for (int64_t batch : {1, 16, 64}) {
     for (int64_t context : {512, 2048}) {
-      int64_t block = 16, steps = 25;
-      // The forks share the prompt's blocks; each needs blocks for its own new tokens only.
-      int64_t blocks = context / block + 2 + batch * ((steps + 8) / block + 2);
-      CudaKVCache cache = make_cuda_kv_cache(m, blocks, block);
-      std::vector<int32_t> prompt(static_cast<size_t>(context));
-      for (int64_t i = 0; i < context; ++i) prompt[i] = static_cast<int32_t>((i * 7919) % c.vocab_size);
-      Tensor logits;
-      int64_t root = kv_new_sequence(cache.book);
-      forward_cached_cuda(m, cache, {{root, prompt}}, logits);
-      std::vector<int64_t> seqs;
-      for (int64_t b = 0; b < batch; ++b) seqs.push_back(kv_fork(cache.book, root));
-      int32_t token = 11;
-      auto step = [&] {
-        std::vector<CachedInput> in;
-        for (int64_t s : seqs) in.push_back({s, {token}});
-        forward_cached_cuda(m, cache, in, logits);
-        token = (token + 1) % static_cast<int32_t>(c.vocab_size);
-      };
-      float ms = bench::median_ms(step, 3, steps - 5);
-      double kv_bytes = 2.0 * 2.0 * static_cast<double>(c.kv_dim()) * c.num_hidden_layers * batch * (context + steps);
-      double floor_ms = (weight_bytes + kv_bytes) / (gbs * 1e6);
-      char name[128];
-      std::snprintf(name, sizeof(name), "decode step B=%lld ctx=%lld (%lld layers)", static_cast<long long>(batch),
-                    static_cast<long long>(context), static_cast<long long>(c.num_hidden_layers));
-      bench::print_row(name, ms, "ms", "weights+KV bytes / copy GB/s", floor_ms);
+      // unfused: the prefill path, as every step ran before model/cuda_decode.h; kernels: the
+      // fused decode kernels launched one by one; graphs: the same replayed as a CUDA graph.
+      for (CudaDecodeMode mode : {CudaDecodeMode::unfused, CudaDecodeMode::kernels, CudaDecodeMode::graphs}) {
+        int64_t block = 16, steps = 25;
+        // The forks share the prompt's blocks; each needs blocks for its own new tokens only.
+        int64_t blocks = context / block + 2 + batch * ((steps + 8) / block + 2);
+        CudaKVCache cache = make_cuda_kv_cache(m, blocks, block);
+        cache.decode_mode = mode;
+        std::vector<int32_t> prompt(static_cast<size_t>(context));
+        for (int64_t i = 0; i < context; ++i) prompt[i] = static_cast<int32_t>((i * 7919) % c.vocab_size);
+        Tensor logits;
+        int64_t root = kv_new_sequence(cache.book);
+        forward_cached_cuda(m, cache, {{root, prompt}}, logits);
+        std::vector<int64_t> seqs;
+        for (int64_t b = 0; b < batch; ++b) seqs.push_back(kv_fork(cache.book, root));
+        int32_t token = 11;
+        auto step = [&] {
+          std::vector<CachedInput> in;
+          for (int64_t s : seqs) in.push_back({s, {token}});
+          forward_cached_cuda(m, cache, in, logits);
+          token = (token + 1) % static_cast<int32_t>(c.vocab_size);
+        };
+        float ms = bench::median_ms(step, 3, steps - 5);
+        double kv_bytes = 2.0 * 2.0 * static_cast<double>(c.kv_dim()) * c.num_hidden_layers * batch * (context + steps);
+        double floor_ms = (weight_bytes + kv_bytes) / (gbs * 1e6);
+        char name[160];
+        std::snprintf(name, sizeof(name), "decode step B=%lld ctx=%lld (%lld layers), %s", static_cast<long long>(batch),
+                      static_cast<long long>(context), static_cast<long long>(c.num_hidden_layers),
+                      cuda_decode_mode_name(mode));
+        bench::print_row(name, ms, "ms", "weights+KV bytes / copy GB/s", floor_ms);
+      }
     }
   }
 }

@@ -1,9 +1,12 @@
 // CUDA RMSNorm / RoPE / SwiGLU / embedding bandwidth beside a device-to-device copy measured in the
-// same run; sampling rows/s over 151,936-wide rows; masked log-prob time and memory at Qwen3-4B's
-// shape (tokens 4096, vocab 151,936, hidden 2560). PyTorch baselines: bench/logprob_torch.py.
+// same run; the decode step's kernels (the few-row product at Qwen3-4B's shapes beside cuBLASLt
+// on the same problem, the fused attention prologue); sampling rows/s over 151,936-wide rows;
+// masked log-prob time and memory at Qwen3-4B's shape (tokens 4096, vocab 151,936, hidden 2560).
+// PyTorch baselines: bench/logprob_torch.py.
 // Bytes counted: each input read once, each output written once (the minimum a kernel must move).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <tuple>
@@ -11,13 +14,16 @@
 #include <vector>
 
 #include "bench/cuda_bench.h"
+#include "kernels/decode_qkv.h"
 #include "kernels/embedding.h"
 #include "kernels/logprob.h"
+#include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/sampling.h"
 #include "kernels/swiglu.h"
 #include "runtime/cuda/check.h"
+#include "runtime/gemm.h"
 #include "runtime/random.h"
 
 using namespace sqlrl;
@@ -121,6 +127,90 @@ int main() {
     });
     // Reads dout (bf16) and the touched dtable rows, writes those rows (f32).
     bench::print_row("embedding scatter-add bwd", gbps(tokens * hidden * (2.0 + 8.0), bwd), "GB/s", "copy", copy);
+  }
+
+  std::printf("\n### Decode step kernels at Qwen3-4B's shapes on %s\n\n", info.name.c_str());
+  std::printf("The few-row product (kernels/matmul.h) reads each weight once per step; bandwidth counts W, x and the\n"
+              "output once. Baseline: cuBLASLt (runtime/gemm.h) on the same product, bf16 out (gate/up as one\n"
+              "[2I, K] GEMM without the SwiGLU). Several copies of W rotate so that the 60 MB L2 holds none.\n\n");
+  bench::print_header();
+  {
+    struct Shape {
+      const char* name;
+      std::vector<int64_t> parts;
+      int64_t K;
+      MatmulRowsEpilogue epilogue;
+    };
+    const std::vector<Shape> shapes = {
+        {"q/k/v 4096+1024+1024 x 2560", {4096, 1024, 1024}, 2560, MatmulRowsEpilogue::store},
+        {"o 2560 x 4096 (+residual)", {2560}, 4096, MatmulRowsEpilogue::accumulate},
+        {"gate/up 2x9728 x 2560 (+swiglu)", {9728, 9728}, 2560, MatmulRowsEpilogue::swiglu},
+        {"down 2560 x 9728 (+residual)", {2560}, 9728, MatmulRowsEpilogue::accumulate},
+        {"lm_head 151936 x 2560 (f32)", {151936}, 2560, MatmulRowsEpilogue::store_f32}};
+    const int sms = info.multiprocessors;
+    for (const Shape& sh : shapes) {
+      int64_t N = 0;
+      for (int64_t r : sh.parts) N += r;
+      const bool swiglu = sh.epilogue == MatmulRowsEpilogue::swiglu, f32_out = sh.epilogue == MatmulRowsEpilogue::store_f32;
+      const int64_t cols = swiglu ? N / 2 : N, K = sh.K;
+      const double w_bytes = 2.0 * N * K;
+      const int copies = static_cast<int>(std::max(1.0, 256e6 / w_bytes + 0.999));
+      std::vector<Tensor> w;
+      for (int i = 0; i < copies; ++i) w.push_back(random_bf16(N * K, 30 + i, -0.05f, 0.05f));
+      for (int64_t M : {int64_t{1}, int64_t{16}, int64_t{64}}) {
+        Tensor x = random_bf16(M * K, 40), out = f32_out ? random_f32(M * cols, 41) : random_bf16(M * cols, 41);
+        Tensor c = random_bf16(M * N, 42);
+        const size_t ws_bytes = matmul_rows_workspace_bytes(N, K, swiglu, M, sms);
+        Tensor ws = bytes(ws_bytes);
+        CUDA_CHECK(cudaMemset(ws.data(), 0, ws_bytes));
+        int turn = 0;
+        auto problem = [&](const Tensor& wt) {
+          MatmulRowsProblem p;
+          p.out = out.data();
+          p.ld_out = cols;
+          p.x = bf(x);
+          p.ld_x = K;
+          p.rows = M;
+          p.in_features = K;
+          p.num_parts = static_cast<int>(sh.parts.size());
+          int64_t at = 0;
+          for (int i = 0; i < p.num_parts; ++i) {
+            p.parts[i] = {bf(wt) + at * K, nullptr, sh.parts[i]};
+            at += sh.parts[i];
+          }
+          p.epilogue = sh.epilogue;
+          return p;
+        };
+        float ours = bench::median_ms([&] {
+          matmul_rows_cuda(problem(w[turn++ % copies]), ws.data(), ws_bytes, kStream);
+        });
+        Tensor xm = view_bytes(x, 0, {M, K}, DType::BF16), cm = view_bytes(c, 0, {M, N}, DType::BF16);
+        float peer = bench::median_ms([&] {
+          gemm(xm, view_bytes(w[turn++ % copies], 0, {N, K}, DType::BF16), cm, false, true);
+        });
+        const double bytes_moved = w_bytes + 2.0 * M * K + (f32_out ? 4.0 : 2.0) * M * cols;
+        const MatmulRowsGrid g = matmul_rows_grid(N, K, swiglu, sms);
+        char name[160];
+        std::snprintf(name, sizeof name, "%s, M=%lld (%lld x %lld blocks): GB/s; vs copy %.2f", sh.name,
+                      static_cast<long long>(M), static_cast<long long>(g.tiles), static_cast<long long>(g.splits),
+                      gbps(bytes_moved, ours) / copy);
+        bench::print_row(name, gbps(bytes_moved, ours), "GB/s", "cuBLASLt GB/s", gbps(bytes_moved, peer));
+      }
+    }
+    // The fused prologue: 64 tokens' q/k/v of 32 + 8 + 8 heads x 128 -> q, the cache rows.
+    const int64_t T = 64, H = 32, KVH = 8, D = 128, width = (H + 2 * KVH) * D;
+    Tensor qkv = random_bf16(T * width, 50), q = random_bf16(T * H * D, 51), qn = random_bf16(D, 52, 0.5f, 1.5f);
+    Tensor kc = random_bf16(T * KVH * D, 53), vc = random_bf16(T * KVH * D, 54);
+    std::vector<int32_t> host_pos(T), host_slots(T);
+    for (int64_t t = 0; t < T; ++t) host_pos[t] = static_cast<int32_t>(1000 + 37 * t), host_slots[t] = static_cast<int32_t>(t);
+    Tensor pos = from_ints(host_pos, {T}, cuda_device(0)), slots = from_ints(host_slots, {T}, cuda_device(0));
+    const DecodeQkvShape qs{H, KVH, D, 1e-6f, 1e6f};
+    float ms = bench::median_ms([&] {
+      decode_qkv_cuda(bf(q), bf(kc), bf(vc), bf(qkv), bf(qn), bf(qn), pos.data_as<int32_t>(), slots.data_as<int32_t>(), T,
+                      qs, kStream);
+    });
+    bench::print_row("decode_qkv 64 tokens, 32+8+8 heads x 128 (us; unfused: 2 norms + 2 RoPE + cache write)",
+                     ms * 1e3, "us", "-", 0);
   }
 
   std::printf("\n### Sampling over 151,936-wide f32 rows on %s\n\n", info.name.c_str());

@@ -3,7 +3,10 @@
 // Backward accumulates (+=) into every gradient it is given, so residual branches and tied
 // weights add up without extra buffers; pass nullptr for a gradient that is not wanted.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+
+#include "runtime/stream.h"
 
 namespace sqlrl {
 
@@ -20,5 +23,65 @@ void matmul_forward_rows_cpu(float* out, const float* inp, const float* weight, 
 // dinp[T, C] += dout @ weight; dweight[OC, C] += dout^T @ inp; dbias[OC] += column sums of dout.
 void matmul_backward_cpu(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                          const float* weight, int64_t tokens, int64_t in_features, int64_t out_features);
+
+
+// --- CUDA: the few-row product of decode steps (kernels/cuda/matmul.cu) ----------------------
+// out[M, N] = x[M, K] @ W[N, K]^T on bf16 operands (uint16_t bits) with f32 accumulation, for the
+// M <= 128 rows of a decode step (one per live sequence). There the weights are read once and
+// used M times: the product is bound by streaming W from memory, which cuBLASLt's GEMMs do at a
+// fraction of the bandwidth for M this small. W may come in up to three parts stored apart (q, k
+// and v of a layer; gate and up), each with an optional bias; output column j of the plain
+// epilogues is row j of the parts laid end to end.
+//
+// Batch invariance: an output element's arithmetic (the order of its k sums, the split of K over
+// blocks) depends on N, K and the device's multiprocessor count only, never on M or the other rows
+// of x: a sequence decoded alone or beside 63 others gets the same bits.
+struct MatmulRowsPart {
+  const uint16_t* weight = nullptr;  // [rows, K] row-major (as Hugging Face stores a Linear)
+  const uint16_t* bias = nullptr;    // [rows] or null
+  int64_t rows = 0;
+};
+enum class MatmulRowsEpilogue : uint8_t {
+  store,       // out (bf16) = x W^T + bias
+  accumulate,  // out (bf16) += x W^T + bias: the residual, one f32 sum, one rounding
+  store_f32,   // out (f32) = x W^T + bias: the lm_head's logits
+  swiglu,      // parts {gate, up} of equal rows; out (bf16) [M, rows] = silu(x Wg^T) * (x Wu^T),
+               // both products kept in f32 (no bias)
+};
+struct MatmulRowsProblem {
+  void* out = nullptr;  // [M, ld_out]
+  int64_t ld_out = 0;
+  const uint16_t* x = nullptr;  // [M, ld_x]
+  int64_t ld_x = 0;
+  int64_t rows = 0;         // M: 1..128
+  int64_t in_features = 0;  // K: a multiple of 8; every pointer and leading dimension 16-byte aligned
+  MatmulRowsPart parts[3];
+  int num_parts = 1;
+  MatmulRowsEpilogue epilogue = MatmulRowsEpilogue::store;
+};
+constexpr int64_t kMatmulRowsMaxRows = 128;
+// A block computes 64 rows of W (4 warps x 16) over K in steps of 128; the planner aims at 4 such
+// blocks per SM at once (128 threads of ~100 registers, 8 16-byte loads of W in flight each:
+// ~64 KB in flight per SM, about twice what the memory's latency needs).
+constexpr int64_t kMatmulRowsBlockRows = 64, kMatmulRowsBlockK = 128, kMatmulRowsBlocksPerSm = 4;
+inline int64_t matmul_rows_total(const MatmulRowsProblem& p) {
+  int64_t n = 0;
+  for (int i = 0; i < p.num_parts; ++i) n += p.parts[i].rows;
+  return n;
+}
+// The blocks (output tiles x K splits) a problem runs as on a device with `multiprocessors` SMs.
+struct MatmulRowsGrid {
+  int64_t tiles = 0, splits = 1, split_k = 0;  // split_k: K elements per split (the last may be short)
+};
+MatmulRowsGrid matmul_rows_grid(int64_t total_rows, int64_t in_features, bool swiglu, int multiprocessors);
+size_t matmul_rows_ticket_bytes(const MatmulRowsGrid& grid);  // the workspace's first part
+// Whether matmul_rows_cuda takes the problem (shapes and alignment); the reason when not.
+bool matmul_rows_supported(const MatmulRowsProblem& p, const char** why = nullptr);
+// Workspace for the split-K partial sums of `max_rows` rows and the tiles' tickets. The ticket
+// part must be zero before the first call (model_zero once); every call leaves it zero again, so
+// the same workspace serves any number of launches and CUDA-graph replays in stream order.
+size_t matmul_rows_workspace_bytes(int64_t total_rows, int64_t in_features, bool swiglu, int64_t max_rows,
+                                   int multiprocessors);
+void matmul_rows_cuda(const MatmulRowsProblem& p, void* workspace, size_t workspace_bytes, const CudaStream& stream);
 
 }  // namespace sqlrl

@@ -5,12 +5,20 @@
 // The angle is computed in f32 the way transformers does (inv_freq in f32, position * inv_freq
 // in f32), so both agree on the rounding of large positions.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 #include "runtime/stream.h"
 
 namespace sqlrl {
+
+// inv_freq[i] = theta^(-2i/D) in f32, as transformers computes it. Every RoPE path (CPU, CUDA,
+// the fused decode prologue) evaluates this one expression on the host, so all rotate by the same
+// f32 angles.
+inline float rope_inv_freq(float theta, int64_t head_dim, int64_t i) {
+  return 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+}
 
 // In place on x [tokens, heads, head_dim]; positions [tokens].
 void rope_forward_cpu(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim, float theta);

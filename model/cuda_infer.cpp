@@ -9,6 +9,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "model/cuda_decode.h"
 #include "model/cuda_layers.h"
 #include "model/cuda_ops.h"
 #include "runtime/error.h"
@@ -20,6 +21,7 @@ CudaKVCache make_cuda_kv_cache(const CudaModel& model, int64_t num_blocks, int64
   check(num_blocks > 0 && block_size > 0, "cuda kv cache: num_blocks (", num_blocks, ") and block_size (", block_size,
         ") must be positive");
   CudaKVCache cache;
+  cache.decode_mode = cuda_decode_mode_from_env();
   PagedKVCache& b = cache.book;
   b.layers = c.num_hidden_layers;
   b.kv_heads = c.num_key_value_heads;
@@ -40,13 +42,10 @@ CudaKVCache make_cuda_kv_cache(const CudaModel& model, int64_t num_blocks, int64
   return cache;
 }
 
-namespace {
-
 uint16_t* layer_cache(const Tensor& t, const PagedKVCache& b, int64_t layer) {
   return t.data_as<uint16_t>() + layer * b.num_blocks * b.block_floats();
 }
 
-// kv_reserve with the copy on write done on the device (the host k/v of `book` are empty).
 void reserve_on_device(const CudaModel& m, CudaKVCache& cache, int64_t handle, int64_t n) {
   PagedKVCache& b = cache.book;
   KVSequence& s = b.sequence(handle);
@@ -70,14 +69,16 @@ void reserve_on_device(const CudaModel& m, CudaKVCache& cache, int64_t handle, i
   kv_reserve(b, handle, n);
 }
 
-}  // namespace
-
 void forward_cached_cuda(const CudaModel& m, CudaKVCache& cache, const std::vector<CachedInput>& inputs,
                          Tensor& logits, bool all_positions, const CudaLora* lora) {
   const QwenConfig& c = m.config();
   const int64_t C = c.hidden_size, H = c.num_attention_heads, KVH = c.num_key_value_heads, D = c.head_dim,
                 I = c.intermediate_size, V = c.vocab_size, qd = c.q_dim(), kvd = c.kv_dim();
   const float eps = static_cast<float>(c.rms_norm_eps), theta = static_cast<float>(c.rope_theta);
+  if (cache.decode_mode != CudaDecodeMode::unfused && decode_step_supported(m, inputs, all_positions, lora)) {
+    decode_step_cuda(m, cache, inputs, logits);
+    return;
+  }
   PagedKVCache& book = cache.book;
   check(book.layers == c.num_hidden_layers && book.kv_heads == KVH && book.head_dim == D,
         "forward_cached_cuda: the cache was made for another model shape");

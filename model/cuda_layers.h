@@ -46,6 +46,13 @@ void logits_cuda(float* out, const uint16_t* inp, const uint16_t* weight, int64_
 GemmProblem bf16_row_major(int64_t m, int64_t n, int64_t k, const void* a, bool trans_a, const void* b, bool trans_b,
                            void* c, DType c_type, float beta, float alpha = 1.0f);
 
+// --- the paged cache (model/cuda_infer.cpp) --------------------------------------------------
+// One layer's K or V cache inside cache.k / cache.v.
+uint16_t* layer_cache(const Tensor& t, const PagedKVCache& b, int64_t layer);
+// kv_reserve with the copy on write done on the device (the host k/v of `book` are empty): a
+// shared, partly filled last block is copied (on model.stream) before `handle` writes into it.
+void reserve_on_device(const CudaModel& m, CudaKVCache& cache, int64_t handle, int64_t n);
+
 // --- LoRA (model/cuda_lora.cpp) ---------------------------------------------------------------
 // The adapter as one forward or backward threads it through the layers; a null CudaLoraRun*
 // means no adapter, and the lora_*_cuda calls below then launch nothing.

@@ -11,6 +11,7 @@
 // attention), hidden_size <= 8192 (RMSNorm).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/adamw.h"
@@ -141,9 +142,16 @@ double grad_norm_cuda(CudaModel& model, CudaAdamW& opt);  // sqrt of the sum of 
 // stay empty); K and V live on the device as bf16 [layers, num_blocks, block_size, kv_heads,
 // head_dim]. Fork and free are the host kv_fork / kv_free on `book`; writes go through
 // forward_cached_cuda, which copies a shared partly filled block on the device before writing.
+// How a step whose inputs are all one token runs (model/cuda_decode.h): graphs replays the fused
+// decode kernels as a CUDA graph, kernels launches the same kernels one by one (the same bits),
+// unfused takes the prefill path.
+enum class CudaDecodeMode : uint8_t { graphs, kernels, unfused };
+struct CudaDecodeState;  // model/cuda_decode.cpp
 struct CudaKVCache {
   PagedKVCache book;
   Tensor k, v;
+  CudaDecodeMode decode_mode = CudaDecodeMode::graphs;  // make_cuda_kv_cache: from SQLRL_CUDA_DECODE
+  std::shared_ptr<CudaDecodeState> decoder;              // made by the first decode step
 };
 // place_in (nullable): a device region to place K and V in (the trainer's phase region; the V
 // half starts 256-byte aligned, so it needs 2 x the K bytes rounded up); null: fresh tensors.

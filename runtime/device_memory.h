@@ -6,6 +6,7 @@
 
 #include "runtime/device.h"
 #include "runtime/dtype.h"
+#include "runtime/stream.h"
 
 namespace sqlrl {
 
@@ -13,6 +14,12 @@ void* cuda_malloc_raw(size_t bytes, int device_index);  // throws with the size 
 void cuda_free_raw(void* ptr, int device_index);
 void memcpy_between(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 void cuda_fill(void* data, DType dtype, size_t n, float value, int device_index);
+// Page-locked host memory (copies from it run asynchronously) and a copy ordered on `stream`
+// that returns at once (either side may be host or device; the caller keeps both alive and
+// unchanged until the stream passes it).
+void* cuda_host_alloc(size_t bytes);
+void cuda_host_free(void* ptr);
+void cuda_copy_async(void* dst, const void* src, size_t bytes, const CudaStream& stream);
 void cuda_convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n, int device_index);
 
 }  // namespace sqlrl

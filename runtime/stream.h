@@ -26,4 +26,18 @@ float cuda_event_elapsed_ms(const CudaEvent& start, const CudaEvent& end);
 // Makes `stream` wait for `event` (recorded on another stream) without blocking the host.
 void cuda_stream_wait(const CudaStream& stream, const CudaEvent& event);
 
+// CUDA graphs: the launches issued on `stream` between begin and end (from this thread) are
+// recorded, not run, and come back as one executable graph that replays them with one launch.
+// The stream must not be the legacy default stream. Capture allocates nothing on the device for
+// the caller: every buffer the launches use must exist before begin.
+struct CudaGraph {
+  void* exec = nullptr;  // cudaGraphExec_t
+  int device = 0;
+};
+bool cuda_graphs_supported();  // false where graphs cannot run (no CUDA; the CPU emulator)
+void cuda_graph_begin_capture(const CudaStream& stream);
+CudaGraph cuda_graph_end_capture(const CudaStream& stream);
+void cuda_graph_launch(const CudaGraph& graph, const CudaStream& stream);
+void cuda_graph_destroy(CudaGraph& graph);
+
 }  // namespace sqlrl

@@ -14,7 +14,13 @@
 #  * with the .deb files of scripts/gpu_deps.sh in SQLRL_GPU_DEPS (default .deps, carried), the
 #    libraries are unpacked into a private prefix and setup.sh's apt-get is not called.
 # Environment: SQLRL_COMMIT (the commit shown; the copy there has no .git), SQLRL_GPU_BUILD
-# (build folder, default build-gpu), SQLRL_GPU_DEPS, SQLRL_GPU_BUDGET_S.
+# (build folder, default build-gpu), SQLRL_GPU_DEPS, SQLRL_GPU_BUDGET_S, SQLRL_GPU_TESTS (a ctest
+# -R regex for the test stage, default every test; the GPU's own tests alone, about 40 s on an
+# H200: 'Cuda|_cuda|Lora|Nccl|Decode|MatmulRows'), SQLRL_GPU_BENCHES (the benchmarks to run, by
+# name, space-separated: e.g. "bench_model_cuda bench_ops_cuda"; default every one and the
+# memory plan), SQLRL_GPU_TARGETS (the build stage's targets, space-separated; default all: e.g.
+# "llm_sqlrl test_kernels test_model_cuda test_rl_cuda test_runtime test_comm_mpi bench_model_cuda
+# bench_ops_cuda bench_attention_cuda bench_memory_plan" for the GPU's tests and benchmarks alone).
 set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [build,test,bench]}
 stages=${2:-build,test,bench}
@@ -109,7 +115,7 @@ if has_stage build; then
   if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSQLRL_WITH_CUDA=ON -DSQLRL_WERROR=OFF \
          -DPKG_CONFIG_EXECUTABLE="$(command -v pkgconf || command -v pkg-config || echo pkg-config)" >>"$log" 2>&1 ||
      ! grep -q "^-- llm_sqlrl: CUDA" "$log" ||
-     ! cmake --build "$build" -j "$(nproc)" >>"$log" 2>&1; then
+     ! cmake --build "$build" -j "$(nproc)" ${SQLRL_GPU_TARGETS:+--target $SQLRL_GPU_TARGETS} >>"$log" 2>&1; then
     status=1
     stage_lines+=("build: FAILED after $(($(date +%s) - b0)) s")
     write_report
@@ -127,7 +133,10 @@ fi
 if has_stage test; then
   say "== tests (SQLRL_REQUIRE_GPU=1)"
   s0=$(date +%s)
-  SQLRL_REQUIRE_GPU=1 ctest --test-dir "$build" -j "$(nproc)" --timeout 300 --output-on-failure > "$ctest_log" 2>&1 || status=1
+  filter=()
+  [ -z "${SQLRL_GPU_TESTS:-}" ] || filter=(-R "$SQLRL_GPU_TESTS")
+  SQLRL_REQUIRE_GPU=1 ctest --test-dir "$build" -j "$(nproc)" --timeout 300 --output-on-failure "${filter[@]}" \
+    > "$ctest_log" 2>&1 || status=1
   tests_summary=$(grep -E "tests passed|tests failed" "$ctest_log" | tail -1)
   [ -n "$tests_summary" ] || tests_summary="ctest printed no summary (see ctest.log)"
   stage_lines+=("tests: $(($(date +%s) - s0)) s")
@@ -142,6 +151,7 @@ if has_stage bench; then
   # CPU machine (make bench) and are not run here.
   for item in "$build"/bench/bench_*_cuda bench/*_torch.py; do
     name=$(basename "$item")
+    if [ -n "${SQLRL_GPU_BENCHES:-}" ] && [[ " $SQLRL_GPU_BENCHES " != *" $name "* ]]; then continue; fi
     left=$((deadline - $(date +%s)))
     if [ "$left" -le 15 ]; then not_run+=("$name"); continue; fi
     [ "$left" -lt 300 ] || left=300
@@ -157,7 +167,9 @@ if has_stage bench; then
   # 8K-token micro-batch, the modes the plan picks for this device (issue 22's target: >= 40 GiB
   # of KV cache on an 80 GB card). A CPU benchmark binary with a CUDA mode, so named here.
   left=$((deadline - $(date +%s)))
-  if [ "$left" -le 60 ]; then
+  if [ -n "${SQLRL_GPU_BENCHES:-}" ] && [[ " $SQLRL_GPU_BENCHES " != *" bench_memory_plan "* ]]; then
+    :  # not asked for
+  elif [ "$left" -le 60 ]; then
     not_run+=("bench_memory_plan --device cuda")
   else
     [ "$left" -lt 300 ] || left=300

@@ -14,7 +14,7 @@ void rope_rotate(float* x, const int32_t* positions, int64_t tokens, int64_t hea
   int64_t half = head_dim / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)
-    inv_freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+    inv_freq[i] = rope_inv_freq(theta, head_dim, i);
   default_thread_pool().parallel_for(static_cast<size_t>(tokens), 8, [&](size_t begin, size_t end) {
     std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half));
     for (size_t t = begin; t < end; ++t) {

@@ -68,9 +68,7 @@ void rope_cuda(uint16_t* x, const int32_t* positions, int64_t tokens, int64_t he
   if (tokens == 0) return;
   const int64_t half = head_dim / 2;
   InvFreq inv_freq{};
-  // The CPU path's expression (kernels/cpu/rope.cpp), evaluated by the same host compiler.
-  for (int64_t i = 0; i < half; ++i)
-    inv_freq.v[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  for (int64_t i = 0; i < half; ++i) inv_freq.v[i] = rope_inv_freq(theta, head_dim, i);
   const bool pairs = half % 2 == 0 && token_stride % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 4 == 0;
   constexpr int kThreads = 256;
   if (pairs) {

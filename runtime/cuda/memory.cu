@@ -41,6 +41,24 @@ void cuda_free_raw(void* ptr, int device_index) {
   CUDA_CHECK(cudaFree(ptr));
 }
 
+void* cuda_host_alloc(size_t bytes) {
+  void* ptr = nullptr;
+  cudaError_t status = cudaMallocHost(&ptr, bytes);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    fail("cudaMallocHost of ", bytes, " bytes failed: ", cudaGetErrorString(status));
+  }
+  return ptr;
+}
+
+void cuda_host_free(void* ptr) {
+  if (ptr) CUDA_CHECK(cudaFreeHost(ptr));
+}
+
+void cuda_copy_async(void* dst, const void* src, size_t bytes, const CudaStream& stream) {
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream.handle)));
+}
+
 void memcpy_between(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {

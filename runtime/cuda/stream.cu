@@ -50,4 +50,32 @@ void cuda_stream_wait(const CudaStream& stream, const CudaEvent& event) {
   CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.handle), static_cast<cudaEvent_t>(event.handle), 0));
 }
 
+bool cuda_graphs_supported() { return true; }
+
+void cuda_graph_begin_capture(const CudaStream& stream) {
+  check(stream.handle != nullptr, "cuda_graph_begin_capture: the legacy default stream cannot be captured");
+  // Thread-local: other threads (the SQL pool, the tokenizer) may use CUDA meanwhile.
+  CUDA_CHECK(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream.handle), cudaStreamCaptureModeThreadLocal));
+}
+
+CudaGraph cuda_graph_end_capture(const CudaStream& stream) {
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamEndCapture(static_cast<cudaStream_t>(stream.handle), &graph));
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_CHECK(status);
+  return CudaGraph{exec, stream.device};
+}
+
+void cuda_graph_launch(const CudaGraph& graph, const CudaStream& stream) {
+  check(graph.exec != nullptr, "cuda_graph_launch: no graph");
+  CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph.exec), static_cast<cudaStream_t>(stream.handle)));
+}
+
+void cuda_graph_destroy(CudaGraph& graph) {
+  if (graph.exec) CUDA_CHECK(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph.exec)));
+  graph.exec = nullptr;
+}
+
 }  // namespace sqlrl

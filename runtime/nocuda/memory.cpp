@@ -22,4 +22,8 @@ void cuda_convert(const void*, DType, void*, DType, size_t, int device_index) {
   fail("cuda:", device_index, ": ", cuda_unavailable_reason());
 }
 
+void* cuda_host_alloc(size_t) { fail(cuda_unavailable_reason()); }
+void cuda_host_free(void*) {}
+void cuda_copy_async(void*, const void*, size_t, const CudaStream&) { fail(cuda_unavailable_reason()); }
+
 }  // namespace sqlrl

@@ -14,4 +14,10 @@ void cuda_event_synchronize(const CudaEvent&) { fail(cuda_unavailable_reason());
 float cuda_event_elapsed_ms(const CudaEvent&, const CudaEvent&) { fail(cuda_unavailable_reason()); }
 void cuda_stream_wait(const CudaStream&, const CudaEvent&) { fail(cuda_unavailable_reason()); }
 
+bool cuda_graphs_supported() { return false; }
+void cuda_graph_begin_capture(const CudaStream&) { fail(cuda_unavailable_reason()); }
+CudaGraph cuda_graph_end_capture(const CudaStream&) { fail(cuda_unavailable_reason()); }
+void cuda_graph_launch(const CudaGraph&, const CudaStream&) { fail(cuda_unavailable_reason()); }
+void cuda_graph_destroy(CudaGraph& graph) { graph.exec = nullptr; }
+
 }  // namespace sqlrl

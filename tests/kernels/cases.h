@@ -40,6 +40,7 @@ struct OpCase {
 
 // One factory per op (tests/kernels/op_*.cpp), listed in test_kernels.cpp.
 OpCase matmul_case();
+OpCase decode_qkv_case();
 OpCase rmsnorm_case();
 OpCase rope_case();
 OpCase swiglu_case();

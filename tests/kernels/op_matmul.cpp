@@ -1,9 +1,18 @@
 // matmul (kernels/matmul.h): out = x w^T + b, its backward (accumulating), and the few-token
-// forward of decode steps. CPU only: there is no CUDA matmul kernel in kernels/ (the GPU model
-// calls runtime/gemm.h's cuBLASLt GEMM directly).
+// forward of decode steps on the CPU; on CUDA the few-row product of decode steps
+// (matmul_rows_cuda: every epilogue, one to three weight parts, split K, M up to 128). Prefill
+// and training GEMMs on CUDA are runtime/gemm.h's cuBLASLt.
 //
-// Tolerance: f32 results of K-term dot products, K = C for the forward, O for dx, T for dw and
-// db (f32_tol). The first shape also checks the float64 backward against finite differences.
+// Tolerance, CPU: f32 results of K-term dot products, K = C for the forward, O for dx, T for dw
+// and db (f32_tol). The first shape also checks the float64 backward against finite differences.
+// Tolerance, CUDA (bf16 operands exact in both, products exact in f32, sums in f32): an f32 sum of
+// K terms in any order is within K u_f32 sum|terms| of the exact sum; the tensor cores' order is
+// not the CPU's, so the budget per element is 1.01 u_bf16 |want| (the output's one rounding; none
+// for store_f32) + K u_f32 sum|terms| (+ bias and the old value: both exact in f32). swiglu adds
+// the propagation of both sums' errors through silu(g) u: |silu'(g) u| dg + |silu(g)| du with
+// silu' <= 1.1, and expf's few-ulp error (4 u_f32 |out|).
+#include <cstring>
+
 #include "kernels/matmul.h"
 #include "tests/kernels/cases.h"
 
@@ -72,8 +81,164 @@ void run_cpu() {
   }
 }
 
+// ---- CUDA: matmul_rows_cuda -------------------------------------------------------------------
+struct RowsShape {
+  int64_t M, K;
+  std::vector<int64_t> parts;  // rows of each weight part (swiglu: gate, up)
+  bool bias;
+  MatmulRowsEpilogue epilogue;
+  const char* what;
+};
+
+// Splits happen where K leaves room (K >= 256 per split) and the tiles are few next to 4 blocks
+// per SM; the tails: parts whose rows are not multiples of a warp's 16, swiglu outputs not a
+// multiple of a block's 32, M not a multiple of 8.
+const std::vector<RowsShape> kRowsShapes = {
+    {1, 64, {48}, true, MatmulRowsEpilogue::store, "M 1, one part, bias"},
+    {3, 4096, {40}, false, MatmulRowsEpilogue::store, "one tile, K split many ways"},
+    {9, 1024, {64, 16, 16}, true, MatmulRowsEpilogue::store, "q/k/v parts with biases"},
+    {17, 2560, {80}, false, MatmulRowsEpilogue::accumulate, "residual add, split K"},
+    {33, 512, {72, 72}, false, MatmulRowsEpilogue::swiglu, "swiglu, partial tile"},
+    {64, 256, {1000}, false, MatmulRowsEpilogue::store_f32, "lm_head-like, f32 out"},
+    {100, 2048, {136, 136}, false, MatmulRowsEpilogue::swiglu, "swiglu, M 100, split K"},
+    {128, 1024, {24, 40}, true, MatmulRowsEpilogue::accumulate, "M 128, two parts, bias, residual"},
+};
+
+struct RowsWant {
+  std::vector<double> out, budget;
+};
+
+// The float64 product and each element's budget (see the top of the file).
+RowsWant rows_reference(const RowsShape& s, const std::vector<float>& x, const std::vector<std::vector<float>>& w,
+                        const std::vector<std::vector<float>>& b, const std::vector<float>& old) {
+  const int64_t M = s.M, K = s.K;
+  const double u32 = unit_roundoff(Precision::F32), u16 = unit_roundoff(Precision::BF16);
+  int64_t total = 0;
+  for (int64_t r : s.parts) total += r;
+  std::vector<double> dot(static_cast<size_t>(M * total)), mag(dot.size());
+  int64_t col = 0;
+  for (size_t p = 0; p < s.parts.size(); ++p)
+    for (int64_t r = 0; r < s.parts[p]; ++r, ++col)
+      for (int64_t m = 0; m < M; ++m) {
+        double d = 0, a = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double t = static_cast<double>(x[m * K + k]) * w[p][r * K + k];
+          d += t, a += std::fabs(t);
+        }
+        dot[m * total + col] = d + (b[p].empty() ? 0.0 : b[p][r]);
+        mag[m * total + col] = static_cast<double>(K) * u32 * a;
+      }
+  RowsWant want;
+  if (s.epilogue == MatmulRowsEpilogue::swiglu) {
+    const int64_t I = s.parts[0];
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < I; ++i) {
+        const double g = dot[m * total + i], u = dot[m * total + I + i];
+        const double sig = 1.0 / (1.0 + std::exp(-g)), out = g * sig * u;
+        want.out.push_back(out);
+        want.budget.push_back(1.01 * u16 * std::fabs(out) + 4 * u32 * std::fabs(out) +
+                              1.1 * std::fabs(u) * mag[m * total + i] + std::fabs(g * sig) * mag[m * total + I + i]);
+      }
+    return want;
+  }
+  const bool rounds = s.epilogue != MatmulRowsEpilogue::store_f32;
+  for (size_t i = 0; i < dot.size(); ++i) {
+    const double v = dot[i] + (s.epilogue == MatmulRowsEpilogue::accumulate ? old[i] : 0.0);
+    want.out.push_back(v);
+    want.budget.push_back((rounds ? 1.01 * u16 * std::fabs(v) : 0.0) + mag[i] + 1e-30);
+  }
+  return want;
+}
+
+// Every element within its own budget (NaN fails); returns the worst ratio.
+void expect_within_budgets(const std::vector<float>& got, const RowsWant& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.out.size()) << what;
+  double worst = 0;
+  size_t worst_i = 0, nan = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i])) {
+      ++nan;
+      continue;
+    }
+    const double r = std::fabs(got[i] - want.out[i]) / want.budget[i];
+    if (r > worst) worst = r, worst_i = i;
+  }
+  EXPECT_EQ(nan, 0u) << what << ": " << nan << " NaN (unwritten?) of " << got.size();
+  EXPECT_LE(worst, 1.0) << what << ": element " << worst_i << " is " << got[worst_i] << ", want " << want.out[worst_i]
+                        << ": " << worst << "x its budget " << want.budget[worst_i];
+  worst_budget_ratio() = std::max(worst_budget_ratio(), worst);
+}
+
+struct RowsRun {
+  std::vector<float> out;
+  std::vector<uint8_t> tickets;  // the workspace's ticket bytes after the call
+};
+
+RowsRun run_rows(const RowsShape& s, int64_t M, const std::vector<float>& x, const std::vector<Tensor>& w,
+                 const std::vector<Tensor>& b, const std::vector<float>& old) {
+  const bool swiglu = s.epilogue == MatmulRowsEpilogue::swiglu, f32 = s.epilogue == MatmulRowsEpilogue::store_f32;
+  int64_t total = 0;
+  for (int64_t r : s.parts) total += r;
+  const int64_t cols = swiglu ? s.parts[0] : total;
+  MatmulRowsProblem p;
+  Tensor gx = gpu(std::vector<float>(x.begin(), x.begin() + M * s.K), DType::BF16);
+  Tensor out = s.epilogue == MatmulRowsEpilogue::accumulate
+                   ? gpu(std::vector<float>(old.begin(), old.begin() + M * cols), DType::BF16)
+                   : poisoned(M * cols, f32 ? DType::F32 : DType::BF16);
+  p.out = out.data();
+  p.ld_out = cols;
+  p.x = bf16_ptr(gx);
+  p.ld_x = s.K;
+  p.rows = M;
+  p.in_features = s.K;
+  p.num_parts = static_cast<int>(s.parts.size());
+  for (int i = 0; i < p.num_parts; ++i) p.parts[i] = {bf16_ptr(w[i]), s.bias ? bf16_ptr(b[i]) : nullptr, s.parts[i]};
+  p.epilogue = s.epilogue;
+  const int sms = cuda_device_info(0).multiprocessors;
+  const size_t bytes = matmul_rows_workspace_bytes(total, s.K, swiglu, M, sms);
+  Tensor ws = upload(std::vector<uint8_t>(bytes, 0));  // the tickets start at zero
+  matmul_rows_cuda(p, ws.data(), bytes, default_stream());
+  const MatmulRowsGrid grid = matmul_rows_grid(total, s.K, swiglu, sms);
+  return {to_floats(out), download<uint8_t>(ws, matmul_rows_ticket_bytes(grid))};
+}
+
+void run_cuda() {
+  uint64_t seed = fresh_seed();
+  const int sms = cuda_device_info(0).multiprocessors;
+  for (const RowsShape& s : kRowsShapes) {
+    Rng rng(seed++);
+    const bool swiglu = s.epilogue == MatmulRowsEpilogue::swiglu;
+    int64_t total = 0;
+    for (int64_t r : s.parts) total += r;
+    const MatmulRowsGrid grid = matmul_rows_grid(total, s.K, swiglu, sms);
+    SCOPED_TRACE(::testing::Message() << s.what << ": M " << s.M << " K " << s.K << " N " << total << ", "
+                                      << grid.tiles << " tiles x " << grid.splits << " splits, seed " << rng.seed());
+    const int64_t cols = swiglu ? s.parts[0] : total;
+    std::vector<float> x = rng.normal(s.M * s.K, 1.0, 0.0, Precision::BF16);
+    std::vector<float> old = rng.normal(s.M * cols, 4.0, 0.0, Precision::BF16);
+    std::vector<std::vector<float>> w, b;
+    std::vector<Tensor> gw, gb;
+    for (int64_t r : s.parts) {
+      w.push_back(rng.normal(r * s.K, 0.05, 0.0, Precision::BF16));
+      b.push_back(s.bias ? rng.normal(r, 0.5, 0.0, Precision::BF16) : std::vector<float>{});
+      gw.push_back(gpu(w.back(), DType::BF16));
+      gb.push_back(s.bias ? gpu(b.back(), DType::BF16) : Tensor{});
+    }
+    const RowsRun run = run_rows(s, s.M, x, gw, gb, old);
+    expect_within_budgets(run.out, rows_reference(s, x, w, b, old), "out");
+    EXPECT_TRUE(std::all_of(run.tickets.begin(), run.tickets.end(), [](uint8_t v) { return v == 0; }))
+        << "the tile tickets must be left at zero for the next launch";
+
+    // Batch invariance: the first row alone gives the same bits as inside the batch.
+    const RowsRun alone = run_rows(s, 1, x, gw, gb, old);
+    ASSERT_EQ(alone.out.size(), static_cast<size_t>(cols));
+    EXPECT_EQ(0, std::memcmp(alone.out.data(), run.out.data(), sizeof(float) * cols))
+        << "row 0 differs between M = 1 and M = " << s.M;
+  }
+}
+
 }  // namespace
 
-OpCase matmul_case() { return {"matmul", run_cpu, nullptr}; }
+OpCase matmul_case() { return {"matmul", run_cpu, run_cuda}; }
 
 }  // namespace sqlrl::testing

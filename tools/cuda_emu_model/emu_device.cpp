@@ -80,6 +80,17 @@ void cuda_event_record(const CudaEvent&, const CudaStream&) {}
 void cuda_event_synchronize(const CudaEvent&) {}
 float cuda_event_elapsed_ms(const CudaEvent&, const CudaEvent&) { return 0.0f; }
 void cuda_stream_wait(const CudaStream&, const CudaEvent&) {}
+// No graphs here: the decode step runs its kernels one by one (CudaDecodeMode::kernels).
+bool cuda_graphs_supported() { return false; }
+void cuda_graph_begin_capture(const CudaStream&) { fail("emulated device: no CUDA graphs"); }
+CudaGraph cuda_graph_end_capture(const CudaStream&) { fail("emulated device: no CUDA graphs"); }
+void cuda_graph_launch(const CudaGraph&, const CudaStream&) { fail("emulated device: no CUDA graphs"); }
+void cuda_graph_destroy(CudaGraph& graph) { graph.exec = nullptr; }
+void* cuda_host_alloc(size_t bytes) { return std::malloc(bytes == 0 ? 1 : bytes); }
+void cuda_host_free(void* ptr) { std::free(ptr); }
+void cuda_copy_async(void* dst, const void* src, size_t bytes, const CudaStream&) {
+  if (bytes) std::memmove(dst, src, bytes);
+}
 
 void gemm_cuda(const GemmProblem& p, int, const CudaStream&) {
   check(p.k > 0, "emulated gemm: K=0");

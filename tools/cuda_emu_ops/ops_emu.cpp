@@ -1,14 +1,18 @@
 // Driver of tools/cuda_emu_ops/run.sh: the emulated CUDA launchers of RMSNorm, RoPE, SwiGLU,
-// embedding, sampling and masked log-prob against the CPU kernels on small shapes (host memory
-// plays device memory), with the tolerances of tests/kernels' CUDA cases. Outputs start as NaN.
+// embedding, sampling, masked log-prob, the few-row product of decode steps and the fused decode
+// prologue against the CPU kernels on small shapes (host memory plays device memory), with the
+// tolerances of tests/kernels' CUDA cases. Outputs start as NaN.
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
 
+#include "kernels/decode_qkv.h"
 #include "kernels/embedding.h"
 #include "kernels/logprob.h"
+#include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/sampling.h"
@@ -236,6 +240,130 @@ void sampling(int64_t rows, int64_t V) {
               bad ? "FAIL" : "ok  ", bad);
 }
 
+// The few-row product against matmul_forward_cpu on the same bf16 values (the emulator reports 2
+// SMs, so the planner splits K at these small shapes too); then row 0 alone must give the same
+// bits (batch invariance) and the tickets must be back at zero.
+void matmul_rows(int64_t M, int64_t K, std::vector<int64_t> parts, bool bias, MatmulRowsEpilogue e) {
+  const bool swiglu = e == MatmulRowsEpilogue::swiglu, f32 = e == MatmulRowsEpilogue::store_f32;
+  int64_t total = 0;
+  for (int64_t r : parts) total += r;
+  const int64_t cols = swiglu ? parts[0] : total;
+  auto x = uniform(M * K, -1, 1), old = uniform(M * cols, -4, 4);
+  std::vector<std::vector<float>> w, b;
+  std::vector<std::vector<uint16_t>> wb, bb;
+  for (int64_t r : parts) {
+    w.push_back(uniform(r * K, -0.1f, 0.1f));
+    b.push_back(bias ? uniform(r, -0.5f, 0.5f) : std::vector<float>{});
+    wb.push_back(bits(w.back()));
+    bb.push_back(bits(b.back()));
+  }
+  // The CPU reference: each part's product (f32 sgemm), then the epilogue in f32.
+  std::vector<float> dots(M * total);
+  int64_t col = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    std::vector<float> part(M * parts[p]);
+    matmul_forward_cpu(part.data(), x.data(), w[p].data(), bias ? b[p].data() : nullptr, M, K, parts[p]);
+    for (int64_t m = 0; m < M; ++m) std::copy_n(part.begin() + m * parts[p], parts[p], dots.begin() + m * total + col);
+    col += parts[p];
+  }
+  std::vector<float> want(M * cols);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t j = 0; j < cols; ++j) {
+      const float d = dots[m * total + j];
+      if (swiglu) {
+        const float u = dots[m * total + cols + j];
+        want[m * cols + j] = d / (1.0f + std::exp(-d)) * u;
+      } else {
+        want[m * cols + j] = e == MatmulRowsEpilogue::accumulate ? old[m * cols + j] + d : d;
+      }
+    }
+  auto run = [&](int64_t rows, std::vector<float>& out_f, std::vector<uint8_t>& tickets) {
+    auto xb = bits(x);
+    std::vector<uint16_t> ob = e == MatmulRowsEpilogue::accumulate ? bits(old) : std::vector<uint16_t>(M * cols, 0x7fc0);
+    std::vector<float> of(M * cols, NAN);
+    MatmulRowsProblem p;
+    p.out = f32 ? static_cast<void*>(of.data()) : static_cast<void*>(ob.data());
+    p.ld_out = cols;
+    p.x = xb.data();
+    p.ld_x = K;
+    p.rows = rows;
+    p.in_features = K;
+    p.num_parts = static_cast<int>(parts.size());
+    for (int i = 0; i < p.num_parts; ++i) p.parts[i] = {wb[i].data(), bias ? bb[i].data() : nullptr, parts[i]};
+    p.epilogue = e;
+    const size_t bytes = matmul_rows_workspace_bytes(total, K, swiglu, rows, 2);
+    std::vector<uint8_t> ws(bytes + 256, 0);
+    void* wsp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 255) / 256 * 256);
+    matmul_rows_cuda(p, wsp, bytes, kStream);
+    out_f = f32 ? of : floats(ob);
+    const MatmulRowsGrid g = matmul_rows_grid(total, K, swiglu, 2);
+    tickets.assign(static_cast<uint8_t*>(wsp), static_cast<uint8_t*>(wsp) + matmul_rows_ticket_bytes(g));
+  };
+  std::vector<float> got, one;
+  std::vector<uint8_t> tickets, tickets1;
+  run(M, got, tickets);
+  run(1, one, tickets1);
+  const MatmulRowsGrid g = matmul_rows_grid(total, K, swiglu, 2);
+  char name[96];
+  std::snprintf(name, sizeof name, "matmul_rows M %lld K %lld N %lld %s (%lld x %lld)", (long long)M, (long long)K,
+                (long long)total, swiglu ? "swiglu" : f32 ? "f32" : e == MatmulRowsEpilogue::accumulate ? "acc" : "store",
+                (long long)g.tiles, (long long)g.splits);
+  expect(name, got, want, 1e-3, f32 ? 1e-5 : 1.0 / 256);
+  bool same = std::equal(one.begin(), one.begin() + cols, got.begin(),
+                         [](float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; });
+  bool zero = std::all_of(tickets.begin(), tickets.end(), [](uint8_t v) { return v == 0; });
+  failures += !same + !zero;
+  std::printf("  row 0 alone: %s; tickets back at zero: %s\n", same ? "same bits" : "FAIL", zero ? "yes" : "FAIL");
+}
+
+// The fused decode prologue against decode_qkv_cpu (the unfused CPU kernels) on the same bf16
+// values; a padding row (slot -1) must leave its cache rows as they were.
+void decode_qkv(int64_t T, int64_t H, int64_t KVH, int64_t D, bool norm) {
+  const int64_t qd = H * D, kvd = KVH * D, rows = T + 2;
+  auto qkv = uniform(T * (qd + 2 * kvd), -2, 2), qn = uniform(D, 0.5f, 1.5f), kn = uniform(D, 0.5f, 1.5f);
+  std::vector<int32_t> pos(T), slots(T);
+  for (int64_t t = 0; t < T; ++t) {
+    pos[t] = static_cast<int32_t>(gen() % 40000);
+    slots[t] = t == 1 ? -1 : static_cast<int32_t>((t * 5) % rows);
+  }
+  std::vector<float> q(T * qd), k(rows * kvd, NAN), v(rows * kvd, NAN);
+  // The CPU reference sees the normalised values rounded to bf16, as the CUDA path stores them
+  // before RoPE: norm (CPU), round, then rotate through the same function with no norm.
+  std::vector<float> staged = qkv;
+  if (norm)
+    for (int64_t t = 0; t < T; ++t) {
+      float* row = staged.data() + t * (qd + 2 * kvd);
+      rmsnorm_forward_cpu(row, nullptr, row, qn.data(), H, D, 1e-6f);
+      rmsnorm_forward_cpu(row + qd, nullptr, row + qd, kn.data(), KVH, D, 1e-6f);
+      for (int64_t i = 0; i < qd + kvd; ++i) row[i] = bf16_bits_to_f32(f32_to_bf16_bits(row[i]));
+    }
+  DecodeQkvShape shape{H, KVH, D, 1e-6f, 1e6f};
+  decode_qkv_cpu(q.data(), k.data(), v.data(), staged.data(), nullptr, nullptr, pos.data(), slots.data(), T, shape);
+  auto qkvb = bits(qkv), qnb = bits(qn), knb = bits(kn);
+  std::vector<uint16_t> qb(T * qd, 0x7fc0), kb(rows * kvd, 0x7fc0), vb(rows * kvd, 0x7fc0);
+  decode_qkv_cuda(qb.data(), kb.data(), vb.data(), qkvb.data(), norm ? qnb.data() : nullptr, norm ? knb.data() : nullptr,
+                  pos.data(), slots.data(), T, shape, kStream);
+  auto nan_where_nan = [](const std::vector<float>& got, const std::vector<float>& want) {
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) bad += std::isnan(got[i]) != std::isnan(want[i]);
+    return bad;
+  };
+  auto finite = [](std::vector<float> v) {
+    for (float& x : v) x = std::isnan(x) ? 0.0f : x;
+    return v;
+  };
+  char name[96];
+  std::snprintf(name, sizeof name, "decode_qkv T %lld H %lld KVH %lld D %lld%s q", (long long)T, (long long)H,
+                (long long)KVH, (long long)D, norm ? " norm" : "");
+  expect(name, floats(qb), q, 1e-5, 1.0 / 256);
+  auto kf = floats(kb), vf = floats(vb);
+  expect("  k cache", finite(kf), finite(k), 1e-5, 1.0 / 256);
+  expect("  v cache", finite(vf), finite(v), 0, 0);
+  size_t bad = nan_where_nan(kf, k) + nan_where_nan(vf, v);
+  failures += bad != 0;
+  std::printf("  rows left alone (padding, never named): %s\n", bad ? "FAIL" : "ok");
+}
+
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "all";
   if (what == "all" || what == "norm") {
@@ -252,6 +380,19 @@ int main(int argc, char** argv) {
   if (what == "all" || what == "logprob") logprob(37, 64, 203, 16, 64), logprob(1, 16, 50, 4, 128), logprob(9, 24, 77, 4, 30),
         logprob(37, 64, 203, 16, 64, 1.0f / 0.6f);
   if (what == "all" || what == "sampling") sampling(24, 300), sampling(4, 5003);
+  if (what == "all" || what == "matmul") {
+    using E = MatmulRowsEpilogue;
+    matmul_rows(1, 64, {48}, true, E::store);
+    matmul_rows(3, 1024, {40}, false, E::store);  // one tile: K split 4 ways
+    matmul_rows(9, 512, {64, 16, 16}, true, E::store);
+    matmul_rows(17, 768, {80}, false, E::accumulate);
+    matmul_rows(33, 512, {40, 40}, false, E::swiglu);
+    matmul_rows(5, 256, {200}, false, E::store_f32);
+    matmul_rows(70, 256, {24, 24}, false, E::swiglu);
+  }
+  if (what == "all" || what == "decode_qkv") {
+    decode_qkv(3, 4, 2, 64, true), decode_qkv(4, 2, 2, 128, false), decode_qkv(2, 3, 1, 10, true);
+  }
   std::printf("%s\n", failures ? "FAILED" : "all passed");
   return failures ? 1 : 0;
 }

@@ -4,7 +4,7 @@
 # kernels: a check of indexing, team/warp mapping, reductions and select logic for machines
 # without a GPU, not a substitute for tests/kernels' CUDA cases on a GPU (no timing, no real memory
 # model; CUB's sort and cuBLASLt are replaced by host code).
-#   tools/cuda_emu_ops/run.sh CPU_BUILD_DIR [all|norm|rope|swiglu|embedding|logprob|sampling]
+#   tools/cuda_emu_ops/run.sh CPU_BUILD_DIR [all|norm|rope|swiglu|embedding|logprob|sampling|matmul|decode_qkv]
 # CPU_BUILD_DIR: a build configured with -DSQLRL_WITH_CUDA=OFF that has built sqlrl_kernels.
 set -euo pipefail
 build=${1:?usage: tools/cuda_emu_ops/run.sh CPU_BUILD_DIR [what]}
@@ -15,7 +15,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/kernels/cuda"
 cp "$root/kernels/cuda/ops_common.cuh" "$work/kernels/cuda/ops_common.cuh"
-for f in rmsnorm rope swiglu embedding logprob sampling; do
+cp "$root/tools/cuda_emu/ptx/ptx.cuh" "$work/kernels/cuda/ptx.cuh"  # the few-row product's mma
+for f in rmsnorm rope swiglu embedding logprob sampling matmul decode_qkv; do
   sed -E -e 's/([A-Za-z_:][A-Za-z0-9_:]*(<[A-Za-z0-9_ ]+>)?)<<<(.*)>>>\(/emu_launch(\1, \3, /' \
          "$root/kernels/cuda/$f.cu" > "$work/kernels/cuda/$f.cpp"
 done
