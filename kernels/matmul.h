@@ -48,6 +48,11 @@ enum class MatmulRowsEpilogue : uint8_t {
   swiglu,      // parts {gate, up} of equal rows; out (bf16) [M, rows] = silu(x Wg^T) * (x Wu^T),
                // both products kept in f32 (no bias)
 };
+// staged (the default): W and x stream through shared memory with cp.async, several K chunks in
+// flight, read as fragments with ldmatrix. direct: each lane loads W into its mma fragments from
+// global memory (measured at 0.27-0.56 of copy bandwidth on an H200; kept beside staged for the
+// benchmark). Both are batch invariant; they round differently from each other.
+enum class MatmulRowsVariant : uint8_t { staged, direct };
 struct MatmulRowsProblem {
   void* out = nullptr;  // [M, ld_out]
   int64_t ld_out = 0;
@@ -58,12 +63,13 @@ struct MatmulRowsProblem {
   MatmulRowsPart parts[3];
   int num_parts = 1;
   MatmulRowsEpilogue epilogue = MatmulRowsEpilogue::store;
+  MatmulRowsVariant variant = MatmulRowsVariant::staged;
 };
 constexpr int64_t kMatmulRowsMaxRows = 128;
-// A block computes 64 rows of W (4 warps x 16) over K in steps of 128; the planner aims at 4 such
-// blocks per SM at once (128 threads of ~100 registers, 8 16-byte loads of W in flight each:
-// ~64 KB in flight per SM, about twice what the memory's latency needs).
-constexpr int64_t kMatmulRowsBlockRows = 64, kMatmulRowsBlockK = 128, kMatmulRowsBlocksPerSm = 4;
+// A block computes 64 rows of W (4 warps x 16) over K in chunks of 128. The planner counts on 3
+// blocks resident per SM (the staged variant's shared memory at M <= 16) and picks the K split
+// that fills those slots in the fewest, fullest waves.
+constexpr int64_t kMatmulRowsBlockRows = 64, kMatmulRowsBlockK = 128, kMatmulRowsBlocksPerSm = 3;
 inline int64_t matmul_rows_total(const MatmulRowsProblem& p) {
   int64_t n = 0;
   for (int i = 0; i < p.num_parts; ++i) n += p.parts[i].rows;

@@ -22,12 +22,20 @@ MatmulRowsGrid matmul_rows_grid(int64_t total_rows, int64_t in_features, bool sw
   // swiglu: a block covers 32 outputs = 32 gate rows + 32 up rows.
   grid.tiles = swiglu ? (total_rows / 2 + kMatmulRowsBlockRows / 2 - 1) / (kMatmulRowsBlockRows / 2)
                       : (total_rows + kMatmulRowsBlockRows - 1) / kMatmulRowsBlockRows;
-  const int64_t target = int64_t{kMatmulRowsBlocksPerSm} * std::max(multiprocessors, 1);
-  // Each split keeps at least two unrolled steps of K, so the ticket and the partials stay cheap.
-  const int64_t max_splits = std::max<int64_t>(1, in_features / (2 * kMatmulRowsBlockK));
-  int64_t splits = std::clamp<int64_t>((target + grid.tiles - 1) / std::max<int64_t>(grid.tiles, 1), 1, max_splits);
-  grid.split_k = (in_features + splits - 1) / splits;
-  grid.split_k = (grid.split_k + kMatmulRowsBlockK - 1) / kMatmulRowsBlockK * kMatmulRowsBlockK;
+  const int64_t slots = kMatmulRowsBlocksPerSm * std::max(multiprocessors, 1);
+  const int64_t chunks = std::max<int64_t>(1, (in_features + kMatmulRowsBlockK - 1) / kMatmulRowsBlockK);
+  // The time of S splits ~ waves x chunks per split: a wave of blocks shares the bandwidth, and a
+  // last, partial wave costs nearly a full one. Each split keeps >= 2 chunks (the pipeline's
+  // depth) and costs its partial sums, so among equal estimates the fewest splits win.
+  int64_t best = 1, best_cost = INT64_MAX;
+  for (int64_t s = 1; s <= std::max<int64_t>(1, chunks / 2); ++s) {
+    const int64_t per_split = (chunks + s - 1) / s;
+    if (s > 1 && (s - 1) * per_split >= chunks) continue;  // the same cut as fewer splits
+    const int64_t waves = (grid.tiles * s + slots - 1) / slots;
+    const int64_t cost = waves * per_split;
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  grid.split_k = (chunks + best - 1) / best * kMatmulRowsBlockK;
   grid.splits = (in_features + grid.split_k - 1) / grid.split_k;
   return grid;
 }

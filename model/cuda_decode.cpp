@@ -398,9 +398,11 @@ void decode_step_cuda(const CudaModel& m, CudaKVCache& cache, const std::vector<
   }
   // More rows than one step takes: several steps, each chunk's logits copied out.
   Device dev = cuda_device(m.device);
-  const char* arena = static_cast<const char*>(st.arena.data());
+  // The last step's logits may be a view of the arena: a fresh tensor then (a chunk would
+  // overwrite rows it still has to copy out).
+  const char* arena = st.arena.defined() ? static_cast<const char*>(st.arena.data()) : nullptr;
   const char* at = logits.defined() ? static_cast<const char*>(logits.data()) : nullptr;
-  const bool in_arena = at && at >= arena && at < arena + st.arena.nbytes();  // last step's view
+  const bool in_arena = arena && at && at >= arena && at < arena + st.arena.nbytes();
   if (!logits.defined() || !(logits.shape == Shape{n, V}) || logits.dtype != DType::F32 || logits.device() != dev ||
       in_arena)
     logits = empty({n, V}, DType::F32, dev);

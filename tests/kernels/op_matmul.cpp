@@ -1,6 +1,7 @@
 // matmul (kernels/matmul.h): out = x w^T + b, its backward (accumulating), and the few-token
 // forward of decode steps on the CPU; on CUDA the few-row product of decode steps
-// (matmul_rows_cuda: every epilogue, one to three weight parts, split K, M up to 128). Prefill
+// (matmul_rows_cuda: both variants, every epilogue, one to three weight parts, split K, M up to
+// 128). Prefill
 // and training GEMMs on CUDA are runtime/gemm.h's cuBLASLt.
 //
 // Tolerance, CPU: f32 results of K-term dot products, K = C for the forward, O for dx, T for dw
@@ -174,8 +175,8 @@ struct RowsRun {
   std::vector<uint8_t> tickets;  // the workspace's ticket bytes after the call
 };
 
-RowsRun run_rows(const RowsShape& s, int64_t M, const std::vector<float>& x, const std::vector<Tensor>& w,
-                 const std::vector<Tensor>& b, const std::vector<float>& old) {
+RowsRun run_rows(const RowsShape& s, MatmulRowsVariant variant, int64_t M, const std::vector<float>& x,
+                 const std::vector<Tensor>& w, const std::vector<Tensor>& b, const std::vector<float>& old) {
   const bool swiglu = s.epilogue == MatmulRowsEpilogue::swiglu, f32 = s.epilogue == MatmulRowsEpilogue::store_f32;
   int64_t total = 0;
   for (int64_t r : s.parts) total += r;
@@ -194,6 +195,7 @@ RowsRun run_rows(const RowsShape& s, int64_t M, const std::vector<float>& x, con
   p.num_parts = static_cast<int>(s.parts.size());
   for (int i = 0; i < p.num_parts; ++i) p.parts[i] = {bf16_ptr(w[i]), s.bias ? bf16_ptr(b[i]) : nullptr, s.parts[i]};
   p.epilogue = s.epilogue;
+  p.variant = variant;
   const int sms = cuda_device_info(0).multiprocessors;
   const size_t bytes = matmul_rows_workspace_bytes(total, s.K, swiglu, M, sms);
   Tensor ws = upload(std::vector<uint8_t>(bytes, 0));  // the tickets start at zero
@@ -224,16 +226,20 @@ void run_cuda() {
       gw.push_back(gpu(w.back(), DType::BF16));
       gb.push_back(s.bias ? gpu(b.back(), DType::BF16) : Tensor{});
     }
-    const RowsRun run = run_rows(s, s.M, x, gw, gb, old);
-    expect_within_budgets(run.out, rows_reference(s, x, w, b, old), "out");
-    EXPECT_TRUE(std::all_of(run.tickets.begin(), run.tickets.end(), [](uint8_t v) { return v == 0; }))
-        << "the tile tickets must be left at zero for the next launch";
+    const RowsWant want = rows_reference(s, x, w, b, old);
+    for (MatmulRowsVariant variant : {MatmulRowsVariant::staged, MatmulRowsVariant::direct}) {
+      SCOPED_TRACE(variant == MatmulRowsVariant::staged ? "staged" : "direct");
+      const RowsRun run = run_rows(s, variant, s.M, x, gw, gb, old);
+      expect_within_budgets(run.out, want, "out");
+      EXPECT_TRUE(std::all_of(run.tickets.begin(), run.tickets.end(), [](uint8_t v) { return v == 0; }))
+          << "the tile tickets must be left at zero for the next launch";
 
-    // Batch invariance: the first row alone gives the same bits as inside the batch.
-    const RowsRun alone = run_rows(s, 1, x, gw, gb, old);
-    ASSERT_EQ(alone.out.size(), static_cast<size_t>(cols));
-    EXPECT_EQ(0, std::memcmp(alone.out.data(), run.out.data(), sizeof(float) * cols))
-        << "row 0 differs between M = 1 and M = " << s.M;
+      // Batch invariance: the first row alone gives the same bits as inside the batch.
+      const RowsRun alone = run_rows(s, variant, 1, x, gw, gb, old);
+      ASSERT_EQ(alone.out.size(), static_cast<size_t>(cols));
+      EXPECT_EQ(0, std::memcmp(alone.out.data(), run.out.data(), sizeof(float) * cols))
+          << "row 0 differs between M = 1 and M = " << s.M;
+    }
   }
 }
 

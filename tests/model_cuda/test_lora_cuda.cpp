@@ -385,6 +385,9 @@ TEST_P(CudaLoraTest, ZeroBGivesTheBaseModelExactly) {
   std::vector<std::vector<float>> cached;
   for (const CudaLora* l : {(const CudaLora*)&lora, (const CudaLora*)nullptr}) {
     CudaKVCache cache = make_cuda_kv_cache(m, 8, 16);
+    // An adapter's decode step runs the unfused path (model/cuda_decode.h applies none); the
+    // base's would take the fused kernels, which round elsewhere: compare like with like.
+    cache.decode_mode = CudaDecodeMode::unfused;
     const int64_t h = kv_new_sequence(cache.book);
     Tensor logits;
     const std::vector<int32_t> prompt(k.b.batch.tokens.begin(), k.b.batch.tokens.begin() + 40);

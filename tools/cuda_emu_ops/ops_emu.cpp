@@ -243,7 +243,8 @@ void sampling(int64_t rows, int64_t V) {
 // The few-row product against matmul_forward_cpu on the same bf16 values (the emulator reports 2
 // SMs, so the planner splits K at these small shapes too); then row 0 alone must give the same
 // bits (batch invariance) and the tickets must be back at zero.
-void matmul_rows(int64_t M, int64_t K, std::vector<int64_t> parts, bool bias, MatmulRowsEpilogue e) {
+void matmul_rows(int64_t M, int64_t K, std::vector<int64_t> parts, bool bias, MatmulRowsEpilogue e,
+                 MatmulRowsVariant variant) {
   const bool swiglu = e == MatmulRowsEpilogue::swiglu, f32 = e == MatmulRowsEpilogue::store_f32;
   int64_t total = 0;
   for (int64_t r : parts) total += r;
@@ -291,6 +292,7 @@ void matmul_rows(int64_t M, int64_t K, std::vector<int64_t> parts, bool bias, Ma
     p.num_parts = static_cast<int>(parts.size());
     for (int i = 0; i < p.num_parts; ++i) p.parts[i] = {wb[i].data(), bias ? bb[i].data() : nullptr, parts[i]};
     p.epilogue = e;
+    p.variant = variant;
     const size_t bytes = matmul_rows_workspace_bytes(total, K, swiglu, rows, 2);
     std::vector<uint8_t> ws(bytes + 256, 0);
     void* wsp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 255) / 256 * 256);
@@ -305,8 +307,9 @@ void matmul_rows(int64_t M, int64_t K, std::vector<int64_t> parts, bool bias, Ma
   run(1, one, tickets1);
   const MatmulRowsGrid g = matmul_rows_grid(total, K, swiglu, 2);
   char name[96];
-  std::snprintf(name, sizeof name, "matmul_rows M %lld K %lld N %lld %s (%lld x %lld)", (long long)M, (long long)K,
-                (long long)total, swiglu ? "swiglu" : f32 ? "f32" : e == MatmulRowsEpilogue::accumulate ? "acc" : "store",
+  std::snprintf(name, sizeof name, "matmul_rows %s M %lld K %lld N %lld %s (%lld x %lld)",
+                variant == MatmulRowsVariant::staged ? "staged" : "direct", (long long)M, (long long)K, (long long)total,
+                swiglu ? "swiglu" : f32 ? "f32" : e == MatmulRowsEpilogue::accumulate ? "acc" : "store",
                 (long long)g.tiles, (long long)g.splits);
   expect(name, got, want, 1e-3, f32 ? 1e-5 : 1.0 / 256);
   bool same = std::equal(one.begin(), one.begin() + cols, got.begin(),
@@ -382,13 +385,15 @@ int main(int argc, char** argv) {
   if (what == "all" || what == "sampling") sampling(24, 300), sampling(4, 5003);
   if (what == "all" || what == "matmul") {
     using E = MatmulRowsEpilogue;
-    matmul_rows(1, 64, {48}, true, E::store);
-    matmul_rows(3, 1024, {40}, false, E::store);  // one tile: K split 4 ways
-    matmul_rows(9, 512, {64, 16, 16}, true, E::store);
-    matmul_rows(17, 768, {80}, false, E::accumulate);
-    matmul_rows(33, 512, {40, 40}, false, E::swiglu);
-    matmul_rows(5, 256, {200}, false, E::store_f32);
-    matmul_rows(70, 256, {24, 24}, false, E::swiglu);
+    for (MatmulRowsVariant v : {MatmulRowsVariant::staged, MatmulRowsVariant::direct}) {
+      matmul_rows(1, 64, {48}, true, E::store, v);
+      matmul_rows(3, 1024, {40}, false, E::store, v);  // one tile: K split 4 ways
+      matmul_rows(9, 512, {64, 16, 16}, true, E::store, v);
+      matmul_rows(17, 768, {80}, false, E::accumulate, v);
+      matmul_rows(33, 512, {40, 40}, false, E::swiglu, v);
+      matmul_rows(5, 256, {200}, false, E::store_f32, v);
+      matmul_rows(70, 256, {24, 24}, false, E::swiglu, v);
+    }
   }
   if (what == "all" || what == "decode_qkv") {
     decode_qkv(3, 4, 2, 64, true), decode_qkv(4, 2, 2, 128, false), decode_qkv(2, 3, 1, 10, true);

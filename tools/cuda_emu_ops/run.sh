@@ -17,7 +17,8 @@ mkdir -p "$work/kernels/cuda"
 cp "$root/kernels/cuda/ops_common.cuh" "$work/kernels/cuda/ops_common.cuh"
 cp "$root/tools/cuda_emu/ptx/ptx.cuh" "$work/kernels/cuda/ptx.cuh"  # the few-row product's mma
 for f in rmsnorm rope swiglu embedding logprob sampling matmul decode_qkv; do
-  sed -E -e 's/([A-Za-z_:][A-Za-z0-9_:]*(<[A-Za-z0-9_ ]+>)?)<<<(.*)>>>\(/emu_launch(\1, \3, /' \
+  sed -E -e 's/extern __shared__ __align__\(16\) uint16_t smem\[\];/uint16_t* smem = emu::g_smem;/' \
+         -e 's/([A-Za-z_:][A-Za-z0-9_:]*(<[A-Za-z0-9_ ]+>)?)<<<(.*)>>>\(/emu_launch(\1, \3, /' \
          "$root/kernels/cuda/$f.cu" > "$work/kernels/cuda/$f.cpp"
 done
 g++ -std=c++20 -O1 -pthread -I"$here/shim" -I"$root/tools/cuda_emu/shim" -I"$work" -I"$root" -Wno-unused-parameter \
