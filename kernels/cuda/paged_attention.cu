@@ -5,40 +5,46 @@
 // `group` = H / KVH dot products, 2 * group FLOP per byte at most. The previous version (one
 // 16-lane shuffle tree per token per head, exp2 per head per token on the CUDA cores, 157
 // registers) was issue-bound at 0.28-0.45 of the device copy bandwidth. This one:
-//  * grid (split, kv head x head chunk, query); a block of 4 warps serves one kv head and up to 16
-//    of its query heads, over one split of the query's context. The group's query heads are the
-//    16 M rows of mma.m16n8k16 (rows past the group are zeros, never written out): S = Q K^T with
-//    Q as the A fragment (ldmatrix'ed once into registers) and K tiles as B (ldmatrix from shared
-//    memory); then O += P V with P re-packed from the S accumulators as the bf16 A fragment and V
-//    as B (ldmatrix.trans). One tensor-core pass covers 16 heads x 16 keys, so the CUDA cores do
-//    one exp2 per (row, key) of a 16 x 16 tile per 32 lanes and two 2-level quad shuffles per
-//    16 keys, instead of a shuffle tree per key per head (the FlashAttention-2 schedule applied
-//    to decode with the heads as rows, as FlashInfer's decode and FlashDecoding do for GQA:
-//    Dao-AILab/flash-attention, flashinfer-ai/flashinfer; "Flash-Decoding for long-context
-//    inference", 2023; FlashAttention-2, arXiv:2307.08691).
+//  * grid (kv head x head chunk, split, query); a block of 4 warps serves one kv head and up to 16
+//    of its query heads over one split of the query's context. The group's query heads are the 16
+//    M rows of mma.m16n8k16 (rows past the group are zeros, never written out): S = Q K^T with Q
+//    as the A fragment and K tiles as B (ldmatrix from shared memory), then O += P V with P
+//    re-packed from the S accumulators as the bf16 A fragment and V as B (ldmatrix.trans). One
+//    tensor-core pass covers 16 heads x 16 keys: per 16 keys a warp does 8 exp2 per lane and two
+//    2-level quad shuffles per row half, instead of a shuffle tree per key per head. (The
+//    FlashAttention-2 schedule applied to decode with the GQA group's heads as the M rows, as
+//    FlashInfer's decode kernels do: FlashAttention-2, arXiv:2307.08691; Dao-AILab/flash-attention;
+//    flashinfer-ai/flashinfer; split-K as in "Flash-Decoding for long-context inference", 2023.)
 //  * Keys stream through shared memory in tiles of 64 (warp w takes keys 16w..16w+15 of every
-//    tile, with its own running max / sum / O), kPagedStages = 3 deep with cp.async: while one
-//    tile is multiplied two more are in flight. The block first turns its split's block-table
-//    entries into cache slots (shared memory), so a tile's 16-byte copies need no global lookups.
+//    tile with its own running max, sum and O), kPagedStages = 3 deep with cp.async, the next
+//    tile issued before waiting for the current one: 3 tiles (96 KB) in flight per block. The
+//    block first turns its split's block-table entries into cache slots in shared memory, so a
+//    tile's 16-byte copies need no global lookups. The 4 warps' states are merged in warp order
+//    through shared memory (over the drained pipeline).
 //  * Split-K: a context is cut by paged_split_tokens (kernels/attention.h), which depends on the
 //    context alone: batch-invariant bits. A one-split context is normalised and written directly;
 //    otherwise each split writes (normalised O, log2-sum-exp) to the workspace and a second,
-//    small kernel merges the splits of each (query, head) in split order (deterministic).
-//  * positions < 0: padding row, zeros written by split 0, nothing read. Context past
+//    small kernel merges the splits of each (query, head) in split order.
+//  * positions < 0: padding row, zeros written by split 0, nothing else read. Context past
 //    max_context: NaN written by split 0.
-// The 4 warps' states are merged through shared memory (over the drained pipeline buffers) in
-// warp order.
 //
-// Shared memory (D 128): Q 16 x 136 x 2 = 4,352 B, slots 4,096 B, 3 stages x (K + V) 64 x 136 x 2
-// x 2 = 104,448 B: 112,896 B, 2 blocks (8 warps, 4 tiles = 128 KB in flight) per SM on sm_90. The
-// launcher allocates only the stages the longest split can use: splits of one tile (contexts up
-// to 1024) take 43 KB, 3+ blocks per SM. D 64: 61,696 B at 3 stages.
-// ptxas (nvcc 13.0): see the figures recorded below the includes.
+// Shared memory (D 128): Q 16 x 136 x 2 = 4,352 B, slots 4 B per key of the longest split, stages
+// of (K + V) 64 x 136 x 2 x 2 = 34,816 B; the launcher allocates only the stages the longest split
+// fills: 512-key splits 110,848 B (2 blocks per SM), 128-key 74,496 B (3), 64-key 39,424 B (4,
+// the register limit). D 64: 18,432 B per stage.
+// ptxas (nvcc 13.0): paged_attention_kernel 122 registers for D 128, 90 for D 64 on sm_90a (120 /
+// 88 on sm_80), the merge kernel 32; no spills, no stack frame. SASS (sm_90a, cuobjdump on the
+// H200 machine): 48 HMMA.16816.F32.BF16 (32 in the D 128 kernel, 16 in D 64), 36 LDSM (.M88.4 for
+// Q and K, .MT88.4 for V), LDGSTS.E.BYPASS.128 for the tiles.
 //
-// Two numbers, 64 sequences x 4096 context, 8 kv heads, D 128: 64 * 4096 * 8 * 128 * 2 * 2 = 1.07 GB
-// of K and V (0.25 ms at the 4.3 TB/s a device copy reaches on an H200); 64 * 4096 * 32 * 128 * 4
-// = 4.3 GFLOP of useful products (17 GFLOP on the tensor cores with the rows padded to 16),
-// 0.03 ms at mma.sync's ~600 TFLOP/s: memory-bound 8x over.
+// Two numbers, Qwen3-4B heads (32 q / 8 kv, D 128), K and V bytes at the 4.2 TB/s a 1 GiB device
+// copy reaches on an H200: 64 x 4096 keys 1.07 GB, 255 us; 8 x 8192 268 MB, 64 us; 1 x 32768
+// 134 MB, 32 us. FLOPs (64 x 4096): 4.3 G useful, 17 G on the tensor cores with the rows padded
+// to 16, 0.03 ms at mma.sync's ~600 TFLOP/s: memory-bound 8x over.
+// Measured (H200, bench_attention_cuda's way: one call between events / per launch in a CUDA
+// graph), fraction of the copy rate: 64 x 4096 0.89 / 0.91, 8 x 8192 0.67-0.70 / 0.75, 1 x 32768
+// 0.52 / 0.57, 64 x 2048 0.79 / 0.82, 128 x 1024 0.77 / 0.80; 1 x 512 (Qwen3-4B decode at batch
+// 1, per layer) 8.2 us per launch in a graph. bench/attention_notes.md has the versions tried.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -65,36 +71,40 @@ template <int D>
 struct PagedSmem {
   static constexpr int kLd = D + kPad;                                   // bf16 per tile row
   static constexpr int kQBytes = kPagedRows * kLd * 2;                   // Q rows
-  static constexpr int kSlotBytes = kPagedMaxSplit * 4;                  // cache slot of each key of the split
   static constexpr int kStageBytes = 2 * kPagedTile * kLd * 2;           // K tile then V tile
   static constexpr int kAccLd = D + 4;                                   // fp32 row of the warp merge
   static constexpr int kMergeBytes = kPagedWarps * kPagedRows * (kAccLd + 2) * 4;  // O rows, then m and l
   static_assert(kMergeBytes <= kStageBytes, "the warp merge reuses the first pipeline stage");
-  static constexpr int bytes(int stages) { return kQBytes + kSlotBytes + stages * kStageBytes; }
+  // Q, then the cache slots of the longest split's keys (a 16-byte multiple), then the stages.
+  static constexpr int slot_ints(int longest) { return (longest + 3) / 4 * 4; }
+  static constexpr int bytes(int stages, int longest) { return kQBytes + 4 * slot_ints(longest) + stages * kStageBytes; }
 };
 
 // workspace: part_out [N, H, max_splits, D] fp32 then part_lse [N, H, max_splits] fp32 (log2 domain).
 template <int D>
-__global__ void __launch_bounds__(kPagedThreads, 2) paged_attention_kernel(
+__global__ void __launch_bounds__(kPagedThreads, 4) paged_attention_kernel(
     uint16_t* __restrict__ out, float* __restrict__ part_out, float* __restrict__ part_lse,
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k_cache, const uint16_t* __restrict__ v_cache,
     const int32_t* __restrict__ block_table, const int32_t* __restrict__ positions, int max_blocks, int block_size,
-    int H, int KVH, int max_context, int split_tokens, float scale_log2) {
+    int H, int KVH, int max_context, int split_tokens, int slot_ints, float scale_log2) {
   using Smem = PagedSmem<D>;
   constexpr int LD = Smem::kLd, kChunks = D / 8, kRowsPerPass = kPagedThreads / kChunks;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* sQ = smem;
   int32_t* sSlot = reinterpret_cast<int32_t*>(smem + Smem::kQBytes / 2);
-  uint16_t* sKV = smem + (Smem::kQBytes + Smem::kSlotBytes) / 2;  // stage s: K at s * kStageBytes, V after it
+  uint16_t* sKV = smem + Smem::kQBytes / 2 + 2 * slot_ints;  // stage s: K at s * kStageBytes, V after it
 
-  const int split = blockIdx.x, query = blockIdx.z, tid = threadIdx.x;
+  // The kv heads of one split are adjacent in launch order, so blocks running together read all of
+  // a key's heads (one contiguous 2 KB row of the cache at Qwen3-4B's 8 x 128), not scattered
+  // parts of many rows (measured, one 32k query: 0.537 -> 0.570 of the copy rate).
+  const int split = blockIdx.y, query = blockIdx.z, tid = threadIdx.x;
   const int group = H / KVH, chunks = (group + kPagedRows - 1) / kPagedRows;
-  const int kvh = blockIdx.y / chunks, h0 = kvh * group + (blockIdx.y % chunks) * kPagedRows;
+  const int kvh = blockIdx.x / chunks, h0 = kvh * group + (blockIdx.x % chunks) * kPagedRows;
   const int rows = min(kPagedRows, kvh * group + group - h0);
   const int context = positions[query] + 1;
   const int size = static_cast<int>(paged_split_tokens(context, split_tokens));
   const int num_splits = context > 0 ? (context + size - 1) / size : 0;
-  if (context <= 0 || context > max_context || num_splits > static_cast<int>(gridDim.x)) {
+  if (context <= 0 || context > max_context || num_splits > static_cast<int>(gridDim.y)) {
     // A padding row reads nothing and gets zeros. A context past the max_context the grid was
     // sized for gets NaN, not attention over a context silently cut short.
     const uint16_t fill = context <= 0 ? uint16_t{0} : uint16_t{0x7fc0};
@@ -141,7 +151,6 @@ __global__ void __launch_bounds__(kPagedThreads, 2) paged_attention_kernel(
   for (int i = 0; i < kPagedStages - 1; ++i) load_tile(i);  // the first group also carries Q
 
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  uint32_t qa[D / 16][4];
   float acc[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
@@ -149,14 +158,14 @@ __global__ void __launch_bounds__(kPagedThreads, 2) paged_attention_kernel(
   // of the running sum (its 4 keys of each 16; the quad's shares are added at the end).
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
 
+  // Tile i + kPagedStages - 1 goes into the stage of tile i - 1, free once every warp is done with
+  // it (the first barrier), and is issued before waiting for tile i: while a warp waits,
+  // kPagedStages tiles are in flight, not kPagedStages - 1 (at the cost of a second barrier).
   for (int i = 0; i < num_tiles; ++i) {
-    cp_async_wait<kPagedStages - 2>();  // tile i (and Q with tile 0) has landed for this thread
-    __syncthreads();                    // ... for every thread; and tile i - 1's stage is free
+    if (i > 0) __syncthreads();
     load_tile(i + kPagedStages - 1);
-    if (i == 0) {
-#pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) load_a<LD>(qa[kc], sQ, 0, kc * 16, lane);
-    }
+    cp_async_wait<kPagedStages - 1>();  // tile i (and Q with tile 0) has landed for this thread
+    __syncthreads();                    // ... for every thread
     const int key0 = t0 + i * kPagedTile + warp * 16;  // this warp's first key in the tile
     if (key0 >= t1) continue;                          // warp-uniform: the split ended before
     const uint16_t* sK = sKV + (i % kPagedStages) * (Smem::kStageBytes / 2) + warp * 16 * LD;
@@ -167,10 +176,13 @@ __global__ void __launch_bounds__(kPagedThreads, 2) paged_attention_kernel(
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc) {
-      uint32_t b[4];
+      // Q's fragment is read again each tile (one ldmatrix) rather than held: 32 registers fewer,
+      // 4 resident blocks instead of 3 where shared memory allows.
+      uint32_t a[4], b[4];
+      load_a<LD>(a, sQ, 0, kc * 16, lane);
       load_b_nk<LD>(b, sK, 0, kc * 16, lane);
-      mma_16816(s[0], qa[kc], b[0], b[1]);
-      mma_16816(s[1], qa[kc], b[2], b[3]);
+      mma_16816(s[0], a, b[0], b[1]);
+      mma_16816(s[1], a, b[2], b[3]);
     }
     float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
@@ -269,7 +281,7 @@ __global__ void __launch_bounds__(kPagedThreads, 2) paged_attention_kernel(
     if (direct) {
       out[row * D + d] = f32_to_bf16_bits(o / sum);
     } else {
-      const int64_t part = row * gridDim.x + split;
+      const int64_t part = row * gridDim.y + split;
       part_out[part * D + d] = o / sum;
       if (d == 0) part_lse[part] = big + log2f(sum);
     }
@@ -277,7 +289,9 @@ __global__ void __launch_bounds__(kPagedThreads, 2) paged_attention_kernel(
 }
 
 // One warp per (query, head) whose context took more than one split: the splits' outputs
-// weighted by exp2(lse - max), summed in split order (the same order for any batch).
+// weighted by exp2(lse - max), summed in split order (the same order for any batch). A version
+// with lane-parallel max and 8 splits' loads issued at once measured the same (H200, up to 64
+// splits): the merge is not on the critical path, so the plain loop stays.
 template <int D>
 __global__ void __launch_bounds__(kPagedThreads) paged_attention_combine_kernel(
     uint16_t* __restrict__ out, const float* __restrict__ part_out, const float* __restrict__ part_lse,
@@ -327,19 +341,20 @@ void launch_paged(uint16_t* out, const uint16_t* q, const uint16_t* k_cache, con
   // splits leave room for more resident blocks.
   const int longest = static_cast<int>(paged_split_tokens(max_context, split_tokens));
   const int stages = std::min(kPagedStages, (longest + kPagedTile - 1) / kPagedTile);
-  const int smem = PagedSmem<D>::bytes(stages);
+  const int smem = PagedSmem<D>::bytes(stages, longest);
   // The shared-memory limit is raised once per device: the call costs host time on every decode
   // step, and a one-query launch's whole GPU time is a few microseconds.
   static std::once_flag raised[kMaxDevices];
   check(device >= 0 && device < kMaxDevices, "paged_attention_cuda: device ", device, " out of range");
-  std::call_once(raised[device],
-                 [] { CUDA_CHECK(allow_smem(paged_attention_kernel<D>, PagedSmem<D>::bytes(kPagedStages))); });
-  dim3 grid(static_cast<unsigned>(max_splits), static_cast<unsigned>(KVH * chunks),
+  std::call_once(raised[device], [] {
+    CUDA_CHECK(allow_smem(paged_attention_kernel<D>, PagedSmem<D>::bytes(kPagedStages, kPagedMaxSplit)));
+  });
+  dim3 grid(static_cast<unsigned>(KVH * chunks), static_cast<unsigned>(max_splits),
             static_cast<unsigned>(queries.num_queries));
   paged_attention_kernel<D><<<grid, kPagedThreads, smem, stream>>>(
       out, part_out, part_lse, q, k_cache, v_cache, queries.block_table, queries.positions,
       static_cast<int>(queries.max_blocks), static_cast<int>(queries.block_size), H, KVH, max_context, split_tokens,
-      scale_log2);
+      PagedSmem<D>::slot_ints(longest), scale_log2);
   CUDA_CHECK_LAUNCH();
   if (max_splits > 1) {
     const int64_t rows = queries.num_queries * H;
@@ -382,6 +397,8 @@ void paged_attention_cuda(uint16_t* out, const uint16_t* q, const uint16_t* k_ca
   if (queries.num_queries == 0) return;
   CUDA_CHECK(cudaSetDevice(stream.device));
   const int max_splits = static_cast<int>(paged_max_splits(max_context, split_tokens));
+  check(max_splits <= 65535, op, ": max_context ", max_context, " at split_tokens ", split_tokens, " needs ",
+        max_splits, " splits, more than a grid dimension holds (65535)");
   float* part_out = static_cast<float*>(workspace);
   float* part_lse =
       part_out == nullptr ? nullptr : part_out + queries.num_queries * shape.heads * max_splits * shape.head_dim;

@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
     paged({1, 33, 300}, 4, 1, 128, 1 << 20);
     paged({1, 33, 300}, 12, 2, 64, 64);
     paged({40, 300}, 16, 1, 128, 128);
-    // Padding rows among real ones; long contexts cut into many splits (1500 keys: 12 of 128
+    // Padding rows among real ones; long contexts cut into many splits (1500 keys: 8 of 192
     // by the default rule, 94 of 16 with split_tokens 16); groups 16 and 32 (two blocks of 16
     // heads per kv head); split_tokens not a multiple of the tile.
     paged({0, 1500, 1, 0, 64, 1025}, 8, 2, 128, 512);
