@@ -42,9 +42,10 @@
 // 134 MB, 32 us. FLOPs (64 x 4096): 4.3 G useful, 17 G on the tensor cores with the rows padded
 // to 16, 0.03 ms at mma.sync's ~600 TFLOP/s: memory-bound 8x over.
 // Measured (H200, bench_attention_cuda's way: one call between events / per launch in a CUDA
-// graph), fraction of the copy rate: 64 x 4096 0.89 / 0.91, 8 x 8192 0.67-0.70 / 0.75, 1 x 32768
-// 0.52 / 0.57, 64 x 2048 0.79 / 0.82, 128 x 1024 0.77 / 0.80; 1 x 512 (Qwen3-4B decode at batch
-// 1, per layer) 8.2 us per launch in a graph. bench/attention_notes.md has the versions tried.
+// graph), fraction of the copy rate: 64 x 4096 0.89 / 0.92, 8 x 8192 0.67-0.69 / 0.76, 1 x 32768
+// 0.51 / 0.57, 64 x 2048 0.80 / 0.83, 128 x 1024 0.77 / 0.80 (the kernel before: 0.45, 0.39,
+// 0.28, 0.42, 0.41); 1 x 512 (Qwen3-4B decode at batch 1, per layer) 8.0 us per launch in a graph
+// (before: 40). bench/attention_notes.md has the versions tried and what missed.
 #include <cuda_runtime.h>
 
 #include <algorithm>
