@@ -95,11 +95,45 @@ void attention_backward_cuda(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uin
                              AttentionShape shape, void* workspace, size_t workspace_bytes,
                              const CudaStream& stream = CudaStream{}, const SharedPrefixesCuda& prefixes = {});
 
-// Decode: one query token per entry of `queries` (its pointers are device arrays); contexts are
-// cut into pieces of split_tokens keys handled by separate blocks and merged by a second pass.
-// max_context must be >= positions[i] + 1 for every query (device data the launcher cannot
-// check; a query whose context needs more splits than max_context allows gets NaN outputs).
+// Decode: one query token per entry of `queries` (its pointers are device arrays).
+//  * positions[i] < 0 marks a padding row (CUDA graphs replay fixed batch buckets): its output is
+//    zeros and nothing of its block table or of the cache is read. CPU and CUDA alike.
+//  * max_context bounds positions[i] + 1 for every query (device data the launcher cannot check):
+//    on CUDA a query past it gets NaN outputs instead of attention over a truncated context.
+//  * On CUDA a context is cut into splits of paged_split_tokens(context, split_tokens) keys,
+//    handled by separate blocks and merged in split order by a second pass. The split depends on
+//    the query's own context alone (never on the batch or on max_context), so a query's output
+//    bits are the same in any batch: decode results do not depend on batching.
+// The split rule: about kPagedTargetSplits splits per context, so that one short query still
+// spreads over many blocks (512 keys: 8 splits x the kv heads), each a multiple of
+// kPagedTileTokens, at least one tile and at most min(split_tokens, kPagedMaxSplitTokens) keys.
+// 8, not 16: with 16 a mid-size batch's blocks were too short to hide their start (H200, 128 x
+// 1024 keys: 0.66 of the copy rate against 0.80), and one short query gained nothing.
 constexpr int64_t kPagedSplitTokens = 512;
+constexpr int64_t kPagedTileTokens = 64, kPagedTargetSplits = 8, kPagedMaxSplitTokens = 1024;
+constexpr int64_t paged_split_tokens(int64_t context, int64_t split_tokens) {
+  const int64_t cap = split_tokens < kPagedMaxSplitTokens ? split_tokens : kPagedMaxSplitTokens;
+  int64_t want = (context + kPagedTargetSplits - 1) / kPagedTargetSplits;
+  want = (want + kPagedTileTokens - 1) / kPagedTileTokens * kPagedTileTokens;
+  if (want < kPagedTileTokens) want = kPagedTileTokens;
+  return want < cap ? want : cap;
+}
+constexpr int64_t paged_num_splits(int64_t context, int64_t split_tokens) {
+  const int64_t size = paged_split_tokens(context, split_tokens);
+  return (context + size - 1) / size;
+}
+// An upper bound of paged_num_splits(c, split_tokens) over 1 <= c <= max_context, non-decreasing in
+// max_context (the split count itself is not monotone: 1024 keys make 8 splits of 128, 1025 make
+// 6 of 192). A split is at least min(cap, tile) keys, and it is either the cap or >= c / target.
+constexpr int64_t paged_max_splits(int64_t max_context, int64_t split_tokens) {
+  const int64_t cap = split_tokens < kPagedMaxSplitTokens ? split_tokens : kPagedMaxSplitTokens;
+  const int64_t smallest = cap < kPagedTileTokens ? cap : kPagedTileTokens;
+  const int64_t by_size = (max_context + smallest - 1) / smallest, by_cap = (max_context + cap - 1) / cap;
+  const int64_t by_rule = by_cap > kPagedTargetSplits ? by_cap : kPagedTargetSplits;
+  return by_size < by_rule ? by_size : by_rule;
+}
+// Bytes of workspace for num_queries rows at contexts up to max_context (0 when every context
+// fits one split): depends on host arguments only, so a caller can size it once ahead.
 size_t paged_attention_workspace_bytes(int64_t num_queries, AttentionShape shape, int64_t max_context,
                                        int64_t split_tokens = kPagedSplitTokens);
 // out [num_queries, H, D] bf16 from q [num_queries, H, D] bf16 and bf16 caches.

@@ -1,6 +1,7 @@
 // Paged attention (decode) on the CPU; the varlen training kernels are in attention.cpp.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -188,10 +189,10 @@ void paged_attention_cpu(float* out, const float* q, const float* k_cache, const
   const int64_t H = shape.heads, KVH = shape.kv_heads, D = shape.head_dim, group = H / KVH;
   const int64_t bs = queries.block_size;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // positions[i] < 0: a padding row (kernels/attention.h), zeros; its block table is not read.
   for (int64_t i = 0; i < queries.num_queries; ++i)
-    check(queries.positions[i] >= 0 && queries.positions[i] / bs < queries.max_blocks, "paged attention: query ", i,
-          " at position ", queries.positions[i], " lies past its block table (", queries.max_blocks, " blocks of ", bs,
-          ")");
+    check(queries.positions[i] / bs < queries.max_blocks, "paged attention: query ", i, " at position ",
+          queries.positions[i], " lies past its block table (", queries.max_blocks, " blocks of ", bs, ")");
   auto* run = cpu::cpu_isa() == cpu::Isa::Avx512 ? paged_group_avx512
               : cpu::cpu_isa() == cpu::Isa::Avx2 ? paged_group_avx2
                                                  : paged_group_base;
@@ -201,6 +202,10 @@ void paged_attention_cpu(float* out, const float* q, const float* k_cache, const
     for (size_t task = begin; task < end; ++task) {
       int64_t i = static_cast<int64_t>(task) / KVH, kvh = static_cast<int64_t>(task) % KVH;
       int64_t len = queries.positions[i] + 1;
+      if (len <= 0) {
+        std::fill(out + (i * H + kvh * group) * D, out + (i * H + kvh * group + group) * D, 0.0f);
+        continue;
+      }
       const int32_t* table = queries.block_table + i * queries.max_blocks;
       slots.resize(static_cast<size_t>(len));
       for (int64_t j = 0; j < len; ++j) slots[j] = ((static_cast<int64_t>(table[j / bs]) * bs + j % bs) * KVH + kvh) * D;

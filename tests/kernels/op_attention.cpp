@@ -30,8 +30,10 @@
 //    sequence: dS = dout . v - dout . out with out = v), and what the kernel computes there is
 //    fp32 cancellation noise (~u_f32 x D x |dout| |v| ~ 1e-6 after the 1/sqrt(D) scale), where a
 //    relative error means nothing; 1e-4 is ~1e-3 of a typical gradient element. lse: f32 sums of
-//    exact bf16 products, ~1e-6 off; 1e-3 absolute. Paged decode keeps P in fp32 and rounds only
-//    its output (2^-9 relative, RMS ~1.2e-3): 5e-3.
+//    exact bf16 products, ~1e-6 off; 1e-3 absolute. Paged decode rounds P to bf16 before P V (as the
+//    forward does) and rounds its output: two roundings of ~1.1e-3 RMS each, ~1.6e-3 together: 5e-3.
+#include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "kernels/attention.h"
@@ -446,7 +448,7 @@ void run_prefix_cuda() {
 
 // --- paged decode ------------------------------------------------------------------------------
 struct PagedProblem {
-  std::vector<int32_t> contexts;  // one sequence each
+  std::vector<int32_t> contexts;  // one sequence each; 0: a padding query (position -1)
   bool every_position;            // a query at every position of each sequence (else only the last)
   int64_t heads, kv_heads, head_dim, block_size;
   std::vector<int64_t> splits = {kPagedSplitTokens};  // CUDA's split_tokens (the CPU has no splits)
@@ -464,6 +466,12 @@ std::vector<PagedProblem> paged_problems() {
   v.push_back({{1, 33, 300}, false, 16, 1, 128, 16, {64}});  // group 16: two chunks of 8 q heads per kv head
   v.push_back({{1, 33, 300}, false, 12, 2, 64, 16, {64}});   // group 6: a partial chunk
   v.push_back({{1, 33, 300}, false, 28, 4, 128, 16, {64}});  // group 7 (Qwen2.5-7B's 28 / 4)
+  // Padding rows (CUDA graphs' fixed batch buckets) among real ones; long contexts in many splits
+  // (9000 keys: 18 of 512 by the default rule, 141 of 64, 563 of 16); group 16 over two kv heads;
+  // Qwen3-4B's heads (32 / 8).
+  v.push_back({{0, 9000, 1, 0, 4100, 1025}, false, 32, 2, 128, 16, {16, 64, 512}});
+  v.push_back({{4096, 0, 513, 1}, false, 32, 8, 128, 16, {kPagedSplitTokens}});
+  v.push_back({{0, 2000, 0, 65}, false, 16, 4, 64, 16, {100, kPagedSplitTokens}});
   return v;
 }
 
@@ -483,7 +491,7 @@ PagedInputs make_paged(Rng& rng, const PagedProblem& p, Backend backend) {
   in.max_context = *std::max_element(p.contexts.begin(), p.contexts.end());
   in.max_blocks = (in.max_context + bs - 1) / bs + 1;
   int64_t used = 0;
-  for (int32_t c : p.contexts) used += (c + bs - 1) / bs;
+  for (int32_t c : p.contexts) used += (c + bs - 1) / bs;  // padding (c = 0) takes no block
   in.num_blocks = used + 3;
   std::vector<int32_t> pool(static_cast<size_t>(in.num_blocks));
   std::iota(pool.begin(), pool.end(), 0);
@@ -494,6 +502,12 @@ PagedInputs make_paged(Rng& rng, const PagedProblem& p, Backend backend) {
   std::vector<bool> written(static_cast<size_t>(in.num_blocks * bs), false);
   size_t next = 0;
   for (int32_t c : p.contexts) {
+    if (c == 0) {
+      // A padding query: its table points far past the cache, so a read of it would fault.
+      in.table.insert(in.table.end(), static_cast<size_t>(in.max_blocks), int32_t{1} << 30);
+      in.positions.push_back(-1);
+      continue;
+    }
     std::vector<int32_t> row(static_cast<size_t>(in.max_blocks), -1);
     for (int64_t b = 0; b < (c + bs - 1) / bs; ++b) row[b] = pool[next++];
     for (int64_t pos = 0; pos < c; ++pos) written[row[pos / bs] * bs + pos % bs] = true;
@@ -507,6 +521,8 @@ PagedInputs make_paged(Rng& rng, const PagedProblem& p, Backend backend) {
       if (!written[slot])
         for (int64_t e = 0; e < KVH * D; ++e) in.k_cache[slot * KVH * D + e] = in.v_cache[slot * KVH * D + e] = NAN;
   in.q = rng.normal(in.positions.size() * H * D, 1.0, 0.0, prec);
+  for (size_t i = 0; i < in.positions.size(); ++i)  // a padding query's q must not matter
+    if (in.positions[i] < 0) std::fill(in.q.begin() + i * H * D, in.q.begin() + (i + 1) * H * D, NAN);
   return in;
 }
 
@@ -514,6 +530,16 @@ std::string describe(const PagedProblem& p, uint64_t seed) {
   return "contexts [" + join(p.contexts) + "]" + (p.every_position ? " every position" : "") + " heads " +
          std::to_string(p.heads) + " kv_heads " + std::to_string(p.kv_heads) + " head_dim " +
          std::to_string(p.head_dim) + " block " + std::to_string(p.block_size) + " seed " + std::to_string(seed);
+}
+
+// A padding query's output is exact zeros (not merely close to the reference's zeros).
+void expect_padding_zeros(const std::vector<float>& out, const std::vector<int32_t>& positions, int64_t row) {
+  for (size_t i = 0; i < positions.size(); ++i) {
+    if (positions[i] >= 0) continue;
+    for (int64_t e = 0; e < row; ++e) {
+      ASSERT_EQ(out[i * row + e], 0.0f) << "padding query " << i << " element " << e;
+    }
+  }
 }
 
 void run_paged_cpu() {
@@ -528,7 +554,54 @@ void run_paged_cpu() {
     PagedQueries queries{static_cast<int64_t>(in.positions.size()), in.table.data(), in.max_blocks, in.positions.data(),
                          p.block_size};
     paged_attention_cpu(out.data(), in.q.data(), in.k_cache.data(), in.v_cache.data(), queries, shape);
+    expect_padding_zeros(out, in.positions, p.heads * p.head_dim);
     expect_close_scaled(out, want, p.head_dim + in.max_context, "out");
+  }
+}
+
+// Batch invariance (kernels/attention.h): each query of a batch, launched alone with max_context
+// its own context, gives the same output bits as in the batch (with a padding row and a larger
+// max_context). The split of a context may depend on the context, never on the batch.
+void paged_batch_invariance(uint64_t seed) {
+  const PagedProblem p{{4096, 0, 300, 1, 1025, 65}, false, 32, 8, 128, 16};
+  Rng rng(seed);
+  SCOPED_TRACE("batch invariance, " + describe(p, rng.seed()));
+  const PagedInputs in = make_paged(rng, p, Backend::Cuda);
+  const int64_t N = static_cast<int64_t>(in.positions.size()), H = p.heads, D = p.head_dim, big = in.max_context + 3000;
+  const AttentionShape shape{p.heads, p.kv_heads, D};
+  // A table as wide as `big` needs (max_context <= max_blocks * block_size); the extra columns
+  // are never read.
+  const int64_t max_blocks = (big + p.block_size - 1) / p.block_size;
+  std::vector<int32_t> wide(static_cast<size_t>(N * max_blocks), -1);
+  for (int64_t i = 0; i < N; ++i)
+    std::copy(in.table.begin() + i * in.max_blocks, in.table.begin() + (i + 1) * in.max_blocks,
+              wide.begin() + i * max_blocks);
+  Tensor gq = to_gpu_bf16(in.q, {N, H, D}), gk = to_gpu_bf16(in.k_cache, {in.num_blocks * p.block_size, p.kv_heads, D}),
+         gv = to_gpu_bf16(in.v_cache, {in.num_blocks * p.block_size, p.kv_heads, D});
+  auto run = [&](int64_t first, int64_t count, int64_t max_context) {
+    Tensor gtable = from_ints(std::vector<int32_t>(wide.begin() + first * max_blocks,
+                                                   wide.begin() + (first + count) * max_blocks),
+                              {count, max_blocks}, cuda_device(0));
+    Tensor gpos = from_ints(std::vector<int32_t>(in.positions.begin() + first, in.positions.begin() + first + count),
+                            {count}, cuda_device(0));
+    Tensor qs = narrow(gq, 0, first, count);
+    Tensor gout = poisoned_tensor({count, H, D}, DType::BF16);
+    const size_t ws_bytes = paged_attention_workspace_bytes(count, shape, max_context);
+    Tensor ws = empty({static_cast<int64_t>(ws_bytes / 4) + 1}, DType::F32, cuda_device(0));
+    fill(ws, NAN);
+    PagedQueries dev{count, gtable.data_as<int32_t>(), max_blocks, gpos.data_as<int32_t>(), p.block_size};
+    paged_attention_cuda(gout.data_as<uint16_t>(), qs.data_as<uint16_t>(), gk.data_as<uint16_t>(),
+                         gv.data_as<uint16_t>(), dev, shape, max_context, ws.data(), ws_bytes);
+    return to_floats(gout);
+  };
+  const std::vector<float> batch = run(0, N, big);
+  for (int64_t i = 0; i < N; ++i) {
+    if (in.positions[i] < 0) continue;
+    const std::vector<float> alone = run(i, 1, in.positions[i] + 1);
+    for (int64_t e = 0; e < H * D; ++e)
+      ASSERT_EQ(std::memcmp(&alone[e], &batch[i * H * D + e], sizeof(float)), 0)
+          << "query " << i << " (context " << in.positions[i] + 1 << ") element " << e << ": alone " << alone[e]
+          << ", in the batch " << batch[i * H * D + e];
   }
 }
 
@@ -557,9 +630,12 @@ void run_paged_cuda() {
                            gv.data_as<uint16_t>(), dev, shape, in.max_context, ws.data(), ws_bytes, split);
       std::vector<int32_t> cu(static_cast<size_t>(N + 1));
       std::iota(cu.begin(), cu.end(), 0);  // one "sequence" per query: checked query by query
-      expect_close_per_sequence(to_floats(gout), want, H * D, cu, 5e-3, "out");
+      const std::vector<float> got = to_floats(gout);
+      expect_padding_zeros(got, in.positions, H * D);
+      expect_close_per_sequence(got, want, H * D, cu, 5e-3, "out");
     }
   }
+  paged_batch_invariance(seed++);
 
   // A position past the max_context the grid was sized for cannot be checked on the host (the
   // positions live on the device); the kernel marks that query's output NaN instead of returning

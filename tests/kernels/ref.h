@@ -398,7 +398,8 @@ inline RefAttention ref_attention(const std::vector<double>& q, const std::vecto
   return r;
 }
 
-// Paged decode: query n attends to cache positions 0..positions[n] of its block table row
+// Paged decode: query n attends to cache positions 0..positions[n] of its block table row (none, a
+// zero output, for a padding row: positions[n] < 0)
 // (position p lives in slot table[n][p / bs] * bs + p % bs of a [blocks * bs, KVH, D] cache).
 inline std::vector<double> ref_paged_attention(const std::vector<float>& q, const std::vector<float>& k_cache,
                                                const std::vector<float>& v_cache, const std::vector<int32_t>& table,
@@ -410,6 +411,7 @@ inline std::vector<double> ref_paged_attention(const std::vector<float>& q, cons
   for (int64_t n = 0; n < N; ++n)
     for (int64_t h = 0; h < H; ++h) {
       const int64_t kv = h / (H / KVH), len = positions[n] + 1;
+      if (len <= 0) continue;  // a padding row: zeros
       auto slot = [&](int64_t pos) { return table[n * max_blocks + pos / block_size] * block_size + pos % block_size; };
       p.assign(len, 0.0);
       double m = -INFINITY, sum = 0;

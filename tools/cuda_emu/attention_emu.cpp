@@ -99,13 +99,15 @@ void flash(std::vector<int32_t> lens, int64_t H, int64_t KVH, int64_t D, bool bw
   compare("dk", floats(dk), rk, KVH * D, cu, 1e-2);
   compare("dv", floats(dv), rv, KVH * D, cu, 1e-2);
 }
+// ctx[i] <= 0 makes query i a padding row (position -1): its table row points far past the cache
+// (a read would fault) and its q is NaN; its output must be exact zeros.
 void paged(std::vector<int32_t> ctx, int64_t H, int64_t KVH, int64_t D, int64_t split) {
   printf("paged ctx");
   for (int c : ctx) printf(" %d", c);
   printf(" H %ld KVH %ld D %ld split %ld\n", H, KVH, D, split);
-  int64_t N = ctx.size(), bs = 16, maxc = *std::max_element(ctx.begin(), ctx.end()), mb = (maxc + bs - 1) / bs + 1,
-          used = 0;
-  for (int c : ctx) used += (c + bs - 1) / bs;
+  int64_t N = ctx.size(), bs = 16, maxc = std::max(1, *std::max_element(ctx.begin(), ctx.end())),
+          mb = (maxc + bs - 1) / bs + 1, used = 0;
+  for (int c : ctx) used += c > 0 ? (c + bs - 1) / bs : 0;
   int64_t nb = used + 3;
   std::vector<int32_t> pool(nb);
   std::iota(pool.begin(), pool.end(), 0);
@@ -113,10 +115,13 @@ void paged(std::vector<int32_t> ctx, int64_t H, int64_t KVH, int64_t D, int64_t 
   std::vector<int32_t> table(N * mb, -1), pos(N);
   size_t nx = 0;
   for (int64_t i = 0; i < N; ++i) {
-    pos[i] = ctx[i] - 1;
-    for (int64_t b = 0; b < (ctx[i] + bs - 1) / bs; ++b) table[i * mb + b] = pool[nx++];
+    pos[i] = ctx[i] > 0 ? ctx[i] - 1 : -1;
+    if (ctx[i] <= 0) std::fill(table.begin() + i * mb, table.begin() + (i + 1) * mb, 1 << 30);
+    for (int64_t b = 0; b < (std::max(ctx[i], 0) + bs - 1) / bs; ++b) table[i * mb + b] = pool[nx++];
   }
   auto q = normal(N * H * D, 1), kc = normal(nb * bs * KVH * D, 1.5), vc = normal(nb * bs * KVH * D, 1);
+  for (int64_t i = 0; i < N; ++i)
+    if (ctx[i] <= 0) std::fill(q.begin() + i * H * D, q.begin() + (i + 1) * H * D, NAN);
   AttentionShape sh{H, KVH, D};
   PagedQueries pq{N, table.data(), mb, pos.data(), bs};
   std::vector<float> ref(q.size());
@@ -125,10 +130,52 @@ void paged(std::vector<int32_t> ctx, int64_t H, int64_t KVH, int64_t D, int64_t 
   std::vector<uint16_t> out(q.size(), 0x7fc1);
   std::vector<float> ws(paged_attention_workspace_bytes(N, sh, maxc, split) / 4 + 1, NAN);
   paged_attention_cuda(out.data(), qb.data(), kb.data(), vb.data(), pq, sh, maxc, ws.data(), ws.size() * 4, split);
+  int64_t padding = 0, nonzero = 0;
+  for (int64_t i = 0; i < N; ++i)
+    if (ctx[i] <= 0) {
+      ++padding;
+      for (int64_t e = 0; e < H * D; ++e) nonzero += out[i * H * D + e] != 0;
+    }
+  if (padding) {
+    printf("  padding rows %ld: %ld elements not exact zeros%s\n", padding, nonzero, nonzero ? " FAIL" : "");
+    failures += nonzero != 0;
+  }
   std::vector<int32_t> cu(N + 1);
   std::iota(cu.begin(), cu.end(), 0);
   compare("paged", floats(out), ref, H * D, cu, 5e-3);
 }
+
+// Batch invariance: each query of a batch (with a padding row, and a max_context beyond all of its
+// contexts) alone in a launch sized for its own context must give the same output bits.
+void paged_invariance() {
+  const std::vector<int32_t> ctx = {300, 0, 1100, 1, 65, 1025};
+  const int64_t N = ctx.size(), H = 8, KVH = 2, D = 128, bs = 16, big = 1500, mb = (big + bs - 1) / bs;
+  printf("paged batch invariance ctx 300 pad 1100 1 65 1025, max_context %ld, H %ld KVH %ld D %ld\n", big, H, KVH, D);
+  int64_t nb = N * mb;
+  std::vector<int32_t> table(N * mb), pos(N);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), gen);
+  for (int64_t i = 0; i < N; ++i) pos[i] = ctx[i] - 1;
+  auto qb = bits(normal(N * H * D, 1)), kb = bits(normal(nb * bs * KVH * D, 1.5)), vb = bits(normal(nb * bs * KVH * D, 1));
+  AttentionShape sh{H, KVH, D};
+  PagedQueries pq{N, table.data(), mb, pos.data(), bs};
+  std::vector<uint16_t> out(N * H * D, 0x7fc1);
+  std::vector<float> ws(paged_attention_workspace_bytes(N, sh, big) / 4 + 1, NAN);
+  paged_attention_cuda(out.data(), qb.data(), kb.data(), vb.data(), pq, sh, big, ws.data(), ws.size() * 4);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    if (ctx[i] <= 0) continue;
+    PagedQueries one{1, table.data() + i * mb, mb, pos.data() + i, bs};
+    std::vector<uint16_t> alone(H * D, 0x7fc1);
+    std::vector<float> ws1(paged_attention_workspace_bytes(1, sh, ctx[i]) / 4 + 1, NAN);
+    paged_attention_cuda(alone.data(), qb.data() + i * H * D, kb.data(), vb.data(), one, sh, ctx[i], ws1.data(),
+                         ws1.size() * 4);
+    for (int64_t e = 0; e < H * D; ++e) differ += alone[e] != out[i * H * D + e];
+  }
+  printf("  %ld output elements differ between the batch and the queries alone%s\n", differ, differ ? " FAIL" : "");
+  failures += differ != 0;
+}
+
 // 300 tokens, max_seqlen 100: rows 0..127 are covered by the grid and must be right, the rest NaN.
 void past_max_seqlen() {
   printf("flash past max_seqlen\n");
@@ -213,6 +260,14 @@ int main(int argc, char** argv) {
     paged({1, 33, 300}, 4, 1, 128, 1 << 20);
     paged({1, 33, 300}, 12, 2, 64, 64);
     paged({40, 300}, 16, 1, 128, 128);
+    // Padding rows among real ones; long contexts cut into many splits (1500 keys: 8 of 192
+    // by the default rule, 94 of 16 with split_tokens 16); groups 16 and 32 (two blocks of 16
+    // heads per kv head); split_tokens not a multiple of the tile.
+    paged({0, 1500, 1, 0, 64, 1025}, 8, 2, 128, 512);
+    paged({1500, 0, 129}, 4, 1, 64, 16);
+    paged({700, 0, 17}, 16, 1, 128, 100);
+    paged({0, 300}, 32, 1, 64, 512);
+    paged_invariance();
     paged_past_max_context();
   }
   printf("%s (%d failures)\n", failures ? "FAILED" : "OK", failures);
