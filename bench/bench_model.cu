@@ -71,6 +71,7 @@ static void decode_rows(const CudaModel& m, double gbs) {
         int64_t blocks = context / block + 2 + batch * ((steps + 8) / block + 2);
         CudaKVCache cache = make_cuda_kv_cache(m, blocks, block);
         cache.decode_mode = mode;
+        cache.decode_fused_rows = batch;  // the fused rows at every batch, to track them
         std::vector<int32_t> prompt(static_cast<size_t>(context));
         for (int64_t i = 0; i < context; ++i) prompt[i] = static_cast<int32_t>((i * 7919) % c.vocab_size);
         Tensor logits;

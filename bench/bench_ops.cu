@@ -164,7 +164,7 @@ int main() {
         Tensor ws = bytes(ws_bytes);
         CUDA_CHECK(cudaMemset(ws.data(), 0, ws_bytes));
         int turn = 0;
-        auto problem = [&](const Tensor& wt) {
+        auto problem = [&](const Tensor& wt, MatmulRowsVariant variant) {
           MatmulRowsProblem p;
           p.out = out.data();
           p.ld_out = cols;
@@ -179,22 +179,25 @@ int main() {
             at += sh.parts[i];
           }
           p.epilogue = sh.epilogue;
+          p.variant = variant;
           return p;
         };
-        float ours = bench::median_ms([&] {
-          matmul_rows_cuda(problem(w[turn++ % copies]), ws.data(), ws_bytes, kStream);
-        });
         Tensor xm = view_bytes(x, 0, {M, K}, DType::BF16), cm = view_bytes(c, 0, {M, N}, DType::BF16);
         float peer = bench::median_ms([&] {
           gemm(xm, view_bytes(w[turn++ % copies], 0, {N, K}, DType::BF16), cm, false, true);
         });
         const double bytes_moved = w_bytes + 2.0 * M * K + (f32_out ? 4.0 : 2.0) * M * cols;
         const MatmulRowsGrid g = matmul_rows_grid(N, K, swiglu, sms);
-        char name[160];
-        std::snprintf(name, sizeof name, "%s, M=%lld (%lld x %lld blocks): GB/s; vs copy %.2f", sh.name,
-                      static_cast<long long>(M), static_cast<long long>(g.tiles), static_cast<long long>(g.splits),
-                      gbps(bytes_moved, ours) / copy);
-        bench::print_row(name, gbps(bytes_moved, ours), "GB/s", "cuBLASLt GB/s", gbps(bytes_moved, peer));
+        for (MatmulRowsVariant variant : {MatmulRowsVariant::staged, MatmulRowsVariant::direct}) {
+          float ours = bench::median_ms([&] {
+            matmul_rows_cuda(problem(w[turn++ % copies], variant), ws.data(), ws_bytes, kStream);
+          });
+          char name[192];
+          std::snprintf(name, sizeof name, "%s, M=%lld, %s (%lld x %lld blocks): GB/s; vs copy %.2f", sh.name,
+                        static_cast<long long>(M), variant == MatmulRowsVariant::staged ? "staged" : "direct",
+                        static_cast<long long>(g.tiles), static_cast<long long>(g.splits), gbps(bytes_moved, ours) / copy);
+          bench::print_row(name, gbps(bytes_moved, ours), "GB/s", "cuBLASLt GB/s", gbps(bytes_moved, peer));
+        }
       }
     }
     // The fused prologue: 64 tokens' q/k/v of 32 + 8 + 8 heads x 128 -> q, the cache rows.

@@ -151,7 +151,11 @@ struct CudaKVCache {
   PagedKVCache book;
   Tensor k, v;
   CudaDecodeMode decode_mode = CudaDecodeMode::graphs;  // make_cuda_kv_cache: from SQLRL_CUDA_DECODE
-  std::shared_ptr<CudaDecodeState> decoder;              // made by the first decode step
+  // Steps of more rows take the unfused path even in graphs/kernels mode: on an H200
+  // (2026-11-28, Qwen3-4B) the fused step beat it at 1 row (4.20 vs 5.47 ms) and lost at 16
+  // (6.06 vs 5.61) and 64 (13.2 vs 7.0), where cuBLASLt's products outrun the few-row kernel.
+  int64_t decode_fused_rows = 8;
+  std::shared_ptr<CudaDecodeState> decoder;  // made by the first decode step
 };
 // place_in (nullable): a device region to place K and V in (the trainer's phase region; the V
 // half starts 256-byte aligned, so it needs 2 x the K bytes rounded up); null: fresh tensors.

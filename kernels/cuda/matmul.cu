@@ -354,7 +354,7 @@ void launch(const Args& a, MatmulRowsEpilogue e, dim3 grid, cudaStream_t s) {
     case MatmulRowsEpilogue::store_f32: kernel = Pick<kTiles, MatmulRowsEpilogue::store_f32>::kernel(); break;
     case MatmulRowsEpilogue::swiglu: kernel = Pick<kTiles, MatmulRowsEpilogue::swiglu>::kernel(); break;
   }
-  const int smem = Pick<kTiles, MatmulRowsEpilogue::store>::kSmem;
+  const int smem = Pick<kTiles, MatmulRowsEpilogue::store>::smem();
   if (smem > 48 * 1024) {
     // Above 48 KB a kernel must be granted its shared memory once; before any capture (the
     // decode step runs each bucket once without a graph before capturing it).
@@ -368,12 +368,12 @@ void launch(const Args& a, MatmulRowsEpilogue e, dim3 grid, cudaStream_t s) {
 template <int kTiles, MatmulRowsEpilogue E>
 struct Direct {
   static auto kernel() { return &matmul_rows_direct_kernel<kTiles, E>; }
-  static constexpr int kSmem = 0;
+  static constexpr int smem() { return 0; }
 };
 template <int kTiles, MatmulRowsEpilogue E>
 struct StagedPick {
   static auto kernel() { return &matmul_rows_staged_kernel<kTiles, E>; }
-  static constexpr int kSmem = Staged<kTiles>::kBytes;
+  static constexpr int smem() { return Staged<kTiles>::kBytes; }
 };
 
 int multiprocessors_of(int device) {
