@@ -3,7 +3,7 @@
 // Two kernels per call (a row's blocks combine deterministically; no float atomics anywhere):
 //  1. chunk_stats_kernel, grid (ceil(vocab / 4096), rows) x 256 threads: per 4096-wide chunk, the
 //     largest key (below), the smallest finite logit and the T = 1 partial sum of the chunk,
-//     sum float(exp(l - chunk max)) in 2^-40 fixed point. It also zeroes the row's ticket. The
+//     sum exp(l - chunk max) (float terms, double sum). It also zeroes the row's ticket. The
 //     chunk width is fixed (not a function of the batch), so the T = 1 sum, combined later in chunk
 //     order, has the same bits whatever the batch: batch invariance of logprob_t1.
 //  2. sample_kernel, grid (chunks2, rows) x 512 threads, chunks2 = 1..16 chosen from the batch so
@@ -44,9 +44,10 @@
 // to 0 in fixed point anyway (q < 2^-41 below 28.4 nats), so leaving it out changes no sum.
 // logprob = log(q * 2^40 / S_kept) (the fixed-point kept sum: <= 7e-8 relative off the CPU's double
 // sum). logprob_t1 = l - M - log(S1), S1 = sum over chunks of s_c * exp(m_c - M) in double, chunk
-// order; s_c adds float exp2f terms relative to the chunk max: each term within ~2 ulp plus the
-// rounding of (l - m_c) * log2(e), so S1 is within ~2e-6 relative (terms near the max, which carry
-// the mass, far closer): logprob_t1 within ~2e-6 plus the float output's rounding.
+// order; s_c adds float exp2f terms relative to the chunk max (float sums of 4, then double): each
+// term within ~2 ulp plus the rounding of (l - m_c) * log2(e) (|l - m_c| * 2^-23 relative at most,
+// weighted by the terms' mass: <= ~1.5e-6 whatever the row), so S1 is within ~2e-6 relative:
+// logprob_t1 within ~2e-6 plus the float output's rounding (tests: 1e-5).
 //
 // Determinism: integer histograms and sums; the maximum and minimum are exact; S1 combines in a
 // fixed order over fixed-width chunks; the gather fills slots in any order but every quantity read
@@ -59,8 +60,14 @@
 // "Fast k-selection algorithms for graphics processing units", ACM JEA 2012); the multi-block
 // reduction with a last-block ticket as in CUDA's threadFenceReduction sample. Code written here.
 //
-// Resources (nvcc 13.0, -O3, -Xptxas -v, sm_90a; sm_80 alike): see bench/ops_cuda_notes.md.
+// Resources (nvcc 13.0, -O3, -Xptxas -v, sm_90a): chunk_stats_kernel 32 registers (16-byte loads;
+// 40 scalar), no spills, 160 B static shared memory. sample_kernel 64 registers
+// (__launch_bounds__(512, 2): two blocks per SM), 400 B static + 68,640 B dynamic shared memory,
+// ~200 B stack frame holding the RowCtx and Smem views passed by reference to the non-inlined radix
+// fallback, 8 B spill stores / 20 B spill loads (16-byte variant; none scalar) outside the histogram
+// loop (SASS: no local-memory access in it); radix_select and weight_from spill nothing.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "kernels/cuda/ops_common.cuh"
@@ -97,7 +104,7 @@ constexpr unsigned kFull = 0xffffffffu;
 // Kernel 1's output per (row, chunk).
 struct ChunkStat {
   unsigned long long max_key;  // largest key of the chunk (0 if none)
-  unsigned long long s1;       // sum of round(float(exp(l - chunk max)) * 2^40)
+  double s1;                   // sum of exp(l - chunk max), float terms (see the header)
   float lmin;                  // smallest finite logit (+inf if none)
   float unused;
 };
@@ -305,6 +312,7 @@ __global__ __launch_bounds__(kThreads1) void chunk_stats_kernel(ChunkStat* __res
                                                                 const float* __restrict__ logits, int64_t ld,
                                                                 int vocab, int chunks1) {
   __shared__ unsigned long long red_u64[kWarps1];
+  __shared__ double red_f64[kWarps1];
   __shared__ float red_f32[kWarps1];
   const int row = blockIdx.y, c = blockIdx.x;
   const float* x = logits + static_cast<int64_t>(row) * ld;
@@ -332,11 +340,16 @@ __global__ __launch_bounds__(kThreads1) void chunk_stats_kernel(ChunkStat* __res
   best = block_reduce<kWarps1>(best, MaxU64{}, red_u64);
   lmin = block_reduce<kWarps1>(lmin, MinF{}, red_f32);
   const float m = key_logit(best);
-  unsigned long long s1 = 0;
+  // Float sums of 4 terms (relative rounding <= 3 * 2^-24), accumulated in double in a fixed order.
+  double s1 = 0.0;
 #pragma unroll
-  for (int j = 0; j < kPerThread1; ++j)  // padding is -inf: exp2f(-inf) = 0
-    s1 += fixed40(exp2f(__fmul_rn(__fsub_rn(v[j], m), kLog2e)));
-  s1 = block_reduce<kWarps1>(s1, Add{}, red_u64);
+  for (int j = 0; j < kPerThread1; j += 4) {  // padding is -inf: exp2f(-inf) = 0
+    float quad = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) quad += exp2f(__fmul_rn(__fsub_rn(v[j + e], m), kLog2e));
+    s1 += static_cast<double>(quad);
+  }
+  s1 = block_reduce<kWarps1>(s1, Add{}, red_f64);
   if (threadIdx.x == 0) {
     stats[static_cast<int64_t>(row) * chunks1 + c] = ChunkStat{best, s1, lmin, 0.0f};
     if (c == 0) tickets[row] = 0;  // kernel 2 counts its row's blocks from zero
@@ -591,12 +604,14 @@ __global__ __launch_bounds__(kThreads2, 2) void sample_kernel(SampledToken* __re
 
     // Combined histogram: this block's alone, or (ticket) the last block's sum of all of them.
     unsigned long long w_mine[kBinsPerThread], c_mine[kBinsPerThread];
+    unsigned chunk_bits[kBinsPerThread];  // the chunks holding elements of each of this thread's bins
     if (chunks2 == 1) {
 #pragma unroll
       for (int j = 0; j < kBinsPerThread; ++j) {
         const int b = tid * kBinsPerThread + j;
         w_mine[j] = join_split(m.lo, m.hi, b);
         c_mine[j] = m.cnt[b];
+        chunk_bits[j] = 1u;
       }
     } else {
       const int64_t base = (static_cast<int64_t>(row) * chunks2 + c) * kBins;
@@ -613,16 +628,29 @@ __global__ __launch_bounds__(kThreads2, 2) void sample_kernel(SampledToken* __re
       }
       __syncthreads();
       if (!sh.last) return;
-#pragma unroll
+      // Eight chunks' loads in flight at a time (a loop of dependent adds would wait ~1 us of L2
+      // latency per chunk); each bin also notes which chunks hold it, for the gather below.
+#pragma unroll 1
       for (int j = 0; j < kBinsPerThread; ++j) {
         const int b = tid * kBinsPerThread + j;
         unsigned long long w = 0, n = 0;
-        for (int k = 0; k < chunks2; ++k) {
-          const int64_t at = (static_cast<int64_t>(row) * chunks2 + k) * kBins + b;
-          w += __ldcg(&hist_wt[at]);
-          n += __ldcg(&hist_cnt[at]);
+        unsigned bits = 0;
+        for (int k0 = 0; k0 < chunks2; k0 += 8) {
+          unsigned long long wv[8];
+          unsigned cv[8];
+#pragma unroll
+          for (int k = 0; k < 8; ++k) {
+            const int64_t at = (static_cast<int64_t>(row) * chunks2 + k0 + k) * kBins + b;
+            wv[k] = k0 + k < chunks2 ? __ldcg(&hist_wt[at]) : 0ull;
+            cv[k] = k0 + k < chunks2 ? __ldcg(&hist_cnt[at]) : 0u;
+          }
+#pragma unroll
+          for (int k = 0; k < 8; ++k) {
+            w += wv[k], n += cv[k];
+            bits |= cv[k] > 0 ? 1u << (k0 + k) : 0u;
+          }
         }
-        w_mine[j] = w, c_mine[j] = n;
+        w_mine[j] = w, c_mine[j] = n, chunk_bits[j] = bits;
       }
     }
     // Exclusive prefix sums over the bins (kBinsPerThread consecutive bins per thread).
@@ -686,33 +714,30 @@ __global__ __launch_bounds__(kThreads2, 2) void sample_kernel(SampledToken* __re
     unsigned long long gathered = 0;
     unsigned long long slot = block_exclusive_scan(n_mine, gathered, sh.red_u64);
     const bool fits = gathered <= static_cast<unsigned long long>(kCapacity);
-    if (tid == 0) sh.chunk_mask = chunks2 == 1 ? 1u : 0u;
+    if (tid == 0) sh.chunk_mask = 0u;
+    __syncthreads();
+    unsigned bits = 0;
 #pragma unroll
     for (int j = 0; j < kBinsPerThread; ++j) {
       m.offset[tid * kBinsPerThread + j] = fits && flag[j] ? static_cast<uint32_t>(slot) : kNone;
-      if (flag[j]) slot += c_mine[j];
+      if (flag[j]) slot += c_mine[j], bits |= chunk_bits[j];
     }
+    // The chunks that hold none of the gathered bins are skipped (peaked rows: most of them).
+    if (bits != 0) atomicOr(&sh.chunk_mask, bits);
     __syncthreads();
     const int n_gathered = fits ? static_cast<int>(gathered) : 0;
     if (n_gathered > 0) {
-      if (chunks2 > 1) {  // skip the chunks that hold none of the gathered bins (peaked rows: most)
-        for (int b = tid; b < kBins; b += kThreads2) {
-          if (m.offset[b] == kNone) continue;
-          unsigned mask = 0;
-          for (int k = 0; k < chunks2; ++k)
-            if (__ldcg(&hist_cnt[(static_cast<int64_t>(row) * chunks2 + k) * kBins + b]) > 0) mask |= 1u << k;
-          if (mask) atomicOr(&sh.chunk_mask, mask);
-        }
-        __syncthreads();
-      }
       const unsigned mask = sh.chunk_mask;
+      // A copy whose address never escapes stays in registers (r's is passed to the non-inlined
+      // fallback, so the compiler reloads its fields from the stack after every store).
+      const RowCtx rv = r;
       for (int k = 0; k < chunks2; ++k) {
         if (!(mask >> k & 1u)) continue;
-        for_each_logit<kVec, 4, kThreads2>(r.x, k * chunk2, min(vocab, (k + 1) * chunk2), [&](float l, int v) {
-          const int b = bin_of(l, r);
+        for_each_logit<kVec, 8, kThreads2>(rv.x, k * chunk2, min(vocab, (k + 1) * chunk2), [&](float l, int v) {
+          const int b = bin_of(l, rv);
           if (b < 0 || m.offset[b] == kNone) return;
           const uint32_t s = atomicAdd(&m.offset[b], 1u);
-          if (s < static_cast<uint32_t>(kCapacity)) m.keys[s] = make_key(l, v), m.wts[s] = tempered_weight(l, r);
+          if (s < static_cast<uint32_t>(kCapacity)) m.keys[s] = make_key(l, v), m.wts[s] = tempered_weight(l, rv);
         });
       }
       __syncthreads();  // offset[b] is now the end of bin b's slots
@@ -766,7 +791,7 @@ __global__ __launch_bounds__(kThreads2, 2) void sample_kernel(SampledToken* __re
   double part = 0.0;
   for (int i = tid; i < chunks1; i += kThreads2) {
     const ChunkStat s = stats[static_cast<int64_t>(row) * chunks1 + i];
-    part += static_cast<double>(s.s1) * 0x1p-40 * exp(static_cast<double>(key_logit(s.max_key)) - static_cast<double>(r.lmax));
+    part += s.s1 * exp(static_cast<double>(key_logit(s.max_key)) - static_cast<double>(r.lmax));
   }
   const double s1 = block_reduce<kWarps2>(part, Add{}, sh.red_f64);
   if (tid == 0) {
@@ -805,17 +830,26 @@ void sample_tokens_cuda(SampledToken* out, const float* logits, int64_t rows, in
   const dim3 grid2(static_cast<unsigned>(l.chunks2), static_cast<unsigned>(rows));
   const int v = static_cast<int>(vocab);
   const int c1 = static_cast<int>(l.chunks1), c2 = static_cast<int>(l.chunks2), w2 = static_cast<int>(l.chunk2);
+  // The shared-memory grant above 48 KB, once per device (a per-call attribute call costs host time
+  // the GPU waits for at small batches).
+  static std::atomic<uint64_t> granted{0};
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if (!(granted.load(std::memory_order_acquire) & bit)) {
+    CUDA_CHECK(cudaFuncSetAttribute(sample_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem2)));
+    CUDA_CHECK(cudaFuncSetAttribute(sample_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem2)));
+    granted.fetch_or(bit, std::memory_order_acq_rel);
+  }
   // 16-byte loads when every row starts 16-byte aligned.
   if (aligned16(logits) && ld % 4 == 0) {
     chunk_stats_kernel<4><<<grid1, kThreads1, 0, s>>>(stats, tickets, logits, ld, v, c1);
     CUDA_CHECK_LAUNCH();
-    CUDA_CHECK(cudaFuncSetAttribute(sample_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem2)));
     sample_kernel<4><<<grid2, kThreads2, static_cast<int>(kSmem2), s>>>(out, logits, ld, v, requests, stats, c1, hist_wt,
                                                                        hist_cnt, tickets, c2, w2);
   } else {
     chunk_stats_kernel<1><<<grid1, kThreads1, 0, s>>>(stats, tickets, logits, ld, v, c1);
     CUDA_CHECK_LAUNCH();
-    CUDA_CHECK(cudaFuncSetAttribute(sample_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem2)));
     sample_kernel<1><<<grid2, kThreads2, static_cast<int>(kSmem2), s>>>(out, logits, ld, v, requests, stats, c1, hist_wt,
                                                                        hist_cnt, tickets, c2, w2);
   }
