@@ -217,31 +217,63 @@ int main() {
   }
 
   std::printf("\n### Sampling over 151,936-wide f32 rows on %s\n\n", info.name.c_str());
-  bench::print_header();
   {
+    // Uniform logits in [-10, 10] (every id a candidate: the sampler's worst case) at the batch
+    // sizes of a decode step, and a model-like row set (below). Each row printed twice: rows/s
+    // beside reading the logits once at copy bandwidth, and microseconds per call beside that read.
     const int64_t vocab = 151936;
-    for (int64_t rows : {int64_t{64}, int64_t{256}}) {
-      Tensor logits = random_f32(rows * vocab, 19, -10.0f, 10.0f);
+    const std::pair<SamplingParams, const char*> settings[] = {{SamplingParams{0.0f, 0, 1.0f, 1}, "greedy"},
+                                                               {SamplingParams{1.0f, 0, 1.0f, 1}, "T=1"},
+                                                               {SamplingParams{0.6f, 0, 0.95f, 1}, "T=0.6 top-p 0.95"},
+                                                               {SamplingParams{1.0f, 50, 1.0f, 1}, "top-k 50"}};
+    struct Line {
+      std::string name;
+      float ms;
+      double read_ms;
+      int64_t rows;
+    };
+    std::vector<Line> lines;
+    auto run = [&](const Tensor& logits, int64_t rows, const SamplingParams& params, const std::string& name) {
       Tensor out = bytes(static_cast<size_t>(rows) * sizeof(SampledToken));
       Tensor req = bytes(static_cast<size_t>(rows) * sizeof(SamplingRequest));
-      for (auto [params_, name] : {std::pair{SamplingParams{0.0f, 0, 1.0f, 1}, "greedy"},
-                                  std::pair{SamplingParams{1.0f, 0, 1.0f, 1}, "T=1"},
-                                  std::pair{SamplingParams{0.6f, 0, 0.95f, 1}, "T=0.6 top-p 0.95"},
-                                  std::pair{SamplingParams{1.0f, 50, 1.0f, 1}, "top-k 50"}}) {
-        const SamplingParams params = params_;
-        std::vector<SamplingRequest> host(static_cast<size_t>(rows));
-        for (int64_t r = 0; r < rows; ++r) host[r] = SamplingRequest{params, static_cast<uint64_t>(r), 17};
-        CUDA_CHECK(cudaMemcpy(req.data(), host.data(), host.size() * sizeof(SamplingRequest), cudaMemcpyHostToDevice));
-        float ms = bench::median_ms([&] {
-          sample_tokens_cuda(static_cast<SampledToken*>(out.data()), f32(logits), rows, vocab, vocab,
-                             static_cast<const SamplingRequest*>(req.data()), kStream);
-        });
-        // Baseline: reading the logits once at copy bandwidth (a lower bound on any sampler's time).
-        double floor_rows_per_s = copy * 1e9 / (vocab * 4.0);
-        bench::print_row("sample " + std::to_string(rows) + " rows " + name, rows / (ms * 1e-3), "rows/s",
-                         "one read at copy bw", floor_rows_per_s);
-      }
+      const size_t ws_bytes = sample_tokens_cuda_workspace_bytes(rows, vocab);
+      Tensor ws = bytes(ws_bytes);
+      std::vector<SamplingRequest> host(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) host[r] = SamplingRequest{params, static_cast<uint64_t>(r), 17};
+      CUDA_CHECK(cudaMemcpy(req.data(), host.data(), host.size() * sizeof(SamplingRequest), cudaMemcpyHostToDevice));
+      float ms = bench::median_ms([&] {
+        sample_tokens_cuda(static_cast<SampledToken*>(out.data()), f32(logits), rows, vocab, vocab,
+                           static_cast<const SamplingRequest*>(req.data()), ws.data(), ws_bytes, kStream);
+      });
+      lines.push_back({name, ms, rows * vocab * 4.0 / (copy * 1e6), rows});
+    };
+    for (int64_t rows : {int64_t{1}, int64_t{8}, int64_t{32}, int64_t{64}, int64_t{256}}) {
+      Tensor logits = random_f32(rows * vocab, 19, -10.0f, 10.0f);
+      for (const auto& [params, name] : settings) run(logits, rows, params, "sample " + std::to_string(rows) + " rows " + name);
     }
+    {
+      // Model-like rows: most ids far below a few leaders (uniform in [-12, 0], 16 ids at 8..23),
+      // as an LLM's logits are; the exact work then touches only the ids near the top.
+      const int64_t rows = 64;
+      std::vector<float> host = std::vector<float>(static_cast<size_t>(rows * vocab));
+      uint64_t state = 12345;
+      auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+      for (float& l : host) l = -12.0f * static_cast<float>(next() >> 40) * 0x1p-24f;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int k = 0; k < 16; ++k) host[r * vocab + static_cast<int64_t>(next() >> 33) % vocab] = 8.0f + k;
+      Tensor logits = bytes(host.size() * sizeof(float));
+      CUDA_CHECK(cudaMemcpy(logits.data(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+      for (const auto& [params, name] : settings)
+        run(logits, rows, params, "sample 64 model-like rows " + std::string(name));
+    }
+    bench::print_header();
+    // Baseline: reading the logits once at copy bandwidth (a lower bound on any sampler's time).
+    const double floor_rows_per_s = copy * 1e9 / (vocab * 4.0);
+    for (const Line& l : lines)
+      bench::print_row(l.name, l.rows / (l.ms * 1e-3), "rows/s", "one read at copy bw", floor_rows_per_s);
+    std::printf("\n");
+    bench::print_header();
+    for (const Line& l : lines) bench::print_row(l.name, l.ms * 1e3, "us per call", "one read at copy bw", l.read_ms * 1e3);
   }
 
   std::printf("\n### Masked log-prob, tokens 4096 x vocab 151,936 x hidden 2560 on %s\n\n", info.name.c_str());

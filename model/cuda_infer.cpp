@@ -194,9 +194,10 @@ std::vector<SampledToken> sample_cuda(const CudaModel& m, const Tensor& logits,
   Device dev = cuda_device(m.device);
   Tensor d_req = empty({static_cast<int64_t>(rows * sizeof(SamplingRequest))}, DType::U8, dev);
   Tensor d_out = empty({static_cast<int64_t>(rows * sizeof(SampledToken))}, DType::U8, dev);
+  Tensor d_ws = empty({static_cast<int64_t>(sample_tokens_cuda_workspace_bytes(rows, V))}, DType::U8, dev);
   model_copy(d_req.data(), requests.data(), d_req.nbytes(), CopyKind::HostToDevice, m.stream);
   sample_tokens_cuda(static_cast<SampledToken*>(d_out.data()), logits.data_as<float>(), rows, V, V,
-                     static_cast<const SamplingRequest*>(d_req.data()), m.stream);
+                     static_cast<const SamplingRequest*>(d_req.data()), d_ws.data(), d_ws.nbytes(), m.stream);
   model_copy(out.data(), d_out.data(), d_out.nbytes(), CopyKind::DeviceToHost, m.stream);
   return out;
 }

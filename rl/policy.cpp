@@ -141,10 +141,12 @@ std::vector<SampledToken> policy_sample(const Policy& policy, PolicyLogits& logi
   }
   Tensor d_req = empty({static_cast<int64_t>(requests.size() * sizeof(SamplingRequest))}, DType::U8, dev);
   Tensor d_out = empty({static_cast<int64_t>(out.size() * sizeof(SampledToken))}, DType::U8, dev);
+  Tensor d_ws = empty({static_cast<int64_t>(sample_tokens_cuda_workspace_bytes(n, known))}, DType::U8, dev);
   model_copy(d_req.data(), requests.data(), d_req.nbytes(), CopyKind::HostToDevice, policy.cuda.stream);
   // vocab = known, ld = V: the padded columns are skipped as the CPU path's -inf mask does.
   sample_tokens_cuda(static_cast<SampledToken*>(d_out.data()), source->data_as<float>(), n, known, V,
-                     static_cast<const SamplingRequest*>(d_req.data()), policy.cuda.stream);
+                     static_cast<const SamplingRequest*>(d_req.data()), d_ws.data(), d_ws.nbytes(),
+                     policy.cuda.stream);
   model_copy(out.data(), d_out.data(), d_out.nbytes(), CopyKind::DeviceToHost, policy.cuda.stream);
   return out;
 }

@@ -18,7 +18,8 @@ void logprob_backward_cuda(uint16_t*, float*, const float*, const float*, const 
   fail("logprob_backward_cuda: ", cuda_unavailable_reason());
 }
 
-void sample_tokens_cuda(SampledToken*, const float*, int64_t, int64_t, int64_t, const SamplingRequest*,
+size_t sample_tokens_cuda_workspace_bytes(int64_t, int64_t) { return 0; }
+void sample_tokens_cuda(SampledToken*, const float*, int64_t, int64_t, int64_t, const SamplingRequest*, void*, size_t,
                         const CudaStream&) {
   fail("sample_tokens_cuda: ", cuda_unavailable_reason());
 }

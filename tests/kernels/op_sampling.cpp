@@ -10,8 +10,13 @@
 //  CUDA: the same token, except where the draw or the top-p cut lies within 1e-5 of a boundary
 //    (there the two paths' float exp and summation order may legitimately disagree); log-probs
 //    within 1e-5 (float results of double math on the same floats: float exp's ulp); at least
-//    90% of random rows decisive; tokens independent of the batch's composition; a chi-square
-//    test of the truncated distribution; full Qwen3-width rows.
+//    90% of random rows decisive; full Qwen3-width rows (16 blocks per row); tie-heavy rows (all
+//    equal, two values, 64 adjacent floats) that overflow the gather buffer and take the radix
+//    fallback, token-exact where both sides' sums are exact; padded rows (ld > vocab, 1e30 in the
+//    padding); every call twice on one 0xff-filled workspace, bit-identical; tokens and both
+//    log-probs bit-identical whatever the batch (1 to 416 rows: 16 to 1 blocks per row); a
+//    chi-square test of the truncated distribution.
+#include <algorithm>
 #include <numeric>
 
 #include "kernels/sampling.h"
@@ -24,8 +29,10 @@ namespace {
 struct SamplingBatch {
   std::string name;
   int64_t rows, vocab;
-  std::vector<float> logits;
+  std::vector<float> logits;  // rows x ld
   std::vector<SamplingRequest> requests;
+  int64_t ld = 0;             // 0: vocab
+  int64_t stride() const { return ld > 0 ? ld : vocab; }
 };
 
 // Uniform logits with peaked rows (a few large logits, like a confident model), eight settings.
@@ -233,22 +240,37 @@ void run_cpu() {
 }
 
 // --- CUDA ----------------------------------------------------------------------------------
+// Runs the device sampler twice on one workspace that starts as 0xff bytes (no initialisation is
+// needed; the second call reuses the tickets the first left) and checks the two agree bit for bit.
 std::vector<SampledToken> run_gpu(const std::vector<float>& logits, int64_t rows, int64_t vocab,
-                                  const std::vector<SamplingRequest>& requests) {
+                                  const std::vector<SamplingRequest>& requests, int64_t ld = 0) {
+  if (ld == 0) ld = vocab;
   Tensor glogits = gpu(logits, DType::F32), greq = upload(requests);
-  Tensor gout = upload(std::vector<SampledToken>(static_cast<size_t>(rows), SampledToken{-1, NAN, NAN}));  // poison
-  sample_tokens_cuda(reinterpret_cast<SampledToken*>(gout.data()), f32_ptr(glogits), rows, vocab, vocab,
-                     reinterpret_cast<const SamplingRequest*>(greq.data()), default_stream());
-  return download<SampledToken>(gout, static_cast<size_t>(rows));
+  const size_t ws_bytes = sample_tokens_cuda_workspace_bytes(rows, vocab);
+  Tensor ws = upload(std::vector<uint8_t>(ws_bytes, 0xff));
+  std::vector<SampledToken> runs[2];
+  for (auto& run : runs) {
+    Tensor gout = upload(std::vector<SampledToken>(static_cast<size_t>(rows), SampledToken{-1, NAN, NAN}));  // poison
+    sample_tokens_cuda(reinterpret_cast<SampledToken*>(gout.data()), f32_ptr(glogits), rows, vocab, ld,
+                       reinterpret_cast<const SamplingRequest*>(greq.data()), ws.data(), ws_bytes, default_stream());
+    run = download<SampledToken>(gout, static_cast<size_t>(rows));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(runs[0][r].token, runs[1][r].token) << "row " << r << ": a second call on the same workspace differs";
+    EXPECT_EQ(runs[0][r].logprob, runs[1][r].logprob) << "row " << r;
+    EXPECT_EQ(runs[0][r].logprob_t1, runs[1][r].logprob_t1) << "row " << r;
+  }
+  return runs[0];
 }
 
 // Compares the device with the reference row by row; returns how many rows were decisive (far
-// from a boundary).
-int64_t compare_with_reference(const SamplingBatch& b) {
-  const std::vector<SampledToken> got = run_gpu(b.logits, b.rows, b.vocab, b.requests);
+// from a boundary). exact_rows: rows whose sums are exact on both sides (equal weights, no top-p:
+// every cumulative sum is an integer multiple of one weight), compared even near a boundary.
+int64_t compare_with_reference(const SamplingBatch& b, const std::vector<int64_t>& exact_rows = {}) {
+  const std::vector<SampledToken> got = run_gpu(b.logits, b.rows, b.vocab, b.requests, b.ld);
   int64_t decisive = 0;
   for (int64_t r = 0; r < b.rows; ++r) {
-    const float* row = b.logits.data() + r * b.vocab;
+    const float* row = b.logits.data() + r * b.stride();
     const SamplingRequest& q = b.requests[r];
     const SampledToken want = ref_sample(row, b.vocab, q.params, q.sequence_id, q.position);
     SCOPED_TRACE(::testing::Message() << "row " << r << " T " << q.params.temperature << " top_k " << q.params.top_k
@@ -259,7 +281,8 @@ int64_t compare_with_reference(const SamplingBatch& b) {
     }
     // logprob_t1 is the log-softmax at the returned token: checkable whether or not tokens agree.
     EXPECT_NEAR(got[r].logprob_t1, ref_log_softmax_at(row, b.vocab, got[r].token), 1e-5);
-    if (ref_sample_margin(row, b.vocab, q.params, q.sequence_id, q.position) < 1e-5) continue;
+    const bool exact = std::find(exact_rows.begin(), exact_rows.end(), r) != exact_rows.end();
+    if (!exact && ref_sample_margin(row, b.vocab, q.params, q.sequence_id, q.position) < 1e-5) continue;
     ++decisive;
     EXPECT_EQ(got[r].token, want.token);
     EXPECT_NEAR(got[r].logprob, want.logprob, 1e-5);
@@ -267,23 +290,81 @@ int64_t compare_with_reference(const SamplingBatch& b) {
   return decisive;
 }
 
+// A row's result may not depend on the batch: the device splits a row over 1 to 16 blocks
+// depending on the batch size, so the same 32 requests (vocab 40,000) run as a batch of 32 (12
+// blocks per row), reversed, row 7 alone (16 blocks) and repeated 13 times (416 rows: 1 block per
+// row); tokens and both log-probs must be bit-identical.
 void batch_composition(Rng& rng) {
   SCOPED_TRACE("batch composition");
-  const int64_t vocab = 2000, rows = 32;
+  const int64_t vocab = 40000, rows = 32;
   const std::vector<float> logits = rng.uniform(static_cast<size_t>(rows * vocab), -5.0, 5.0);
   std::vector<SamplingRequest> requests(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r)
-    requests[r] = SamplingRequest{SamplingParams{0.8f, r % 2 == 0 ? 40 : 0, 0.9f, 11}, static_cast<uint64_t>(r), 5};
+  const SamplingParams settings[] = {{0.8f, 40, 0.9f, 11}, {0.8f, 0, 0.9f, 11}, {1.0f, 0, 1.0f, 11}, {0.0f, 0, 1.0f, 11}};
+  for (int64_t r = 0; r < rows; ++r) requests[r] = SamplingRequest{settings[r % 4], static_cast<uint64_t>(r), 5};
   const std::vector<SampledToken> together = run_gpu(logits, rows, vocab, requests);
-  // The same requests in reverse order, and row 7 alone: each request gets the same token.
+  auto same = [](const SampledToken& a, const SampledToken& b, const std::string& what) {
+    EXPECT_EQ(a.token, b.token) << what;
+    EXPECT_EQ(a.logprob, b.logprob) << what;
+    EXPECT_EQ(a.logprob_t1, b.logprob_t1) << what;
+  };
   std::vector<float> reversed_logits;
   const std::vector<SamplingRequest> reversed(requests.rbegin(), requests.rend());
   for (int64_t r = rows - 1; r >= 0; --r)
     reversed_logits.insert(reversed_logits.end(), logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);
   const std::vector<SampledToken> apart = run_gpu(reversed_logits, rows, vocab, reversed);
-  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(together[r].token, apart[rows - 1 - r].token) << "row " << r;
+  for (int64_t r = 0; r < rows; ++r) same(together[r], apart[rows - 1 - r], "reversed, row " + std::to_string(r));
   const std::vector<float> row7(logits.begin() + 7 * vocab, logits.begin() + 8 * vocab);
-  EXPECT_EQ(run_gpu(row7, 1, vocab, {requests[7]})[0].token, together[7].token);
+  same(run_gpu(row7, 1, vocab, {requests[7]})[0], together[7], "row 7 alone");
+  std::vector<float> many_logits;
+  std::vector<SamplingRequest> many;
+  for (int copy = 0; copy < 13; ++copy) {
+    many_logits.insert(many_logits.end(), logits.begin(), logits.end());
+    many.insert(many.end(), requests.begin(), requests.end());
+  }
+  const std::vector<SampledToken> crowd = run_gpu(many_logits, 13 * rows, vocab, many);
+  for (int64_t r = 0; r < 13 * rows; ++r) same(crowd[r], together[r % rows], "416-row batch, row " + std::to_string(r));
+}
+
+// Rows the bins cannot split: all logits equal, or two values (more candidates in one bin than the
+// gather buffer holds, so the device falls back to its radix select), and 64 adjacent floats (a
+// span of 3e-5: bins finer than the floats). Rows 0-4 have equal weights and no top-p, so both
+// sides' sums are exact.
+SamplingBatch tie_heavy_batch(Rng& rng) {
+  const int64_t vocab = 20000;
+  const std::vector<SamplingParams> settings = {{1.0f, 0, 1.0f, 1}, {0.7f, 3000, 1.0f, 2}, {1.3f, 50, 1.0f, 3},
+                                                {0.0f, 0, 1.0f, 4},  {0.6f, 2500, 1.0f, 5}, {0.6f, 0, 0.95f, 6},
+                                                {1.0f, 0, 0.5f, 7},  {1.3f, 50, 0.9f, 8}};
+  const int64_t rows = 3 * static_cast<int64_t>(settings.size());
+  SamplingBatch b{"tie-heavy", rows, vocab, std::vector<float>(static_cast<size_t>(rows * vocab)), {}};
+  b.requests.resize(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    b.requests[r].params = settings[r % settings.size()];
+    b.requests[r].params.seed = rng.next();
+    b.requests[r].position = static_cast<uint64_t>(r);
+    float* row = b.logits.data() + r * vocab;
+    const int64_t kind = r / static_cast<int64_t>(settings.size());
+    for (int64_t v = 0; v < vocab; ++v) {
+      if (kind == 0) row[v] = 0.5f;                                              // all equal
+      if (kind == 1) row[v] = rng.next() % 4 == 0 ? 1.0f : -1.0f;                // two values
+      if (kind == 2) row[v] = 3.0f + static_cast<float>(rng.next() % 64) * 0x1p-21f;  // 64 adjacent floats
+    }
+  }
+  return b;
+}
+
+// Padded rows: ld > vocab, with huge values past the vocabulary that must never be read.
+SamplingBatch padded_batch(Rng& rng) {
+  const int64_t vocab = 5003, ld = 5008, rows = 16;
+  SamplingBatch b{"padded", rows, vocab, rng.uniform(static_cast<size_t>(rows * ld), -8.0, 8.0), {}, ld};
+  const std::vector<SamplingParams> settings = {{0.0f, 0, 1.0f, 1}, {1.0f, 0, 1.0f, 2}, {0.6f, 0, 0.95f, 3},
+                                                {0.7f, 20, 1.0f, 4}};
+  b.requests.resize(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    b.requests[r].params = settings[r % settings.size()];
+    b.requests[r].params.seed = rng.next();
+    for (int64_t v = vocab; v < ld; ++v) b.logits[r * ld + v] = 1e30f;
+  }
+  return b;
 }
 
 void chi_square(Rng& rng) {
@@ -336,6 +417,14 @@ void run_cuda() {
     if (b.name == "fixed seeds") {
       EXPECT_GE(decisive, b.rows * 9 / 10) << "too few rows far from a boundary to mean anything";
     }
+  }
+  {
+    SCOPED_TRACE("tie-heavy batch");
+    compare_with_reference(tie_heavy_batch(rng), {0, 1, 2, 3, 4});
+  }
+  {
+    SCOPED_TRACE("padded batch");
+    EXPECT_GE(compare_with_reference(padded_batch(rng)), 12);
   }
   batch_composition(rng);
   chi_square(rng);

@@ -209,25 +209,56 @@ void logprob(int64_t T, int64_t C, int64_t V, int64_t ct, int64_t cv, float scal
   expect("  dweight", dwg, dw, 2e-3, 1.0 / 128, &mag_dw);
 }
 
-void sampling(int64_t rows, int64_t V) {
+#ifdef SQLRL_SAMPLING_COUNT_FALLBACKS
+namespace sqlrl {
+extern unsigned sampling_fallback_steps;  // kernels/cuda/sampling.cu: radix steps instead of gathered bins
+}
+#endif
+
+// kind 0: uniform logits in [-8, 8], every 4th row on a 9-value grid (ties); 1: model-like rows
+// (uniform in [-12, 0], 16 leaders at 8..23); 2: rows the bins cannot split (all equal, or two
+// values), which take the radix fallback. pad > 0: ld = V + pad, the padding 1e30 (never read).
+// The device's fast path must serve kinds 0 and 1 alone (0 radix steps), and kind 2 must use the
+// fallback; the tokens must equal the CPU's either way.
+void sampling(int64_t rows, int64_t V, int kind = 0, int64_t pad = 0) {
   std::vector<SamplingParams> settings = {{0.0f, 0, 1.0f, 1}, {1.0f, 0, 1.0f, 2}, {0.6f, 0, 0.95f, 3},
                                           {0.7f, 20, 1.0f, 4}, {1.3f, 50, 0.9f, 5}, {0.9f, 7, 1.0f, 6}};
-  std::vector<float> logits = uniform(rows * V, -8, 8);
+  const int64_t ld = V + pad;
+  std::vector<float> logits = uniform(rows * ld, -8, 8);
   std::vector<SamplingRequest> req(rows);
   for (int64_t r = 0; r < rows; ++r) {
     req[r].params = settings[r % settings.size()];
     req[r].params.seed += gen();
     req[r].sequence_id = r;
     req[r].position = gen() % 1000;
-    if (r % 4 == 3)
-      for (int64_t v = 0; v < V; ++v) logits[r * V + v] = float(gen() % 9) * 0.5f;  // ties
+    float* row = logits.data() + r * ld;
+    if (kind == 0 && r % 4 == 3)
+      for (int64_t v = 0; v < V; ++v) row[v] = float(gen() % 9) * 0.5f;  // ties
+    if (kind == 1) {
+      for (int64_t v = 0; v < V; ++v) row[v] = -12.0f * float(gen() >> 40) * 0x1p-24f;
+      for (int k = 0; k < 16; ++k) row[gen() % V] = 8.0f + k;
+    }
+    if (kind == 2)
+      for (int64_t v = 0; v < V; ++v) row[v] = r % 2 == 0 ? 0.5f : (gen() % 4 == 0 ? 1.0f : -1.0f);
+    for (int64_t v = V; v < ld; ++v) row[v] = 1e30f;
   }
   std::vector<SampledToken> got(rows, SampledToken{-1, NAN, NAN});
-  sample_tokens_cuda(got.data(), logits.data(), rows, V, V, req.data(), kStream);
+  std::vector<uint8_t> ws(sample_tokens_cuda_workspace_bytes(rows, V), 0xff);  // needs no initialisation
+#ifdef SQLRL_SAMPLING_COUNT_FALLBACKS
+  sampling_fallback_steps = 0;
+#endif
+  sample_tokens_cuda(got.data(), logits.data(), rows, V, ld, req.data(), ws.data(), ws.size(), kStream);
+  unsigned fallback_steps = 0;
+#ifdef SQLRL_SAMPLING_COUNT_FALLBACKS
+  fallback_steps = sampling_fallback_steps;
+  const bool path_ok = kind == 2 ? fallback_steps > 0 : fallback_steps == 0;
+#else
+  const bool path_ok = true;
+#endif
   SamplingScratch sc;
   int bad = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    SampledToken want = sample_token_cpu(logits.data() + r * V, V, req[r].params, req[r].sequence_id, req[r].position, sc);
+    SampledToken want = sample_token_cpu(logits.data() + r * ld, V, req[r].params, req[r].sequence_id, req[r].position, sc);
     if (got[r].token != want.token || std::fabs(got[r].logprob - want.logprob) > 1e-5 ||
         std::fabs(got[r].logprob_t1 - want.logprob_t1) > 1e-5) {
       ++bad;
@@ -235,9 +266,10 @@ void sampling(int64_t rows, int64_t V) {
                   got[r].logprob_t1, want.token, want.logprob, want.logprob_t1);
     }
   }
-  failures += bad > 0;
-  std::printf("sampling %lld rows V %lld                      %s (%d rows differ)\n", (long long)rows, (long long)V,
-              bad ? "FAIL" : "ok  ", bad);
+  failures += bad > 0 || !path_ok;
+  std::printf("sampling %lld rows V %lld ld %lld kind %d          %s (%d rows differ, %u radix steps%s)\n",
+              (long long)rows, (long long)V, (long long)ld, kind, bad || !path_ok ? "FAIL" : "ok  ", bad, fallback_steps,
+              path_ok ? "" : ": wrong path");
 }
 
 // The few-row product against matmul_forward_cpu on the same bf16 values (the emulator reports 2
@@ -382,7 +414,12 @@ int main(int argc, char** argv) {
   if (what == "all" || what == "embedding") embedding(1, 50, 64), embedding(17, 50, 17), embedding(300, 20, 64);
   if (what == "all" || what == "logprob") logprob(37, 64, 203, 16, 64), logprob(1, 16, 50, 4, 128), logprob(9, 24, 77, 4, 30),
         logprob(37, 64, 203, 16, 64, 1.0f / 0.6f);
-  if (what == "all" || what == "sampling") sampling(24, 300), sampling(4, 5003);
+  if (what == "all" || what == "sampling") {
+    sampling(24, 300), sampling(4, 5003);
+    sampling(6, 5003, 0, 5), sampling(6, 5003, 2), sampling(6, 20000, 1);
+  }
+  // Qwen-width rows (16 blocks per row) and a wide fallback: ~an hour on a loaded 2-core machine.
+  if (what == "sampling-wide") sampling(2, 151936, 1), sampling(1, 151936, 0), sampling(2, 40000, 2);
   if (what == "all" || what == "matmul") {
     using E = MatmulRowsEpilogue;
     for (MatmulRowsVariant v : {MatmulRowsVariant::staged, MatmulRowsVariant::direct}) {

@@ -4,7 +4,7 @@
 # kernels: a check of indexing, team/warp mapping, reductions and select logic for machines
 # without a GPU, not a substitute for tests/kernels' CUDA cases on a GPU (no timing, no real memory
 # model; CUB's sort and cuBLASLt are replaced by host code).
-#   tools/cuda_emu_ops/run.sh CPU_BUILD_DIR [all|norm|rope|swiglu|embedding|logprob|sampling|matmul|decode_qkv]
+#   tools/cuda_emu_ops/run.sh CPU_BUILD_DIR [all|norm|rope|swiglu|embedding|logprob|sampling|sampling-wide|matmul|decode_qkv]
 # CPU_BUILD_DIR: a build configured with -DSQLRL_WITH_CUDA=OFF that has built sqlrl_kernels.
 set -euo pipefail
 build=${1:?usage: tools/cuda_emu_ops/run.sh CPU_BUILD_DIR [what]}
@@ -21,7 +21,7 @@ for f in rmsnorm rope swiglu embedding logprob sampling matmul decode_qkv; do
          -e 's/([A-Za-z_:][A-Za-z0-9_:]*(<[A-Za-z0-9_ ]+>)?)<<<(.*)>>>\(/emu_launch(\1, \3, /' \
          "$root/kernels/cuda/$f.cu" > "$work/kernels/cuda/$f.cpp"
 done
-g++ -std=c++20 -O1 -pthread -I"$here/shim" -I"$root/tools/cuda_emu/shim" -I"$work" -I"$root" -Wno-unused-parameter \
+g++ -std=c++20 -O1 -pthread -DSQLRL_SAMPLING_COUNT_FALLBACKS -I"$here/shim" -I"$root/tools/cuda_emu/shim" -I"$work" -I"$root" -Wno-unused-parameter \
   -o "$work/ops_emu" "$here/ops_emu.cpp" "$work"/kernels/cuda/*.cpp \
   "$build/kernels/libsqlrl_kernels.a" "$build/runtime/libsqlrl_runtime.a" -lopenblas
 "$work/ops_emu" "$what"

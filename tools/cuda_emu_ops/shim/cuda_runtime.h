@@ -1,12 +1,15 @@
 // The attention emulator's shim (tools/cuda_emu/shim: a std::thread per CUDA thread, barriers
 // for warp collectives) plus what the RMSNorm/RoPE/SwiGLU/embedding/sampling/log-prob kernels
-// use: 8-byte shuffles, shfl_up/shfl, ballot, match_any, shared-memory atomics (std::atomic_ref),
-// bit casts, explicit roundings, stream copies.
+// use: 8-byte shuffles, shfl_up/shfl, ballot, match_any, shared- and global-memory atomics
+// (std::atomic_ref), fences and L2 loads (the sampler's last-block ticket), bit casts, explicit
+// roundings, stream copies.
 #pragma once
 #include <atomic>
 #include <bit>
 
 #include "../../cuda_emu/shim/cuda_runtime.h"
+
+#define __noinline__ __attribute__((noinline))
 
 namespace emu {
 template <class T>
@@ -68,7 +71,15 @@ inline uint32_t __float_as_uint(float f) { return std::bit_cast<uint32_t>(f); }
 inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
 inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
+inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
+inline double __dmul_rn(double a, double b) { volatile double r = a * b; return r; }
+inline double __dadd_rn(double a, double b) { volatile double r = a + b; return r; }
 inline unsigned long long __double2ull_rn(double x) { return static_cast<unsigned long long>(std::nearbyint(x)); }
+inline unsigned atomicOr(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_or(v); }
+// Blocks run one after another here, so a fence only has to keep the compiler's order.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+template <class T>
+T __ldcg(const T* p) { return *p; }
 using std::ceil;
 using std::exp;
 using std::floor;
@@ -80,4 +91,8 @@ inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyK
   return 0;
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }
+inline cudaError_t cudaGetDevice(int* device) {  // one device here
+  *device = 0;
+  return 0;
+}
 
