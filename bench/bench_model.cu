@@ -64,14 +64,20 @@ static void decode_rows(const CudaModel& m, double gbs) {
   for (int64_t batch : {1, 16, 64}) {
     for (int64_t context : {512, 2048}) {
       // unfused: the prefill path, as every step ran before model/cuda_decode.h; kernels: the
-      // fused decode kernels launched one by one; graphs: the same replayed as a CUDA graph.
-      for (CudaDecodeMode mode : {CudaDecodeMode::unfused, CudaDecodeMode::kernels, CudaDecodeMode::graphs}) {
+      // fused decode kernels launched one by one; graphs: the same replayed as a CUDA graph;
+      // graphs+gemm: the graph step with cuBLASLt's products (what steps above
+      // decode_fused_rows run).
+      for (int variant = 0; variant < 4; ++variant) {
+        const CudaDecodeMode mode = variant == 0   ? CudaDecodeMode::unfused
+                                    : variant == 1 ? CudaDecodeMode::kernels
+                                                   : CudaDecodeMode::graphs;
+        const bool gemm_products = variant == 3;
         int64_t block = 16, steps = 25;
         // The forks share the prompt's blocks; each needs blocks for its own new tokens only.
         int64_t blocks = context / block + 2 + batch * ((steps + 8) / block + 2);
         CudaKVCache cache = make_cuda_kv_cache(m, blocks, block);
         cache.decode_mode = mode;
-        cache.decode_fused_rows = batch;  // the fused rows at every batch, to track them
+        cache.decode_fused_rows = gemm_products ? 0 : batch;  // not the default crossover: each variant at every batch
         std::vector<int32_t> prompt(static_cast<size_t>(context));
         for (int64_t i = 0; i < context; ++i) prompt[i] = static_cast<int32_t>((i * 7919) % c.vocab_size);
         Tensor logits;
@@ -92,8 +98,17 @@ static void decode_rows(const CudaModel& m, double gbs) {
         char name[160];
         std::snprintf(name, sizeof(name), "decode step B=%lld ctx=%lld (%lld layers), %s", static_cast<long long>(batch),
                       static_cast<long long>(context), static_cast<long long>(c.num_hidden_layers),
-                      cuda_decode_mode_name(mode));
+                      gemm_products ? "graphs+gemm" : cuda_decode_mode_name(mode));
         bench::print_row(name, ms, "ms", "weights+KV bytes / copy GB/s", floor_ms);
+        if (mode == CudaDecodeMode::graphs) {  // where the step's time goes (events between kernels)
+          std::vector<CachedInput> in;
+          for (int64_t s : seqs) in.push_back({s, {token}});
+          const std::vector<double> ops = decode_step_profile_cuda(m, cache, in);
+          std::printf("  (one step by op, ms:");
+          for (size_t i = 0; i < ops.size(); ++i)
+            std::printf("%s %s %.3f", i ? "," : "", decode_op_name(static_cast<DecodeOp>(i)), ops[i]);
+          std::printf(")\n");
+        }
       }
     }
   }

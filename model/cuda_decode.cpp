@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "kernels/attention.h"
@@ -14,10 +15,12 @@
 #include "kernels/embedding.h"
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/swiglu.h"
 #include "model/cuda_layers.h"
 #include "model/cuda_ops.h"
 #include "runtime/device_memory.h"
 #include "runtime/error.h"
+#include "runtime/gemm.h"
 
 namespace sqlrl {
 
@@ -157,6 +160,7 @@ struct CudaDecodeState {
   Tensor arena;
   int32_t* ints = nullptr;  // tokens [R], positions [R], slots [R], block tables [R, W] of a bucket (R, W)
   uint16_t *x = nullptr, *ln = nullptr, *qkv = nullptr, *q = nullptr, *att = nullptr, *h = nullptr;
+  uint16_t *gate = nullptr, *up = nullptr;  // the GEMM products' gate and up (SwiGLU after)
   float* logits = nullptr;
   size_t logits_offset = 0;
   void* gemm_ws = nullptr;
@@ -168,8 +172,10 @@ struct CudaDecodeState {
   CudaEvent staged[2];
   bool staging_busy[2] = {false, false};
   int next_staging = 0;
-  std::map<std::pair<int64_t, int64_t>, CudaGraph> graphs;
-  std::set<std::pair<int64_t, int64_t>> seen;  // buckets run once without a graph (module loading)
+  // Per (rows bucket, table bucket, GEMM products): one graph each.
+  using Key = std::tuple<int64_t, int64_t, bool>;
+  std::map<Key, CudaGraph> graphs;
+  std::set<Key> seen;  // buckets run once without a graph (modules loaded, GEMM plans made)
   CudaDecodeStats stats;
 
   CudaDecodeState() = default;
@@ -227,7 +233,7 @@ void ensure_capacity(const CudaModel& m, CudaKVCache& cache, CudaDecodeState& st
   };
   const size_t o_ints = take(sizeof(int32_t) * ints_for(R, W)), o_x = take(2 * R * C), o_ln = take(2 * R * C),
                o_qkv = take(2 * R * (qd + 2 * kvd)), o_q = take(2 * R * qd), o_att = take(2 * R * qd),
-               o_h = take(2 * R * I), o_logits = take(sizeof(float) * R * V), o_gemm = take(gemm_ws),
+               o_h = take(2 * R * I), o_gate = take(2 * R * I), o_up = take(2 * R * I), o_logits = take(sizeof(float) * R * V), o_gemm = take(gemm_ws),
                o_attn = take(std::max<size_t>(attn_ws, 1));
   st.arena = empty({static_cast<int64_t>(offset)}, DType::U8, cuda_device(m.device));
   char* base = static_cast<char*>(st.arena.data());
@@ -238,6 +244,8 @@ void ensure_capacity(const CudaModel& m, CudaKVCache& cache, CudaDecodeState& st
   st.q = reinterpret_cast<uint16_t*>(base + o_q);
   st.att = reinterpret_cast<uint16_t*>(base + o_att);
   st.h = reinterpret_cast<uint16_t*>(base + o_h);
+  st.gate = reinterpret_cast<uint16_t*>(base + o_gate);
+  st.up = reinterpret_cast<uint16_t*>(base + o_up);
   st.logits = reinterpret_cast<float*>(base + o_logits);
   st.logits_offset = o_logits;
   st.gemm_ws = base + o_gemm;
@@ -272,9 +280,58 @@ CudaDecodeState& decoder_of(const CudaModel& m, CudaKVCache& cache) {
   return *cache.decoder;
 }
 
+// Whether cuBLASLt can run the product as one GEMM: no bias (it would need a broadcast into a
+// strided output) and, for the plain epilogues, the parts one matrix in memory (Qwen3's q/k/v and
+// gate/up are stored back to back; Qwen2's biases sit between them).
+bool gemm_takes(const MatmulRowsProblem& p) {
+  for (int i = 0; i < p.num_parts; ++i)
+    if (p.parts[i].bias) return false;
+  if (p.epilogue == MatmulRowsEpilogue::swiglu) return true;  // two GEMMs and the SwiGLU kernel
+  for (int i = 0; i + 1 < p.num_parts; ++i)
+    if (p.parts[i + 1].weight != p.parts[i].weight + p.parts[i].rows * p.in_features) return false;
+  return true;
+}
+
+// The product through cuBLASLt (runtime/gemm.h), as the unfused path computes it: bf16 out
+// (the residual added in f32 through beta = 1), f32 logits, gate and up rounded to bf16 before
+// SwiGLU.
+void gemm_product(const MatmulRowsProblem& p, void* out, const uint16_t* x, int64_t R, const CudaDecodeState& st,
+                  int device) {
+  const int64_t K = p.in_features;
+  auto gemm = [&](int64_t n, const uint16_t* w, void* c, DType c_type, float beta) {
+    gemm_cuda(bf16_row_major(R, n, K, x, false, w, true, c, c_type, beta), device, st.stream);
+  };
+  switch (p.epilogue) {
+    case MatmulRowsEpilogue::store: gemm(matmul_rows_total(p), p.parts[0].weight, out, DType::BF16, 0.0f); break;
+    case MatmulRowsEpilogue::accumulate:
+      gemm(matmul_rows_total(p), p.parts[0].weight, out, DType::BF16, 1.0f);
+      break;
+    case MatmulRowsEpilogue::store_f32: gemm(matmul_rows_total(p), p.parts[0].weight, out, DType::F32, 0.0f); break;
+    case MatmulRowsEpilogue::swiglu:
+      gemm(p.parts[0].rows, p.parts[0].weight, st.gate, DType::BF16, 0.0f);
+      gemm(p.parts[1].rows, p.parts[1].weight, st.up, DType::BF16, 0.0f);
+      swiglu_forward_cuda(static_cast<uint16_t*>(out), st.gate, st.up, R * p.parts[0].rows, st.stream);
+      break;
+  }
+}
+
+// A profile's marks: an event recorded (as a graph node) before each op, and which op it opens.
+struct Marks {
+  std::vector<CudaEvent> events;
+  std::vector<int> ops;
+  const CudaStream* stream = nullptr;
+  void operator()(DecodeOp op) {
+    events.push_back(cuda_event_create(stream->device));
+    cuda_event_record_captured(events.back(), *stream);
+    ops.push_back(static_cast<int>(op));
+  }
+};
+
 // Every launch of one step of the bucket (rows R, table width W) on st.stream: what a graph
-// records, or what runs directly.
-void launch_step(const CudaModel& m, const CudaKVCache& cache, const CudaDecodeState& st, int64_t R, int64_t W) {
+// records, or what runs directly. marks (nullable): a profile's events between the ops.
+// gemms: the products through cuBLASLt where it takes them (steps above decode_fused_rows).
+void launch_step(const CudaModel& m, const CudaKVCache& cache, const CudaDecodeState& st, int64_t R, int64_t W,
+                 bool gemms, Marks* marks = nullptr) {
   const QwenConfig& c = m.config();
   const int64_t C = c.hidden_size, V = c.vocab_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -290,30 +347,50 @@ void launch_step(const CudaModel& m, const CudaKVCache& cache, const CudaDecodeS
   const AttentionShape shape{c.num_attention_heads, c.num_key_value_heads, c.head_dim};
   const PagedQueries queries{R, tables, W, positions, book.block_size};
   auto product = [&](const MatmulRowsProblem& p, void* out, const uint16_t* x) {
-    matmul_rows_cuda(bind(p, out, x, R), st.gemm_ws, st.gemm_ws_bytes, s);
+    if (gemms && gemm_takes(p))
+      gemm_product(p, out, x, R, st, m.device);
+    else
+      matmul_rows_cuda(bind(p, out, x, R), st.gemm_ws, st.gemm_ws_bytes, s);
   };
+  auto mark = [&](DecodeOp op) {
+    if (marks) (*marks)(op);
+  };
+  mark(DecodeOp::embed);
   embedding_forward_cuda(st.x, w.embed, tokens, R, V, C, s);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const CudaLayerWeights& lw = w.layers[l];
     const LayerProducts p = layer_products(c, lw);
     uint16_t* kc = layer_cache(cache.k, book, l);
     uint16_t* vc = layer_cache(cache.v, book, l);
+    mark(DecodeOp::norm);
     rmsnorm_forward_cuda(st.ln, nullptr, st.x, lw.attn_norm, R, C, eps, s);
+    mark(DecodeOp::qkv);
     product(p.qkv, st.qkv, st.ln);
+    mark(DecodeOp::prologue);
     decode_qkv_cuda(st.q, kc, vc, st.qkv, lw.q_norm, lw.k_norm, positions, slots, R, qkv_shape, s);
+    mark(DecodeOp::attention);
     paged_attention_cuda(st.att, st.q, kc, vc, queries, shape, W * book.block_size, st.attn_ws, st.attn_ws_bytes,
                          kPagedSplitTokens, s);
+    mark(DecodeOp::o);
     product(p.o, st.x, st.att);
+    mark(DecodeOp::norm);
     rmsnorm_forward_cuda(st.ln, nullptr, st.x, lw.mlp_norm, R, C, eps, s);
+    mark(DecodeOp::gate_up);
     product(p.gate_up, st.h, st.ln);
+    mark(DecodeOp::down);
     product(p.down, st.x, st.h);
   }
+  mark(DecodeOp::norm);
   rmsnorm_forward_cuda(st.ln, nullptr, st.x, w.final_norm, R, C, eps, s);
+  mark(DecodeOp::lm_head);
   product(lm_head_product(c, w), st.logits, st.ln);
+  mark(DecodeOp::count);  // the end
 }
 
-// One step of at most kDecodeMaxRows inputs; their logits stay in st.logits rows [0, n).
-void run_chunk(const CudaModel& m, CudaKVCache& cache, CudaDecodeState& st, const CachedInput* inputs, int64_t n) {
+// Reserves the inputs' cache rows and uploads the step's ints (after the model stream's earlier
+// work); returns the bucket (R, W) the step runs as.
+std::pair<int64_t, int64_t> stage_step(const CudaModel& m, CudaKVCache& cache, CudaDecodeState& st,
+                                       const CachedInput* inputs, int64_t n) {
   PagedKVCache& book = cache.book;
   int64_t widest = 1;
   for (int64_t i = 0; i < n; ++i) {
@@ -350,14 +427,28 @@ void run_chunk(const CudaModel& m, CudaKVCache& cache, CudaDecodeState& st, cons
   cuda_copy_async(st.ints, h, sizeof(int32_t) * ints_for(R, W), st.stream);
   cuda_event_record(st.staged[slot], st.stream);
   st.staging_busy[slot] = true;
+  return {R, W};
+}
 
-  const std::pair<int64_t, int64_t> key{R, W};
+// The step's K/V are written: the sequences advance, and the model stream waits for the step.
+void finish_step(const CudaModel& m, CudaKVCache& cache, CudaDecodeState& st, const CachedInput* inputs, int64_t n) {
+  ++st.stats.steps;
+  for (int64_t i = 0; i < n; ++i) cache.book.sequence(inputs[i].sequence).length += 1;
+  cuda_event_record(st.step_done, st.stream);
+  cuda_stream_wait(m.stream, st.step_done);
+}
+
+// One step of at most kDecodeMaxRows inputs; their logits stay in st.logits rows [0, n).
+void run_chunk(const CudaModel& m, CudaKVCache& cache, CudaDecodeState& st, const CachedInput* inputs, int64_t n) {
+  const auto [R, W] = stage_step(m, cache, st, inputs, n);
+  const bool gemms = n > cache.decode_fused_rows;
+  const CudaDecodeState::Key key{R, W, gemms};
   if (cache.decode_mode == CudaDecodeMode::graphs && cuda_graphs_supported()) {
     auto it = st.graphs.find(key);
     if (it == st.graphs.end() && st.seen.count(key)) {
       // Second step of this bucket: every kernel has run (and its module loaded), so capture.
       cuda_graph_begin_capture(st.stream);
-      launch_step(m, cache, st, R, W);
+      launch_step(m, cache, st, R, W, gemms);
       it = st.graphs.emplace(key, cuda_graph_end_capture(st.stream)).first;
       ++st.stats.captures;
     }
@@ -365,21 +456,55 @@ void run_chunk(const CudaModel& m, CudaKVCache& cache, CudaDecodeState& st, cons
       cuda_graph_launch(it->second, st.stream);
       ++st.stats.graph_launches;
     } else {
-      launch_step(m, cache, st, R, W);
+      launch_step(m, cache, st, R, W, gemms);
       st.seen.insert(key);
       ++st.stats.eager_steps;
     }
   } else {
-    launch_step(m, cache, st, R, W);
+    launch_step(m, cache, st, R, W, gemms);
     ++st.stats.eager_steps;
   }
-  ++st.stats.steps;
-  for (int64_t i = 0; i < n; ++i) book.sequence(inputs[i].sequence).length += 1;
-  cuda_event_record(st.step_done, st.stream);
-  cuda_stream_wait(m.stream, st.step_done);
+  finish_step(m, cache, st, inputs, n);
 }
 
 }  // namespace
+
+const char* decode_op_name(DecodeOp op) {
+  static const char* const names[] = {"embedding", "RMSNorm", "q/k/v product", "prologue (norm, RoPE, cache)",
+                                      "paged attention", "o product", "gate/up product", "down product", "lm_head"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(DecodeOp::count));
+  return names[static_cast<int>(op)];
+}
+
+std::vector<double> decode_step_profile_cuda(const CudaModel& m, CudaKVCache& cache,
+                                             const std::vector<CachedInput>& inputs) {
+  const char* why = nullptr;
+  check(decode_step_supported(m, inputs, false, nullptr, &why), "decode_step_profile_cuda: ", why);
+  check(static_cast<int64_t>(inputs.size()) <= kDecodeMaxRows, "decode_step_profile_cuda: ", inputs.size(),
+        " rows: one step takes at most ", kDecodeMaxRows);
+  check(cuda_graphs_supported(), "decode_step_profile_cuda: needs CUDA graphs");
+  CudaDecodeState& st = decoder_of(m, cache);
+  const int64_t n = static_cast<int64_t>(inputs.size());
+  const auto [R, W] = stage_step(m, cache, st, inputs.data(), n);
+  Marks marks;
+  marks.stream = &st.stream;
+  const bool gemms = n > cache.decode_fused_rows;
+  launch_step(m, cache, st, R, W, gemms);  // once without marks: modules loaded, plans made
+  cuda_graph_begin_capture(st.stream);
+  launch_step(m, cache, st, R, W, gemms, &marks);
+  CudaGraph graph = cuda_graph_end_capture(st.stream);
+  // Replayed twice (the second is the one read): the same inputs write the same K/V rows.
+  cuda_graph_launch(graph, st.stream);
+  cuda_graph_launch(graph, st.stream);
+  cuda_stream_synchronize(st.stream);
+  std::vector<double> ms(static_cast<size_t>(DecodeOp::count), 0.0);
+  for (size_t i = 0; i + 1 < marks.events.size(); ++i)
+    ms[static_cast<size_t>(marks.ops[i])] += cuda_event_elapsed_ms(marks.events[i], marks.events[i + 1]);
+  cuda_graph_destroy(graph);
+  for (CudaEvent& e : marks.events) cuda_event_destroy(e);
+  finish_step(m, cache, st, inputs.data(), n);
+  return ms;
+}
 
 void decode_step_cuda(const CudaModel& m, CudaKVCache& cache, const std::vector<CachedInput>& inputs, Tensor& logits) {
   check(cache.decode_mode != CudaDecodeMode::unfused, "decode_step_cuda: the cache's decode mode is unfused");

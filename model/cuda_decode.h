@@ -13,9 +13,13 @@
 // into buffers the graph reads. Rows past the batch in its bucket are padding (position -1, slot
 // -1: no cache write; their outputs are never read).
 //
-// Batch invariance: every kernel of the step computes a row from that row's inputs alone (the
-// few-row product plans by N and K, never M), so a sequence's logits do not depend on its batch,
-// its bucket, or graph versus launches.
+// Above CudaKVCache::decode_fused_rows rows the products run on cuBLASLt instead (as the unfused
+// path's, but inside the same graph), where they were faster on an H200.
+//
+// Batch invariance: up to decode_fused_rows, every kernel of the step computes a row from that
+// row's inputs alone (the few-row product plans by N and K, never M), so a sequence's logits do
+// not depend on its batch, its bucket, or graph versus launches. cuBLASLt's products (larger
+// steps) pick their algorithm by M: there a row's bits depend on the batch size.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -56,5 +60,14 @@ CudaDecodeStats decode_stats(const CudaKVCache& cache);
 // As forward_cached_cuda for a supported step, with cache.decode_mode graphs or kernels: logits
 // [inputs, vocab] f32 on the device (a view of the decoder's buffer: valid until the next step).
 void decode_step_cuda(const CudaModel& m, CudaKVCache& cache, const std::vector<CachedInput>& inputs, Tensor& logits);
+
+// Where a step's time goes, for the benchmark: the step of `inputs` (as decode_step_cuda's, the
+// cache advancing the same way; logits not returned) captured with an event between every two
+// kernels and replayed; the device milliseconds of each op summed over the layers, indexed by
+// DecodeOp. The events add a little time of their own. Needs CUDA graphs.
+enum class DecodeOp : uint8_t { embed, norm, qkv, prologue, attention, o, gate_up, down, lm_head, count };
+const char* decode_op_name(DecodeOp op);
+std::vector<double> decode_step_profile_cuda(const CudaModel& m, CudaKVCache& cache,
+                                             const std::vector<CachedInput>& inputs);
 
 }  // namespace sqlrl

@@ -75,8 +75,7 @@ void forward_cached_cuda(const CudaModel& m, CudaKVCache& cache, const std::vect
   const int64_t C = c.hidden_size, H = c.num_attention_heads, KVH = c.num_key_value_heads, D = c.head_dim,
                 I = c.intermediate_size, V = c.vocab_size, qd = c.q_dim(), kvd = c.kv_dim();
   const float eps = static_cast<float>(c.rms_norm_eps), theta = static_cast<float>(c.rope_theta);
-  if (cache.decode_mode != CudaDecodeMode::unfused && static_cast<int64_t>(inputs.size()) <= cache.decode_fused_rows &&
-      decode_step_supported(m, inputs, all_positions, lora)) {
+  if (cache.decode_mode != CudaDecodeMode::unfused && decode_step_supported(m, inputs, all_positions, lora)) {
     decode_step_cuda(m, cache, inputs, logits);
     return;
   }

@@ -151,9 +151,10 @@ struct CudaKVCache {
   PagedKVCache book;
   Tensor k, v;
   CudaDecodeMode decode_mode = CudaDecodeMode::graphs;  // make_cuda_kv_cache: from SQLRL_CUDA_DECODE
-  // Steps of more rows take the unfused path even in graphs/kernels mode: on an H200
-  // (2026-11-28, Qwen3-4B) the fused step beat it at 1 row (4.20 vs 5.47 ms) and lost at 16
-  // (6.06 vs 5.61) and 64 (13.2 vs 7.0), where cuBLASLt's products outrun the few-row kernel.
+  // Steps of more rows run their products on cuBLASLt (inside the same step and graph; the
+  // few-row kernel still where cuBLASLt cannot take a product in one GEMM: biases, parts stored
+  // apart): on an H200 (2026-11-28, Qwen3-4B) the few-row kernels beat the unfused path at 1 row
+  // (4.20 vs 5.47 ms a step) and lost at 16 (6.06 vs 5.61) and 64 (13.2 vs 7.0).
   int64_t decode_fused_rows = 8;
   std::shared_ptr<CudaDecodeState> decoder;  // made by the first decode step
 };

@@ -39,5 +39,8 @@ void cuda_graph_begin_capture(const CudaStream& stream);
 CudaGraph cuda_graph_end_capture(const CudaStream& stream);
 void cuda_graph_launch(const CudaGraph& graph, const CudaStream& stream);
 void cuda_graph_destroy(CudaGraph& graph);
+// Records `event` on `stream` as a node of the graph being captured there (elapsed times between
+// such events read the replay's timeline); outside a capture, as cuda_event_record.
+void cuda_event_record_captured(const CudaEvent& event, const CudaStream& stream);
 
 }  // namespace sqlrl

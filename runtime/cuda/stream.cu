@@ -73,6 +73,12 @@ void cuda_graph_launch(const CudaGraph& graph, const CudaStream& stream) {
   CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph.exec), static_cast<cudaStream_t>(stream.handle)));
 }
 
+void cuda_event_record_captured(const CudaEvent& event, const CudaStream& stream) {
+  check(event.handle != nullptr, "cuda_event_record_captured: event was not created");
+  CUDA_CHECK(cudaEventRecordWithFlags(static_cast<cudaEvent_t>(event.handle), static_cast<cudaStream_t>(stream.handle),
+                                      cudaEventRecordExternal));
+}
+
 void cuda_graph_destroy(CudaGraph& graph) {
   if (graph.exec) CUDA_CHECK(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph.exec)));
   graph.exec = nullptr;

@@ -19,5 +19,6 @@ void cuda_graph_begin_capture(const CudaStream&) { fail(cuda_unavailable_reason(
 CudaGraph cuda_graph_end_capture(const CudaStream&) { fail(cuda_unavailable_reason()); }
 void cuda_graph_launch(const CudaGraph&, const CudaStream&) { fail(cuda_unavailable_reason()); }
 void cuda_graph_destroy(CudaGraph& graph) { graph.exec = nullptr; }
+void cuda_event_record_captured(const CudaEvent&, const CudaStream&) { fail(cuda_unavailable_reason()); }
 
 }  // namespace sqlrl

@@ -88,11 +88,14 @@ struct Decoded {
 
 // A prompt prefilled once, forked `rows` ways, then `steps` decode steps where row r feeds token
 // (7 r + 3 s) % V at step s: the same rows and tokens on any cache, so runs compare directly.
-Decoded decode(const CudaModel& m, CudaDecodeMode mode, int64_t rows, int64_t steps, int64_t only_row = -1) {
+// fused_rows: CudaKVCache::decode_fused_rows (-1: rows, the few-row kernels at this batch; 0:
+// cuBLASLt's products).
+Decoded decode(const CudaModel& m, CudaDecodeMode mode, int64_t rows, int64_t steps, int64_t only_row = -1,
+               int64_t fused_rows = -1) {
   const int64_t V = m.config().vocab_size;
   CudaKVCache cache = make_cuda_kv_cache(m, 8 + rows * 4, 4);
   cache.decode_mode = mode;
-  cache.decode_fused_rows = rows;  // the fused step at every batch here, whatever the default crossover
+  cache.decode_fused_rows = fused_rows < 0 ? rows : fused_rows;  // whatever the default crossover
   std::vector<int32_t> prompt;
   for (int i = 0; i < 9; ++i) prompt.push_back(static_cast<int32_t>((31 * i + 5) % V));
   const int64_t root = kv_new_sequence(cache.book);
@@ -165,6 +168,34 @@ TEST_P(CudaDecode, FusedStepAgreesWithTheUnfusedPath) {
   }
   std::printf("fused vs unfused decode: %.3g of two bf16 budgets (budget 1)\n", worst);
   EXPECT_LE(worst, 1.0);
+}
+
+// Catches: the GEMM products above the crossover wired wrong (gate and up swapped, the residual
+// overwritten instead of added, q/k/v columns misplaced, a stale graph of the other kind replayed):
+// within two bf16 budgets of the few-row kernels, and their graph replay bit-identical to launches.
+TEST_P(CudaDecode, GemmProductsAgreeWithTheFewRowKernels) {
+  SQLRL_REQUIRE_CUDA();
+  QwenModel host = random_model(GetParam(), 25);
+  CudaModel m = upload_model(host);
+  const int64_t V = host.config.vocab_size, rows = 3, steps = 4;
+  const Decoded fused = decode(m, CudaDecodeMode::graphs, rows, steps);
+  const Decoded gemms = decode(m, CudaDecodeMode::graphs, rows, steps, -1, 0);
+  const Decoded gemms_launched = decode(m, CudaDecodeMode::kernels, rows, steps, -1, 0);
+  double worst = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<int32_t> seq;
+    for (int i = 0; i < 9; ++i) seq.push_back(static_cast<int32_t>((31 * i + 5) % V));
+    for (int64_t s = 0; s < steps; ++s) seq.push_back(static_cast<int32_t>((7 * r + 3 * s) % V));
+    LogitsAndBudget cpu = cpu_logits_and_budget(host, seq);
+    for (int64_t s = 0; s < steps; ++s)
+      worst = std::max(worst, budget_ratio(gemms.logits[s].data() + r * V, fused.logits[s].data() + r * V,
+                                           cpu.budget_row(9 + s), V, 2.0));
+  }
+  std::printf("GEMM products vs few-row kernels: %.3g of two bf16 budgets (budget 1)\n", worst);
+  EXPECT_LE(worst, 1.0);
+  for (size_t s = 0; s < gemms.logits.size(); ++s)
+    EXPECT_EQ(0, std::memcmp(gemms.logits[s].data(), gemms_launched.logits[s].data(), sizeof(float) * gemms.logits[s].size()))
+        << "step " << s;
 }
 
 // Catches: a step of more rows than one graph takes (kDecodeMaxRows) that drops or misplaces

@@ -86,6 +86,7 @@ void cuda_graph_begin_capture(const CudaStream&) { fail("emulated device: no CUD
 CudaGraph cuda_graph_end_capture(const CudaStream&) { fail("emulated device: no CUDA graphs"); }
 void cuda_graph_launch(const CudaGraph&, const CudaStream&) { fail("emulated device: no CUDA graphs"); }
 void cuda_graph_destroy(CudaGraph& graph) { graph.exec = nullptr; }
+void cuda_event_record_captured(const CudaEvent&, const CudaStream&) {}
 void* cuda_host_alloc(size_t bytes) { return std::malloc(bytes == 0 ? 1 : bytes); }
 void cuda_host_free(void* ptr) { std::free(ptr); }
 void cuda_copy_async(void* dst, const void* src, size_t bytes, const CudaStream&) {
