@@ -20,7 +20,8 @@ void add_plan_command(CLI::App& app) {
       "plan", "Print the memory plan the trainers run with (weights, gradients, optimizer, activations, KV cache) and the modes it chooses");
   struct Args {
     std::string weights, preset, device = "cuda", bf16_moments = "auto", recompute = "auto", offload = "auto";
-    int64_t seq = 8192, chunk = 1024, rollout_seq = 8192, rollout_seqs = 64, group = 1, block = 16;
+    int64_t seq = 8192, chunk = 1024, rollout_seq = 8192, rollout_seqs = 64, group = 1, block = 16, mean_tokens = 0,
+            kv_blocks = 0;
     int world_size = 1, zero_stage = 0;
     double memory_gb = 80, reserve_gib = 2;
     bool kl = false;
@@ -40,7 +41,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--seq", args->seq, "packed tokens per training micro-batch")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--logprob-chunk", args->chunk, "tokens per log-prob chunk")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--rollout-seq", args->rollout_seq, "tokens per trajectory (max_total_tokens)")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--rollout-seqs", args->rollout_seqs, "trajectories the rollout wants in flight at once (the whole job's: each rank gets its share)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--rollout-seqs", args->rollout_seqs, "trajectories the rollout wants in flight at once (the whole job's: each rank gets its share; train with max-batch-sequences 0 wants a step's, batch-size x group-size)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--rollout-mean-tokens", args->mean_tokens, "also print how many trajectories of this mean length the KV cache keeps in flight under the rollout's optimistic admission (which preempts when the cache runs out), beside the full-length count; 0 = not shown")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-cache-blocks", args->kv_blocks, "a KV cache of exactly this many blocks, as train --kv-cache-blocks; 0 = what is left, up to --rollout-seqs trajectories at the full length")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--world-size", args->world_size, "ranks of a data-parallel job (one GPU each on cuda): the plan is one rank's")
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--zero-stage", args->zero_stage, "0 | 1 (each rank keeps its slice's AdamW moments) | 2 (and its slice's reduced gradient); 1 and 2: --device cpu only, as in train")
@@ -76,6 +79,8 @@ void add_plan_command(CLI::App& app) {
     options.world_size = args->world_size;
     options.zero_stage = args->zero_stage;
     options.kv_block_size = args->block;
+    options.rollout_mean_tokens = args->mean_tokens;
+    options.kv_blocks = args->kv_blocks;
     options.device_bytes = std::llround(args->memory_gb * 1e9);
     options.reserve_bytes = static_cast<int64_t>(args->reserve_gib * double(int64_t(1) << 30));
     options.reference_model = args->kl;

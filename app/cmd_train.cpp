@@ -50,7 +50,8 @@ void refuse_changed_training(rl::TrainConfig saved, rl::TrainConfig asked, const
   static const std::set<std::string> may_change = {
       "out",          "resume",       "max-steps",    "save-every",        "log-trajectories", "tensorboard", "device",
       "memory-gb",    "bf16-moments", "recompute",    "offload-optimizer", "override-safety",  "max-batch-sequences",
-      "sql-timeout-ms", "sql-memory-mb", "grad-accum", "zero-stage", "deterministic-reduce", "eval-every"};
+      "sql-timeout-ms", "sql-memory-mb", "grad-accum", "zero-stage", "deterministic-reduce", "eval-every",
+      "kv-cache-blocks", "rollout-mean-tokens"};
   OptionTable a = rl::config_fields(saved), b = rl::config_fields(asked);
   std::vector<std::string> changed;
   for (size_t i = 0; i < a.size(); ++i) {

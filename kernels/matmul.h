@@ -16,7 +16,10 @@ void matmul_forward_cpu(float* out, const float* inp, const float* weight, const
 
 // The same product for a few tokens (decode steps, T <= ~16): streams each weight row once,
 // where sgemm packs the whole weight on every call. Sums in another order than sgemm (results
-// differ from matmul_forward_cpu in the last bits); threads split the outputs.
+// differ from matmul_forward_cpu in the last bits); threads split the outputs. Each output of a
+// token is one fixed-order sum over that token's row, so its bits depend neither on T, nor on
+// where the token sits in the call, nor on the thread count (sgemm's do: runtime/gemm.h); any T
+// is taken (many tokens in blocks: a batch-invariant prefill, model/infer.h).
 void matmul_forward_rows_cpu(float* out, const float* inp, const float* weight, const float* bias, int64_t tokens,
                              int64_t in_features, int64_t out_features);
 

@@ -17,10 +17,10 @@ namespace sqlrl {
 namespace {
 
 // Decode steps carry a few tokens: stream the weights once rather than pack them for sgemm.
-constexpr int64_t kRowsKernelTokens = 16;
-
-void linear(float* out, const float* inp, const float* weight, const float* bias, int64_t T, int64_t C, int64_t OC) {
-  if (T <= kRowsKernelTokens) {
+// Batch-invariant calls take that kernel whatever their size (forward_cached).
+void linear_layer(float* out, const float* inp, const float* weight, const float* bias, int64_t T, int64_t C,
+                  int64_t OC, bool batch_invariant) {
+  if (T <= kRowsKernelTokens || batch_invariant) {
     matmul_forward_rows_cpu(out, inp, weight, bias, T, C, OC);
   } else {
     matmul_forward_cpu(out, inp, weight, bias, T, C, OC);
@@ -30,13 +30,17 @@ void linear(float* out, const float* inp, const float* weight, const float* bias
 }  // namespace
 
 void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vector<CachedInput>& inputs,
-                    std::vector<float>& logits, bool all_positions, const LoraAdapter* lora) {
+                    std::vector<float>& logits, bool all_positions, const LoraAdapter* lora, bool batch_invariant) {
   const QwenConfig& c = model.config;
   const int64_t C = c.hidden_size, H = c.num_attention_heads, KVH = c.num_key_value_heads, D = c.head_dim,
                 I = c.intermediate_size, V = c.vocab_size, qd = c.q_dim(), kvd = c.kv_dim();
   const float eps = static_cast<float>(c.rms_norm_eps), theta = static_cast<float>(c.rope_theta);
   check(cache.layers == c.num_hidden_layers && cache.kv_heads == KVH && cache.head_dim == D,
         "forward_cached: the cache was made for another model shape");
+  auto linear = [batch_invariant](float* out, const float* inp, const float* weight, const float* bias, int64_t rows,
+                                  int64_t in, int64_t outs) {
+    linear_layer(out, inp, weight, bias, rows, in, outs, batch_invariant);
+  };
   std::vector<int32_t> tokens, positions;
   std::vector<int64_t> owner;  // input index of each token
   std::vector<int64_t> last_row;
@@ -66,6 +70,7 @@ void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vect
       up(T * I), rstd(T * std::max(H, int64_t{1}));
   LoraForward adapter;
   if (lora) adapter = lora_forward_state(*lora, c, T, "forward_cached");
+  adapter.rows_kernel = batch_invariant;
   LoraForward* ad = lora ? &adapter : nullptr;
   embedding_forward_cpu(x.data(), w.embed, tokens.data(), T, V, C);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {

@@ -22,8 +22,25 @@ struct CachedInput {
 // logits: [inputs.size(), vocab] for the last new token of each input, or with all_positions
 // [total new tokens, vocab] in input order. lora (nullable): a LoRA adapter applied unmerged, as
 // in the training forward (model/train.h).
+//
+// Which bits a token gets: attention, the norms, RoPE and SwiGLU compute each token from its own
+// row and the cache alone (paged attention runs one query at a time, the same code for a prefill
+// and a decode step). The linear layers do not: a call of at most kRowsKernelTokens tokens (a
+// decode step of a few sequences) takes the few-token kernel, a longer one sgemm, and the two sum
+// in different orders; and OpenBLAS's sgemm itself sums a row in an order that depends on where
+// the row sits in the call (its micro-kernel's row blocks; runtime/gemm.h). So by default a
+// token's K/V and logits depend on what shares its call: a prefill that recomputes a decoded
+// stretch differs in the last bits from the decode steps that first wrote it
+// (tests/model/test_kv_cache.cpp RecomputedHistory...).
+// batch_invariant: every linear layer (LoRA's too) takes the few-token kernel, whose sum for one
+// token and one output is a fixed order over that token's row alone (kernels/matmul.h), so a
+// token's bits depend on its own row and its cache only, whatever else the call carries (a
+// rollout's schedule, preemption and recompute included). Slower prefills: that kernel reads the
+// weights in place instead of sgemm's packed blocks.
+constexpr int64_t kRowsKernelTokens = 16;
 void forward_cached(const QwenModel& model, PagedKVCache& cache, const std::vector<CachedInput>& inputs,
-                    std::vector<float>& logits, bool all_positions = false, const LoraAdapter* lora = nullptr);
+                    std::vector<float>& logits, bool all_positions = false, const LoraAdapter* lora = nullptr,
+                    bool batch_invariant = false);
 
 struct GenerateOptions {
   int64_t max_new_tokens = 64;

@@ -95,4 +95,24 @@ void kv_reserve(PagedKVCache& cache, int64_t handle, int64_t n) {
 
 int64_t kv_free_block_count(const PagedKVCache& cache) { return static_cast<int64_t>(cache.free_blocks.size()); }
 
+int64_t kv_blocks_needed(const PagedKVCache& cache, const std::vector<std::pair<int64_t, int64_t>>& appends) {
+  int64_t fresh = 0;
+  std::vector<std::pair<int32_t, int32_t>> writers;  // (shared partly filled block, holders writing into it)
+  for (const auto& [handle, n] : appends) {
+    const KVSequence& s = cache.sequence(handle);
+    if (n <= 0) continue;
+    fresh += std::max<int64_t>(0, (s.length + n + cache.block_size - 1) / cache.block_size -
+                                      static_cast<int64_t>(s.blocks.size()));
+    if (s.length % cache.block_size == 0) continue;
+    const int32_t last = s.blocks[s.length / cache.block_size];
+    if (cache.refcount[last] <= 1) continue;
+    auto it = std::find_if(writers.begin(), writers.end(), [&](const auto& w) { return w.first == last; });
+    if (it == writers.end()) writers.emplace_back(last, 1);
+    else ++it->second;
+  }
+  int64_t copies = 0;
+  for (const auto& [block, count] : writers) copies += std::min<int64_t>(count, cache.refcount[block] - 1);
+  return fresh + copies;
+}
+
 }  // namespace sqlrl

@@ -5,6 +5,7 @@
 // last block copies it first (copy on write). free() returns blocks whose count drops to zero.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "weights/config.h"
@@ -39,5 +40,10 @@ void kv_free(PagedKVCache& cache, int64_t handle);
 // the numbers when the pool is exhausted). Does not change length.
 void kv_reserve(PagedKVCache& cache, int64_t handle, int64_t n);
 int64_t kv_free_block_count(const PagedKVCache& cache);
+// The blocks kv_reserve would take for these appends, (handle, n tokens) each, made in this order
+// (as forward_cached makes them): fresh blocks past each sequence's table, plus the copies of
+// shared, partly filled last blocks (of k holders of such a block that write, min(k, refcount - 1)
+// copy it: the last holder writes in place). Changes nothing; a scheduler asks it before a step.
+int64_t kv_blocks_needed(const PagedKVCache& cache, const std::vector<std::pair<int64_t, int64_t>>& appends);
 
 }  // namespace sqlrl

@@ -427,6 +427,14 @@ void lora_add_cpu(LoraForward* lora, int64_t layer, LoraModule m, float* out, co
   check(static_cast<int64_t>(lora->scratch.size()) >= tokens * r, "lora_add_cpu: scratch for ",
         lora->scratch.size() / static_cast<size_t>(r), " tokens, ", tokens, " given");
   float* u = lora->scratch.data();
+  if (lora->rows_kernel) {
+    matmul_forward_rows_cpu(u, x, w.a[i], nullptr, tokens, in_features, r);
+    lora->added.resize(static_cast<size_t>(tokens * out_features));
+    matmul_forward_rows_cpu(lora->added.data(), u, w.b[i], nullptr, tokens, r, out_features);
+    const float scale = lora->weights.scale;
+    for (int64_t k = 0; k < tokens * out_features; ++k) out[k] += scale * lora->added[k];
+    return;
+  }
   matmul_forward_cpu(u, x, w.a[i], nullptr, tokens, in_features, r);  // u[T, r] = x A^T
   GemmProblem p;  // out[T, out] += scale * u B^T
   p.m = tokens;

@@ -136,11 +136,15 @@ void merge_adapter(QwenModel& model, const LoraAdapter& adapter);
 struct LoraForward {
   LoraWeights weights;
   std::vector<float> scratch;
+  // Batch-invariant (model/infer.h forward_cached): both products by matmul_forward_rows_cpu,
+  // whose bits for a token do not depend on the other tokens of the call, B's into `added` first.
+  bool rows_kernel = false;
+  std::vector<float> added;
 };
 LoraForward lora_forward_state(const LoraAdapter& adapter, const QwenConfig& model, int64_t tokens, const char* who);
 // out[T, out_features] += scale * (x[T, in_features] A^T) B^T for projection m of `layer`; a
 // no-op when lora is null or the projection is not adapted. The existing GEMMs: A's product by
-// matmul_forward_cpu, B's added into `out` by sgemm with beta = 1.
+// matmul_forward_cpu, B's added into `out` by sgemm with beta = 1 (rows_kernel: see LoraForward).
 void lora_add_cpu(LoraForward* lora, int64_t layer, LoraModule m, float* out, const float* x, int64_t tokens,
                   int64_t in_features, int64_t out_features);
 

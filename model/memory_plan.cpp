@@ -129,9 +129,15 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
   p.kv_block_bytes = price.block_bytes();
   p.kv_bytes_per_token = p.kv_block_bytes / o.kv_block_size;
   const int64_t per_seq = price.blocks_per_sequence();
-  const int64_t min_kv = o.rollout ? o.min_rollout_sequences * per_seq * p.kv_block_bytes : 0;
-  const int64_t wanted_kv =
-      o.rollout ? std::max(o.rollout_sequences, o.min_rollout_sequences) * per_seq * p.kv_block_bytes : 0;
+  check(o.kv_blocks >= 0, "memory plan: KV blocks must be >= 0 (0 = sized by the plan), got ", o.kv_blocks);
+  // A cache sized by hand is what the rollout gets, and on the CPU what the train step holds too.
+  const int64_t min_kv = !o.rollout ? 0
+                         : o.kv_blocks > 0 ? o.kv_blocks * p.kv_block_bytes
+                                           : o.min_rollout_sequences * per_seq * p.kv_block_bytes;
+  const int64_t wanted_kv = !o.rollout ? 0
+                            : o.kv_blocks > 0
+                                ? o.kv_blocks * p.kv_block_bytes
+                                : std::max(o.rollout_sequences, o.min_rollout_sequences) * per_seq * p.kv_block_bytes;
 
   // 1. moments, 2. recomputed layers: the cheapest that lets the train step fit.
   const int64_t max_recompute = o.recompute == Choice::Off ? 0 : L;
@@ -214,10 +220,17 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
   p.kv_sequences = p.kv_blocks / per_seq;
 
   const int64_t train_peak = price.train_peak(bf16, k, min_kv);
-  if (train_peak > usable) {
+  if (o.rollout && o.kv_blocks > 0 && p.kv_blocks < o.kv_blocks) {  // first: on the CPU it is also why training cannot fit
+    p.problem = str_cat("kv-cache-blocks ", o.kv_blocks, " (", gib(o.kv_blocks * p.kv_block_bytes),
+                        ") does not fit: room for ", p.kv_blocks, " blocks is left");
+  } else if (train_peak > usable) {
     p.problem = str_cat("the train step needs ", gib(train_peak), " with ", p.modes.describe(), " and ",
                         o.tokens_per_micro_batch, "-token micro-batches; ", gib(usable),
                         " usable (fewer tokens per micro-batch, or a device with more memory)");
+  } else if (o.rollout && o.kv_blocks > 0 && p.kv_sequences < o.min_rollout_sequences) {
+    p.problem = str_cat("kv-cache-blocks ", o.kv_blocks, " holds ", p.kv_sequences, " trajectories of ",
+                        o.rollout_sequence_tokens, " tokens; the rollout needs ", o.min_rollout_sequences,
+                        " (one group): at least ", o.min_rollout_sequences * per_seq, " blocks");
   } else if (o.rollout && p.kv_sequences < o.min_rollout_sequences) {
     p.problem = str_cat("the KV cache left holds ", p.kv_sequences, " trajectories of ", o.rollout_sequence_tokens,
                         " tokens; the rollout needs ", o.min_rollout_sequences,
@@ -225,6 +238,11 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
   }
   p.fits = p.problem.empty();
   return p;
+}
+
+int64_t kv_sequences_at(const MemoryPlan& plan, int64_t mean_tokens) {
+  if (mean_tokens <= 0 || plan.kv_block_size <= 0) return 0;
+  return plan.kv_blocks / ((mean_tokens + plan.kv_block_size - 1) / plan.kv_block_size);
 }
 
 std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, const MemoryPlanOptions& o) {
@@ -278,7 +296,11 @@ std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, co
   if (o.rollout)
     out += str_cat("KV cache: ", gib(p.kv_blocks * p.kv_block_bytes), " at ", per_token, " per token = ", p.kv_tokens(),
                  " tokens = ", p.kv_sequences, " trajectories of ", o.rollout_sequence_tokens, " tokens at once (",
-                 o.rollout_sequences, " wanted)\n");
+                 o.kv_blocks > 0 ? "sized by hand" : str_cat(o.rollout_sequences, " wanted"), ")\n");
+  if (o.rollout && o.rollout_mean_tokens > 0)
+    out += str_cat("  at a mean of ", o.rollout_mean_tokens, " tokens: ", kv_sequences_at(p, o.rollout_mean_tokens),
+                   " trajectories in flight (optimistic admission, preempting when the cache runs out; ",
+                   p.kv_sequences, " reserving the full length each)\n");
   if (!p.fits) out += str_cat("does not fit: ", p.problem, "\n");
   return out;
 }

@@ -46,6 +46,13 @@ struct MemoryPlanOptions {
   int64_t rollout_sequences = 64;            // trajectories the rollout wants in flight at once
   int64_t min_rollout_sequences = 1;         // the KV cache must hold at least these (one GRPO group)
   int64_t kv_block_size = 16;
+  // > 0: the KV cache has exactly this many blocks (train --kv-cache-blocks) instead of what is
+  // left up to rollout_sequences trajectories at the full length; the plan fails when they do not
+  // fit or hold fewer than min_rollout_sequences full trajectories.
+  int64_t kv_blocks = 0;
+  // > 0: the mean trajectory length (tokens) the optimistic admission expects: the plan's text
+  // also shows how many trajectories of that length the cache holds (kv_sequences_at).
+  int64_t rollout_mean_tokens = 0;
   bool rollout = true;                       // false (SFT): no rollout phase, no KV cache
   bool reference_model = false;              // a frozen copy for the k3 KL term (bf16 on CUDA)
   Choice bf16_moments = Choice::Auto;
@@ -105,6 +112,13 @@ struct MemoryPlan {
 };
 
 MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& options);
+
+// Trajectories of mean_tokens tokens each that the plan's KV cache holds at once: what the
+// rollout's optimistic admission (rl/agent/rollout.h) keeps in flight when trajectories average
+// that length, where plan.kv_sequences counts them at the full length (the worst case a
+// reservation must assume). Prompt blocks a group shares are counted per trajectory, so a few
+// more fit. 0 when mean_tokens <= 0.
+int64_t kv_sequences_at(const MemoryPlan& plan, int64_t mean_tokens);
 
 // Pieces of the CUDA phase region start at multiples of this (rl/train_memory.cpp lays them out;
 // the plan counts the padding, so the region it sizes holds them).

@@ -99,11 +99,11 @@ PolicyKV make_policy_kv(const Policy& policy, int64_t num_blocks, int64_t block_
 }
 
 void policy_forward_cached(const Policy& policy, PolicyKV& cache, const std::vector<CachedInput>& inputs,
-                           PolicyLogits& logits) {
+                           PolicyLogits& logits, bool batch_invariant) {
   check(cache.on_cuda == policy.on_cuda, "policy: the KV cache is on another device than the policy");
   if (policy.on_cuda)
     forward_cached_cuda(policy.cuda, cache.cuda, inputs, logits.cuda, false, device_lora(policy, "policy_forward_cached"));
-  else forward_cached(*policy.host, cache.host, inputs, logits.host, false, policy.lora);
+  else forward_cached(*policy.host, cache.host, inputs, logits.host, false, policy.lora, batch_invariant);
 }
 
 std::vector<SampledToken> policy_sample(const Policy& policy, PolicyLogits& logits, const std::vector<int64_t>& rows,

@@ -86,8 +86,14 @@ struct PolicyLogits {
   std::vector<float> masked;  // a row with the padded ids set to -inf (CPU)
 };
 // forward_cached / forward_cached_cuda: one logits row per input (its last new token).
+// batch_invariant: forward_cached's (a token's bits independent of what else the call carries;
+// the CPU only). On CUDA it changes nothing and the bits depend on the batch: cuBLASLt picks its
+// algorithm (tiling, split-K, and so the order of each row's sums) by the GEMM's shape, M
+// included. Making the CUDA path batch-invariant would take GEMMs run with one fixed algorithm
+// and no split-K whatever M (the paged attention already cuts a query's context by
+// kPagedSplitTokens, a function of its length alone, and bf16 K/V rounding is per element).
 void policy_forward_cached(const Policy& policy, PolicyKV& cache, const std::vector<CachedInput>& inputs,
-                           PolicyLogits& logits);
+                           PolicyLogits& logits, bool batch_invariant = false);
 // One token per request, request i drawn from logits row rows[i]; ids >= vocab_limit are never
 // drawn (a padded vocabulary). CPU: sample_token_cpu row by row; CUDA: sample_tokens_cuda.
 std::vector<SampledToken> policy_sample(const Policy& policy, PolicyLogits& logits, const std::vector<int64_t>& rows,

@@ -82,11 +82,29 @@ void small_tokens_base(float* out, const float* inp, const float* weight, const 
 
 }  // namespace
 
+// Many tokens (a batch-invariant prefill, model/infer.h): blocks of kTokenBlock tokens by
+// kOutputBlock outputs, so that a block's token rows stay in L1 while its weight rows come from
+// L2, instead of every output re-reading all the tokens. Each (token, output) sum is computed by
+// small_tokens_body alone, whatever block it falls in, so the blocking changes no bit.
+constexpr int64_t kTokenBlock = 32, kOutputBlock = 64;
+
 void matmul_forward_rows_cpu(float* out, const float* inp, const float* weight, const float* bias, int64_t T,
                              int64_t C, int64_t OC) {
   auto* run = cpu::cpu_isa() == cpu::Isa::Avx512 ? small_tokens_avx512
               : cpu::cpu_isa() == cpu::Isa::Avx2 ? small_tokens_avx2
                                                  : small_tokens_base;
+  if (T > kTokenBlock) {
+    const int64_t token_blocks = (T + kTokenBlock - 1) / kTokenBlock, output_blocks = (OC + kOutputBlock - 1) / kOutputBlock;
+    default_thread_pool().parallel_for(static_cast<size_t>(token_blocks * output_blocks), 1, [&](size_t begin, size_t end) {
+      for (size_t task = begin; task < end; ++task) {
+        const int64_t t0 = static_cast<int64_t>(task) / output_blocks * kTokenBlock;
+        const int64_t o0 = static_cast<int64_t>(task) % output_blocks * kOutputBlock;
+        run(out + t0 * OC, inp + t0 * C, weight, bias, std::min(kTokenBlock, T - t0), C, OC, o0,
+            std::min(OC, o0 + kOutputBlock));
+      }
+    });
+    return;
+  }
   // ~64 KFLOP per chunk at least, so a chunk outweighs waking a worker.
   size_t min_chunk = static_cast<size_t>(std::max<int64_t>(1, 32768 / std::max<int64_t>(1, T * C)));
   default_thread_pool().parallel_for(static_cast<size_t>(OC), min_chunk, [&](size_t begin, size_t end) {

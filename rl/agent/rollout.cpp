@@ -4,7 +4,24 @@
 //              batched call and samples one token for each from its logits row;
 //   WaitSql  - its turn asked for SQL; the query runs on the pool while the others decode;
 //   Done     - answered, out of turns or truncated; its cache sequence is freed.
-// Invariant: a sample's last sampled token is not in the cache yet (it heads the next feed).
+// Invariant: a sample's last sampled token is not in the cache yet (it heads the next feed);
+// the cache holds its tokens but the feed (feed = the tail of Trajectory::tokens).
+//
+// The cache (vLLM's policy, recompute preemption): a sample is live while it holds a cache
+// sequence (handle >= 0), in Decode or WaitSql. Groups are admitted in request order (admit_groups)
+// while the cache could hold every live sample at the full length, or else while the blocks free
+// now cover the group's prompt and one more step of every live sample. Before each decode step
+// (make_room) the step's feeds must fit the free blocks; if not, the youngest live sample is
+// preempted, again until they do: its blocks are freed (prompt blocks its group shares stay with
+// the others, by their counts) and its whole history becomes its feed. Youngest = the largest
+// sample index (request * G + sample): groups come in request order, so that is the latest
+// admitted, and a readmitted sample keeps its place, so the oldest samples run to the end and no
+// sample is preempted over and over while younger ones run (first come, first served, as
+// vLLM's priority order). A sample waiting on SQL can be preempted too: its query runs on (the
+// future stays), and its observation joins its feed when the result is taken. Preempted samples
+// whose feed is ready are readmitted oldest first (readmit), each into a fresh sequence whose
+// next decode step prefills the whole history, while the blocks free cover it and the next step
+// of every live sample; no new group comes in while any preempted sample waits.
 #include "rl/agent/rollout.h"
 
 #include <algorithm>
@@ -60,7 +77,7 @@ struct Engine {
   std::vector<int32_t> eos{};
   int64_t cap = 0;  // tokens per trajectory
   int max_turns = 0;
-  int64_t live = 0;  // admitted, not done
+  int64_t live = 0;  // holding a cache sequence (admitted, not done, not preempted)
   int64_t finished = 0;
   int64_t step = 0;
   PolicyLogits logits{};
@@ -68,13 +85,30 @@ struct Engine {
 
 const sql::Example& example_of(const Engine& e, const Sample& s) { return *e.requests[s.request].example; }
 
-void finish(Engine& e, Sample& s) {
-  if (s.handle >= 0) kv_free(e.cache.book(), s.handle);
+// Preempted: admitted and not done, but holding no cache sequence.
+bool preempted(const Sample& s) { return s.handle < 0 && (s.phase == Phase::Decode || s.phase == Phase::WaitSql); }
+
+void release(Engine& e, Sample& s) {
+  kv_free(e.cache.book(), s.handle);
   s.handle = -1;
+  --e.live;
+}
+
+void finish(Engine& e, Sample& s) {
+  if (s.handle >= 0) release(e, s);
   s.phase = Phase::Done;
   s.feed.clear();
-  --e.live;
   ++e.finished;
+}
+
+// Frees the sample's blocks and makes its whole history its feed, so that its readmission
+// prefills the cache it held and the feed after it: the invariant holds.
+void preempt(Engine& e, Sample& s, Trajectory& t) {
+  e.stats.preempted_tokens += static_cast<int64_t>(t.tokens.size() - s.feed.size());
+  ++e.stats.preemptions;
+  ++t.preemptions;
+  release(e, s);
+  s.feed = t.tokens;
 }
 
 int turns_left(const Engine& e, const Trajectory& t) { return e.max_turns - static_cast<int>(t.turns.size()); }
@@ -246,7 +280,7 @@ void prefill_prompts(Engine& e, const std::vector<size_t>& groups, std::vector<C
   if (need > kv_free_block_count(book)) plan.nodes.clear();
   if (plan.nodes.empty()) {
     for (const auto& p : prompts) e.stats.prefill_tokens += static_cast<int64_t>(p.size());
-    policy_forward_cached(e.policy, e.cache, inputs, e.logits);
+    policy_forward_cached(e.policy, e.cache, inputs, e.logits, e.opt.batch_invariant);
     return;
   }
   std::vector<int64_t> handle(plan.nodes.size(), -1);
@@ -261,7 +295,7 @@ void prefill_prompts(Engine& e, const std::vector<size_t>& groups, std::vector<C
       e.stats.prefill_tokens += node.end - node.begin;
     }
     if (run.empty()) break;
-    policy_forward_cached(e.policy, e.cache, run, e.logits);  // the nodes' logits are not used
+    policy_forward_cached(e.policy, e.cache, run, e.logits, e.opt.batch_invariant);  // the nodes' logits are not used
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (plan.fork_of[i] >= 0) {
@@ -271,27 +305,100 @@ void prefill_prompts(Engine& e, const std::vector<size_t>& groups, std::vector<C
     }
     e.stats.prefill_tokens += static_cast<int64_t>(inputs[i].tokens.size());
   }
-  policy_forward_cached(e.policy, e.cache, inputs, e.logits);
+  policy_forward_cached(e.policy, e.cache, inputs, e.logits, e.opt.batch_invariant);
   for (int64_t h : handle) kv_free(book, h);
 }
 
-// Admits whole groups while the batch cap and the cache allow, prefills their prompts
-// (prefill_prompts) and draws each sample's first token from its group's prompt logits.
-void admit(Engine& e, size_t& next_request, int64_t per_sample_blocks) {
-  const int64_t G = e.opt.group_size;
-  const int64_t live_cap = std::min(std::max(e.opt.max_batch_sequences, G), e.cache.book().num_blocks / per_sample_blocks);
+// Live samples at most: the batch cap, but always one whole group.
+int64_t live_cap(const Engine& e) { return std::max(e.opt.max_batch_sequences, e.opt.group_size); }
+
+// The blocks the feeds of `batch` take in their next forward: what kv_reserve takes for a live
+// sample, the whole feed in fresh blocks for a preempted one (it gets a new sequence).
+int64_t blocks_needed(const Engine& e, const std::vector<size_t>& batch) {
+  const PagedKVCache& book = e.cache.book();
+  std::vector<std::pair<int64_t, int64_t>> appends;
+  int64_t fresh = 0;
+  for (size_t k : batch) {
+    const Sample& s = e.samples[k];
+    const int64_t n = static_cast<int64_t>(s.feed.size());
+    if (s.handle >= 0) appends.emplace_back(s.handle, n);
+    else fresh += (n + book.block_size - 1) / book.block_size;
+  }
+  return fresh + kv_blocks_needed(book, appends);
+}
+
+// The live samples that decode next (in sample order).
+std::vector<size_t> live_decoding(const Engine& e) {
+  std::vector<size_t> out;
+  for (size_t k = 0; k < e.samples.size(); ++k)
+    if (e.samples[k].phase == Phase::Decode && e.samples[k].handle >= 0) out.push_back(k);
+  return out;
+}
+
+// Until the step's feeds fit the free blocks, preempts the youngest live sample (the largest
+// index; see the top of this file). Returns the batch without the samples preempted. Ends: a
+// sample alone always fits (at most max_total_tokens, and the cache holds a group of those).
+std::vector<size_t> make_room(Engine& e, std::vector<size_t> batch) {
+  while (blocks_needed(e, batch) > kv_free_block_count(e.cache.book())) {
+    size_t victim = e.samples.size();
+    while (e.samples[--victim].handle < 0) {
+    }
+    preempt(e, e.samples[victim], e.out[victim]);
+    batch.erase(std::remove(batch.begin(), batch.end(), victim), batch.end());
+  }
+  return batch;
+}
+
+// Readmits the preempted samples whose feed is ready (not waiting on SQL), oldest first, each into
+// a fresh sequence (its next decode step prefills its history), while the batch cap allows and the
+// blocks free cover it and the next step of every live sample; stops at the first that does not
+// fit, so they come back in order. Returns whether no preempted sample is left (then new groups may
+// come in).
+bool readmit(Engine& e) {
+  std::vector<size_t> step = live_decoding(e);
+  bool left = false;
+  for (size_t k = 0; k < e.samples.size(); ++k) {
+    Sample& s = e.samples[k];
+    if (!preempted(s)) continue;
+    if (s.phase == Phase::WaitSql) {
+      left = true;
+      continue;
+    }
+    step.push_back(k);
+    if (e.live + 1 > live_cap(e) || blocks_needed(e, step) > kv_free_block_count(e.cache.book())) return false;
+    s.handle = kv_new_sequence(e.cache.book());
+    ++e.live;
+  }
+  return !left;
+}
+
+// Admits whole groups in request order while the batch cap and the cache allow (the top of this
+// file), prefills their prompts (prefill_prompts) and draws each sample's first token from its
+// group's prompt logits.
+void admit_groups(Engine& e, size_t& next_request, int64_t per_sample_blocks) {
+  const int64_t G = e.opt.group_size, bs = e.cache.book().block_size, free = kv_free_block_count(e.cache.book());
+  if (next_request >= e.requests.size() || e.live + G > live_cap(e)) return;
+  // The blocks taken once the admitted groups are prefilled and everything live steps once: the
+  // live samples' next feeds, and per group its prompt and a block for each sample's first token.
+  int64_t need = blocks_needed(e, live_decoding(e));
   std::vector<size_t> groups;
   std::vector<CachedInput> inputs;
-  while (next_request < e.requests.size() && e.live + G <= live_cap) {
-    size_t r = next_request++;
+  while (next_request < e.requests.size() && e.live + G <= live_cap(e)) {
+    const size_t r = next_request;
     const std::vector<int32_t>& prompt = e.requests[r].prompt_tokens;
     if (static_cast<int64_t>(prompt.size()) >= e.cap) {  // no room for a single token
       for (int64_t g = 0; g < G; ++g) {
         e.out[r * G + g].truncated = true;
         e.samples[r * G + g].phase = Phase::Done;
       }
+      ++next_request;
       continue;
     }
+    const int64_t group_need = (static_cast<int64_t>(prompt.size()) + bs - 1) / bs + G;
+    const bool worst_case_fits = (e.live + G) * per_sample_blocks <= e.cache.book().num_blocks;
+    if (!worst_case_fits && need + group_need > free) break;
+    ++next_request;
+    need += group_need;
     e.live += G;
     e.stats.prompt_tokens += static_cast<int64_t>(prompt.size());
     groups.push_back(r);
@@ -321,6 +428,11 @@ void admit(Engine& e, size_t& next_request, int64_t per_sample_blocks) {
       start_turn(e, e.samples[k], e.out[k]);
       sample_next(e, e.samples[k], e.out[k], drawn[i * G + g]);
     }
+}
+
+// Preempted samples first; new groups only when none is left.
+void admit(Engine& e, size_t& next_request, int64_t per_sample_blocks) {
+  if (readmit(e)) admit_groups(e, next_request, per_sample_blocks);
 }
 
 void collect_sql(Engine& e) {
@@ -353,7 +465,7 @@ void decode_step(Engine& e, const std::vector<size_t>& batch) {
   auto t0 = Clock::now();
   std::vector<CachedInput> inputs;
   for (size_t k : batch) inputs.push_back({e.samples[k].handle, e.samples[k].feed});
-  policy_forward_cached(e.policy, e.cache, inputs, e.logits);
+  policy_forward_cached(e.policy, e.cache, inputs, e.logits, e.opt.batch_invariant);
   const PagedKVCache& book = e.cache.book();
   e.stats.kv_blocks_peak = std::max(e.stats.kv_blocks_peak, book.num_blocks - kv_free_block_count(book));
   std::vector<int64_t> rows;
@@ -388,6 +500,11 @@ void add_rollout_stats(RolloutStats& into, const RolloutStats& s) {
   into.decode_steps += s.decode_steps;
   into.kv_blocks = std::max(into.kv_blocks, s.kv_blocks);
   into.kv_blocks_peak = std::max(into.kv_blocks_peak, s.kv_blocks_peak);
+  into.preemptions += s.preemptions;
+  into.preempted_tokens += s.preempted_tokens;
+  into.live_sum += s.live_sum;
+  into.live_steps += s.live_steps;
+  into.live_max = std::max(into.live_max, s.live_max);
 }
 
 std::vector<Trajectory> rollout(const QwenModel& model, const Tokenizer& tokenizer, const Protocol& protocol,
@@ -480,20 +597,21 @@ std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer
   for (;;) {
     admit(e, next_request, per_sample);
     collect_sql(e);
-    std::vector<size_t> batch;
-    bool waiting = false;
-    for (size_t k = 0; k < e.samples.size(); ++k) {
-      if (e.samples[k].phase == Phase::Decode) batch.push_back(k);
-      waiting = waiting || e.samples[k].phase == Phase::WaitSql;
-    }
+    const bool waiting =
+        std::any_of(e.samples.begin(), e.samples.end(), [](const Sample& s) { return s.phase == Phase::WaitSql; });
+    const std::vector<size_t> batch = make_room(e, live_decoding(e));
     if (batch.empty()) {
       if (waiting) {
         wait_for_sql(e);
         continue;
       }
-      if (next_request < requests.size()) continue;
+      // Preempted samples come back next time round: nothing holds blocks now.
+      if (next_request < requests.size() || std::any_of(e.samples.begin(), e.samples.end(), preempted)) continue;
       break;
     }
+    stats.live_sum += e.live;
+    ++stats.live_steps;
+    stats.live_max = std::max(stats.live_max, e.live);
     for (size_t from = 0; from < batch.size(); from += static_cast<size_t>(options.max_batch_sequences)) {
       size_t to = std::min(batch.size(), from + static_cast<size_t>(options.max_batch_sequences));
       decode_step(e, std::vector<size_t>(batch.begin() + from, batch.begin() + to));

@@ -30,7 +30,7 @@ struct RolloutOptions {
   int max_turns = 0;                   // 0 = the protocol's budget
   int64_t max_turn_tokens = 1024;      // sampled tokens per assistant turn
   int64_t max_total_tokens = 4096;     // whole trajectory (prompt + turns + observations); over = truncated
-  int64_t max_batch_sequences = 64;    // live samples decoded together
+  int64_t max_batch_sequences = 64;    // live samples (holding cache blocks) at most, decoded together
   int64_t kv_block_size = 16;
   sql::Limits sql_limits;
   ChatTemplate chat_template = ChatTemplate::qwen3;
@@ -44,18 +44,30 @@ struct RolloutOptions {
   bool reproducible = true;
   int64_t sql_wait_steps = 1;
   // KV blocks in the cache; 0 = enough for min(max_batch_sequences, all samples) live samples at
-  // the full length (rounded up to whole groups), but at most kv_cache_max_bytes (then fewer
-  // samples are live at once; one group always fits). Groups are admitted only while every live
-  // sample could still reach the cap, so the cache never runs out mid-rollout.
+  // the full length (rounded up to whole groups), but at most kv_cache_max_bytes. It must hold
+  // one group at the full length. The schedule (rollout.cpp): a group is admitted when the cache
+  // could hold every live sample at the full length (they can never run out), or else when the
+  // blocks free now cover its prompt and the next step of every live sample (optimistic, as
+  // vLLM's scheduler); before each decode step the youngest samples are preempted until the
+  // step's blocks fit, their blocks freed and their whole history prefilled again when they are
+  // readmitted, before any new group. What a sample draws does not change (its Philox stream and
+  // position); the bits of its log-probs do not either with batch_invariant.
   int64_t kv_cache_blocks = 0;
   int64_t kv_cache_max_bytes = int64_t(4) << 30;
+  // CPU: every forward sums a token's row as any other call would (model/infer.h forward_cached:
+  // the few-token kernel for every linear layer), so each sample's tokens and log-probs are bit
+  // for bit those of any other schedule: another batch cap or cache size, preemption and
+  // recompute, other samples beside it. Slower prefills. Off: a sample's bits depend on what
+  // shares its steps (its tokens only where a draw falls within that rounding of a boundary).
+  // CUDA: no effect (rl/policy.h policy_forward_cached).
+  bool batch_invariant = false;
   // Prompts admitted together prefill each stretch they share once and fork it, as a group's
   // samples fork their prompt: every prompt of a protocol begins with its system text, and the
   // questions on one database with its schema (the demo's evaluation: 535 + 255 of ~820 tokens).
   // A token's K/V depend on the tokens up to it only, so what is sampled changes at most by the
-  // rounding of GEMMs of other shapes: none where GEMMs are row-independent (runtime/gemm.h) and
-  // every prefill call runs more rows than a decode step's kernel takes (model/infer.cpp), and
-  // none measured on the demo (the same weights after GRPO). false: each prompt prefilled whole.
+  // rounding of GEMMs of other shapes and row places (runtime/gemm.h): none with batch_invariant
+  // (tests/rl_rollout SharedPromptPrefixesChangeNoBit), and none measured on the demo (the same
+  // weights after GRPO). false: each prompt prefilled whole.
   bool share_prompt_prefixes = true;
   // Finished samples reported after each decode step that finished some (runtime/progress.h;
   // sft self-taught). Null: nothing. It does not change what is sampled.
@@ -78,8 +90,15 @@ struct RolloutStats {
   double decode_seconds = 0, prefill_seconds = 0, sql_seconds = 0, wall_seconds = 0;
   int64_t decode_steps = 0;                // forward_cached calls after the prompt prefills
   int64_t kv_blocks = 0, kv_blocks_peak = 0;  // cache size and most blocks in use at once
+  // The cache ran out before a step: samples preempted, and the cached tokens they dropped (to be
+  // prefilled again when readmitted).
+  int64_t preemptions = 0, preempted_tokens = 0;
+  // Live samples (holding KV blocks: decoding, or waiting on SQL) at each step that decodes: their
+  // sum over live_steps such steps (summed over data-parallel ranks), and the most at once. A step
+  // runs them in decode_steps calls of at most max_batch_sequences.
+  int64_t live_sum = 0, live_steps = 0, live_max = 0;
 };
-// Several rollouts' figures as one: counts and times add, cache sizes take the largest.
+// Several rollouts' figures as one: counts and times add, cache sizes and maxima take the largest.
 void add_rollout_stats(RolloutStats& into, const RolloutStats& s);
 
 // How prompts admitted together are prefilled (share_prompt_prefixes; exposed for tests). Node n

@@ -64,6 +64,10 @@ struct Trajectory {
   bool out_of_turns = false;              // hit the turn budget without answering
   int64_t invalid_actions = 0;
   double decode_seconds = 0, sql_seconds = 0;
+  // Times the rollout preempted this sample (its KV blocks freed when the cache ran out, its
+  // history prefilled again when readmitted). Like the times, a fact of the schedule: what was
+  // sampled does not depend on it.
+  int64_t preemptions = 0;
   // Some SQL of this trajectory failed for the infrastructure's reason (sql::Result::infra_error):
   // a turn's query (set by the rollout) or, at scoring, the final answer's or the gold's (set by
   // the reward). Its reward says nothing about the model: GRPO leaves it out of its group's

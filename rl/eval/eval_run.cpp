@@ -139,7 +139,8 @@ EvalRun run_eval(const Policy& policy, const Tokenizer& tokenizer, const Protoco
   const RolloutStats& s = part.stats;
   nlohmann::json stats = {s.sampled_tokens, s.injected_tokens, s.prompt_tokens, s.sql_calls, s.sql_errors,
                           s.decode_seconds, s.prefill_seconds, s.sql_seconds, s.wall_seconds, s.decode_steps,
-                          s.kv_blocks, s.kv_blocks_peak, s.sql_infra_errors, s.prefill_tokens};
+                          s.kv_blocks, s.kv_blocks_peak, s.sql_infra_errors, s.prefill_tokens,
+                          s.preemptions, s.preempted_tokens, s.live_sum, s.live_steps, s.live_max};
   const std::vector<std::string> all = comm_all_gather_bytes(comm, nlohmann::json{out, stats}.dump());
   EvalRun run;
   for (const std::string& text : all) {  // rank order = dataset order
@@ -151,6 +152,8 @@ EvalRun run_eval(const Policy& policy, const Tokenizer& tokenizer, const Protoco
     rs.sql_errors = t[4], rs.decode_seconds = t[5], rs.prefill_seconds = t[6], rs.sql_seconds = t[7];
     rs.wall_seconds = t[8], rs.decode_steps = t[9], rs.kv_blocks = t[10], rs.kv_blocks_peak = t[11];
     rs.sql_infra_errors = t[12], rs.prefill_tokens = t[13];
+    rs.preemptions = t[14], rs.preempted_tokens = t[15], rs.live_sum = t[16], rs.live_steps = t[17];
+    rs.live_max = t[18];
     add_rollout_stats(run.stats, rs);
   }
   check(run.results.size() == E, "eval: the ranks returned ", run.results.size(), " results for ", E, " questions");

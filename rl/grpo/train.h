@@ -125,9 +125,14 @@ struct TrainSummary {
 };
 
 // The memory plan's inputs for this run (rl/train_memory.h): the config's memory group, the
-// micro-batch (at least one whole trajectory), the rollout's live samples in whole groups, the
-// KL reference when there is one.
+// micro-batch (at least one whole trajectory), the rollout's live samples in whole groups (a
+// step's samples when max-batch-sequences is auto), kv-cache-blocks, the KL reference when there
+// is one, and the mean trajectory length (rollout-mean-tokens or half of max-total-tokens).
 MemoryPlanOptions grpo_memory_plan_options(const TrainEnv& env);
+// max-batch-sequences as the rollouts run it: the key when set, else (auto) as many samples as
+// the plan's cache holds at mo.rollout_mean_tokens each (kv_sequences_at), in whole groups, at
+// least one group and at most a step's samples of this rank.
+int64_t live_samples(const TrainEnv& env, const MemoryPlan& plan, const MemoryPlanOptions& mo);
 
 // Runs steps until config.max_steps, writing the run folder (resuming when config.resume is
 // set). Progress goes to stderr on a terminal (one updating line), else a plain line per step

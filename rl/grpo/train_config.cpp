@@ -70,7 +70,19 @@ OptionTable config_fields(TrainConfig& c) {
   add_sampling_options(t, c);
   set_option_help(t, "temperature", "sampling temperature; GRPO trains softmax(logits / T), the policy that sampled (as verl)");
   add_turn_options(t, c);
-  t.push_back({"max-batch-sequences", "samples decoded together", &c.max_batch_sequences});
+  t.insert(t.end(), {
+      {"max-batch-sequences", "live samples (holding KV blocks, decoded together) at most; 0 = as many as the KV "
+                              "cache holds at rollout-mean-tokens each, at most a step's samples", &c.max_batch_sequences},
+      {"kv-cache-blocks", "KV-cache blocks of 16 tokens; 0 = from the memory plan (a step's samples at the full "
+                          "length as far as memory allows); at least one group at max-total-tokens. Groups are admitted "
+                          "while blocks are free, the youngest samples preempted (and recomputed) when they run out",
+       &c.kv_cache_blocks},
+      {"rollout-mean-tokens", "mean trajectory length max-batch-sequences 0 plans for (0 = half of max-total-tokens; "
+                              "metrics.jsonl's tokens_mean measures it)", &c.rollout_mean_tokens},
+      {"batch-invariant", "CPU: every forward sums a token's row the same way whatever shares its call, so the "
+                          "sampled tokens and log-probs do not depend on the KV cache size, the batch cap or "
+                          "preemptions, bit for bit (slower prefills: every linear layer takes the few-token kernel)", &c.batch_invariant},
+  });
   t.push_back({"single-turn", "one assistant turn, nothing executed: the first SQL written is the answer (the "
                "single-turn RL baseline of SkyRL-SQL Table 1 / SQL-Trail Table 2); evaluations during the run too",
                &c.single_turn});
@@ -216,7 +228,11 @@ void validate_config(const TrainConfig& c) {
   check(c.reward_turn_budget >= 0, "config: reward-turn-budget must be >= 0, got ", c.reward_turn_budget);
   check(c.mtsql_missing_verdict == "pass" || c.mtsql_missing_verdict == "zero",
         "config: mtsql-missing-verdict must be pass or zero, got '", c.mtsql_missing_verdict, "'");
-  check(c.max_batch_sequences > 0, "config: max-batch-sequences must be positive, got ", c.max_batch_sequences);
+  check(c.max_batch_sequences >= 0, "config: max-batch-sequences must be >= 0 (0 = auto), got ", c.max_batch_sequences);
+  check(c.kv_cache_blocks >= 0, "config: kv-cache-blocks must be >= 0 (0 = from the memory plan), got ",
+        c.kv_cache_blocks);
+  check(c.rollout_mean_tokens >= 0, "config: rollout-mean-tokens must be >= 0 (0 = half of max-total-tokens), got ",
+        c.rollout_mean_tokens);
   check(c.lr >= 0 && std::isfinite(c.lr), "config: lr must be a finite number >= 0, got ", c.lr);
   check(one_of(c.lr_schedule, {"constant", "cosine"}), "config: lr-schedule '", c.lr_schedule,
         "' is not constant or cosine");

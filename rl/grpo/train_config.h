@@ -73,7 +73,20 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   // ---- rollout
   int64_t batch_size = 2;  // prompts per step
   int64_t group_size = 4;  // G samples per prompt
-  int64_t max_batch_sequences = 64;
+  // Live samples (holding KV blocks, decoded together) at most; 0 = auto: as many as the memory
+  // plan's KV cache holds at rollout-mean-tokens each, at most a step's samples (this rank's),
+  // in whole groups and at least one group (rl/grpo/train_loop.cpp live_samples).
+  int64_t max_batch_sequences = 0;
+  // KV-cache blocks (of 16 tokens); 0 = from the memory plan (room for every sample of a step at
+  // the full length, as far as memory allows). At least one group at max-total-tokens.
+  int64_t kv_cache_blocks = 0;
+  // The mean trajectory length max-batch-sequences auto expects; 0 = half of max-total-tokens
+  // (metrics.jsonl's tokens_mean measures it).
+  int64_t rollout_mean_tokens = 0;
+  // Rollouts whose tokens and log-probs do not depend on the schedule, bit for bit (CPU;
+  // RolloutOptions::batch_invariant): the cache size, the batch cap, preemptions. Slower
+  // prefills. Evaluations during the run keep `eval`'s arithmetic.
+  bool batch_invariant = false;
   // One assistant turn, nothing executed: the first SQL written is the answer (the single-turn RL
   // baselines of SkyRL-SQL Table 1 and SQL-Trail Table 2, trained from the same start).
   bool single_turn = false;

@@ -30,7 +30,7 @@ std::vector<Difficulty> measure_difficulty(TrainEnv& env, const Policy& policy, 
   o.rollout = base;
   o.rollout.sampling.seed = c.seed ^ kDifficultyKey;
   o.rollout.first_sample_id = 0;
-  o.batch_questions = std::max<int64_t>(1, c.max_batch_sequences / c.difficulty_samples);
+  o.batch_questions = std::max<int64_t>(1, base.max_batch_sequences / c.difficulty_samples);
   o.progress = !quiet;
   o.progress_label = "difficulty";
   o.kv = &kv;

@@ -115,8 +115,20 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
   j["updates"] = r.grpo.updates;
   j["trained_tokens"] = r.grpo.tokens;
   j["packed_positions"] = r.grpo.positions;
-  if (r.eval) j["eval"] = *r.eval;
   const RolloutStats& s = r.rollout;
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  // The rollout engine's schedule (rl/agent/rollout.h): samples live per decode step (holding KV
+  // blocks), how full the KV cache got, preemptions. Data parallel: live_mean over every rank's steps, live_max and
+  // decode_ms_per_step the slowest rank's, the peak fraction of every rank's blocks together. They
+  // follow the cache size, the batch cap and the clock, not what is sampled, so comparisons of
+  // runs leave "rollout" out as they leave "time".
+  j["rollout"] = {{"decode_ms_per_step", 1000 * ratio(s.decode_seconds, static_cast<double>(s.decode_steps))},
+                  {"live_mean", ratio(static_cast<double>(s.live_sum), static_cast<double>(s.live_steps))},
+                  {"live_max", s.live_max},
+                  {"kv_peak_fraction", ratio(static_cast<double>(s.kv_blocks_peak), static_cast<double>(s.kv_blocks))},
+                  {"preemptions", s.preemptions},
+                  {"preempted_tokens", s.preempted_tokens}};
+  if (r.eval) j["eval"] = *r.eval;
   auto rate = [](double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; };
   j["time"] = {{"step_s", r.step_seconds},
                {"rollout_s", s.wall_seconds},

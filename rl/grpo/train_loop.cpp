@@ -58,11 +58,13 @@ GrpoConfig grpo_config(const TrainConfig& c) {
   return g;
 }
 
-RolloutOptions rollout_options(const TrainConfig& c, ChatTemplate chat_template) {
+// live: max-batch-sequences resolved (live_samples).
+RolloutOptions rollout_options(const TrainConfig& c, ChatTemplate chat_template, int64_t live) {
   RolloutOptions o;
   o.group_size = c.group_size;
   apply_to_rollout(o, c, c.seed, c, c);
-  o.max_batch_sequences = c.max_batch_sequences;
+  o.max_batch_sequences = live;
+  o.batch_invariant = c.batch_invariant;
   o.chat_template = chat_template;
   o.enable_thinking = c.enable_thinking;
   o.reproducible = true;  // resume and repeat runs must draw the same tokens
@@ -94,26 +96,33 @@ nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const
 }
 
 // Data parallel: the step's figures over every rank (counts summed in rank order, wall-clock
-// figures the slowest rank's), so rank 0 logs the job, not itself.
+// figures the slowest rank's), so rank 0 logs the job, not itself. The caches' sizes and peaks
+// add up (each rank has its own), as do the samples decoded per step and their steps.
 void reduce_step_record(const Comm& comm, StepRecord& rec) {
   comm_sum_in_rank_order(comm, rec.sums);
   RolloutStats& s = rec.rollout;
-  std::vector<double> counts{static_cast<double>(s.sampled_tokens), static_cast<double>(s.injected_tokens),
-                             static_cast<double>(s.prompt_tokens),  static_cast<double>(s.sql_calls),
-                             static_cast<double>(s.sql_errors),     static_cast<double>(s.kv_blocks),
-                             static_cast<double>(s.sql_infra_errors), static_cast<double>(s.prefill_tokens)};
+  std::vector<int64_t*> summed{&s.sampled_tokens, &s.injected_tokens, &s.prompt_tokens,   &s.sql_calls,
+                               &s.sql_errors,     &s.kv_blocks,       &s.sql_infra_errors, &s.prefill_tokens,
+                               &s.kv_blocks_peak, &s.preemptions,     &s.preempted_tokens, &s.live_sum,
+                               &s.live_steps};
+  std::vector<double> counts;
+  for (const int64_t* c : summed) counts.push_back(static_cast<double>(*c));
   comm_sum_in_rank_order(comm, counts);
-  s.sql_infra_errors = static_cast<int64_t>(counts[6]), s.prefill_tokens = static_cast<int64_t>(counts[7]);
-  s.sampled_tokens = static_cast<int64_t>(counts[0]), s.injected_tokens = static_cast<int64_t>(counts[1]);
-  s.prompt_tokens = static_cast<int64_t>(counts[2]), s.sql_calls = static_cast<int64_t>(counts[3]);
-  s.sql_errors = static_cast<int64_t>(counts[4]), s.kv_blocks = static_cast<int64_t>(counts[5]);
+  for (size_t i = 0; i < summed.size(); ++i) *summed[i] = static_cast<int64_t>(counts[i]);
   std::vector<double> slowest{s.decode_seconds, s.prefill_seconds, s.sql_seconds, s.wall_seconds, rec.score_seconds,
-                              rec.grpo.seconds, static_cast<double>(s.decode_steps),
-                              static_cast<double>(s.kv_blocks_peak)};
+                              rec.grpo.seconds, static_cast<double>(s.decode_steps), static_cast<double>(s.live_max)};
   comm_all_reduce_max(comm, slowest.data(), static_cast<int64_t>(slowest.size()));
   s.decode_seconds = slowest[0], s.prefill_seconds = slowest[1], s.sql_seconds = slowest[2], s.wall_seconds = slowest[3];
   rec.score_seconds = slowest[4], rec.grpo.seconds = slowest[5];
-  s.decode_steps = static_cast<int64_t>(slowest[6]), s.kv_blocks_peak = static_cast<int64_t>(slowest[7]);
+  s.decode_steps = static_cast<int64_t>(slowest[6]), s.live_max = static_cast<int64_t>(slowest[7]);
+}
+
+// The samples one rollout of this rank holds: its share of a step's prompts (at most ceil(B / N)
+// with N ranks) times G.
+int64_t rank_samples(const TrainEnv& env) {
+  const TrainConfig& c = env.config;
+  const int world = env.comm ? env.comm->world_size : 1;
+  return (c.batch_size + world - 1) / world * c.group_size;
 }
 
 }  // namespace
@@ -124,19 +133,30 @@ MemoryPlanOptions grpo_memory_plan_options(const TrainEnv& env) {
   const int64_t cap = std::min(c.max_total_tokens, env.model.config.max_position_embeddings);
   mo.tokens_per_micro_batch = std::max(c.micro_batch_tokens, cap);  // one whole trajectory fits a micro-batch
   mo.rollout_sequence_tokens = cap;
-  // As many live samples as the rollout decodes together (whole groups), at least one group; with
-  // N ranks each rolls out its share of the prompts (at most ceil(B / N)).
+  // A cache for as many samples at the full length as may be live (whole groups, at least one
+  // group): a step's samples when max-batch-sequences is auto, so that nothing is ever preempted
+  // where memory allows.
   const int world = env.comm ? env.comm->world_size : 1;
-  const int64_t prompts = (c.batch_size + world - 1) / world;
-  const int64_t live = std::min(c.max_batch_sequences, prompts * c.group_size);
+  const int64_t samples = rank_samples(env);
+  const int64_t live = c.max_batch_sequences > 0 ? std::min(c.max_batch_sequences, samples) : samples;
   mo.rollout_sequences = std::max<int64_t>(1, (live + c.group_size - 1) / c.group_size) * c.group_size;
   mo.min_rollout_sequences = c.group_size;
   mo.kv_block_size = RolloutOptions{}.kv_block_size;
+  mo.kv_blocks = c.kv_cache_blocks;
+  mo.rollout_mean_tokens = c.rollout_mean_tokens > 0 ? c.rollout_mean_tokens : (cap + 1) / 2;
   mo.reference_model = env.reference != nullptr || (env.adapter && (c.kl_coef > 0 || c.kl_reward_coef > 0));
   if (env.adapter) mo.lora = env.adapter->config;
   mo.world_size = world;
   mo.zero_stage = world > 1 ? static_cast<int>(c.zero_stage) : 0;
   return mo;
+}
+
+int64_t live_samples(const TrainEnv& env, const MemoryPlan& plan, const MemoryPlanOptions& mo) {
+  const TrainConfig& c = env.config;
+  const int64_t G = c.group_size, samples = rank_samples(env);
+  if (c.max_batch_sequences > 0) return c.max_batch_sequences;
+  const int64_t fit = kv_sequences_at(plan, mo.rollout_mean_tokens) / G * G;
+  return std::min(samples, std::max(G, fit));
 }
 
 TrainSummary run_training(TrainEnv& env, bool quiet) {
@@ -173,15 +193,15 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   // The memory plan (rl/train_memory.h): modes and sizes, refused before the run folder changes.
   const bool cuda = c.device == "cuda";
   GrpoConfig gc = grpo_config(c);
-  const RolloutOptions base = rollout_options(c, env.chat_template);
   const MemoryPlanOptions mo = grpo_memory_plan_options(env);
   TrainOptions to;
   to.max_tokens = mo.tokens_per_micro_batch;
   to.logprob_chunk = mo.logprob_chunk_tokens;
   const MemoryPlan plan = plan_memory(env.model.config, mo);
   check(plan.fits, "train: the memory plan does not fit: ", plan.problem, " (`llm_sqlrl plan` shows it; memory-gb, ",
-        "micro-batch-tokens, max-total-tokens and max-batch-sequences size it)");
+        "micro-batch-tokens, max-total-tokens, max-batch-sequences and kv-cache-blocks size it)");
   to.recompute = plan.modes.recompute;
+  const RolloutOptions base = rollout_options(c, env.chat_template, live_samples(env, plan, mo));
 
   RunLock own_lock;
   if (owner && env.lock.fd < 0) own_lock = lock_run_folder(dir);
@@ -272,7 +292,10 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     write_text_atomic((run / "config.toml").string(), config_toml);
     write_text_atomic((run / "memory_plan.txt").string(), format_memory_plan(env.model.config, plan, mo));
   }
-  if (!quiet) std::printf("memory: %s\n", plan.modes.describe().c_str());
+  if (!quiet)
+    std::printf("memory: %s; rollout: %lld KV blocks, %lld samples live at most%s\n", plan.modes.describe().c_str(),
+                static_cast<long long>(plan.kv_blocks), static_cast<long long>(base.max_batch_sequences),
+                c.max_batch_sequences > 0 ? "" : " (max-batch-sequences auto)");
   // Upload once (after a resume loaded its weights); the host model is then only the shape and
   // the staging buffer of each checkpoint's download.
   // LoRA on CUDA: the base frozen (bf16 weights only, as the plan prices it), the adapter trained
@@ -321,6 +344,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   // sample), through the rollout's KV cache.
   EvalOptions eval_options;
   eval_options.rollout = base;
+  eval_options.rollout.batch_invariant = false;  // `eval`'s arithmetic, so `eval` of a checkpoint answers the same
   eval_options.dialogue = env.eval_dialogue;
   double last_eval_ex = -1;
 

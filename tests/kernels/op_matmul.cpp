@@ -1,8 +1,8 @@
 // matmul (kernels/matmul.h): out = x w^T + b, its backward (accumulating), and the few-token
-// forward of decode steps on the CPU; on CUDA the few-row product of decode steps
+// forward of decode steps on the CPU (whose token rows must not depend on the call: each equals
+// the token's product alone, bit for bit); on CUDA the few-row product of decode steps
 // (matmul_rows_cuda: both variants, every epilogue, one to three weight parts, split K, M up to
-// 128). Prefill
-// and training GEMMs on CUDA are runtime/gemm.h's cuBLASLt.
+// 128). Prefill and training GEMMs on CUDA are runtime/gemm.h's cuBLASLt.
 //
 // Tolerance, CPU: f32 results of K-term dot products, K = C for the forward, O for dx, T for dw
 // and db (f32_tol). The first shape also checks the float64 backward against finite differences.
@@ -32,6 +32,7 @@ const std::vector<MatmulShape> kShapes = {
     {4, 64, 100, true, false},   // a decode step's shape (the few-token path's 32-lane body)
     {16, 100, 30, true, false},  // the few-token path's limit; C leaves a tail after the lanes
     {40, 100, 30, true, false},
+    {75, 70, 150, true, false},  // the few-token kernel's blocks of tokens and outputs, partial ones last
 };
 
 void run_cpu() {
@@ -48,10 +49,16 @@ void run_cpu() {
     std::vector<float> out(T * O, NAN);
     matmul_forward_cpu(out.data(), x.data(), w.data(), bias, T, C, O);
     expect_close_f32(out, want, C, "out");
-    if (T <= 16) {  // the decode path: another summation order, the same budget
+    {  // the decode path (and batch-invariant prefills): another summation order, the same budget
       std::vector<float> rows(T * O, NAN);
       matmul_forward_rows_cpu(rows.data(), x.data(), w.data(), bias, T, C, O);
       expect_close_f32(rows, want, C, "out (few-token path)");
+      // ... and a token's outputs are the bits it gets alone (model/infer.h batch_invariant).
+      std::vector<float> alone(O, NAN);
+      for (int64_t t = 0; t < T; ++t) {
+        matmul_forward_rows_cpu(alone.data(), x.data() + t * C, w.data(), bias, 1, C, O);
+        ASSERT_EQ(0, std::memcmp(alone.data(), rows.data() + t * O, sizeof(float) * O)) << "token " << t;
+      }
     }
 
     const RefMatmulGrads g = ref_matmul_backward(widen(dout), widen(x), widen(w), T, C, O);

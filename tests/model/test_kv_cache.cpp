@@ -3,8 +3,11 @@
 // and sampling that does not depend on batch composition.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "fixture.h"
 #include "model/infer.h"
+#include "runtime/gemm.h"
 
 namespace sqlrl {
 namespace {
@@ -107,7 +110,108 @@ TEST_P(KvFixture, SampledTokensDoNotDependOnBatchComposition) {
     }
 }
 
+// Every layer's K and V of positions [0, length) of a sequence, in position order.
+std::vector<float> kv_of(PagedKVCache& cache, int64_t handle) {
+  const KVSequence& s = cache.sequence(handle);
+  const int64_t row = cache.kv_heads * cache.head_dim;
+  std::vector<float> out;
+  for (int64_t l = 0; l < cache.layers; ++l)
+    for (int64_t p = 0; p < s.length; ++p)
+      for (float* pool : {cache.k_block(l, s.blocks[p / cache.block_size]), cache.v_block(l, s.blocks[p / cache.block_size])}) {
+        const float* x = pool + (p % cache.block_size) * row;
+        out.insert(out.end(), x, x + row);
+      }
+  return out;
+}
+
+// Positions whose K or V (in any layer) differ in any bit between two kv_of results.
+std::vector<int64_t> differing_positions(const std::vector<float>& a, const std::vector<float>& b, int64_t length,
+                                         int64_t row) {
+  std::vector<int64_t> out;
+  for (int64_t p = 0; p < length; ++p) {
+    bool differs = false;
+    for (size_t base = 0; base < a.size(); base += static_cast<size_t>(length * 2 * row))
+      differs = differs || std::memcmp(a.data() + base + p * 2 * row, b.data() + base + p * 2 * row,
+                                       sizeof(float) * 2 * row) != 0;
+    if (differs) out.push_back(p);
+  }
+  return out;
+}
+
+// What recomputing a preempted sample (rl/agent/rollout.cpp) must give back: the K/V its tokens
+// got from the calls that first wrote them (a prompt prefill, then one decode step per token),
+// now from one prefill of the whole history. By default (GEMMs thread-independent, so that
+// sgemm's rows do not depend on M; the prompt's rows sit at the same places of their tiles both
+// times) the prompt's K/V agree, sgemm then and now, while the decoded tokens' do not: the
+// few-token kernel then, sgemm now, other summation orders. batch_invariant sends every call
+// through the few-token kernel, and then every bit agrees: attention, norms and RoPE already
+// compute a token from its own row and the cache alone.
+TEST_P(KvFixture, RecomputedHistoryHasTheDecodedKvBitsOnlyWhenBatchInvariant) {
+  auto f = load_model_fixture(GetParam());
+  const int64_t P = kRowsKernelTokens + 2, N = 12;  // a prompt past the few-token kernel, then N decode steps
+  ASSERT_GE(static_cast<int64_t>(f.batch.tokens.size()), P + N);
+  std::vector<int32_t> history(f.batch.tokens.begin(), f.batch.tokens.begin() + P + N);
+  const int64_t row = f.model.config.num_key_value_heads * f.model.config.head_dim;
+  set_gemm_thread_independent(true);
+  std::vector<int64_t> differing[2];
+  for (bool invariant : {false, true}) {
+    PagedKVCache cache = make_kv_cache(f.model.config, 32, 4);
+    std::vector<float> logits;
+    const int64_t decoded = kv_new_sequence(cache);
+    forward_cached(f.model, cache, {{decoded, std::vector<int32_t>(history.begin(), history.begin() + P)}}, logits,
+                   false, nullptr, invariant);
+    for (int64_t t = P; t < P + N; ++t) forward_cached(f.model, cache, {{decoded, {history[t]}}}, logits, false, nullptr, invariant);
+    const int64_t recomputed = kv_new_sequence(cache);
+    forward_cached(f.model, cache, {{recomputed, history}}, logits, false, nullptr, invariant);
+    differing[invariant] = differing_positions(kv_of(cache, decoded), kv_of(cache, recomputed), P + N, row);
+  }
+  set_gemm_thread_independent(false);
+  std::string listed;
+  for (int64_t p : differing[0]) listed += " " + std::to_string(p);
+  std::printf("%s: positions whose K/V differ after a recompute, by default:%s\n", GetParam(), listed.c_str());
+  ASSERT_FALSE(differing[0].empty()) << "the few-token kernel and sgemm agreed: update model/infer.h's comment";
+  EXPECT_GE(differing[0].front(), P) << "a prompt position differs: sgemm rows depend on M";
+  EXPECT_TRUE(differing[1].empty()) << differing[1].size() << " positions differ with batch_invariant, the first "
+                                    << differing[1].front();
+}
+
 INSTANTIATE_TEST_SUITE_P(Model, KvFixture, ::testing::Values("qwen3_tied", "qwen2_untied"));
+
+// kv_blocks_needed is what kv_reserve then takes, appends made in order: fresh blocks, and the
+// copies of a shared, partly filled block (k writers of a block held r times copy min(k, r - 1)).
+TEST(KvCache, BlocksNeededIsWhatReserveTakes) {
+  auto f = load_model_fixture("qwen3_tied");
+  PagedKVCache cache = make_kv_cache(f.model.config, 64, 4);
+  auto grow = [&](int64_t h, int64_t n) {
+    kv_reserve(cache, h, n);
+    cache.sequence(h).length += n;
+  };
+  const int64_t root = kv_new_sequence(cache);
+  grow(root, 6);  // 2 blocks, the second partly filled (2 of 4)
+  std::vector<int64_t> family = {root, kv_fork(cache, root), kv_fork(cache, root), kv_fork(cache, root)};
+  const int64_t other = kv_new_sequence(cache);
+  grow(other, 8);  // two full blocks of its own
+  struct Case {
+    const char* what;
+    std::vector<std::pair<int64_t, int64_t>> appends;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"one sharer writes: a copy", {{family[1], 1}}},
+           {"three of four sharers write: three copies", {{family[0], 1}, {family[2], 1}, {family[3], 1}}},
+           {"all four write: the last in place", {{family[0], 1}, {family[1], 1}, {family[2], 1}, {family[3], 1}}},
+           {"all four, past the block: copies and fresh blocks",
+            {{family[0], 3}, {family[1], 5}, {family[2], 2}, {family[3], 1}}},
+           {"a full last block: fresh ones only", {{other, 1}, {family[1], 1}}},
+           {"nothing", {{other, 0}}},
+       }) {
+    PagedKVCache copy = cache;
+    const int64_t before = kv_free_block_count(copy), predicted = kv_blocks_needed(copy, c.appends);
+    for (const auto& [h, n] : c.appends) kv_reserve(copy, h, n), copy.sequence(h).length += n;
+    EXPECT_EQ(predicted, before - kv_free_block_count(copy)) << c.what;
+  }
+  EXPECT_EQ(kv_blocks_needed(cache, {{family[1], 1}}), 1) << "the counts above are not all zero";
+  EXPECT_EQ(kv_free_block_count(cache), 60) << "kv_blocks_needed changed nothing";
+}
 
 TEST(KvCache, ForkFreeAndExhaustion) {
   auto f = load_model_fixture("qwen3_tied");

@@ -344,6 +344,52 @@ TEST(MemoryPlan, SaysWhyItDoesNotFit) {
   EXPECT_NE(q.problem.find("KV cache"), std::string::npos) << q.problem;
 }
 
+// kv_blocks (train --kv-cache-blocks): exactly that many blocks are priced and allocated, on the
+// CPU and CUDA; a count that does not fit, or holds less than one group at the full length,
+// makes the plan fail naming the key.
+TEST(MemoryPlan, KvBlocksByHandAreWhatThePlanAllocates) {
+  QwenConfig config = preset_config("qwen3-0.6b");
+  MemoryPlanOptions o = small_cpu_options(int64_t(24) << 30);
+  const MemoryPlan sized = plan_memory(config, o);
+  ASSERT_TRUE(sized.fits) << sized.problem;
+  EXPECT_EQ(sized.kv_blocks, 4 * (1024 / 16));  // the 4 trajectories wanted, at the full length
+  o.kv_blocks = 100;
+  MemoryPlan p = plan_memory(config, o);
+  ASSERT_TRUE(p.fits) << p.problem;
+  EXPECT_EQ(p.kv_blocks, 100);
+  EXPECT_EQ(p.resident_bytes - sized.resident_bytes, (100 - sized.kv_blocks) * p.kv_block_bytes);
+  EXPECT_NE(format_memory_plan(config, p, o).find("(sized by hand)"), std::string::npos);
+  o.min_rollout_sequences = 2;  // a group of 2 x 1024 tokens: 128 blocks
+  p = plan_memory(config, o);
+  EXPECT_FALSE(p.fits);
+  EXPECT_NE(p.problem.find("kv-cache-blocks 100 holds 1 trajectories of 1024 tokens; the rollout needs 2 (one "
+                           "group): at least 128 blocks"),
+            std::string::npos)
+      << p.problem;
+  o.min_rollout_sequences = 1;
+  o.kv_blocks = int64_t(1) << 30;  // far more than 24 GB
+  p = plan_memory(config, o);
+  EXPECT_FALSE(p.fits);
+  EXPECT_NE(p.problem.find("does not fit"), std::string::npos) << p.problem;
+  MemoryPlanOptions g = grpo_on_one_gpu();
+  g.kv_blocks = 3000;  // a group of 8 x 4096 tokens takes 2048
+  p = plan_memory(config, g);
+  ASSERT_TRUE(p.fits) << p.problem;
+  EXPECT_EQ(p.kv_blocks, 3000);
+  EXPECT_EQ(p.rollout[0].bytes, 3000 * p.kv_block_bytes);
+}
+
+// The trajectories of a mean length the cache holds: blocks over blocks per trajectory.
+TEST(MemoryPlan, KvSequencesAtAMeanLength) {
+  MemoryPlan p;
+  p.kv_blocks = 1000;
+  p.kv_block_size = 16;
+  EXPECT_EQ(kv_sequences_at(p, 800), 1000 / 50);
+  EXPECT_EQ(kv_sequences_at(p, 801), 1000 / 51);  // a partly filled last block is a block
+  EXPECT_EQ(kv_sequences_at(p, 1), 1000);
+  EXPECT_EQ(kv_sequences_at(p, 0), 0);
+}
+
 TEST(MemoryPlan, RejectsNonPositiveSizes) {
   MemoryPlanOptions options;
   options.tokens_per_micro_batch = 0;
@@ -378,6 +424,36 @@ TEST(MemoryPlanCli, WorldSizeGivesEachRankItsShareOfTheRollout) {
   out = run("plan --preset qwen3-8b --world-size 8 --zero-stage 1", &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(out.find("zero stage 1 shards the AdamW moments in the CPU trainer only"), std::string::npos) << out;
+}
+
+// --rollout-mean-tokens: beside the full-length count, the trajectories of that mean length the
+// same cache holds (its tokens over the mean rounded up to blocks of 16).
+TEST(MemoryPlanCli, RolloutMeanTokensShowsTheTrajectoriesInFlight) {
+  int status = 0;
+  std::string out = run("plan --preset qwen3-4b --gpu-memory 80 --kl --rollout-seq 8192 --rollout-mean-tokens 2000",
+                        &status);
+  ASSERT_EQ(status, 0) << out;
+  long long tokens = 0, full = 0, flight = 0, full_again = 0;
+  const size_t kv = out.find("KV cache: ");
+  ASSERT_NE(kv, std::string::npos) << out;
+  double gib = 0;
+  ASSERT_EQ(std::sscanf(out.c_str() + kv, "KV cache: %lf GiB at %*f KiB per token = %lld tokens = %lld trajectories",
+                        &gib, &tokens, &full),
+            3)
+      << out.substr(kv);
+  const size_t mean = out.find("at a mean of 2000 tokens: ");
+  ASSERT_NE(mean, std::string::npos) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + mean, "at a mean of 2000 tokens: %lld trajectories in flight (optimistic "
+                                            "admission, preempting when the cache runs out; %lld",
+                        &flight, &full_again),
+            2)
+      << out.substr(mean);
+  EXPECT_EQ(full, tokens / 8192);
+  EXPECT_EQ(full_again, full);
+  EXPECT_EQ(flight, tokens / 16 / 125);  // 2000 tokens: 125 blocks
+  EXPECT_GT(flight, 3 * full);
+  out = run("plan --preset qwen3-4b --gpu-memory 80", &status);
+  EXPECT_EQ(out.find("at a mean of"), std::string::npos) << "shown without --rollout-mean-tokens";
 }
 
 // --lora-rank and the rest of the lora group (rl/options.h): alpha defaults to twice the rank,

@@ -44,7 +44,12 @@ namespace {
 // shared_stems: the questions begin with one long stem, so the prompts share stretches that the
 // admission prefills once and forks (rollout.h PrefillPlan): forks of forks, and copies of the
 // partly filled blocks where the shared stretches end, on the device.
-void rollout_matches_cpu(float temperature, uint32_t model_seed, bool tokens_have_teeth, bool shared_stems = false) {
+// tight_cache: the device's rollout gets a KV cache of one group at the full length, so it admits
+// groups optimistically, preempts samples and prefills their histories again (rollout.cpp); the
+// CPU's cache holds everything. A recomputed K/V on the device is within the same bf16 budget, so
+// the criterion is unchanged.
+void rollout_matches_cpu(float temperature, uint32_t model_seed, bool tokens_have_teeth, bool shared_stems = false,
+                         bool tight_cache = false) {
   const Tokenizer& tok = tiny_tokenizer();
   const int64_t known = static_cast<int64_t>(tok.size());
   QwenModel cpu = bf16_model(known + 16, model_seed);  // padded: ids past the tokenizer's are masked
@@ -100,8 +105,16 @@ void rollout_matches_cpu(float temperature, uint32_t model_seed, bool tokens_hav
   std::printf("device paged decode along the CPU's trajectories: %.3g of the bf16 budget (budget 1)\n", premise);
   ASSERT_LE(premise, 1.0) << "the device's decode logits exceed the budget the audit assumes";
 
-  std::vector<Trajectory> b = rollout(dev, tok, protocol, pool, requests, o, &dev_stats);
+  RolloutOptions device_options = o;
+  if (tight_cache) device_options.kv_cache_blocks = o.group_size * ((o.max_total_tokens + 15) / 16);
+  std::vector<Trajectory> b = rollout(dev, tok, protocol, pool, requests, device_options, &dev_stats);
   ASSERT_EQ(a.size(), b.size());
+  if (tight_cache) {
+    std::printf("device cache of %lld blocks: %lld preemptions, %lld live at most\n",
+                static_cast<long long>(dev_stats.kv_blocks), static_cast<long long>(dev_stats.preemptions),
+                static_cast<long long>(dev_stats.live_max));
+    EXPECT_GT(dev_stats.preemptions, 0) << "the tight cache never ran out";
+  }
   int same = 0;
   int64_t compared = 0, compared_sure = 0;
   double worst_lp = 0;
@@ -136,6 +149,9 @@ TEST(RolloutCuda, SampledLogprobsAtTheRecipeTemperatureMatchTheCpu) { rollout_ma
 
 // Greedy again, on prompts whose shared stem and chat head the admission prefills once.
 TEST(RolloutCuda, SharedPromptStretchesMatchTheCpu) { rollout_matches_cpu(0.0f, 2, true, true); }
+
+// Greedy, the device's cache one group: its samples are preempted and recomputed on the device.
+TEST(RolloutCuda, PreemptedAndRecomputedSamplesMatchTheCpu) { rollout_matches_cpu(0.0f, 2, true, false, true); }
 
 }  // namespace
 }  // namespace sqlrl::rl::testing

@@ -7,7 +7,6 @@
 
 #include "model/train.h"
 #include "rollout_fixture.h"
-#include "runtime/gemm.h"
 
 namespace sqlrl::rl {
 namespace {
@@ -202,9 +201,11 @@ TEST(Rollout, ReproducibleGivenTheSeed) {
 }
 
 // Prompts that begin alike prefill what they share once (share_prompt_prefixes): the same
-// trajectories, log-probs bit for bit, as each prompt prefilled whole. GEMMs row-independent
-// (runtime/gemm.h), so a row's K/V cannot depend on which other rows share its call; every call
-// here runs more tokens than a decode step's kernel takes (model/infer.cpp), as the demo's do.
+// trajectories, log-probs bit for bit, as each prompt prefilled whole, in batch-invariant
+// rollouts (a token's K/V cannot depend on which other rows share its call: model/infer.h), so
+// a wrong fork or copy shows. With the default arithmetic (thread-independent GEMMs, as this
+// test ran before batch_invariant existed) a log-prob here differs in its last bit: sgemm sums a
+// row by its place in its tile (runtime/gemm.h), and sharing moves prompt rows to other places.
 TEST(Rollout, SharedPromptPrefixesChangeNoBit) {
   World w(kMixed);
   const std::string stem = "Looking only at the city table and at the population column of every single row, ";
@@ -215,14 +216,13 @@ TEST(Rollout, SharedPromptPrefixesChangeNoBit) {
   w.examples.resize(questions.size(), w.examples[0]);
   for (size_t i = 0; i < questions.size(); ++i) w.examples[i].question = questions[i];
   RolloutOptions o = base_options();
+  o.batch_invariant = true;
   auto requests = w.requests(o);
   RolloutOptions whole = o;
   whole.share_prompt_prefixes = false;
-  set_gemm_thread_independent(true);
   RolloutStats shared_stats, whole_stats;
   auto shared = rollout(w.model, w.tok, w.protocol, w.pool, requests, o, &shared_stats);
   auto plain = rollout(w.model, w.tok, w.protocol, w.pool, requests, whole, &whole_stats);
-  set_gemm_thread_independent(false);
   EXPECT_EQ(whole_stats.prefill_tokens, whole_stats.prompt_tokens);
   EXPECT_EQ(shared_stats.prompt_tokens, whole_stats.prompt_tokens);
   // The stem and the chat head are long enough to share (the identical fourth prompt shares all
@@ -278,7 +278,8 @@ TEST(Rollout, SampledLogprobsEqualAFullForward) {
 }
 
 // Throughput figure for the report, not a check: ./test_rl_rollout --gtest_also_run_disabled_tests
-// --gtest_filter=*Throughput*. 4 prompts x G = 8, up to 64 tokens a turn.
+// --gtest_filter=*Throughput*. 4 prompts x G = 8, up to 64 tokens a turn; the last three runs
+// batch_invariant (every linear layer through the few-token kernel).
 TEST(Rollout, DISABLED_Throughput) {
   World w(testing::Boosts{0.2f, 0.1f, 0.1f});
   RolloutOptions o = base_options();
@@ -288,13 +289,15 @@ TEST(Rollout, DISABLED_Throughput) {
   examples.push_back(w.examples[0]);
   w.examples = examples;
   auto requests = w.requests(o);
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < 6; ++rep) {
+    o.batch_invariant = rep >= 3;
     RolloutStats s;
     auto out = rollout(w.model, w.tok, w.protocol, w.pool, requests, o, &s);
     std::printf(
-        "%zu trajectories: %lld sampled + %lld injected tokens in %.3f s: %.0f sampled tokens/s, %.0f "
+        "%s%zu trajectories: %lld sampled + %lld injected tokens in %.3f s: %.0f sampled tokens/s, %.0f "
         "(sampled + injected) tokens/s; %lld SQL calls; decode %.3f s, prefill %.3f s, %lld steps\n",
-        out.size(), (long long)s.sampled_tokens, (long long)s.injected_tokens, s.wall_seconds,
+        o.batch_invariant ? "batch-invariant: " : "", out.size(), (long long)s.sampled_tokens,
+        (long long)s.injected_tokens, s.wall_seconds,
         s.sampled_tokens / s.wall_seconds, (s.sampled_tokens + s.injected_tokens) / s.wall_seconds,
         (long long)s.sql_calls, s.decode_seconds, s.prefill_seconds, (long long)s.decode_steps);
   }

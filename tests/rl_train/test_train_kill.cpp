@@ -141,7 +141,7 @@ TEST(KillNine, TrainResumesToTheBytesOfAnUninterruptedRun) {
   Job job{[&] {
             return fs::exists(dir + "/config.toml") ? std::vector<std::string>{"train", "--resume", dir} : args(dir);
           },
-          6, {"time"}};
+          6, {"time", "rollout"}};
   kill_and_compare(job, dir, ref, 4, full_ms);
 }
 

@@ -52,7 +52,7 @@ std::vector<nlohmann::json> metrics(const std::string& dir) {
 std::vector<std::string> metric_lines_without_time(const std::string& dir) {
   std::vector<std::string> out;
   for (nlohmann::json j : metrics(dir)) {
-    j.erase("time");
+    j.erase("time"), j.erase("rollout");  // the clock's and the schedule's figures
     out.push_back(j.dump());
   }
   return out;

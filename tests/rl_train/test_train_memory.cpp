@@ -115,7 +115,8 @@ TEST(TrainMemory, PlanCommandPrintsWhatTheRunExecuted) {
                                   "/checkpoints/step-1/config.json --memory ", memory, " --reserve 0 --seq ",
                                   o.tokens_per_micro_batch, " --logprob-chunk ", o.logprob_chunk_tokens,
                                   " --rollout-seq ", o.rollout_sequence_tokens, " --rollout-seqs ", o.rollout_sequences,
-                                  " --group ", o.min_rollout_sequences, " --kv-block ", o.kv_block_size);
+                                  " --group ", o.min_rollout_sequences, " --kv-block ", o.kv_block_size,
+                                  " --kv-cache-blocks ", o.kv_blocks, " --rollout-mean-tokens ", o.rollout_mean_tokens);
   sqlrl::testing::CommandResult out = sqlrl::testing::run_command(cmd);
   ASSERT_EQ(out.exit_code, 0) << cmd << "\n" << out.output;
   EXPECT_EQ(out.output, read_file_text(r.dir + "/memory_plan.txt")) << cmd;

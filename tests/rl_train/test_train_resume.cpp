@@ -17,7 +17,7 @@ std::vector<std::string> metric_lines(const std::string& dir) {
   std::string line;
   while (std::getline(in, line)) {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(line);
-    j.erase("time");  // wall-clock figures differ from run to run
+    j.erase("time"), j.erase("rollout");  // wall-clock figures (and decode_ms_per_step) differ from run to run
     out.push_back(j.dump());
   }
   return out;

@@ -23,7 +23,7 @@ std::vector<nlohmann::json> metrics(const std::string& dir) {
 
 std::vector<std::string> metric_lines(const std::string& dir) {
   std::vector<std::string> out;
-  for (nlohmann::json j : metrics(dir)) j.erase("time"), out.push_back(j.dump());
+  for (nlohmann::json j : metrics(dir)) j.erase("time"), j.erase("rollout"), out.push_back(j.dump());
   return out;
 }
 
