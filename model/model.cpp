@@ -55,16 +55,63 @@ ModelWeights QwenModel::bind_weights(const QwenModel& model, float* base) {
   return bind_views<ModelWeights>(model, base);
 }
 
+// The norm scales start at 1; every other tensor is drawn (init_random_weights, save_random_model).
+static bool is_norm_param(const ParamSpec& spec) { return spec.name.find("norm") != std::string::npos; }
+
 void init_random_weights(QwenModel& model, uint64_t seed, float stddev) {
   uint64_t stream = 0;
   for (const ParamView& view : model.table) {
     float* p = model.params.data() + view.offset;
     int64_t n = view.spec.numel();
-    if (view.spec.name.find("norm") != std::string::npos)
+    if (is_norm_param(view.spec))
       std::fill(p, p + n, 1.0f);
     else
       fill_normal(wrap(p, {n}, DType::F32, cpu_device(), nullptr), seed, stream++, 0.0f, stddev);
   }
+}
+
+static StDType saved_st_dtype(DType dtype) {
+  return dtype == DType::F32 ? StDType::F32 : dtype == DType::BF16 ? StDType::BF16 : StDType::F16;
+}
+static const char* torch_dtype_name(DType dtype) {
+  return dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";
+}
+static void check_saved_dtype(DType dtype, const std::string& folder) {
+  check(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16, "save_model: ", folder,
+        ": weights are written as f32, bf16 or f16, not ", dtype_name(dtype));
+}
+
+void save_random_model(const QwenConfig& config, const std::string& folder, uint64_t seed, float stddev, DType dtype,
+                       const std::function<void(uint64_t)>& on_written) {
+  validate_config(config, "model");
+  check_saved_dtype(dtype, folder);
+  // A norm scale of 1 in the file's dtype, as save_model's rounding of 1.0f gives it.
+  const float one = 1.0f;
+  const uint16_t one_half = dtype == DType::BF16 ? f32_to_bf16_bits(one) : f32_to_f16_bits(one);
+  std::vector<TensorRecord> records;
+  uint64_t stream = 0;  // init_random_weights' numbering: the non-norm tensors in table order
+  for (const ParamSpec& spec : qwen_parameters(config)) {
+    TensorRecord r;
+    r.name = spec.hf_name;
+    r.dtype = saved_st_dtype(dtype);
+    r.shape = spec.shape;
+    if (is_norm_param(spec)) {
+      r.generate = [dtype, one, one_half](uint64_t, uint64_t count, void* out) {
+        if (dtype == DType::F32) std::fill_n(static_cast<float*>(out), count, one);
+        else std::fill_n(static_cast<uint16_t*>(out), count, one_half);
+      };
+    } else {
+      r.generate = [dtype, seed, stddev, s = stream++](uint64_t first, uint64_t count, void* out) {
+        fill_normal_range(out, dtype, first, count, seed, s, 0.0f, stddev);
+      };
+    }
+    records.push_back(std::move(r));
+  }
+  QwenConfig saved = config;
+  saved.torch_dtype = torch_dtype_name(dtype);
+  SaveOptions options;
+  options.write.on_written = on_written;
+  save_checkpoint(folder, records, saved, options);
 }
 
 QwenModel load_model(const std::string& path) {
@@ -94,8 +141,7 @@ void check_finite_tensor(const std::string& path, const std::string& name, const
 }
 
 void save_model(const QwenModel& model, const std::string& folder, DType dtype) {
-  check(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16, "save_model: ", folder,
-        ": weights are written as f32, bf16 or f16, not ", dtype_name(dtype));
+  check_saved_dtype(dtype, folder);
   // The rounded copy of every parameter, alive until the files are written.
   std::vector<uint16_t> half;
   if (dtype != DType::F32) {
@@ -107,14 +153,14 @@ void save_model(const QwenModel& model, const std::string& folder, DType dtype) 
   for (const ParamView& view : model.table) {
     TensorRecord r;
     r.name = view.spec.hf_name;
-    r.dtype = dtype == DType::F32 ? StDType::F32 : dtype == DType::BF16 ? StDType::BF16 : StDType::F16;
+    r.dtype = saved_st_dtype(dtype);
     r.shape = view.spec.shape;
     r.data = dtype == DType::F32 ? static_cast<const void*>(model.params.data() + view.offset)
                                  : static_cast<const void*>(half.data() + view.offset);
     records.push_back(r);
   }
   QwenConfig config = model.config;
-  config.torch_dtype = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";
+  config.torch_dtype = torch_dtype_name(dtype);
   save_checkpoint(folder, records, config);
 }
 

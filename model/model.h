@@ -6,6 +6,7 @@
 // adds into) the embedding.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,14 @@ void check_finite_tensor(const std::string& path, const std::string& name, const
 // config.json + model.safetensors in `folder`, loadable by transformers: f32 (the training
 // checkpoints: exactly the parameters), or bf16 / f16 (rounded to nearest even; torch_dtype says so).
 void save_model(const QwenModel& model, const std::string& folder, DType dtype = DType::F32);
+// The files save_model(model, folder, dtype) writes after init_random_weights(model, seed, stddev),
+// byte for byte, without the model: each tensor is drawn on the thread pool straight into the
+// writer's buffers in `dtype` (weights/safetensors.h TensorRecord::generate) while the previous
+// buffer goes to disk, so the bytes do not depend on the thread count, nothing the size of the model
+// is held, and the time is about the disk's (llm_sqlrl init of Qwen3-4B: 8 GB of bf16).
+// on_written(bytes): tensor bytes written since the last call (progress).
+void save_random_model(const QwenConfig& config, const std::string& folder, uint64_t seed, float stddev, DType dtype,
+                       const std::function<void(uint64_t)>& on_written = {});
 
 const ParamView& find_param(const QwenModel& model, const std::string& hf_name);  // throws naming the tensor
 void alloc_grads(QwenModel& model);  // sized like params, zeroed

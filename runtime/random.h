@@ -10,6 +10,13 @@ namespace sqlrl {
 
 void fill_uniform(const Tensor& t, uint64_t seed, uint64_t stream, float low = 0.0f, float high = 1.0f);
 void fill_normal(const Tensor& t, uint64_t seed, uint64_t stream, float mean = 0.0f, float stddev = 1.0f);
+// Elements [first, first + count) of fill_normal(seed, stream, mean, stddev)'s sequence, the same
+// f32 bits, stored as `dtype` (F32; BF16 or F16 rounded to nearest even as convert_f32_to_bf16 /
+// convert_f32_to_f16 round) at host memory `out`, on the calling thread. Any split of a range into
+// pieces gives the same bytes, so a tensor can be generated piecewise on any number of threads
+// (llm_sqlrl init writes a checkpoint's tensors this way, straight into its output buffers).
+void fill_normal_range(void* out, DType dtype, uint64_t first, uint64_t count, uint64_t seed, uint64_t stream,
+                       float mean, float stddev);
 // Raw 32-bit words (u32 stored as i32) — for tests and for kernels that need bits.
 void fill_random_bits(const Tensor& t, uint64_t seed, uint64_t stream);
 

@@ -197,19 +197,22 @@ fi
 if has_stage train4b; then
   # GRPO on a random Qwen3-4B-shaped checkpoint on the device: 2 steps of 4 prompts x 8 samples,
   # 2 turns of up to 512 tokens (random weights write until the cap: the decode worst case), every
-  # filter off so each step trains. What a real checkpoint's step costs, phase by phase.
+  # filter off so each step trains. What a real checkpoint's step costs, phase by phase. The
+  # checkpoint goes through a file on purpose: `train --weights` loading an HF folder of bf16
+  # shards is the path a real run takes. init writes its 8 GB at about the disk's speed (Philox
+  # draws on every core straight into the write buffers); its seconds are reported apart.
   say "== train4b"
   q0=$(date +%s)
   q="$out/train4b"
   rm -rf "$q" && mkdir -p "$q"
   if "$build/llm_sqlrl" init --preset qwen3-4b --tokenizer tests/fixtures/tokenizer/qwen3_tokenizer.json \
-       --out "$q/ckpt" --seed 1 >>"$log" 2>&1 &&
+       --out "$q/ckpt" --seed 1 >>"$log" 2>&1 && q1=$(date +%s) &&
      "$build/llm_sqlrl" train --weights "$q/ckpt" --out "$q/run" --device cuda --max-steps 2 --batch-size 4 \
        --group-size 8 --max-turns 2 --max-turn-tokens 512 --max-total-tokens 4096 --enable-thinking=false \
        --chat-template qwen3 --lr 1e-6 --filter-truncated=false --filter-malformed=false \
        --filter-no-valid-action=false --filter-zero-variance=false --save-every 0 >>"$log" 2>&1; then
     { echo "### train4b: GRPO on a random Qwen3-4B, 4 prompts x 8 samples, 2 turns x 512 tokens"; echo;
-      echo "init $(du -sh "$q/ckpt" | cut -f1) checkpoint; $(($(date +%s) - q0)) s in all"; echo; echo '```';
+      echo "init $(du -sh "$q/ckpt" | cut -f1) checkpoint in $((q1 - q0)) s; $(($(date +%s) - q0)) s in all"; echo; echo '```';
       cat "$q/run/memory_plan.txt"; echo; cut -c1-2000 "$q/run/metrics.jsonl"; echo '```'; } >> "$bench_md"
   else
     status=1

@@ -10,7 +10,9 @@
 //
 // Writing produces files the reference implementation reads: header padded to 8 bytes,
 // tensors ordered by element size (largest first) then name, so every tensor starts at an
-// offset aligned to its element size; written to `<path>.tmp` and renamed into place.
+// offset aligned to its element size; written to `<path>.tmp` and renamed into place. A tensor's
+// bytes come from the caller's memory, or are generated into the writer's buffers as it writes
+// (TensorRecord::generate: a checkpoint of random weights never exists in memory whole).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -25,6 +27,8 @@
 #include "runtime/tensor.h"
 
 namespace sqlrl {
+
+class ThreadPool;
 
 // Every element type the format names that we accept. The runtime has fewer (no F64, I8, I16,
 // BOOL): such tensors can be read as raw bytes, and F64 converts on load to f32/bf16/f16.
@@ -101,13 +105,21 @@ void load_tensors_into(const SafetensorsFile& file, const std::vector<const Tens
 
 // --- writing ------------------------------------------------------------------------------------
 
+// Elements [first, first + count) of a generated tensor, in its dtype, written to `out`.
+using GenerateFn = std::function<void(uint64_t first, uint64_t count, void* out)>;
+
 // One tensor to write: host bytes of `dtype` in row-major order. `data` must stay valid during
 // the write and hold exactly numel(shape) * st_dtype_size(dtype) bytes.
+// Or, with `generate` set instead of `data`, a tensor made while it is written: the writer fills
+// its output buffers piecewise on the thread pool (several pieces at once, split wherever the
+// pool's thread count puts the cuts), so what `generate` writes for an element must depend on
+// the element's index alone. Nothing of the tensor is held beyond the writer's buffers.
 struct TensorRecord {
   std::string name;
   StDType dtype = StDType::F32;
   std::vector<int64_t> shape;
   const void* data = nullptr;
+  GenerateFn generate = nullptr;
   uint64_t nbytes() const;
 };
 
@@ -123,6 +135,14 @@ struct WriteOptions {
   std::map<std::string, std::string> metadata = {{"format", "pt"}};
   WriteFn write_fn;  // empty: ::write
   bool sync = true;  // fsync before the rename, so a crash never leaves a renamed empty file
+  // Generated records: the size of each of the two buffers they are filled into (one is written
+  // while the pool fills the other), a multiple of 8 (every element size), and the pool that fills
+  // them (nullptr: default_thread_pool()).
+  size_t chunk_bytes = size_t{32} << 20;
+  ThreadPool* pool = nullptr;
+  // Called on the writing call's thread with the bytes of tensor data each write put on disk (the
+  // header not counted): a long write's progress.
+  std::function<void(uint64_t bytes)> on_written = nullptr;
 };
 
 // The order tensors are laid out in: element size descending, then name.

@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "runtime/thread_pool.h"
 #include "weights/safetensors.h"
 
 namespace sqlrl {
@@ -82,6 +84,122 @@ static void write_all(const WriteFn& write_fn, int fd, const std::string& path, 
   }
 }
 
+namespace {
+
+// The data section, tensor after tensor in write order. A record's own bytes are written from
+// where they lie. Generated records are filled into one of two buffers on the pool while a helper
+// thread writes the other, so making the bytes and the disk overlap and the file is written in
+// large sequential writes: no copy of the whole tensor exists, only the two buffers.
+struct DataStream {
+  struct Piece {
+    const TensorRecord* record;
+    uint64_t first, count;  // elements of the record
+    size_t at;              // byte offset in the buffer
+  };
+
+  const WriteOptions& options;
+  int fd;
+  const std::string& path;
+  uint64_t& position;  // bytes of the file written so far
+  ThreadPool& pool;
+  std::vector<uint8_t> buffers[2];
+  int current = 0;
+  size_t used = 0;            // bytes of buffers[current] planned
+  std::vector<Piece> pieces;  // the generated pieces planned into buffers[current]
+  std::future<void> in_flight;  // the write of buffers[current ^ 1]
+  uint64_t in_flight_bytes = 0;
+
+  DataStream(const WriteOptions& o, int f, const std::string& p, uint64_t& pos)
+      : options(o), fd(f), path(p), position(pos), pool(o.pool ? *o.pool : default_thread_pool()) {}
+  DataStream(const DataStream&) = delete;
+  DataStream& operator=(const DataStream&) = delete;
+  // On an error elsewhere the write in flight must end before the file is closed and removed.
+  ~DataStream() {
+    if (in_flight.valid()) in_flight.wait();
+  }
+
+  void written(uint64_t bytes) {
+    if (options.on_written && bytes > 0) options.on_written(bytes);
+  }
+
+  // Waits for the write in flight; rethrows its error.
+  void wait_in_flight() {
+    if (!in_flight.valid()) return;
+    in_flight.get();
+    position += in_flight_bytes;
+    written(in_flight_bytes);
+    in_flight_bytes = 0;
+  }
+
+  void add_bytes(const void* data, uint64_t bytes) {
+    flush();
+    wait_in_flight();
+    write_all(options.write_fn, fd, path, data, bytes, position);
+    written(bytes);
+  }
+
+  void add_generated(const TensorRecord& r) {
+    const uint64_t size = st_dtype_size(r.dtype), n = r.nbytes() / size;
+    if (buffers[0].empty()) {
+      check(options.chunk_bytes >= 8 && options.chunk_bytes % 8 == 0, path, ": chunk_bytes ", options.chunk_bytes,
+            " is not a positive multiple of 8");
+      buffers[0].resize(options.chunk_bytes);
+      buffers[1].resize(options.chunk_bytes);
+    }
+    for (uint64_t first = 0; first < n;) {
+      const uint64_t room = (options.chunk_bytes - used) / size;
+      if (room == 0) {
+        flush();
+        continue;
+      }
+      const uint64_t take = std::min(room, n - first);
+      // Every piece starts at a multiple of its element size: the write order puts larger
+      // elements first and the chunks are multiples of 8, so the typed stores are aligned.
+      pieces.push_back({&r, first, take, used});
+      used += take * size;
+      first += take;
+    }
+  }
+
+  // Fills the planned pieces (on the pool, while the previous buffer is still being written),
+  // then starts their write.
+  void flush() {
+    if (used == 0) return;
+    uint8_t* buffer = buffers[current].data();
+    std::vector<uint64_t> starts;  // the pieces' first element in one index over all of them
+    uint64_t total = 0;
+    for (const Piece& p : pieces) starts.push_back(total), total += p.count;
+    pool.parallel_for(total, size_t{1} << 14, [&](size_t begin, size_t end) {
+      size_t k = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
+      for (uint64_t i = begin; i < end; ++k) {
+        const Piece& p = pieces[k];
+        const uint64_t from = i - starts[k], count = std::min<uint64_t>(end - i, p.count - from);
+        const uint64_t size = st_dtype_size(p.record->dtype);
+        p.record->generate(p.first + from, count, buffer + p.at + from * size);
+        i += count;
+      }
+    });
+    wait_in_flight();
+    const size_t bytes = used;
+    const uint64_t start = position;
+    in_flight_bytes = bytes;
+    in_flight = std::async(std::launch::async, [this, buffer, bytes, start] {
+      uint64_t at = start;
+      write_all(options.write_fn, fd, path, buffer, bytes, at);
+    });
+    current ^= 1;
+    used = 0;
+    pieces.clear();
+  }
+
+  void finish() {
+    flush();
+    wait_in_flight();
+  }
+};
+
+}  // namespace
+
 std::string write_safetensors_tmp(const std::string& path, const std::vector<TensorRecord>& records,
                                   const WriteOptions& options) {
   std::string header = safetensors_header(records, options.metadata);
@@ -97,12 +215,16 @@ std::string write_safetensors_tmp(const std::string& path, const std::vector<Ten
     uint64_t position = 0;
     write_all(options.write_fn, fd, tmp, length, 8, position);
     write_all(options.write_fn, fd, tmp, header.data(), header.size(), position);
+    DataStream stream(options, fd, tmp, position);
     for (size_t i : write_order(records)) {
       const TensorRecord& r = records[i];
       uint64_t bytes = r.nbytes();
-      check(bytes == 0 || r.data != nullptr, "tensor '", r.name, "' has no data");
-      write_all(options.write_fn, fd, tmp, r.data, bytes, position);
+      check(!(r.data && r.generate), "tensor '", r.name, "' has both data and a generator");
+      check(bytes == 0 || r.data != nullptr || r.generate, "tensor '", r.name, "' has no data");
+      if (r.generate) stream.add_generated(r);
+      else if (bytes > 0) stream.add_bytes(r.data, bytes);
     }
+    stream.finish();
     if (options.sync && fsync(fd) != 0) fail(tmp, ": fsync failed: ", std::strerror(errno));
     if (::close(fd) != 0) {
       fd = -1;

@@ -242,6 +242,12 @@ DemoSizes demo_sizes(const std::string& name) {
   fail("demo: unknown size '", name, "' (default | full | mini)");
 }
 
+std::vector<std::string> demo_stage_names(const DemoSizes& sizes) {
+  std::vector<std::string> names = {"base", "sft", "rl"};
+  if (sizes.rl_single_turn) names.push_back("rl-single");
+  return names;
+}
+
 OptionTable demo_size_options(DemoSizes& z) {
   return {{"train_databases", "", &z.train_databases}, {"dev_databases", "", &z.dev_databases},
           {"questions_per_database", "", &z.questions_per_database}, {"train_limit", "", &z.train_limit},

@@ -122,6 +122,10 @@ struct DemoSizes {
   int64_t base_dev_limit = 60;
 };
 DemoSizes demo_sizes(const std::string& name);  // "default" | "full" | "mini"
+// The stages run_demo evaluates, in its order (the names of DemoReport::stages): base, sft, rl,
+// then rl-single when sizes.rl_single_turn. Tests hold a run to this list rather than to a count,
+// so a stage added to the demo is added here and every test follows.
+std::vector<std::string> demo_stage_names(const DemoSizes& sizes);
 
 // Every DemoSizes knob by its snake_case name (report.json "sizes", `demo --set KEY=VALUE`), as an
 // options table (runtime/options.h).

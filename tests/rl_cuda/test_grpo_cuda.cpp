@@ -48,7 +48,6 @@ GrpoConfig config(float kl) {
 }
 
 TEST(GrpoCuda, StepMatchesTheCpuWithinBf16AndAdamWIsExact) {
-  SQLRL_REQUIRE_CUDA();
   const QwenModel initial = bf16_model(512, 7);
   std::vector<Trajectory> batch = batch_of_two_groups();
   GrpoConfig cfg = config(0.1f);  // with a reference: the KL path runs on both devices
@@ -60,7 +59,15 @@ TEST(GrpoCuda, StepMatchesTheCpuWithinBf16AndAdamWIsExact) {
   TrainState state = make_train_state(cpu.config, to);
   OptimizerState cpu_opt = make_optimizer_state(cpu.num_params);
   GrpoStepStats want = grpo_step(cpu, &cpu_ref, cpu_opt, state, batch, cfg);
+  // The CPU half (runs without a device): what the device step is compared against holds here.
+  // One update at ratio 1 against an identical reference (no KL, nothing clipped), and a norm above
+  // max_grad_norm, so the clip coefficient below is not 1.
+  ASSERT_EQ(want.updates, 1);
+  EXPECT_EQ(want.ref_kl, 0.0);
+  EXPECT_EQ(want.clip_fraction, 0.0);
+  EXPECT_GT(want.grad_norm, cfg.max_grad_norm) << "the case must exercise the gradient clip";
 
+  SQLRL_REQUIRE_CUDA();
   QwenModel dev_host = initial, ref_host = initial;
   Policy dev = cuda_policy(dev_host), ref = cuda_frozen_policy(ref_host);
   PolicyActivations acts = policy_init_training(dev, to, cfg.adamw);
@@ -119,7 +126,6 @@ TEST(GrpoCuda, StepMatchesTheCpuWithinBf16AndAdamWIsExact) {
 // at most 5e-2 (|g_on| + |g_off|) in L2 (triangle inequality), asserted to be well below its own
 // size. The loss differs by the bonus's entropy (within 2%, as above) times C.
 TEST(GrpoCuda, EntropyBonusMatchesTheCpu) {
-  SQLRL_REQUIRE_CUDA();
   const QwenModel initial = bf16_model(512, 7);
   const std::vector<Trajectory> batch = batch_of_two_groups();
   TrainOptions to;
@@ -146,24 +152,27 @@ TEST(GrpoCuda, EntropyBonusMatchesTheCpu) {
   const float C = 5.0f;
   GrpoStepStats cpu_off, cpu_on, dev_off, dev_on;
   const std::vector<float> g_cpu_off = step(false, 0.0f, cpu_off), g_cpu_on = step(false, C, cpu_on);
-  const std::vector<float> g_dev_off = step(true, 0.0f, dev_off), g_dev_on = step(true, C, dev_on);
   auto norm = [](const std::vector<float>& v) {
     double s = 0;
     for (float x : v) s += static_cast<double>(x) * x;
     return std::sqrt(s);
   };
   std::vector<float> bonus_cpu(g_cpu_on.size()), bonus_dev(g_cpu_on.size());
-  for (size_t k = 0; k < bonus_cpu.size(); ++k)
-    bonus_cpu[k] = g_cpu_on[k] - g_cpu_off[k], bonus_dev[k] = g_dev_on[k] - g_dev_off[k];
+  for (size_t k = 0; k < bonus_cpu.size(); ++k) bonus_cpu[k] = g_cpu_on[k] - g_cpu_off[k];
+  const double budget = 5e-2 * (norm(g_cpu_on) + norm(g_cpu_off));
+  // The CPU half (runs without a device): the premise that gives the comparison its teeth.
+  ASSERT_GT(norm(bonus_cpu), 4 * budget) << "the bonus is too small a part of the gradient to check";
+
+  SQLRL_REQUIRE_CUDA();
+  const std::vector<float> g_dev_off = step(true, 0.0f, dev_off), g_dev_on = step(true, C, dev_on);
+  for (size_t k = 0; k < bonus_cpu.size(); ++k) bonus_dev[k] = g_dev_on[k] - g_dev_off[k];
   double diff = 0;
   for (size_t k = 0; k < bonus_cpu.size(); ++k)
     diff += (static_cast<double>(bonus_dev[k]) - bonus_cpu[k]) * (static_cast<double>(bonus_dev[k]) - bonus_cpu[k]);
   diff = std::sqrt(diff);
-  const double budget = 5e-2 * (norm(g_cpu_on) + norm(g_cpu_off));
   std::printf("entropy bonus: |bonus grad| cpu %.4g, |cuda - cpu| %.3g (budget %.3g); gradient rel L2 %.3g; loss cpu "
               "%.6g cuda %.6g\n", norm(bonus_cpu), diff, budget, sqlrl::testing::relative_l2(g_dev_on, g_cpu_on), cpu_on.loss,
               dev_on.loss);
-  ASSERT_GT(norm(bonus_cpu), 4 * budget) << "the bonus is too small a part of the gradient to check";
   EXPECT_LE(diff, budget);
   EXPECT_LE(sqlrl::testing::relative_l2(g_dev_on, g_cpu_on), 5e-2);
   EXPECT_NEAR(dev_on.loss - dev_off.loss, cpu_on.loss - cpu_off.loss,

@@ -58,7 +58,6 @@ std::vector<double> losses_of(const std::vector<std::string>& lines) {
 }
 
 TEST(SftCuda, FirstUpdateMovesEachParameterAsTheCpuDoes) {
-  SQLRL_REQUIRE_CUDA();
   const int64_t vocab = 384;
   const QwenModel start = bf16_model(vocab, 11);
   SftConfig cfg;
@@ -71,22 +70,27 @@ TEST(SftCuda, FirstUpdateMovesEachParameterAsTheCpuDoes) {
   QwenModel cpu = start, dev = start;
   OptimizerState cpu_opt, dev_opt;
   run_sft(cpu, cpu_opt, pattern_data(vocab), cfg, SftRunOptions{});
+  // The CPU half (runs without a device): the step moves most weights, so the comparison below
+  // covers most of the model.
+  int64_t moved = 0;
+  for (size_t i = 0; i < start.params.size(); ++i) moved += cpu.params[i] != start.params[i];
+  ASSERT_GT(moved, static_cast<int64_t>(start.params.size() / 4));
+
+  SQLRL_REQUIRE_CUDA();
   SftRunOptions dopt;
   dopt.device = "cuda";
   run_sft(dev, dev_opt, pattern_data(vocab), cfg, dopt);
   double diff = 0, norm = 0;
-  int64_t moved = 0, flipped = 0;
+  int64_t flipped = 0;
   for (size_t i = 0; i < start.params.size(); ++i) {
     const double dc = double(cpu.params[i]) - start.params[i], dd = double(dev.params[i]) - start.params[i];
     diff += (dd - dc) * (dd - dc), norm += dc * dc;
-    moved += dc != 0;
     flipped += dc * dd < 0;
   }
   const double rel = std::sqrt(diff / norm);
   std::printf("first update: %lld parameters moved on the CPU, %lld moved the other way on CUDA; "
               "||d_cuda - d_cpu|| / ||d_cpu|| = %.3f\n",
               static_cast<long long>(moved), static_cast<long long>(flipped), rel);
-  ASSERT_GT(moved, static_cast<int64_t>(start.params.size() / 4));  // the step did move most weights
   EXPECT_LE(rel, 0.5);
 }
 
@@ -149,7 +153,6 @@ TEST(SftCuda, LoraFirstUpdateMovesEachAdapterParameterAsTheCpuDoes) {
 }
 
 TEST(SftCuda, FollowsTheCpuRunWithinBf16AndCheckpointsWhatItTrained) {
-  SQLRL_REQUIRE_CUDA();
   const int64_t vocab = 384;
   const QwenModel start = bf16_model(vocab, 11);
   std::vector<SftSequence> data = pattern_data(vocab);
@@ -168,7 +171,14 @@ TEST(SftCuda, FollowsTheCpuRunWithinBf16AndCheckpointsWhatItTrained) {
   SftRunOptions co;
   co.log = [&](const std::string& l) { cpu_lines.push_back(l); };
   SftRunStats cs = run_sft(cpu, cpu_opt, data, cfg, co);
+  // The CPU half (runs without a device): the run the device follows has max_steps updates, one
+  // loss line each, and learns.
+  const std::vector<double> a = losses_of(cpu_lines);
+  ASSERT_EQ(static_cast<int64_t>(a.size()), cfg.max_steps);
+  EXPECT_EQ(cs.updates, cfg.max_steps);
+  EXPECT_LT(cs.last_loss, 0.7 * cs.first_loss);
 
+  SQLRL_REQUIRE_CUDA();
   const std::string out = ::testing::TempDir() + "/sft_cuda_run";
   std::filesystem::remove_all(out);
   QwenModel dev = start;
@@ -179,26 +189,24 @@ TEST(SftCuda, FollowsTheCpuRunWithinBf16AndCheckpointsWhatItTrained) {
   dopt.log = [&](const std::string& l) { dev_lines.push_back(l); };
   SftRunStats ds = run_sft(dev, dev_opt, data, cfg, dopt);
 
-  std::vector<double> a = losses_of(cpu_lines), b = losses_of(dev_lines);
-  ASSERT_EQ(a.size(), 12u);
+  const std::vector<double> b = losses_of(dev_lines);
   ASSERT_EQ(b.size(), a.size());
   EXPECT_NEAR(b[0], a[0], 0.02 * a[0]);
   for (size_t i = 0; i < a.size(); ++i) {
     std::printf("update %zu: loss cpu %.4f cuda %.4f\n", i + 1, a[i], b[i]);
     EXPECT_NEAR(b[i], a[i], 0.05 * a[0]) << "update " << i + 1;
   }
-  EXPECT_LT(cs.last_loss, 0.7 * cs.first_loss);
   EXPECT_LT(ds.last_loss, 0.7 * ds.first_loss);
   EXPECT_EQ(ds.updates, cs.updates);
   EXPECT_EQ(dev_opt.adam_step, cpu_opt.adam_step);
 
   // The device run handed its master weights back and checkpointed exactly them.
   EXPECT_NE(dev.params, start.params);
-  ASSERT_EQ(ds.checkpoints.size(), 2u);
+  ASSERT_EQ(static_cast<int64_t>(ds.checkpoints.size()), (cfg.max_steps + cfg.save_every - 1) / cfg.save_every);
   QwenModel back = load_model(ds.checkpoints.back());
   EXPECT_EQ(back.params, dev.params);
   OptimizerState ob = load_optimizer(ds.checkpoints.back() + "/optimizer.safetensors", dev.num_params);
-  EXPECT_EQ(ob.adam_step, 12);
+  EXPECT_EQ(ob.adam_step, cfg.max_steps);
   double m_abs = 0;
   for (float x : ob.m) m_abs += std::fabs(x);
   EXPECT_GT(m_abs, 0.0) << "the device moments were not downloaded";

@@ -23,6 +23,14 @@ TEST(Demo, MiniRunWritesReport) {
   c.sizes = demo_sizes("mini");
   DemoReport r = run_demo(c);
 
+  // The demo's own list (what tests/rl_cuda's DemoCuda holds the device run to), and the places
+  // of the stages the grid below reads.
+  auto names = [](const DemoReport& rep) {
+    std::vector<std::string> out;
+    for (const DemoStage& s : rep.stages) out.push_back(s.name);
+    return out;
+  };
+  EXPECT_EQ(names(r), demo_stage_names(c.sizes));
   ASSERT_EQ(r.stages.size(), 4u);
   EXPECT_EQ(r.stages[0].name, "base");
   EXPECT_EQ(r.stages[2].name, "rl");
@@ -108,6 +116,7 @@ TEST(Demo, MiniRunWritesReport) {
   c.sizes.rl_single_turn = 0;
   c.sizes.base_dev_limit = 2;  // the base stage on 2 of the 4 dev questions, the others on all
   DemoReport second = run_demo(c);
+  EXPECT_EQ(names(second), demo_stage_names(c.sizes));
   ASSERT_EQ(second.stages.size(), 3u);
   EXPECT_EQ(second.stages[0].multi.total.n, 2);
   EXPECT_EQ(second.stages[0].single.total.n, 2);

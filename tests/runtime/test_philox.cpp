@@ -2,9 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <iterator>
+#include <vector>
 
 #include "runtime/philox.h"
 #include "runtime/random.h"
+#include "runtime/random_math.h"
 #include "tests/test_util.h"
 
 namespace sqlrl {
@@ -82,6 +86,41 @@ TEST(Philox, FillsAreIndependentOfTensorSize) {
   fill_uniform(large, 5, 1);
   std::vector<float> s = to_floats(small), l = to_floats(large);
   for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s[i], l[i]);
+}
+
+// fill_normal_range (and fill_normal, which runs it on the pool) gives every element the bits of
+// normal_element, the per-element definition the device fill shares, whatever pieces the range is
+// cut into: heads and tails that are not whole blocks of four, pieces of one element, a piece
+// inside one block; bf16 and f16 are those bits rounded. Catches a block path that differs from
+// the element formula by a rounding (llm_sqlrl init's checkpoints would change with the build),
+// and a piece that starts off a block boundary but reads its draws from the block's start
+// (checkpoints would change with the thread count).
+TEST(Philox, NormalRangeIsTheElementFormulaPieceByPiece) {
+  const uint64_t seed = 0x1234'5678'9abcull, stream = 5, n = 40'003;
+  const float mean = 0.25f, stddev = 0.02f;
+  std::vector<float> want(n);
+  for (uint64_t i = 0; i < n; ++i) want[i] = normal_element(seed, stream, i, mean, stddev);
+
+  Tensor whole = empty({static_cast<int64_t>(n)}, DType::F32);
+  fill_normal(whole, seed, stream, mean, stddev);
+  EXPECT_EQ(std::memcmp(whole.data(), want.data(), n * 4), 0) << "fill_normal";
+
+  // Cuts at every residue mod 4, with pieces of 1, 2, 3 and 5 elements among long ones.
+  const uint64_t cuts[] = {0, 1, 3, 6, 7, 12, 13, 18, 4099, 4102, 20'001, 20'002, 39'999, n};
+  std::vector<float> f32(n, NAN);
+  std::vector<uint16_t> bf16(n), f16(n);
+  for (size_t k = 0; k + 1 < std::size(cuts); ++k) {
+    const uint64_t a = cuts[k], count = cuts[k + 1] - a;
+    fill_normal_range(f32.data() + a, DType::F32, a, count, seed, stream, mean, stddev);
+    fill_normal_range(bf16.data() + a, DType::BF16, a, count, seed, stream, mean, stddev);
+    fill_normal_range(f16.data() + a, DType::F16, a, count, seed, stream, mean, stddev);
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(f32_bits(f32[i]), f32_bits(want[i])) << "element " << i;
+    ASSERT_EQ(bf16[i], f32_to_bf16_bits(want[i])) << "element " << i;
+    ASSERT_EQ(f16[i], f32_to_f16_bits(want[i])) << "element " << i;
+  }
+  EXPECT_THROW(fill_normal_range(f32.data(), DType::I32, 0, 4, seed, stream, mean, stddev), Error);
 }
 
 TEST(PhiloxCuda, DeviceDrawsEqualHostDraws) {

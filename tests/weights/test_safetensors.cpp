@@ -8,6 +8,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "runtime/thread_pool.h"
 #include "tests/test_util.h"
 #include "tests/weights/weights_test_util.h"
 #include "weights/safetensors.h"
@@ -299,6 +300,87 @@ TEST(Safetensors, FailedWriteLeavesNoPartialFileAndKeepsTheOldOne) {
     EXPECT_FALSE(std::filesystem::exists(path + ".tmp")) << budget;
     EXPECT_EQ(read_bytes(path), before) << budget;
   }
+}
+
+// Tensors large enough that the writer's buffers hold pieces of several of them and the pool
+// cuts each buffer's pieces at element indices that depend on its thread count, with a data
+// record between generated ones (the stream writes it from where it lies).
+struct MixedSet {
+  std::vector<std::string> blobs;
+  std::vector<TensorRecord> records;
+};
+MixedSet mixed_records(const std::vector<bool>& generated) {
+  MixedSet set;
+  const std::pair<StDType, int64_t> tensors[] = {{StDType::F64, 1'001}, {StDType::F32, 100'003}, {StDType::F32, 17},
+                                                 {StDType::I32, 5'003}, {StDType::BF16, 70'001}, {StDType::F16, 3},
+                                                 {StDType::U8, 9}};
+  set.blobs.reserve(std::size(tensors));
+  for (const auto& [dtype, n] : tensors) {
+    std::string blob(static_cast<size_t>(n) * st_dtype_size(dtype), '\0');
+    for (size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<char>((i * 131 + set.blobs.size() * 7 + 1) % 251);
+    set.blobs.push_back(blob);
+  }
+  for (size_t k = 0; k < std::size(tensors); ++k) {
+    TensorRecord r{"t" + std::to_string(k), tensors[k].first, {tensors[k].second}, nullptr};
+    const std::string* blob = &set.blobs[k];
+    const size_t size = st_dtype_size(r.dtype);
+    if (generated[k])
+      r.generate = [blob, size](uint64_t first, uint64_t count, void* out) {
+        std::memcpy(out, blob->data() + first * size, count * size);
+      };
+    else
+      r.data = blob->data();
+    set.records.push_back(r);
+  }
+  return set;
+}
+
+// Generated records write the bytes their data would (the same file, byte for byte), however
+// the buffers and the pool's threads cut them; on_written counts every data byte once.
+// Catches a piece written at the wrong buffer offset or with the wrong first element, a buffer
+// reused before its write finished, a data record written out of order, and a cut that depends
+// on the thread count.
+TEST(Safetensors, GeneratedRecordsWriteTheBytesOfTheirData) {
+  TempDir dir;
+  const MixedSet plain = mixed_records(std::vector<bool>(7, false));
+  write_safetensors(dir.file("data.safetensors"), plain.records);
+  const std::string want = read_bytes(dir.file("data.safetensors"));
+  uint64_t data_bytes = 0;
+  for (const std::string& b : plain.blobs) data_bytes += b.size();
+  ThreadPool one(1), three(3);
+  for (ThreadPool* pool : {&one, &three})
+    for (size_t chunk : {size_t{1} << 10, size_t{3} << 15, size_t{32} << 20}) {
+      const MixedSet set = mixed_records({true, true, true, false, true, true, false});
+      WriteOptions options;
+      options.pool = pool;
+      options.chunk_bytes = chunk;
+      uint64_t reported = 0;
+      options.on_written = [&](uint64_t bytes) { reported += bytes; };
+      const std::string path = dir.file("gen.safetensors");
+      write_safetensors(path, set.records, options);
+      EXPECT_EQ(read_bytes(path), want) << pool->size() << " threads, chunks of " << chunk;
+      EXPECT_EQ(reported, data_bytes) << pool->size() << " threads, chunks of " << chunk;
+    }
+  // A generator that fails, and one that writes no more than the disk takes: no file is left.
+  MixedSet set = mixed_records(std::vector<bool>(7, true));
+  set.records[4].generate = [](uint64_t, uint64_t, void*) { fail("the generator gave up"); };
+  WriteOptions small;
+  small.chunk_bytes = 4096;
+  EXPECT_THROW(write_safetensors(dir.file("failed.safetensors"), set.records, small), Error);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("failed.safetensors.tmp")));
+  const MixedSet full = mixed_records(std::vector<bool>(7, true));
+  small.write_fn = disk_full_after(want.size() / 2);
+  try {
+    write_safetensors(dir.file("full.safetensors"), full.records, small);
+    FAIL() << "a write past the disk's budget succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at byte " + std::to_string(want.size() / 2)), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("full.safetensors.tmp")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("full.safetensors")));
+  small.write_fn = nullptr;
+  small.chunk_bytes = 12;
+  EXPECT_THROW(write_safetensors(dir.file("odd.safetensors"), full.records, small), Error);
 }
 
 }  // namespace
