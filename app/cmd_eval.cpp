@@ -90,6 +90,9 @@ void run_eval_command(EvalArgs& args) {
   check(!greedy || options.samples == 1, "eval: --mode greedy takes one sample; --samples ", a.samples,
         " needs --mode vote or passk");
   check(a.samples >= 0 && a.limit >= 0 && a.batch > 0, "eval: samples and limit must be >= 0, batch positive");
+  // Every question's samples are held at once (vote, pass@k): 10^9 of them was a bare bad_alloc.
+  constexpr int64_t kMaxSamples = 4096;
+  check(a.samples <= kMaxSamples, "eval: --samples ", a.samples, " is above ", kMaxSamples, " per question");
   const double given_temperature = a.temperature;
   if (a.temperature < 0) a.temperature = greedy ? 0.0 : 1.0;
   check(!greedy || a.temperature == 0, "eval: --mode greedy decodes at temperature 0; --temperature ", given_temperature,

@@ -18,6 +18,7 @@
 #include "rl/options.h"
 #include "rl/policy.h"
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/stream.h"
 #include "tokenizer/tokenizer.h"
@@ -92,7 +93,9 @@ void run_generate(GenerateArgs& args) {
   if (!args.chat.empty()) {
     std::vector<ChatMessage> messages;
     ChatOptions options;
-    chat_request_from_json(nlohmann::ordered_json::parse(read_text(args.chat)), &messages, &options);
+    const std::string text = read_text(args.chat);
+    check_json_depth(text, args.chat);
+    chat_request_from_json(nlohmann::ordered_json::parse(text), &messages, &options);
     options.add_generation_prompt = true;
     prompt = encode(*tok, render_chat(messages, options));
   }

@@ -19,6 +19,7 @@
 #include "app/launch.h"
 #include "kernels/attention.h"
 #include "app/options.h"
+#include "rl/run_folder.h"
 #include "rl/options.h"
 #include "rl/sft/sft.h"
 #include "rl/sft/sft_demos.h"
@@ -65,6 +66,8 @@ void add_sft_training_options(OptionTable& t, SftTraining& s) {
   });
 }
 
+constexpr int64_t kMaxGradAccum = 65536;
+
 // The checks CLI11 made per flag before the table, now on the resolved values.
 void finish_sft_training(SftTraining& s, const char* command) {
   const rl::SftConfig& c = s.config;
@@ -72,6 +75,10 @@ void finish_sft_training(SftTraining& s, const char* command) {
         ": epochs, max-steps, save-every and share-group must be >= 0");
   check(c.lr > 0, command, ": lr must be positive, got ", c.lr);
   check(c.micro_batch_tokens > 0 && c.grad_accum > 0, command, ": micro-batch-tokens and grad-accum must be positive");
+  // Each micro-batch of an update is planned up front: 10^9 of them asked for gigabytes before
+  // the first step. No real run accumulates more than a few hundred.
+  check(c.grad_accum <= kMaxGradAccum, command, ": grad-accum ", c.grad_accum, " is above ", kMaxGradAccum,
+        " micro-batches per update");
   check(c.warmup_ratio >= 0 && c.warmup_ratio <= 1 && c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1, command,
         ": warmup-ratio and min-lr-ratio must be in [0, 1]");
   check(c.adamw.beta1 >= 0 && c.adamw.beta1 < 1 && c.adamw.beta2 >= 0 && c.adamw.beta2 < 1 && c.adamw.eps > 0, command,
@@ -144,6 +151,8 @@ rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel&
         "/config.toml --out ", a.resume);
   const std::string ckpt = rl::resolve_checkpoint(a.resume);
   rl::SftCheckpoint ck = rl::read_sft_checkpoint(ckpt);
+  const std::string note = rl::blas_threads_note(rl::read_trainer_state(ckpt, "sft"), ckpt);
+  if (!note.empty()) std::printf("%s\n", note.c_str());
   const std::string state_file = (fs::path(ckpt) / "trainer_state.json").string();
   auto recorded = [&](const char* key) {
     check(ck.run.contains(key) && ck.run[key].is_string(), state_file, ": run.", key,

@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 #include "runtime/file_io.h"
 #include "runtime/log.h"
 #include "tokenizer/chat_template.h"
@@ -69,6 +70,7 @@ void run_tokenize(const TokenizeArgs& args) {
   while (std::getline(*in, line)) {
     ++line_no;
     if (line.empty() || line == "\r") continue;
+    check_json_depth(line, str_cat(source, ":", line_no));
     nlohmann::ordered_json j;
     try {
       j = nlohmann::ordered_json::parse(line);
@@ -88,6 +90,11 @@ void run_tokenize(const TokenizeArgs& args) {
         std::vector<int32_t> ids;
         for (const auto& v : j["ids"]) {
           check(v.is_number_integer(), "ids must be integers");
+          // get<int32_t> wraps: 4294967297 decoded as id 1. Out of range is an error (the
+          // decoder names ids past the vocabulary itself).
+          const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t{INT32_MAX}
+                                                       : v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX;
+          check(in_range, "id ", v.dump(), " is not a token id (0 to ", INT32_MAX, ")");
           ids.push_back(v.get<int32_t>());
         }
         out["text"] = decode(*tok, ids, args.skip_special);

@@ -65,6 +65,19 @@ void refuse_changed_training(rl::TrainConfig saved, rl::TrainConfig asked, const
        "Start a new run (--out) to train with new ones");
 }
 
+// A resumed run writes into its own folder. --out naming another was printed as the run folder
+// and then ignored: refused instead.
+void refuse_other_out(const rl::TrainConfig& config, const OptionSources& sources, const std::string& folder) {
+  const OptionTable table = rl::config_fields(config);
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (table[i].key != std::string("out") || sources[i] != "flag") continue;
+    std::error_code ec;
+    if (std::filesystem::equivalent(config.out, folder, ec)) return;
+    fail("resume: --out ", config.out, " is not the resumed run's folder ", folder,
+         ": a resumed run writes into its own folder (leave --out out, or start a new run without --resume)");
+  }
+}
+
 void run_train(TrainArgs& args) {
   // No argument at all: the embedded end-to-end run. GRPO straight from a random tiny
   // model never earns a reward; the demo warm-starts it with SFT on gold demonstrations first.
@@ -93,7 +106,11 @@ void run_train(TrainArgs& args) {
                       rl::config_fields, &sources, {"chat-template"});
   }
   rl::TrainConfig config = resolve_options(args.flags, args.settings, base, rl::config_fields, &sources);
-  if (!args.settings.resume.empty()) refuse_changed_training(base, config, args.settings.resume);
+  if (!args.settings.resume.empty()) {
+    refuse_changed_training(base, config, args.settings.resume);
+    refuse_other_out(config, sources, args.settings.resume);
+    config.out = args.settings.resume;  // what the run writes into, so the printed settings say so
+  }
   rl::validate_config(config);  // a bad setting is named before a device or a job is looked for
   // Several processes (mpirun, srun, RANK/WORLD_SIZE): rank 0 prints, writes the run folder
   // and its cache first; the others then read that cache (rl/grpo/train.h TrainEnv::comm).

@@ -1,6 +1,7 @@
 // llm_sqlrl: one binary, one subcommand per job.
 #include <csignal>
 #include <cstdio>
+#include <new>
 
 #include "app/commands.h"
 #include "app/launch.h"
@@ -38,15 +39,20 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
+    // What std::bad_alloc says ("std::bad_alloc") names neither the cause nor a way out.
+    const char* what = dynamic_cast<const std::bad_alloc*>(&e)
+                           ? "out of memory: a buffer larger than this machine can hold was asked for (a size "
+                             "setting too large for it, or an input larger than it can hold)"
+                           : e.what();
     // In a job of several processes every rank's error names its rank, and the whole job ends
     // (the others may be waiting on this one in a collective).
     const sqlrl::Comm* job = sqlrl::joined_job();
     if (job && job->world_size > 1) {
-      std::fprintf(stderr, "error (rank %d of %d): %s\n", job->rank, job->world_size, e.what());
+      std::fprintf(stderr, "error (rank %d of %d): %s\n", job->rank, job->world_size, what);
       std::fflush(stderr);
       sqlrl::comm_abort(*job, 1);
     }
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", what);
     return 1;
   }
   sqlrl::leave_job();

@@ -58,6 +58,16 @@ CLI::Option* add_table_flag(CLI::App* cmd, const Option& o) {
         using T = std::remove_pointer_t<decltype(p)>;
         if constexpr (std::is_same_v<T, bool>)
           return cmd->add_flag(flag, *p, std::string(o.help) + (*p ? " (on by default; " + flag + "=false turns it off)" : ""));
+        else if constexpr (std::is_same_v<T, uint64_t>)
+          // CLI11 converts "-1" to 2^64 - 1 (a negative seed silently became another seed), as
+          // strtoull does; the config files refuse it too (runtime/options.cpp).
+          return cmd->add_option(flag, *p, o.help)
+              ->capture_default_str()
+              ->check(CLI::Validator(
+                  [](std::string& text) {
+                    return text.find('-') == std::string::npos ? std::string() : "must be >= 0, got " + text;
+                  },
+                  "UINT", "non-negative"));
         else return cmd->add_option(flag, *p, o.help)->capture_default_str();  // --help shows the default
       },
       o.value);

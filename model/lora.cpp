@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 #include "runtime/file_io.h"
 #include "runtime/gemm.h"
 #include "runtime/random.h"
@@ -111,6 +112,7 @@ std::vector<std::array<bool, kLoraModules>> lora_targets(const LoraConfig& c, co
 }
 
 LoraConfig parse_lora_config_json(const std::string& text, const std::string& source) {
+  check_json_depth(text, source);
   json j;
   try {
     j = json::parse(text);

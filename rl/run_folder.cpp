@@ -4,12 +4,16 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cblas.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/gemm.h"
+#include "runtime/json_depth.h"
 
 namespace sqlrl::rl {
 namespace fs = std::filesystem;
@@ -88,13 +92,35 @@ void copy_tokenizer_files(const std::string& tokenizer_path, const std::string& 
   }
 }
 
+namespace {
+
+// The CPU GEMMs' thread count as far as their bits go: OpenBLAS picks other kernels and
+// partitions for other counts (runtime/gemm.h), so a resume under another OMP_NUM_THREADS /
+// OPENBLAS_NUM_THREADS continues with other bits. 0: thread-independent GEMMs (data-parallel
+// runs), whose bits no thread count changes.
+int64_t gemm_threads_for_bits() { return gemm_thread_independent() ? 0 : openblas_get_num_threads(); }
+
+}  // namespace
+
 nlohmann::ordered_json trainer_state_head(const char* trainer, const OptimizerState& optimizer) {
   nlohmann::ordered_json j;
   j["version"] = kTrainerStateVersion;
   j["trainer"] = trainer;
   j["step"] = optimizer.train_step;
   j["adam_step"] = optimizer.adam_step;
+  j["blas_threads"] = gemm_threads_for_bits();
   return j;
+}
+
+std::string blas_threads_note(const nlohmann::json& saved, const std::string& checkpoint) {
+  if (!saved.contains("blas_threads") || !saved["blas_threads"].is_number_integer()) return "";
+  const int64_t then = saved["blas_threads"].get<int64_t>(), now = gemm_threads_for_bits();
+  if (then == now) return "";
+  auto name = [](int64_t t) { return t == 0 ? std::string("thread-independent GEMMs") : str_cat(t, " OpenBLAS threads"); };
+  return str_cat("resume: ", checkpoint, " was trained with ", name(then), ", this process has ", name(now),
+                 ": the CPU GEMMs sum in another order, so the steps from here differ in the last bits from a run "
+                 "never interrupted",
+                 then > 0 ? str_cat(" (OPENBLAS_NUM_THREADS=", then, " reproduces them)") : std::string());
 }
 
 std::string save_checkpoint(const std::string& run_dir, int64_t step, const QwenModel& model,
@@ -160,7 +186,9 @@ void load_checkpoint_weights(const std::string& checkpoint, QwenModel& model, Lo
 nlohmann::json read_trainer_state(const std::string& checkpoint, const char* trainer) {
   const std::string path = (fs::path(checkpoint) / "trainer_state.json").string();
   check(fs::is_regular_file(path), path, ": cannot read (not a checkpoint folder?)");
-  nlohmann::json j = nlohmann::json::parse(read_file_text(path), nullptr, false);
+  const std::string text = read_file_text(path);
+  check_json_depth(text, path);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   check(!j.is_discarded() && j.is_object(), path, ": not a JSON object");
   if (!j.contains("version")) {
     // Before version 1: SFT wrote "format": "sqlrl-sft" and "train_step", GRPO neither.
@@ -208,10 +236,14 @@ void truncate_jsonl(const std::string& path, int64_t step) {
   if (!fs::exists(path)) return;
   std::ifstream in(path, std::ios::binary);
   std::string line, kept;
-  while (std::getline(in, line)) {
+  for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.empty()) continue;
+    // Lines this program did not write whole (a crash mid-line, absurd nesting) are dropped.
+    if (json_too_deep_at(line) != std::string_view::npos) continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("step") || j["step"].get<int64_t>() > step) continue;
+    if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
+    check(j["step"].is_number_integer(), path, ":", number, ": \"step\" is not an integer: ", line.substr(0, 80));
+    if (j["step"].get<int64_t>() > step) continue;
     kept += line + "\n";
   }
   in.close();

@@ -82,6 +82,10 @@ void load_checkpoint_weights(const std::string& checkpoint, QwenModel& model, Lo
 // trainer_state.json of a checkpoint, checked to be `trainer`'s and of a known version, with the
 // pre-version files brought to version 1 ("step" set). Errors name the file.
 nlohmann::json read_trainer_state(const std::string& checkpoint, const char* trainer);
+// "" when the state's blas_threads (the CPU GEMMs' thread count when it was saved; 0 =
+// thread-independent) is this process's or absent; otherwise one line saying that the resumed
+// steps will differ in their last bits and how to reproduce them. Resumes print it.
+std::string blas_threads_note(const nlohmann::json& saved, const std::string& checkpoint);
 
 // The highest complete checkpoints/step-N (one with trainer_state.json), "" when none.
 std::string latest_checkpoint(const std::string& run_dir);

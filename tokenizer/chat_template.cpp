@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 #include "runtime/file_io.h"
 
 namespace sqlrl {
@@ -279,9 +280,11 @@ std::optional<ChatTemplate> detect_chat_template_for_tokenizer(const std::string
   if (fs::is_regular_file(dir / "chat_template.jinja")) return detect_chat_template(read_file_text((dir / "chat_template.jinja").string()));
   fs::path config_path = dir / "tokenizer_config.json";
   if (!fs::is_regular_file(config_path)) return std::nullopt;
+  const std::string text = read_file_text(config_path);
+  check_json_depth(text, config_path.string());
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(read_file_text(config_path));
+    config = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail(config_path.string(), ": not valid JSON: ", e.what());
   }

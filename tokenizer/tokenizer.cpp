@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/unicode.h"
 
@@ -217,6 +218,7 @@ std::atomic<uint64_t> next_instance{1};
 std::unique_ptr<Tokenizer> load_tokenizer_from_string(std::string_view json_text, const std::string& source) {
   auto tok = std::make_unique<Tokenizer>();
   tok->source = source;
+  check_json_depth(json_text, source);
   json j;
   try {
     j = json::parse(json_text);

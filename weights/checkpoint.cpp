@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/json_depth.h"
 #include "weights/qwen_params.h"
 
 namespace sqlrl {
@@ -54,9 +55,11 @@ static void add_file(Checkpoint& c, SafetensorsFile file) {
 
 // The sharded layout: the index names a shard for every tensor; both directions must agree.
 static void open_sharded(Checkpoint& c, const std::string& index_path) {
+  const std::string text = read_text(index_path);
+  check_json_depth(text, index_path);
   json index;
   try {
-    index = json::parse(read_text(index_path));
+    index = json::parse(text);
   } catch (const json::exception& e) {
     fail(index_path, ": invalid JSON: ", e.what());
   }
@@ -116,7 +119,10 @@ Checkpoint open_checkpoint(const std::string& path) {
     // A PEFT adapter folder (a LoRA run's checkpoint) holds no model: say what to do with it.
     if (fs::exists(folder / "adapter_config.json")) {
       std::string base;
-      const nlohmann::json j = nlohmann::json::parse(read_text((folder / "adapter_config.json").string()), nullptr, false);
+      const std::string text = read_text((folder / "adapter_config.json").string());
+      const nlohmann::json j = json_too_deep_at(text) == std::string_view::npos
+                                   ? nlohmann::json::parse(text, nullptr, false)
+                                   : nlohmann::json(nlohmann::json::value_t::discarded);
       if (j.is_object() && j.contains("base_model_name_or_path") && j["base_model_name_or_path"].is_string())
         base = j["base_model_name_or_path"].get<std::string>();
       fail(path, ": holds a LoRA adapter (adapter_config.json), not a model: pass its base model as --weights and this "

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 
 namespace sqlrl {
 
@@ -74,6 +75,7 @@ static bool optional_bool(const json& j, const char* field, bool fallback, const
 }
 
 QwenConfig parse_config_json(const std::string& text, const std::string& source) {
+  check_json_depth(text, source);
   json j;
   try {
     j = json::parse(text);

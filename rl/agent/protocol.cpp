@@ -4,6 +4,7 @@
 
 #include "rl/agent/protocol_impl.h"
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 #include "tokenizer/chat_template.h"
 
 namespace sqlrl::rl {
@@ -150,15 +151,10 @@ std::string strip_sql_fence(std::string_view inner) {
 
 ToolCall parse_tool_call(std::string_view body) {
   ToolCall call;
-  // nlohmann's parser recurses per nesting level: refuse absurd depth before it can overflow
-  // the stack on adversarial text. Real calls nest 2-3 levels.
-  int depth = 0, max_depth = 0;
-  for (char ch : body) {
-    if (ch == '{' || ch == '[') max_depth = std::max(max_depth, ++depth);
-    if (ch == '}' || ch == ']') --depth;
-  }
-  if (max_depth > 64) {
-    call.error = "tool call JSON nests " + std::to_string(max_depth) + " levels (limit 64)";
+  // Absurd depth refused before parsing (runtime/json_depth.h). Real calls nest 2-3 levels.
+  constexpr int kToolCallDepth = 64;
+  if (json_too_deep_at(body, kToolCallDepth) != std::string_view::npos) {
+    call.error = "tool call JSON nests deeper than " + std::to_string(kToolCallDepth) + " levels";
     return call;
   }
   nlohmann::json j = nlohmann::json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);

@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "rl/demo/demo.h"
 #include "rl/demo/demo_format.h"
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 #include "runtime/file_io.h"
 
 namespace fs = std::filesystem;
@@ -187,8 +189,10 @@ bool same_settings(const nlohmann::json& saved, const nlohmann::json& wanted) {
 nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   check(in.good(), path.string(), ": cannot read");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  check_json_depth(text, path.string());
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail(path.string(), ": ", e.what());
   }

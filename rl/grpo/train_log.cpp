@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 #include "runtime/file_io.h"
 #include "runtime/progress.h"
 
@@ -166,6 +167,7 @@ BestEval best_eval_in(const std::string& metrics_path) {
   std::ifstream in(metrics_path, std::ios::binary);
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
+    if (json_too_deep_at(line) != std::string_view::npos) continue;  // not a line this program wrote
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.contains("eval")) continue;
     double ex = 0;

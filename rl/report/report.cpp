@@ -9,6 +9,7 @@
 
 #include "rl/report/report.h"
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 #include "runtime/file_io.h"
 #include "tokenizer/unicode.h"
 
@@ -24,6 +25,7 @@ std::vector<nlohmann::ordered_json> read_jsonl(const fs::path& path) {
   for (std::string line; std::getline(in, line);) {
     ++number;
     if (line.empty()) continue;
+    check_json_depth(line, str_cat(path.string(), ":", number));
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(line, nullptr, false);
     check(!j.is_discarded() && j.is_object(), path.string(), ":", number, ": not a JSON object: ", line.substr(0, 80));
     out.push_back(std::move(j));
@@ -170,7 +172,9 @@ ReportRun load_report_run(const std::string& dir, const std::string& label) {
     for (const auto& entry : fs::directory_iterator(root / "eval")) {
       const fs::path summary = entry.path() / "summary.json";
       if (!fs::exists(summary)) continue;
-      nlohmann::ordered_json j = nlohmann::ordered_json::parse(read_file_text(summary.string()), nullptr, false);
+      const std::string text = read_file_text(summary.string());
+      check_json_depth(text, summary.string());
+      nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
       check(!j.is_discarded() && j.is_object(), summary.string(), ": not a JSON object");
       const std::string name = entry.path().filename().string();
       run.evals.push_back({name, step_of(name), std::move(j)});

@@ -4,6 +4,7 @@
 
 #include "rl/agent/untrusted.h"
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 
 namespace sqlrl::rl {
 
@@ -168,6 +169,7 @@ std::vector<SftSequence> load_sft_jsonl(const std::string& path, const Tokenizer
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string source = path + ":" + std::to_string(number);
     ++st.lines;
+    check_json_depth(text, source);
     nlohmann::ordered_json line = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
     check(!line.is_discarded(), source, ": not valid JSON");
     SftSequence seq = sft_sequence_from_json(line, tok, options, source);

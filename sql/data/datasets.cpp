@@ -8,8 +8,10 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <iterator>
 
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 
 namespace sqlrl::sql {
 namespace fs = std::filesystem;
@@ -94,8 +96,10 @@ namespace {
 json read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   check(in.good(), path, ": cannot open");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  check_json_depth(text, path);
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     fail(path, ": not valid JSON: ", e.what());
   }

@@ -9,8 +9,10 @@
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
+#include <iterator>
 
 #include "runtime/error.h"
+#include "runtime/json_depth.h"
 #include "sql/eval/lexer.h"
 
 namespace sqlrl::sql {
@@ -65,9 +67,11 @@ ForeignKeyMap build_foreign_key_map(const nlohmann::json& entry) {
 std::unordered_map<std::string, ForeignKeyMap> load_foreign_key_maps(const std::string& path) {
   std::ifstream in(path);
   check(in.good(), path, ": cannot open tables file");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  check_json_depth(text, path);
   nlohmann::json data;
   try {
-    data = nlohmann::json::parse(in);
+    data = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": not valid JSON: ", e.what());
   }

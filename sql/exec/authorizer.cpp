@@ -43,6 +43,20 @@ const char* action_name(int action) {
   }
 }
 
+// Functions a read-only agent never needs and that reach past SQL: load_extension runs a shared
+// library's code; fts3_tokenizer (Debian's libsqlite3 is built with ENABLE_FTS3_TOKENIZER) returns
+// a tokenizer module's address with one argument (an ASLR leak) and with two plants a pointer that
+// a later FTS3 query on the same pooled connection calls. The connection also turns the
+// two-argument form off (pool.cpp); the authorizer refuses both forms with a reason.
+struct RefusedFunction {
+  const char* name;
+  const char* why;
+};
+constexpr RefusedFunction kRefusedFunctions[] = {
+    {"load_extension", "the database is read-only"},
+    {"fts3_tokenizer", "it reads and sets native function pointers"},
+};
+
 int authorize(void* user, int action, const char* arg1, const char* arg2, const char* /*db*/,
               const char* /*trigger*/) {
   auto* state = static_cast<AuthorizerState*>(user);
@@ -52,11 +66,12 @@ int authorize(void* user, int action, const char* arg1, const char* arg2, const 
     case SQLITE_RECURSIVE:
       return SQLITE_OK;
     case SQLITE_FUNCTION: {
-      std::string name = lower(arg2);
-      if (name == "load_extension") {
-        state->denied = "not authorized: load_extension() is refused (the database is read-only)";
-        return SQLITE_DENY;
-      }
+      const std::string name = lower(arg2);
+      for (const RefusedFunction& f : kRefusedFunctions)
+        if (name == f.name) {
+          state->denied = str_cat("not authorized: ", f.name, "() is refused (", f.why, ")");
+          return SQLITE_DENY;
+        }
       return SQLITE_OK;
     }
     case SQLITE_UPDATE: {

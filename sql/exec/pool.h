@@ -23,18 +23,25 @@ struct Limits {
   int64_t timeout_ms = 5000;         // wall clock; <= 0 = none. Reported as "timeout after N ms".
   int64_t max_vm_steps = 0;          // deterministic budget in SQLite VM steps; 0 = none
   size_t max_rows = 10000;           // rows fetched; more = truncated
-  size_t max_result_bytes = 16 << 20;  // sum of cell sizes (8 per number, length of text/blob)
+  // The rows' memory: per row sizeof(Row) + sizeof(Cell) per cell (NULL and '' too) + the bytes of
+  // its texts and blobs; more = truncated.
+  size_t max_result_bytes = 16 << 20;
   size_t max_sql_bytes = 100000;     // longer SQL is refused before SQLite sees it
   // The memory one statement may hold inside SQLite (parse, sorts, temp tables, values), counted
   // on the thread that runs it; 0 = no cap beyond PoolOptions::heap_limit_bytes. The step-based
   // timeout cannot stop a single huge allocation (zeroblob(1e9), a string-doubling CTE): this
   // and max_value_bytes do, within milliseconds.
   int64_t max_query_memory_bytes = int64_t(256) << 20;
-  // Longest string, blob or row SQLite may build (SQLITE_LIMIT_LENGTH). These three: <= 0 =
-  // SQLite's own default (1e9 bytes, depth 1000, 500 terms).
+  // Longest string, blob or row SQLite may build (SQLITE_LIMIT_LENGTH). These four: <= 0 =
+  // SQLite's own default (1e9 bytes, depth 1000, 500 terms, 50,000 bytes).
   int64_t max_value_bytes = int64_t(1) << 20;
   int max_expr_depth = 256;       // SQLITE_LIMIT_EXPR_DEPTH
   int max_compound_select = 64;   // SQLITE_LIMIT_COMPOUND_SELECT: UNION/EXCEPT terms
+  // Longest LIKE or GLOB pattern (SQLITE_LIMIT_LIKE_PATTERN_LENGTH). One LIKE is one VM step
+  // however long it runs, and its matcher takes up to (pattern x string) work: a 50,000-byte
+  // pattern against a 1 MB string ran for minutes past every budget. Spider's and BIRD's gold
+  // patterns are a few dozen bytes.
+  int max_like_pattern_bytes = 256;
 };
 
 // What the official Spider and BIRD scripts allow (Python's sqlite3, fetchall): no row, byte,

@@ -320,6 +320,7 @@ TEST(EvalCli, RunsTwiceBitIdenticalAndRejectsBadInput) {
       {" --compare exact", "--compare 'exact'"},
       {" --device tpu", "device 'tpu' is not cpu or cuda"},
       {" --no-thinking", "--no-thinking is now spelled --enable-thinking=false"},
+      {" --mode passk --samples 1000000000", "--samples 1000000000 is above 4096 per question"},  // was std::bad_alloc
   };
   for (const Bad& b : bad) {
     sqlrl::testing::CommandResult r = sqlrl::testing::run_command(base + b.flags + " --out " + temp_dir() + "/cli_bad");

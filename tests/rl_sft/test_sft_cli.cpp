@@ -76,6 +76,14 @@ TEST(SftCli, BadInputIsOneLineNamingFileLineAndField) {
   run = testing::run_command(std::string(SQLRL_BINARY) + " sft --weights " + dir + "/model");
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.output.find("--data"), std::string::npos) << run.output;
+  // 10^9 micro-batches per update allocated past 6 GiB before it failed with a bare bad_alloc.
+  run = testing::run_command(std::string(SQLRL_BINARY) + " sft --grad-accum 1000000000 --data " + dir +
+                             "/good.jsonl --weights " + dir + "/model --tokenizer " + dir + "/tokenizer.json --out " +
+                             dir + "/run_accum");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+  EXPECT_NE(run.output.find("sft: grad-accum 1000000000 is above 65536 micro-batches per update"), std::string::npos)
+      << run.output;
   run = testing::run_command(std::string(SQLRL_BINARY) + " sft --device tpu --weights " + dir + "/model");
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.output.find("sft: device 'tpu' is not cpu or cuda"), std::string::npos) << run.output;

@@ -164,6 +164,10 @@ TEST(SftJsonl, BadLinesNameFileLineAndField) {
   expect_load_error("mask.jsonl", "{\"tokens\": [1, 2], \"mask\": [0, 2]}\n", "1", "mask[1]");
   expect_load_error("none.jsonl", "{\"text\": \"hello\"}\n", "1", "exactly one of");
   expect_load_error("role.jsonl", "{\"messages\": [{\"content\": \"x\"}]}\n", "1", "role");
+  // 100,000 levels in tokens: the error quoting tokens[0] recursed per level (a stack overflow).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_load_error("deep.jsonl", good + "{\"tokens\": [" + deep + "], \"mask\": [1]}\n", "2",
+                    "nests deeper than 256 levels");
 }
 
 SftSequence seq_of(int n, int start) {

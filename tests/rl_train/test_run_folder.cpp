@@ -107,8 +107,33 @@ TEST(RunFolder, JsonlIsCutBackToTheResumedStep) {
     for (int s = 1; s <= 5; ++s) w.append("{\"step\": " + std::to_string(s) + "}");
   }
   std::ofstream(path, std::ios::app) << "{\"step\": 6, \"half a li";  // a crash mid-line
+  std::ofstream(path, std::ios::app) << "\n" << std::string(100000, '[') << "\n";  // absurd nesting
   truncate_jsonl(path, 3);
   EXPECT_EQ(sql::testing::file_bytes(path), "{\"step\": 1}\n{\"step\": 2}\n{\"step\": 3}\n");
+  // A step that is not an integer is an error naming the file and the line (it was a bare
+  // "[json.exception.type_error.302] ...").
+  std::ofstream(path, std::ios::app) << "{\"step\": \"x\"}\n";
+  const std::string err = error_of([&] { truncate_jsonl(path, 3); });
+  EXPECT_EQ(err, path + ":4: \"step\" is not an integer: {\"step\": \"x\"}");
+}
+
+// Resumed bits depend on the CPU GEMMs' thread count (runtime/gemm.h): a checkpoint records it and
+// a resume under another count says so, with the setting that reproduces the run.
+TEST(RunFolder, ResumeUnderOtherBlasThreadsSaysSo) {
+  OptimizerState optimizer;
+  const nlohmann::ordered_json head = trainer_state_head("grpo", optimizer);
+  ASSERT_TRUE(head.contains("blas_threads")) << head.dump();
+  nlohmann::json saved = nlohmann::json::parse(head.dump());
+  EXPECT_EQ(blas_threads_note(saved, "ck"), "");
+  const int64_t now = saved["blas_threads"].get<int64_t>();
+  saved["blas_threads"] = now + 3;
+  EXPECT_EQ(blas_threads_note(saved, "ck"),
+            str_cat("resume: ck was trained with ", now + 3, " OpenBLAS threads, this process has ",
+                    now == 0 ? std::string("thread-independent GEMMs") : str_cat(now, " OpenBLAS threads"),
+                    ": the CPU GEMMs sum in another order, so the steps from here differ in the last bits from a run "
+                    "never interrupted (OPENBLAS_NUM_THREADS=", now + 3, " reproduces them)"));
+  saved.erase("blas_threads");  // checkpoints from before the field
+  EXPECT_EQ(blas_threads_note(saved, "ck"), "");
 }
 
 // Every command that takes --weights finds the tokenizer beside them, as --help says (generate

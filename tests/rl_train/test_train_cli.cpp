@@ -80,6 +80,18 @@ TEST(TrainCli, EmbeddedDefaultTwoStepsThenResume) {
   EXPECT_NE(changed.rc, 0);
   EXPECT_NE(changed.err.find("other values of protocol, lr"), std::string::npos) << changed.err;
   EXPECT_EQ(count_lines(dir + "/metrics.jsonl"), 2u);
+  // --out elsewhere was printed as the run folder while the run wrote into the resumed one.
+  CliRun elsewhere = run_train("--resume " + dir + " --max-steps 3 --out " + dir + "_other");
+  EXPECT_NE(elsewhere.rc, 0);
+  EXPECT_NE(elsewhere.err.find("resume: --out " + dir + "_other is not the resumed run's folder"), std::string::npos)
+      << elsewhere.err;
+  EXPECT_FALSE(fs::exists(dir + "_other"));
+  EXPECT_EQ(count_lines(dir + "/metrics.jsonl"), 2u);
+  // A negative seed ran as seed 2^64 - 1.
+  CliRun negative = run_train("--seed -1 --max-steps 1 --out " + dir + "_seed");
+  EXPECT_NE(negative.rc, 0);
+  EXPECT_NE(negative.err.find("must be >= 0, got -1"), std::string::npos) << negative.err;
+  EXPECT_FALSE(fs::exists(dir + "_seed"));
 
   // --resume takes the run's own config; only --max-steps is given again.
   CliRun again = run_train("--resume " + dir + " --max-steps 3");

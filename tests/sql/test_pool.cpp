@@ -129,11 +129,34 @@ TEST(SqlPool, CrossJoinStopsAtRowAndByteCaps) {
 
   Limits bytes_cap;
   bytes_cap.max_rows = 100000000;
-  bytes_cap.max_result_bytes = 100000;  // each row is 10 + 10 bytes of text
+  bytes_cap.max_result_bytes = 100000;
+  // Each row: the row, two cells and 10 + 10 bytes of text.
+  const size_t row = sizeof(Row) + 2 * sizeof(Cell) + 20;
   Result b = pool.execute(db, "SELECT a.pad, b.pad FROM t a, t b", bytes_cap);
   EXPECT_TRUE(b.truncated);
-  EXPECT_EQ(b.rows.size(), 5000u);
-  EXPECT_EQ(b.result_bytes, 100000u);
+  EXPECT_EQ(b.rows.size(), 100000 / row);
+  EXPECT_EQ(b.result_bytes, 100000 / row * row);
+  EXPECT_EQ(b.truncation, "more than 100000 bytes of rows");
+}
+
+// Cells cost memory whatever they hold: 2,000 '' (or NULL) columns of 10,000 rows came from a
+// 6 KB query and took 4 GiB (3.5 GiB) under the 16 MiB default when '' counted 0 bytes and NULL
+// 1. Now the rows stop where their memory reaches the cap.
+TEST(SqlPool, WideRowsOfEmptyCellsStopAtTheByteCap) {
+  Pool pool;
+  const Limits limits;
+  const int columns = 2000;
+  const size_t row = sizeof(Row) + columns * sizeof(Cell);
+  for (const char* cell : {"''", "NULL"}) {
+    std::string sql = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 10000) SELECT ";
+    for (int k = 0; k < columns; ++k) sql += k ? std::string(", ") + cell : std::string(cell);
+    sql += " FROM c";
+    Result r = pool.execute(shop_db(), sql, limits);
+    ASSERT_TRUE(r.ok()) << cell << ": " << r.error;
+    EXPECT_TRUE(r.truncated) << cell;
+    EXPECT_EQ(r.rows.size(), limits.max_result_bytes / row) << cell;
+    EXPECT_LE(r.result_bytes, limits.max_result_bytes) << cell;
+  }
 }
 
 // VmHWM (peak resident set) in bytes, after writing "5" to clear_refs reset it to the current RSS.
@@ -223,6 +246,50 @@ TEST(SqlPool, OfficialScriptLimitsLeaveSqlitesOwn) {
   EXPECT_NE(again.error.find("too big"), std::string::npos) << again.error;
 }
 
+// A LIKE is one VM step however long its matcher runs (pattern x string), so neither the wall
+// clock nor the step budget stopped this one (a probe: 112 s under a 200 ms timeout). The pattern
+// cap refuses it at once; the official-script limits keep SQLite's own cap (50,000 bytes).
+TEST(SqlPool, LongLikePatternsAreRefusedBeforeTheyRun) {
+  Pool pool;
+  Limits limits;
+  limits.timeout_ms = 200;
+  const std::string hostile =
+      "SELECT replace(hex(zeroblob(500000)),'0','a') LIKE ('%' || replace(hex(zeroblob(24995)),'0','a') || 'b')";
+  const auto start = std::chrono::steady_clock::now();
+  Result r = pool.execute(shop_db(), hostile, limits);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.error.find("pattern too complex"), std::string::npos) << r.error;
+  EXPECT_LT(seconds, 5.0);
+  // At the cap a pattern runs; one byte over it does not, GLOB included.
+  const std::string at_cap = "SELECT 'abc' LIKE '" + std::string(limits.max_like_pattern_bytes - 1, '_') + "%'";
+  Result fits = pool.execute(shop_db(), at_cap, limits);
+  ASSERT_TRUE(fits.ok()) << fits.error;
+  EXPECT_EQ(fits.rows[0][0].integer, 0);
+  const std::string over = "SELECT 'abc' GLOB '" + std::string(limits.max_like_pattern_bytes, '?') + "*'";
+  EXPECT_NE(pool.execute(shop_db(), over, limits).error.find("pattern too complex"), std::string::npos);
+  Result official = pool.execute(shop_db(), over, official_script_limits(5000));
+  ASSERT_TRUE(official.ok()) << official.error;
+  EXPECT_EQ(official.rows[0][0].integer, 0);
+}
+
+// fts3_tokenizer (Debian's libsqlite3 has ENABLE_FTS3_TOKENIZER): with one argument it returns a
+// module's address, with two it plants a pointer a later FTS3 query calls (a probe crashed the
+// trainer at 0x4141414141414141). Both forms are refused, on a fresh connection and after other
+// queries on a pooled one.
+TEST(SqlPool, Fts3TokenizerIsRefusedInBothForms) {
+  Pool pool;
+  for (int round = 0; round < 2; ++round) {
+    Result leak = pool.execute(shop_db(), "SELECT fts3_tokenizer('simple')");
+    EXPECT_EQ(leak.error, "not authorized: fts3_tokenizer() is refused (it reads and sets native function pointers)");
+    EXPECT_TRUE(leak.rows.empty());
+    Result plant = pool.execute(shop_db(), "SELECT fts3_tokenizer('simple', x'4141414141414141')");
+    EXPECT_EQ(plant.error, leak.error);
+    Result upper = pool.execute(shop_db(), "SELECT FTS3_Tokenizer('porter')");
+    EXPECT_EQ(upper.error, leak.error);
+    ASSERT_TRUE(pool.execute(shop_db(), "SELECT count(*) FROM products").ok());
+  }
+}
+
 TEST(SqlPool, WritesDdlAttachPragmasAndExtensionsAreRefusedAndFileIsUnchanged) {
   std::string db = make_db("guarded.sqlite", "CREATE TABLE t(x INTEGER); CREATE INDEX tx ON t(x); INSERT INTO t VALUES (1),(2);");
   std::string before = file_bytes(db);
@@ -240,6 +307,7 @@ TEST(SqlPool, WritesDdlAttachPragmasAndExtensionsAreRefusedAndFileIsUnchanged) {
       "PRAGMA journal_mode=WAL",
       "PRAGMA user_version=7",
       "SELECT load_extension('/tmp/evil.so')",
+      "SELECT fts3_tokenizer('simple')",
       "VACUUM INTO '/tmp/sqlrl_vacuum_copy.sqlite'",
       "VACUUM",
       "BEGIN",

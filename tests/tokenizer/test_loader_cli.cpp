@@ -52,6 +52,20 @@ std::string load_error(const std::string& json_text) {
   return "";
 }
 
+// 100,000 levels in a component the loader quotes in its errors overflowed the stack (the
+// parsed value's dump() recursed per level): an error naming the file instead.
+TEST(Loader, DeeplyNestedComponentsAreAnErrorNotACrash) {
+  const std::string good = tiny_tokenizer_json(R"(["a b"])");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string field : {"\"normalizer\": ", "\"decoder\": ", "\"added_tokens\": "}) {
+    std::string text = good;
+    const size_t at = text.find(field);
+    ASSERT_NE(at, std::string::npos) << field;
+    text.insert(at + field.size(), deep + ", \"x\": ");
+    EXPECT_NE(load_error(text).find("bad.json: JSON nests deeper than 256 levels"), std::string::npos) << field;
+  }
+}
+
 TEST(Loader, RejectsUnsupportedComponentsByName) {
   std::string good = tiny_tokenizer_json(R"(["a b"])");
   auto replace = [&](const std::string& from, const std::string& to) {
@@ -83,6 +97,10 @@ TEST(Cli, EncodesDecodesAndRenders) {
   std::ofstream(in) << nlohmann::json({{"ids", ids}}).dump() << "\n";
   out = run(std::string(SQLRL_BINARY) + " tokenize --decode --skip-special --tokenizer " + tok + " --input " + in);
   EXPECT_EQ(nlohmann::json::parse(out)["text"], "SELECT 1;");
+  // An id past int32 was wrapped (4294967297 decoded as id 1): now an error naming the line.
+  std::ofstream(in) << R"({"ids": [4294967297]})" << "\n";
+  out = run(std::string(SQLRL_BINARY) + " tokenize --decode --tokenizer " + tok + " --input " + in);
+  EXPECT_NE(out.find(":1: id 4294967297 is not a token id (0 to 2147483647)"), std::string::npos) << out;
   std::ofstream(in) << R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true})" << "\n";
   out = run(std::string(SQLRL_BINARY) + " tokenize --chat --input " + in);
   EXPECT_EQ(nlohmann::json::parse(out)["rendered"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");

@@ -303,6 +303,15 @@ TEST(Config, RejectsWhatWeDoNotImplementByName) {
   EXPECT_NE(error_of(R"({"model_type":"qwen3","hidden_act":"gelu",)" + base + "}").find("hidden_act"), std::string::npos);
   EXPECT_NE(error_of(R"({"model_type":"qwen3","layer_types":["sliding_attention","full_attention"],)" + base + "}").find("sliding_attention"), std::string::npos);
   EXPECT_NE(error_of(R"({"model_type":"qwen3","vocab_size":256,"hidden_size":"64"})").find("'hidden_size' must be an integer"), std::string::npos);
+  // 100,000 levels in a field an error quotes (its dump() overflowed the stack): refused by depth.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string field : {"architectures", "vocab_size", "rope_scaling"}) {
+    const std::string text = R"({"model_type":"qwen3",")" + field + "\":" + deep + "}";
+    // The object is level 1, so its 256th '[' is level 257.
+    EXPECT_EQ(error_of(text), "config.json: JSON nests deeper than 256 levels (at byte " +
+                                  std::to_string(text.find('[') + 255) + ")")
+        << field;
+  }
   EXPECT_NE(error_of(R"({"model_type":"qwen3","hidden_size":64})").find("missing required field 'vocab_size'"), std::string::npos);
   EXPECT_NE(error_of(R"({"model_type":"qwen3","num_key_value_heads":3,)" + base + "}").find("not a multiple of num_key_value_heads 3"), std::string::npos);
   EXPECT_NE(error_of("{\"model_type\":").find("invalid JSON"), std::string::npos);

@@ -87,6 +87,18 @@ std::vector<BadCase> bad_cases() {
        {"__metadata__", "'format'", "must be a string"}},
       {"metadata not an object", safetensors_image("{\"__metadata__\":\"pt\"}", ""), {"__metadata__ must be an object"}},
   };
+  // 100,000 levels (a 200 KB header) in each field the reader quotes in its errors: their dump()
+  // recursed once per level and overflowed the stack (runtime/json_depth.h).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string w = "{\"w\":{";
+  cases.push_back({"deep dtype", safetensors_image(w + "\"dtype\":" + deep + ",\"shape\":[2],\"data_offsets\":[0,8]}}", eight),
+                   {"header", "nests deeper than 256 levels"}});
+  cases.push_back({"deep shape", safetensors_image(w + "\"dtype\":\"F32\",\"shape\":" + deep + ",\"data_offsets\":[0,8]}}", eight),
+                   {"header", "nests deeper than 256 levels"}});
+  cases.push_back({"deep data_offsets", safetensors_image(w + "\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":" + deep + "}}", eight),
+                   {"header", "nests deeper than 256 levels"}});
+  cases.push_back({"deep __metadata__", safetensors_image("{\"__metadata__\":{\"format\":" + deep + "}}", ""),
+                   {"header", "nests deeper than 256 levels"}});
   return cases;
 }
 
