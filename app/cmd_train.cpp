@@ -67,7 +67,7 @@ void refuse_changed_training(rl::TrainConfig saved, rl::TrainConfig asked, const
 
 // A resumed run writes into its own folder. --out naming another was printed as the run folder
 // and then ignored: refused instead.
-void refuse_other_out(const rl::TrainConfig& config, const OptionSources& sources, const std::string& folder) {
+void refuse_other_out(rl::TrainConfig config, const OptionSources& sources, const std::string& folder) {
   const OptionTable table = rl::config_fields(config);
   for (size_t i = 0; i < table.size(); ++i) {
     if (table[i].key != std::string("out") || sources[i] != "flag") continue;
