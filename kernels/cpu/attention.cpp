@@ -65,10 +65,25 @@ template <bool Fma, int64_t DT>
 }
 
 // out_r = sum_{j < n} w[r * ld + j] * rows[j] (row stride `stride`), overwriting out_r.
-template <bool Fma, int64_t DT>
+// Narrow (the AVX2 clone): 16 columns of out at a time, each a pass over the keys, so the
+// accumulators are kRows V16 (8 ymm) instead of kRows x DT/16 (16 ymm at head_dim 32, 32 at 64),
+// which spilled to the stack on every key: with the demo's head_dim 32 the AVX2 clone ran the
+// demo's SFT ~12x slower than AVX-512. Every output element is the same sum over j ascending
+// either way: the same bits.
+template <bool Fma, int64_t DT, bool Narrow>
 [[gnu::always_inline]] inline void tile_weighted(float* const* out, const float* w, int64_t ld, const float* rows,
                                                  int64_t stride, int64_t n, int64_t Drt) {
-  if constexpr (DT != 0) {
+  if constexpr (DT != 0 && Narrow) {
+    for (int64_t c = 0; c < DT / 16; ++c) {
+      V16 acc[kRows] = {};
+      for (int64_t j = 0; j < n; ++j) {
+        const V16 xv = load16(rows + j * stride + 16 * c);
+#pragma GCC unroll 4
+        for (int64_t r = 0; r < kRows; ++r) acc[r] = cpu::madd16(w[r * ld + j], xv, acc[r]);
+      }
+      for (int64_t r = 0; r < kRows; ++r) store16(out[r] + 16 * c, acc[r]);
+    }
+  } else if constexpr (DT != 0) {
     constexpr int64_t kV = DT / 16;
     V16 acc[kRows][kV] = {};
     for (int64_t j = 0; j < n; ++j) {
@@ -139,7 +154,7 @@ struct SeqHead {
 };
 
 // Forward of one (sequence, head): out rows and lse (strides as q / lse layout).
-template <bool Fma, int64_t DT>
+template <bool Fma, int64_t DT, bool Narrow>
 [[gnu::always_inline]] inline void forward_body(const SeqHead& a, float* out, float* lse, int64_t lse_stride,
                                                 float* kt, float* p) {
   const int64_t len = a.len, P = a.prefix, D = DT ? DT : a.D, ld = round_up(P + len, kCols);
@@ -184,7 +199,7 @@ template <bool Fma, int64_t DT>
       for (int64_t j = valid[r]; j < n; ++j) pr[j] = 0.0f;
       if (r < rows) lse[(i0 + r) * lse_stride] = m[r] + std::log(sum[r]);
     }
-    tile_weighted<Fma, DT>(outr, p, ld, a.v, a.kv_stride, n, D);
+    tile_weighted<Fma, DT, Narrow>(outr, p, ld, a.v, a.kv_stride, n, D);
   }
 }
 
@@ -197,7 +212,7 @@ struct SeqHeadGrad {
 // Backward of one (sequence, head) of a kv group: writes dq, adds into dk_acc / dv_acc
 // [prefix + len, D] (zeroed by the caller before the group's first head). kt, vt: keys / values
 // transposed.
-template <bool Fma, int64_t DT>
+template <bool Fma, int64_t DT, bool Narrow>
 [[gnu::always_inline]] inline void backward_body(const SeqHead& a, const SeqHeadGrad& g, const float* kt,
                                                  const float* vt, float* dk_acc, float* dv_acc, float* p, float* dp) {
   const int64_t len = a.len, P = a.prefix, D = DT ? DT : a.D, ld = round_up(P + len, kCols);
@@ -232,38 +247,38 @@ template <bool Fma, int64_t DT>
       }
       for (int64_t j = valid; j < n; ++j) pr[j] = dsr[j] = 0.0f;
     }
-    tile_weighted<Fma, DT>(dqr, dp, ld, a.k, a.kv_stride, n, D);
+    tile_weighted<Fma, DT, Narrow>(dqr, dp, ld, a.k, a.kv_stride, n, D);
     tile_outer<Fma, DT>(dk_acc, dp, ld, qr, n, D);
     tile_outer<Fma, DT>(dv_acc, p, ld, dor, n, D);
   }
 }
 
-template <bool Fma>
+template <bool Fma, bool Narrow = false>
 [[gnu::always_inline]] inline void forward_dispatch(const SeqHead& a, float* out, float* lse, int64_t lse_stride,
                                                     float* kt, float* p) {
   if (a.D == 32) {
-    forward_body<Fma, 32>(a, out, lse, lse_stride, kt, p);
+    forward_body<Fma, 32, Narrow>(a, out, lse, lse_stride, kt, p);
   } else if (a.D == 64) {
-    forward_body<Fma, 64>(a, out, lse, lse_stride, kt, p);
+    forward_body<Fma, 64, Narrow>(a, out, lse, lse_stride, kt, p);
   } else if (a.D == 128) {
-    forward_body<Fma, 128>(a, out, lse, lse_stride, kt, p);
+    forward_body<Fma, 128, Narrow>(a, out, lse, lse_stride, kt, p);
   } else {
-    forward_body<Fma, 0>(a, out, lse, lse_stride, kt, p);
+    forward_body<Fma, 0, Narrow>(a, out, lse, lse_stride, kt, p);
   }
 }
 
-template <bool Fma>
+template <bool Fma, bool Narrow = false>
 [[gnu::always_inline]] inline void backward_dispatch(const SeqHead& a, const SeqHeadGrad& g, const float* kt,
                                                      const float* vt, float* dk_acc, float* dv_acc, float* p,
                                                      float* dp) {
   if (a.D == 32) {
-    backward_body<Fma, 32>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+    backward_body<Fma, 32, Narrow>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
   } else if (a.D == 64) {
-    backward_body<Fma, 64>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+    backward_body<Fma, 64, Narrow>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
   } else if (a.D == 128) {
-    backward_body<Fma, 128>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+    backward_body<Fma, 128, Narrow>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
   } else {
-    backward_body<Fma, 0>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+    backward_body<Fma, 0, Narrow>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
   }
 }
 
@@ -277,7 +292,7 @@ using BackwardFn = void (*)(const SeqHead&, const SeqHeadGrad&, const float*, co
 }
 [[gnu::target("avx2,fma")]] void forward_avx2(const SeqHead& a, float* out, float* lse, int64_t lse_stride, float* kt,
                                                float* p) {
-  forward_dispatch<true>(a, out, lse, lse_stride, kt, p);
+  forward_dispatch<true, /*Narrow=*/true>(a, out, lse, lse_stride, kt, p);
 }
 void forward_base(const SeqHead& a, float* out, float* lse, int64_t lse_stride, float* kt, float* p) {
   forward_dispatch<false>(a, out, lse, lse_stride, kt, p);
@@ -290,7 +305,7 @@ void forward_base(const SeqHead& a, float* out, float* lse, int64_t lse_stride, 
 }
 [[gnu::target("avx2,fma")]] void backward_avx2(const SeqHead& a, const SeqHeadGrad& g, const float* kt,
                                                 const float* vt, float* dk_acc, float* dv_acc, float* p, float* dp) {
-  backward_dispatch<true>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+  backward_dispatch<true, /*Narrow=*/true>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
 }
 void backward_base(const SeqHead& a, const SeqHeadGrad& g, const float* kt, const float* vt, float* dk_acc,
                    float* dv_acc, float* p, float* dp) {
