@@ -18,17 +18,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string tiny_config_file(const std::string& dir) {
+// tie: lm_head shares the embedding (false: lm_head is drawn too).
+std::string tiny_config_file(const std::string& dir, int64_t vocab = 512, bool tie = true) {
   QwenConfig c;
   c.arch = QwenArch::Qwen3;
-  c.vocab_size = 512;
+  c.vocab_size = vocab;
   c.hidden_size = 64;
   c.intermediate_size = 96;
   c.num_hidden_layers = 2;
   c.num_attention_heads = 4;
   c.num_key_value_heads = 2;
   c.head_dim = 16;
-  c.tie_word_embeddings = true;
+  c.tie_word_embeddings = tie;
   fs::create_directories(dir);
   const std::string path = dir + "/config.json";
   std::ofstream(path) << config_to_json(c);
@@ -91,20 +92,7 @@ TEST(InitCli, WritesARandomCheckpointOfTheShape) {
 TEST(InitCli, WritesTheSeedsBytesOnAnyThreadCount) {
   const std::string root = ::testing::TempDir() + "/init_cli_bytes";
   fs::remove_all(root);
-  QwenConfig c;
-  c.arch = QwenArch::Qwen3;
-  c.vocab_size = 509;
-  c.hidden_size = 64;
-  c.intermediate_size = 96;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.tie_word_embeddings = false;  // lm_head drawn too
-  fs::create_directories(root);
-  const std::string config = root + "/config.json";
-  std::ofstream(config) << config_to_json(c);
-
+  const std::string config = tiny_config_file(root, 509, /*tie=*/false);  // lm_head drawn too
   QwenModel m = make_model(read_config_file(config));
   init_random_weights(m, 7, 0.05f);
   save_model(m, root + "/want_f32");

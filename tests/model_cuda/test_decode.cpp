@@ -145,6 +145,24 @@ TEST_P(CudaDecode, ARowGetsTheSameBitsAloneAndInABatch) {
         << "step " << s;
 }
 
+// The worst element of a against b over every row and step, in units of `budgets` of the CPU's
+// bf16 budget along that row's tokens (the prompt of 9, then its fed tokens: decode()'s inputs).
+double worst_budget_ratio(const QwenModel& host, const Decoded& a, const Decoded& b, int64_t rows, int64_t steps,
+                          double budgets) {
+  const int64_t V = host.config.vocab_size;
+  double worst = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<int32_t> seq;
+    for (int i = 0; i < 9; ++i) seq.push_back(static_cast<int32_t>((31 * i + 5) % V));
+    for (int64_t s = 0; s < steps; ++s) seq.push_back(static_cast<int32_t>((7 * r + 3 * s) % V));
+    LogitsAndBudget cpu = cpu_logits_and_budget(host, seq);
+    for (int64_t s = 0; s < steps; ++s)
+      worst = std::max(worst, budget_ratio(a.logits[s].data() + r * V, b.logits[s].data() + r * V,
+                                           cpu.budget_row(9 + s), V, budgets));
+  }
+  return worst;
+}
+
 // Catches: fused kernels that compute something else than the unfused path (a wrong part of the
 // q/k/v product, RoPE or the norm on the wrong rows, a residual not added, swiglu's halves
 // swapped): both are within one bf16 budget of the CPU, so within two of each other.
@@ -152,20 +170,10 @@ TEST_P(CudaDecode, FusedStepAgreesWithTheUnfusedPath) {
   SQLRL_REQUIRE_CUDA();
   QwenModel host = random_model(GetParam(), 23);
   CudaModel m = upload_model(host);
-  const int64_t V = host.config.vocab_size, rows = 3, steps = 4;
+  const int64_t rows = 3, steps = 4;
   const Decoded fused = decode(m, CudaDecodeMode::graphs, rows, steps);
   const Decoded unfused = decode(m, CudaDecodeMode::unfused, rows, steps);
-  double worst = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    // The CPU's budget along row r's tokens: the prompt, then its fed tokens.
-    std::vector<int32_t> seq;
-    for (int i = 0; i < 9; ++i) seq.push_back(static_cast<int32_t>((31 * i + 5) % V));
-    for (int64_t s = 0; s < steps; ++s) seq.push_back(static_cast<int32_t>((7 * r + 3 * s) % V));
-    LogitsAndBudget cpu = cpu_logits_and_budget(host, seq);
-    for (int64_t s = 0; s < steps; ++s)
-      worst = std::max(worst, budget_ratio(fused.logits[s].data() + r * V, unfused.logits[s].data() + r * V,
-                                           cpu.budget_row(9 + s), V, 2.0));
-  }
+  const double worst = worst_budget_ratio(host, fused, unfused, rows, steps, 2.0);
   std::printf("fused vs unfused decode: %.3g of two bf16 budgets (budget 1)\n", worst);
   EXPECT_LE(worst, 1.0);
 }
@@ -177,20 +185,11 @@ TEST_P(CudaDecode, GemmProductsAgreeWithTheFewRowKernels) {
   SQLRL_REQUIRE_CUDA();
   QwenModel host = random_model(GetParam(), 25);
   CudaModel m = upload_model(host);
-  const int64_t V = host.config.vocab_size, rows = 3, steps = 4;
+  const int64_t rows = 3, steps = 4;
   const Decoded fused = decode(m, CudaDecodeMode::graphs, rows, steps);
   const Decoded gemms = decode(m, CudaDecodeMode::graphs, rows, steps, -1, 0);
   const Decoded gemms_launched = decode(m, CudaDecodeMode::kernels, rows, steps, -1, 0);
-  double worst = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    std::vector<int32_t> seq;
-    for (int i = 0; i < 9; ++i) seq.push_back(static_cast<int32_t>((31 * i + 5) % V));
-    for (int64_t s = 0; s < steps; ++s) seq.push_back(static_cast<int32_t>((7 * r + 3 * s) % V));
-    LogitsAndBudget cpu = cpu_logits_and_budget(host, seq);
-    for (int64_t s = 0; s < steps; ++s)
-      worst = std::max(worst, budget_ratio(gemms.logits[s].data() + r * V, fused.logits[s].data() + r * V,
-                                           cpu.budget_row(9 + s), V, 2.0));
-  }
+  const double worst = worst_budget_ratio(host, gemms, fused, rows, steps, 2.0);
   std::printf("GEMM products vs few-row kernels: %.3g of two bf16 budgets (budget 1)\n", worst);
   EXPECT_LE(worst, 1.0);
   for (size_t s = 0; s < gemms.logits.size(); ++s)
