@@ -19,8 +19,9 @@
 
 // AddressSanitizer keeps freed memory in quarantine and adds shadow memory: RSS budgets do not
 // hold under it (the sanitizer build of .ci/run), so tests measuring RSS say so and skip that
-// check there.
-#if defined(__SANITIZE_ADDRESS__)
+// check there. Test sources are compiled without the instrumentation (CMakeLists.txt
+// sqlrl_test_code), so the build says so with SQLRL_ASAN_BUILD.
+#if defined(__SANITIZE_ADDRESS__) || defined(SQLRL_ASAN_BUILD)
 inline constexpr bool kAddressSanitizer = true;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
