@@ -4,8 +4,10 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "runtime/blas_core.h"
 #include "runtime/comm.h"
 #include "runtime/device.h"
+#include "runtime/error.h"
 
 namespace sqlrl {
 
@@ -14,6 +16,12 @@ void add_info_command(CLI::App& app) {
   cmd->callback([] {
     std::printf("llm_sqlrl 0.1\n");
     std::printf("cpu threads : %u\n", std::thread::hardware_concurrency());
+    const CpuFeatures cpu = cpu_features();
+    std::printf("cpu isa     : %s%s%s%s%s\n", cpu.amd ? "AMD, " : "", cpu.avx ? "avx" : "no avx",
+                cpu.avx2_fma ? ", avx2+fma" : "", cpu.avx512 ? ", avx512" : "", cpu.avx512_bf16 ? ", avx512_bf16" : "");
+    const std::string inherited = blas_core_inherited();
+    std::printf("cpu kernels : %s: OpenBLAS core %s%s\n", cpu_kernels_mode_name(), blas_core().c_str(),
+                inherited.empty() ? "" : str_cat(" (it had picked ", inherited, ")").c_str());
     std::printf("cuda        : %s\n", cuda_compiled() ? "compiled in" : "not compiled (CPU-only build)");
     std::printf("mpi         : %s\n", mpi_library_version().c_str());
     std::printf("nccl        : %s\n", nccl_library_version().c_str());

@@ -151,8 +151,11 @@ rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel&
         "/config.toml --out ", a.resume);
   const std::string ckpt = rl::resolve_checkpoint(a.resume);
   rl::SftCheckpoint ck = rl::read_sft_checkpoint(ckpt);
-  const std::string note = rl::blas_threads_note(rl::read_trainer_state(ckpt, "sft"), ckpt);
+  const nlohmann::json saved_state = rl::read_trainer_state(ckpt, "sft");
+  const std::string note = rl::blas_threads_note(saved_state, ckpt);
   if (!note.empty()) std::printf("%s\n", note.c_str());
+  if (const std::string core = a.device == "cuda" ? "" : rl::check_blas_core(saved_state, ckpt); !core.empty())
+    std::printf("%s\n", core.c_str());
   const std::string state_file = (fs::path(ckpt) / "trainer_state.json").string();
   auto recorded = [&](const char* key) {
     check(ck.run.contains(key) && ck.run[key].is_string(), state_file, ": run.", key,

@@ -6,6 +6,7 @@
 #include "app/commands.h"
 #include "app/launch.h"
 #include "app/options.h"
+#include "runtime/blas_core.h"
 #include "runtime/error.h"
 #include "runtime/gemm.h"
 
@@ -14,9 +15,24 @@ int main(int argc, char** argv) {
   // word. Ignored, the write fails with EFBIG instead: the one-line error names the file, and a
   // checkpoint being written is removed (the previous one stays).
   std::signal(SIGXFSZ, SIG_IGN);
+  try {
+    sqlrl::choose_cpu_kernels(argc, argv);  // may start this program again (runtime/blas_core.h)
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
   sqlrl::quiet_blas_threads();  // before any GEMM (runtime/gemm.h)
   CLI::App app{"llm_sqlrl: multi-turn text-to-SQL agents trained with GRPO, from Hugging Face Qwen weights"};
   app.require_subcommand(1);
+  // Read by choose_cpu_kernels above, before the parse; declared here so that every command
+  // accepts it (fallthrough: a command passes the options it does not know to this level).
+  std::string cpu_kernels = "fast";
+  std::vector<std::string> cpu_kernel_names;
+  for (const sqlrl::CpuKernelsMode& m : sqlrl::cpu_kernel_modes()) cpu_kernel_names.push_back(m.name);
+  app.add_option("--cpu-kernels", cpu_kernels, sqlrl::cpu_kernels_help())
+      ->check(CLI::IsMember(cpu_kernel_names))
+      ->capture_default_str();
+  app.fallthrough();
   app.set_version_flag("--version", "llm_sqlrl 0.1");
   sqlrl::add_info_command(app);
   sqlrl::add_train_command(app);

@@ -1,6 +1,7 @@
 #include "rl/run_folder.h"
 
 #include <fcntl.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "runtime/blas_core.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "runtime/gemm.h"
@@ -109,7 +111,23 @@ nlohmann::ordered_json trainer_state_head(const char* trainer, const OptimizerSt
   j["step"] = optimizer.train_step;
   j["adam_step"] = optimizer.adam_step;
   j["blas_threads"] = gemm_threads_for_bits();
+  j["blas_core"] = blas_core();
+  j["cpu_kernels"] = cpu_kernels_mode_name();
   return j;
+}
+
+std::string check_blas_core(const nlohmann::json& saved, const std::string& checkpoint) {
+  if (!saved.contains("blas_core") || !saved["blas_core"].is_string()) return "";
+  const std::string then = saved["blas_core"].get<std::string>(), now = blas_core();
+  if (strcasecmp(then.c_str(), now.c_str()) == 0) return "";
+  const std::string mode = saved.contains("cpu_kernels") && saved["cpu_kernels"].is_string()
+                               ? saved["cpu_kernels"].get<std::string>() : std::string("fast");
+  const std::string what = str_cat(checkpoint, " was trained on OpenBLAS's ", then, " kernels (--cpu-kernels ", mode,
+                                   "), this process runs its ", now, " kernels: the CPU GEMMs sum in another order");
+  check(cpu_kernels_mode() == CpuKernels::inherit, "resume: ", what, ", so the steps from here would not be those of "
+        "the run never interrupted. Resume on a machine that runs ", then, " (--cpu-kernels portable runs Haswell on "
+        "every CPU with AVX2), or give --cpu-kernels inherit to go on with other bits");
+  return str_cat("resume: ", what, ": the steps from here differ in the last bits from a run never interrupted");
 }
 
 std::string blas_threads_note(const nlohmann::json& saved, const std::string& checkpoint) {

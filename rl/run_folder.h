@@ -86,6 +86,11 @@ nlohmann::json read_trainer_state(const std::string& checkpoint, const char* tra
 // thread-independent) is this process's or absent; otherwise one line saying that the resumed
 // steps will differ in their last bits and how to reproduce them. Resumes print it.
 std::string blas_threads_note(const nlohmann::json& saved, const std::string& checkpoint);
+// The state's blas_core (the OpenBLAS kernels of the run that saved it) against this process's
+// (runtime/blas_core.h): "" when the same or not recorded; when they differ, an error saying how
+// to resume with the same bits, or under --cpu-kernels inherit a note. For CPU training only (a
+// CUDA run's steps use no CPU GEMM).
+std::string check_blas_core(const nlohmann::json& saved, const std::string& checkpoint);
 
 // The highest complete checkpoints/step-N (one with trainer_state.json), "" when none.
 std::string latest_checkpoint(const std::string& run_dir);

@@ -15,7 +15,13 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/blas_core.h"
 #include "runtime/device.h"
+
+// A test process runs the OpenBLAS kernels the binary runs (runtime/blas_core.h: where
+// OpenBLAS picked a core below the CPU's, both start again with the better one), so bits a
+// test computes in process and bits the binary writes agree on any CPU. Before main.
+inline const bool kTestProcessChoseItsCpuKernels = (sqlrl::choose_cpu_kernels(0, nullptr), true);
 
 // AddressSanitizer keeps freed memory in quarantine and adds shadow memory: RSS budgets do not
 // hold under it (the sanitizer build of .ci/run), so tests measuring RSS say so and skip that

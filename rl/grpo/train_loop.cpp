@@ -234,6 +234,8 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   } else if (!c.resume.empty()) {
     const nlohmann::json saved = read_trainer_state(ckpt, "grpo");
     if (const std::string note = blas_threads_note(saved, ckpt); owner && !note.empty()) std::printf("%s\n", note.c_str());
+    if (const std::string note = cuda ? "" : check_blas_core(saved, ckpt); owner && !note.empty())
+      std::printf("%s\n", note.c_str());
     auto same = [&](const char* what, const char* key, int64_t b) {
       int64_t a = 0;
       try {

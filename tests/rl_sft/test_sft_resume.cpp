@@ -221,5 +221,33 @@ TEST(SftResume, ARunStoppedBeforeItsFirstCheckpointStartsAgainFromItsConfig) {
   EXPECT_NE(run.output.find("already holds a run"), std::string::npos) << run.output;
 }
 
+// The OpenBLAS kernels fix a CPU run's bits (runtime/blas_core.h): a checkpoint records its
+// core, and a resume on another core is refused with the ways out, unless --cpu-kernels inherit
+// (then a note, and the run goes on). Catches: a core left out of trainer_state.json, a resume
+// that silently continues with other bits, an inherit that still refuses. (The same core resumes
+// quietly: CliResumeFromTheRunFolderEqualsTheUninterruptedRun.)
+TEST(SftResume, AnotherBlasCoreIsRefusedUnlessInherited) {
+  const std::string dir = sft_temp_dir() + "/core_cli";
+  const std::string common = sft_cli_inputs(dir, 3);
+  auto run = testing::run_command(common + dir + "/cut");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  fs::remove_all(dir + "/cut/checkpoints/step-3");
+  const std::string state_file = dir + "/cut/checkpoints/step-2/trainer_state.json";
+  nlohmann::json state = nlohmann::json::parse(std::ifstream(state_file));
+  ASSERT_TRUE(state.contains("blas_core") && state["blas_core"].is_string()) << state.dump();
+  EXPECT_EQ(state["cpu_kernels"], "fast");
+  const std::string other = state["blas_core"] == "Prescott" ? "Nehalem" : "Prescott";
+  state["blas_core"] = other;
+  std::ofstream(state_file) << state.dump(2);
+  run = testing::run_command(std::string(SQLRL_BINARY) + " sft --resume " + dir + "/cut");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("OpenBLAS's " + other + " kernels"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("--cpu-kernels inherit"), std::string::npos) << run.output;
+  run = testing::run_command(std::string(SQLRL_BINARY) + " sft --resume " + dir + "/cut --cpu-kernels inherit");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("differ in the last bits"), std::string::npos) << run.output;
+  EXPECT_TRUE(fs::exists(dir + "/cut/checkpoints/step-3"));
+}
+
 }  // namespace
 }  // namespace sqlrl::rl
