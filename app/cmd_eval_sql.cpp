@@ -24,6 +24,7 @@ void add_eval_sql_command(CLI::App& app) {
     bool keep_distinct = false, plug_value = false, bird = false;
     size_t threads = 0;
     double bird_timeout = 30;
+    int64_t query_memory_mb = 1024, result_mb = 512;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("eval-sql", "Official Spider/SParC/CoSQL (EM, EX) or BIRD (EX) evaluation of predicted SQL");
@@ -41,8 +42,21 @@ void add_eval_sql_command(CLI::App& app) {
   cmd->add_option("--diff", args->diff, "BIRD: dev.json with each question's difficulty");
   cmd->add_option("--bird-timeout", args->bird_timeout, "BIRD: seconds for a prediction and its gold together (meta_time_out)");
   cmd->add_option("--threads", args->threads, "pairs scored in parallel (0 = all cores)");
+  // The official scripts have no memory cap (sql/exec/pool.h OfficialCaps); a query past one of
+  // these is a miss, as it would be in Python on a machine without the memory.
+  cmd->add_option("--max-query-memory-mb", args->query_memory_mb,
+                  "memory one query may hold inside SQLite (sorts, temp tables, values); past it the query fails")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd->add_option("--max-result-mb", args->result_mb,
+                  "memory of one query's result rows; a prediction past it is a miss (its rows are not all there)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   cmd->callback([args] {
     sql::Pool pool;
+    sql::OfficialCaps caps;
+    caps.query_memory_bytes = args->query_memory_mb << 20;
+    caps.result_bytes = static_cast<size_t>(args->result_mb) << 20;
     std::ofstream dump;
     if (!args->dump.empty()) {
       dump.open(args->dump);
@@ -55,6 +69,7 @@ void add_eval_sql_command(CLI::App& app) {
       o.db_root = args->db;
       o.diff_path = args->diff;
       o.timeout_s = args->bird_timeout;
+      o.caps = caps;
       sql::BirdEvalReport r = sql::run_bird_eval(o, pool);
       std::fputs(r.printout.c_str(), stdout);
       if (dump.is_open())
@@ -72,6 +87,7 @@ void add_eval_sql_command(CLI::App& app) {
     o.keep_distinct = args->keep_distinct;
     o.plug_value = args->plug_value;
     o.threads = args->threads;
+    o.caps = caps;
     check(o.etype == sql::EvalType::Exec || !o.tables_path.empty(), "eval-sql: --table tables.json is needed for --etype ", args->etype);
     sql::SpiderEvalReport r = sql::run_spider_eval(o, &pool);
     std::fputs(r.printout.c_str(), stdout);

@@ -82,12 +82,16 @@ void check_pre_tokenizer(const Tokenizer& tok, const json& p) {
   const json& split = list[0];
   if (type_of(split) != "Split") fail(tok.source, ": pre_tokenizer[0] of type '", type_of(split), "' is not supported (expected Split)");
   std::string pattern;
-  if (split.contains("pattern") && split["pattern"].is_object() && split["pattern"].contains("Regex"))
+  if (split.contains("pattern") && split["pattern"].is_object() && split["pattern"].contains("Regex")) {
+    if (!split["pattern"]["Regex"].is_string()) fail(tok.source, ": pre_tokenizer Split pattern.Regex is not a string");
     pattern = split["pattern"]["Regex"].get<std::string>();
+  }
   if (pattern != kQwenPretokenizerPattern)
     fail(tok.source, ": pre_tokenizer Split pattern '", pattern, "' is not supported (only the Qwen regex is implemented)");
-  if (split.value("behavior", std::string()) != "Isolated" || flag(split, "invert"))
-    fail(tok.source, ": pre_tokenizer Split with behavior '", split.value("behavior", std::string()),
+  const std::string behavior = split.contains("behavior") && split["behavior"].is_string()
+                                   ? split["behavior"].get<std::string>() : std::string("(not a string)");
+  if (behavior != "Isolated" || flag(split, "invert"))
+    fail(tok.source, ": pre_tokenizer Split with behavior '", behavior,
          "' / invert is not supported (expected Isolated, invert=false)");
   if (type_of(list[1]) != "ByteLevel") fail(tok.source, ": pre_tokenizer[1] of type '", type_of(list[1]), "' is not supported (expected ByteLevel)");
   check_byte_level(tok, list[1], "pre_tokenizer[1]");
@@ -213,6 +217,9 @@ void load_added_tokens(Tokenizer& tok, const json& list) {
 
 std::atomic<uint64_t> next_instance{1};
 
+// The fields of a parsed tokenizer.json into `tok` (below).
+void interpret(Tokenizer* tok, const json& j);
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_tokenizer_from_string(std::string_view json_text, const std::string& source) {
@@ -227,6 +234,20 @@ std::unique_ptr<Tokenizer> load_tokenizer_from_string(std::string_view json_text
   }
   if (!j.is_object()) fail(source, ": top level is not a JSON object");
   if (!j.contains("model")) fail(source, ": no 'model' field");
+  try {
+    interpret(tok.get(), j);
+  } catch (const json::exception& e) {
+    // A field of an unexpected type that no check above names: the file is named here.
+    fail(source, ": ", e.what());
+  }
+  tok->instance = next_instance.fetch_add(1);
+  return tok;
+}
+
+namespace {
+
+void interpret(Tokenizer* tok, const json& j) {
+  const std::string& source = tok->source;
   check_normalizer(*tok, j.value("normalizer", json()));
   if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null()) fail(source, ": pre_tokenizer is missing (byte-level BPE needs one)");
   check_pre_tokenizer(*tok, j["pre_tokenizer"]);
@@ -243,9 +264,9 @@ std::unique_ptr<Tokenizer> load_tokenizer_from_string(std::string_view json_text
   load_added_tokens(*tok, j.value("added_tokens", json()));
   for (size_t id = 0; id < tok->token_bytes.size(); ++id)
     if (tok->token_bytes[id].empty()) fail(source, ": token id ", id, " is neither in model.vocab nor in added_tokens");
-  tok->instance = next_instance.fetch_add(1);
-  return tok;
 }
+
+}  // namespace
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& given_path) {
   // A Hugging Face model folder holds tokenizer.json next to tokenizer_config.json.

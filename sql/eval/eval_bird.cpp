@@ -121,7 +121,7 @@ BirdEvalReport run_bird_eval(const BirdEvalOptions& options, Pool& pool) {
 
   using Clock = std::chrono::steady_clock;
   const int64_t budget_ms = static_cast<int64_t>(options.timeout_s * 1000);
-  Limits limits = official_script_limits(budget_ms);
+  Limits limits = official_script_limits(budget_ms, options.caps);
   default_thread_pool().parallel_for(report.items.size(), 4, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       BirdItem& it = report.items[i];
@@ -130,13 +130,14 @@ BirdEvalReport run_bird_eval(const BirdEvalOptions& options, Pool& pool) {
       auto start = Clock::now();
       Result p = pool.execute(db, it.pred, limits);
       if (is_empty_statement(p)) p = Result{};
-      if (!p.ok() || !p.ignored_tail.empty() || p.extra_semicolon || !python_can_fetch(p)) continue;
+      // A result stopped at the byte cap is not the query's denotation (OfficialCaps): a miss.
+      if (!p.ok() || p.truncated || !p.ignored_tail.empty() || p.extra_semicolon || !python_can_fetch(p)) continue;
       Limits rest = limits;
       rest.timeout_ms = budget_ms - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
       if (rest.timeout_ms <= 0) continue;
       Result g = pool.execute(db, it.gold, rest);
       if (is_empty_statement(g)) g = Result{};
-      if (!g.ok() || !g.ignored_tail.empty() || g.extra_semicolon || !python_can_fetch(g)) continue;
+      if (!g.ok() || g.truncated || !g.ignored_tail.empty() || g.extra_semicolon || !python_can_fetch(g)) continue;
       it.exec = bird_rows_equal(g.rows, p.rows) ? 1 : 0;
     }
   });

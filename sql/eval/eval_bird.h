@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "sql/exec/pool.h"
+
 namespace sqlrl::sql {
 
 class Pool;
@@ -28,6 +30,7 @@ struct BirdEvalOptions {
   std::string db_root;     // folder holding <db_id>/<db_id>.sqlite
   std::string diff_path;   // dev.json: a list whose items carry "difficulty"; "" = all "simple"
   double timeout_s = 30;   // BIRD's meta_time_out: prediction and gold together
+  OfficialCaps caps;       // memory per query (sql/exec/pool.h)
 };
 
 struct BirdItem {

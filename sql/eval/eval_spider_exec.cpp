@@ -163,10 +163,14 @@ int spider_exec_match(Pool& pool, const std::vector<std::string>& db_files, cons
         gold_done[f] = 1;
         if (!gold_results[f].ok())
           fail("gold query has error on database file ", db, ": ", gold_results[f].error, " (query: ", gold, ")");
+        if (gold_results[f].truncated)
+          fail("gold query result on database file ", db, " is larger than the cap (", gold_results[f].truncation,
+               "; eval-sql --max-result-mb raises it) (query: ", gold, ")");
       }
       Result p = pool.execute(db, query, options.limits);
       // Python's sqlite3 refuses a second statement ("You can only execute one statement at a time").
-      if (!p.ok() || !p.ignored_tail.empty()) return false;
+      // A result stopped at the byte cap is not the prediction's denotation (OfficialCaps).
+      if (!p.ok() || !p.ignored_tail.empty() || p.truncated) return false;
       if (!spider_rows_equal(gold_results[f].rows, p.rows, order_matters)) return false;
     }
     return true;

@@ -296,6 +296,7 @@ SpiderEvalReport run_spider_eval(const SpiderEvalOptions& options, Pool* pool) {
   SpiderExecOptions exec_options;
   exec_options.keep_distinct = options.keep_distinct;
   exec_options.plug_value = options.plug_value;
+  exec_options.limits = official_script_limits(60000, options.caps);
   std::vector<std::string> errors(report.items.size());
   auto score = [&](size_t begin, size_t end) {
     for (size_t k = begin; k < end; ++k) {

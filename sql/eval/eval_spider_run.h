@@ -10,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "sql/eval/eval_spider.h"
+#include "sql/exec/pool.h"
 
 namespace sqlrl::sql {
 
@@ -25,6 +26,7 @@ struct SpiderEvalOptions {
   bool keep_distinct = false;
   bool plug_value = false;  // EX: also try the gold values in the prediction's value slots
   size_t threads = 0;  // items scored in parallel; 0 = the default thread pool's size
+  OfficialCaps caps;   // memory per query (sql/exec/pool.h)
 };
 
 struct SpiderItem {

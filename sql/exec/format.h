@@ -1,6 +1,7 @@
 // Observation text for the model, one function per paper's style. Each reproduces what the paper's
 // Python environment printed, so a model trained here sees the same bytes it saw there.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@ std::string pandas_to_string(const std::vector<std::string>& columns, const std:
 // df.head(head_rows).to_string(index=index): dtypes come from all rows, only the first are shown.
 std::string pandas_to_string_head(const std::vector<std::string>& columns, const std::vector<Row>& all_rows,
                                   size_t head_rows, bool index);
+// pandas_to_string_head, or nullopt when its text would be longer than max_chars code points
+// (decided from the column widths, before any of it is written).
+std::optional<std::string> pandas_to_string_within(const std::vector<std::string>& columns,
+                                                   const std::vector<Row>& all_rows, size_t head_rows, bool index,
+                                                   size_t max_chars);
 
 // The `df` observation of SkyRL-SQL (index = false, positional labels, set of rows) and SQL-Trail
 // (index = true, column names). Over max_chars characters, the first head_rows rows are rendered
@@ -54,8 +60,9 @@ std::string format_recap_observation(const Result& result, size_t max_chars = 20
 // Whole result as JSON (CLI `--format json`): columns, decltypes, rows, error, flags.
 std::string format_result_json(const Result& result);
 
-// str(list of tuples) as Python prints fetchall(): [(1, 'a'), (2.5, None)].
-std::string python_rows_repr(const std::vector<Row>& rows);
+// str(list of tuples) as Python prints fetchall(): [(1, 'a'), (2.5, None)]. With max_chars, it
+// stops after the row that takes it past max_chars code points: then a prefix of the whole.
+std::string python_rows_repr(const std::vector<Row>& rows, size_t max_chars = std::string::npos);
 
 // Number of Unicode code points in UTF-8 text (what Python's len() counts).
 size_t utf8_length(const std::string& text);

@@ -531,13 +531,13 @@ void Pool::close_idle() {
   }
 }
 
-Limits official_script_limits(int64_t timeout_ms) {
+Limits official_script_limits(int64_t timeout_ms, const OfficialCaps& caps) {
   Limits l;
   l.timeout_ms = timeout_ms;
   l.max_rows = size_t(1) << 40;
-  l.max_result_bytes = size_t(1) << 40;
+  l.max_result_bytes = caps.result_bytes;
   l.max_sql_bytes = size_t(1) << 30;
-  l.max_query_memory_bytes = 0;
+  l.max_query_memory_bytes = caps.query_memory_bytes;
   l.max_value_bytes = 0;
   l.max_expr_depth = 0;
   l.max_compound_select = 0;

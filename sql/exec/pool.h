@@ -44,9 +44,19 @@ struct Limits {
   int max_like_pattern_bytes = 256;
 };
 
-// What the official Spider and BIRD scripts allow (Python's sqlite3, fetchall): no row, byte,
-// value or per-query memory cap, SQLite's own parser limits; only the wall clock.
-Limits official_script_limits(int64_t timeout_ms);
+// Two memory caps the official Spider and BIRD scripts lack (Python's sqlite3 takes what the
+// machine has: a 68-byte prediction, three zeroblob(9e8), held 5.3 GB; an endless CTE fetched
+// 3 GB in 10 s): what one query may hold inside SQLite, and its result's rows
+// (Limits::max_result_bytes). A result stopped at the cap is not whole, so the evaluations score a
+// prediction that reaches it as a miss; official gold queries return kilobytes to a few MB.
+struct OfficialCaps {
+  int64_t query_memory_bytes = int64_t(1) << 30;
+  size_t result_bytes = size_t(512) << 20;
+};
+
+// What the official Spider and BIRD scripts allow (Python's sqlite3, fetchall): no row or value
+// cap, SQLite's own parser limits, the wall clock; plus `caps`.
+Limits official_script_limits(int64_t timeout_ms, const OfficialCaps& caps = {});
 
 struct PoolOptions {
   size_t max_connections_per_db = 16;  // callers beyond this wait for a free connection

@@ -2,7 +2,7 @@
 // pandas' layout rules (header right-aligned over the column, index column, floats trimmed to
 // the decimals the column needs, Python reprs).
 #include <gtest/gtest.h>
-
+#include <sys/resource.h>
 
 #include "sql/exec/format.h"
 #include "sql/exec/pool.h"
@@ -90,6 +90,34 @@ TEST(DataFrameStyle, LongResultsAreTruncatedToFiftyRowsWithTheNote) {
   // Short results are never truncated.
   Result small = result_of({"id"}, {{Cell::of_integer(1)}});
   EXPECT_EQ(format_df_observation(small, DataFrameStyle{}, {}), "   id\n0   1");
+}
+
+size_t peak_rss_mib() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<size_t>(usage.ru_maxrss) / 1024;  // KiB on Linux
+}
+
+// One 1 MB cell in 2,000 rows: pandas pads every row of its column to 1 MB, so rendering the
+// whole frame to measure it (then cutting it to 50 rows) held 2 GB of padded cells and 2 GB of
+// text for a 50 MB observation; the recap style wrote every row's repr for 200 characters. Both
+// now write only what they show: the same texts, the memory of the rows shown.
+TEST(DataFrameStyle, AWideCellInALongResultCostsOnlyTheRowsShown) {
+  std::vector<Row> rows;
+  for (int i = 0; i < 2000; ++i) rows.push_back({Cell::of_integer(i), Cell::of_text(i == 1 ? std::string(1 << 20, 'w') : "x")});
+  Result r = result_of({"id", "pad"}, rows);
+  const size_t before = peak_rss_mib();
+  const std::string out = format_df_observation(r, DataFrameStyle{}, {});
+  const std::string recap = format_recap_observation(r, 200);
+  const size_t grown = peak_rss_mib() - before;
+  const std::string note = "Truncated to 50 lines since returned response too long: ";
+  ASSERT_EQ(out.substr(0, note.size()), note);
+  EXPECT_EQ(out.substr(note.size()), pandas_to_string({"id", "pad"}, std::vector<Row>(rows.begin(), rows.begin() + 50), true));
+  EXPECT_EQ(recap, utf8_prefix("The sql results example is: " + python_rows_repr(rows), 200));
+  EXPECT_EQ(pandas_to_string_within({"id", "pad"}, rows, rows.size(), true, 9000), std::nullopt);
+  if (!kAddressSanitizer) {
+    EXPECT_LT(grown, 400u) << "MiB of peak memory to format a 50-row observation";
+  }
 }
 
 // A result the pool stopped fetching says so: a single value over the byte cap leaves no row, and

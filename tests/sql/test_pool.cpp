@@ -246,6 +246,34 @@ TEST(SqlPool, OfficialScriptLimitsLeaveSqlitesOwn) {
   EXPECT_NE(again.error.find("too big"), std::string::npos) << again.error;
 }
 
+// The official scripts have no memory cap; ours keep their limits but for two (OfficialCaps): a
+// query's memory inside SQLite (a 30 MB blob and its 60 MB hex text against a 64 MiB cap fail at
+// once, where a roomier cap runs them) and its rows (an endless CTE stops at the byte cap, truncated,
+// instead of fetching until the clock). Catches the caps not reaching the official limits.
+TEST(SqlPool, OfficialScriptLimitsCapAQuerysMemoryAndRows) {
+  Pool pool;
+  OfficialCaps caps;
+  caps.query_memory_bytes = int64_t(64) << 20;
+  caps.result_bytes = size_t(1) << 20;
+  const std::string concat = "SELECT length(hex(zeroblob(30000000)))";
+  Result big = pool.execute(shop_db(), concat, official_script_limits(20000, caps));
+  EXPECT_FALSE(big.ok());
+  EXPECT_FALSE(big.infra_error) << "the per-query cap is the query's own limit: " << big.error;
+  OfficialCaps roomy;
+  roomy.query_memory_bytes = int64_t(512) << 20;
+  Result fits = pool.execute(shop_db(), concat, official_script_limits(20000, roomy));
+  ASSERT_TRUE(fits.ok()) << fits.error;
+  EXPECT_EQ(fits.rows[0][0].integer, 60000000);
+  const auto start = std::chrono::steady_clock::now();
+  Result endless = pool.execute(shop_db(), "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x FROM c) SELECT x FROM c",
+                                official_script_limits(20000, caps));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(endless.ok()) << endless.error;
+  EXPECT_TRUE(endless.truncated);
+  EXPECT_LE(endless.result_bytes, caps.result_bytes);
+  EXPECT_LT(seconds, 10.0);
+}
+
 // A LIKE is one VM step however long its matcher runs (pattern x string), so neither the wall
 // clock nor the step budget stopped this one (a probe: 112 s under a 200 ms timeout). The pattern
 // cap refuses it at once; the official-script limits keep SQLite's own cap (50,000 bytes).

@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -198,6 +199,31 @@ TEST_F(BirdEval, ASecondSemicolonScoresZeroAsInPython) {
   EXPECT_EQ(r.items[1].exec, 1);
   EXPECT_EQ(r.items[2].exec, 0);
   EXPECT_EQ(r.items[3].exec, 0);
+}
+
+// An endless CTE of 1s against the gold `SELECT 1`: under BIRD's set comparison any prefix of its
+// rows equals the gold's, so a result stopped at the byte cap must score 0 (Python would fetch
+// until meta_time_out: 0 too), and it stops at the cap in well under the timeout, its memory
+// bounded. Catches a truncated prefix scored as a match, and an evaluation without a result cap
+// (it ran to the timeout holding gigabytes).
+TEST_F(BirdEval, AResultPastTheByteCapIsAMissWithinTheCap) {
+  Pool pool;
+  BirdEvalOptions o = options();
+  o.gold_path = (root_ / "endless_gold.sql").string();
+  write_text(o.gold_path, "SELECT 1\tschool\nSELECT 1\tschool\n");
+  o.pred_path = (root_ / "endless.json").string();
+  write_text(o.pred_path, "{\"0\": \"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x FROM c) SELECT x FROM c"
+                          "\\t----- bird -----\\tschool\", \"1\": \"SELECT 1\\t----- bird -----\\tschool\"}");
+  o.diff_path = "";
+  o.timeout_s = 30;
+  o.caps.result_bytes = 1 << 20;
+  const auto start = std::chrono::steady_clock::now();
+  BirdEvalReport r = run_bird_eval(o, pool);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.items.size(), 2u);
+  EXPECT_EQ(r.items[0].exec, 0);
+  EXPECT_EQ(r.items[1].exec, 1);
+  EXPECT_LT(seconds, 15.0) << "the endless prediction should stop at its 1 MiB of rows";
 }
 
 // Python's sqlite3 raises on a TEXT value that is not UTF-8, and the official script scores the

@@ -66,6 +66,28 @@ TEST(Loader, DeeplyNestedComponentsAreAnErrorNotACrash) {
   }
 }
 
+// A field of the wrong type escaped as nlohmann's bare "[json.exception.type_error.302] type must
+// be string, but is number", naming neither the file nor the field.
+TEST(Loader, FieldsOfTheWrongTypeNameTheFile) {
+  const std::string good = tiny_tokenizer_json(R"(["a b"])");
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const size_t p = s.find(from);
+    EXPECT_NE(p, std::string::npos) << from;
+    return p == std::string::npos ? s : s.replace(p, from.size(), to);
+  };
+  const size_t regex_at = good.find("\"Regex\": ");
+  ASSERT_NE(regex_at, std::string::npos);
+  const size_t regex_end = good.find("}, \"behavior\"", regex_at);
+  std::string numeric_regex = good;
+  numeric_regex.replace(regex_at, regex_end - regex_at, "\"Regex\": 5");
+  EXPECT_NE(load_error(numeric_regex).find("bad.json: pre_tokenizer Split pattern.Regex is not a string"),
+            std::string::npos) << load_error(numeric_regex);
+  const std::string numeric_behavior = with(R"("behavior": "Isolated")", R"("behavior": 5)");
+  EXPECT_NE(load_error(numeric_behavior).find("bad.json: pre_tokenizer Split with behavior '(not a string)'"),
+            std::string::npos) << load_error(numeric_behavior);
+}
+
 TEST(Loader, RejectsUnsupportedComponentsByName) {
   std::string good = tiny_tokenizer_json(R"(["a b"])");
   auto replace = [&](const std::string& from, const std::string& to) {
