@@ -136,7 +136,7 @@ void run_eval_command(EvalArgs& args) {
   a.chat_template = chat_template_name(ro.chat_template);  // config.toml records the one used
 
   const bool bird = compare == sql::CompareMode::BirdSet;
-  sql::Pool pool;
+  sql::Pool pool(sql::model_sql_pool_options());
   rl::RewardContext ctx(pool, ro.sql_limits, compare);
   rl::EvalInfo info{a.dataset, a.split, a.protocol, a.weights, bird ? "bird" : "spider", a.seed, a.device, a.adapter};
   // CUDA: bf16 weights on the device (rl/policy.h); it fails naming the model's head_dim when the

@@ -421,7 +421,7 @@ void run_self_taught(SelfTaughtArgs& args) {
   lo.compute_difficulty = true;
   sql::Dataset ds = sql::load_dataset(lo);
   if (a.limit > 0 && static_cast<int64_t>(ds.examples.size()) > a.limit) ds.examples.resize(static_cast<size_t>(a.limit));
-  sql::Pool pool;
+  sql::Pool pool(sql::model_sql_pool_options());
   rl::SelfTaughtOptions so{a.out, a.tokenizer, log_line};
   so.device = a.device;
   const std::unique_ptr<LoraAdapter> adapter =

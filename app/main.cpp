@@ -1,6 +1,8 @@
 // llm_sqlrl: one binary, one subcommand per job.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "app/commands.h"
@@ -9,8 +11,13 @@
 #include "runtime/blas_core.h"
 #include "runtime/error.h"
 #include "runtime/gemm.h"
+#include "sql/exec/sandbox.h"
 
 int main(int argc, char** argv) {
+  // A SQL sandbox worker (sql/exec/sandbox.h), started by this same binary's pools.
+  if (argc == 4 && std::strcmp(argv[1], "--sql-worker") == 0)
+    return sqlrl::sql::sql_worker_main(std::atoi(argv[2]), std::atoi(argv[3]));
+  sqlrl::sql::register_sql_worker_binary("/proc/self/exe");
   // Past `ulimit -f`, a write raises SIGXFSZ, whose default action kills the process without a
   // word. Ignored, the write fails with EFBIG instead: the one-line error names the file, and a
   // checkpoint being written is removed (the previous one stays).

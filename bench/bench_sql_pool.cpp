@@ -1,6 +1,7 @@
 // Queries per second through the SQL pool (1, 2, 8 workers) on a generated ~100 MB database with
 // a mixed query set, each result compared with its gold result (BIRD set semantics), as an RL
-// step does. Peer: bench/sql_pool_peer.py (Python sqlite3 loop, same database, queries and
+// step does; in process (second argument 0) and through the sandbox's worker processes (1: the
+// trainer's setting, sql/exec/sandbox.h, as many worker processes as threads). Peer: bench/sql_pool_peer.py (Python sqlite3 loop, same database, queries and
 // comparisons). The database is built once at $SQLRL_BENCH_DB (default /tmp/sqlrl_bench_pool.sqlite).
 #include <benchmark/benchmark.h>
 #include <sqlite3.h>
@@ -70,7 +71,11 @@ void BM_PoolQueriesCompared(benchmark::State& state) {
   const size_t workers = static_cast<size_t>(state.range(0));
   std::string db = bench_db();
   ThreadPool threads(workers);
-  sql::Pool pool(sql::PoolOptions{}, &threads);
+  sql::PoolOptions options;
+  options.sandbox = state.range(1) != 0;
+  options.sandbox_options.worker_binary = SQLRL_BINARY;
+  options.sandbox_options.workers = workers;
+  sql::Pool pool(options, &threads);
   // Gold results are cached per (db, SQL), as in training: computed once, outside the timing.
   sql::GoldCache gold(pool);
   for (int i = 0; i < kQueries; ++i) gold.get(db, query(i).second);
@@ -92,7 +97,11 @@ void BM_PoolQueriesCompared(benchmark::State& state) {
   state.counters["matches"] = static_cast<double>(matches);
   state.counters["connections"] = static_cast<double>(pool.stats().opened_total);
 }
-BENCHMARK(BM_PoolQueriesCompared)->Arg(1)->Arg(2)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PoolQueriesCompared)
+    ->ArgsProduct({{1, 2, 8}, {0, 1}})
+    ->ArgNames({"threads", "sandbox"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 

@@ -178,7 +178,7 @@ TrainSummary grpo_phase(const DemoConfig& c, const TrainConfig& tc, QwenModel& m
   env.examples = train.examples;
   // One TensorBoard folder for the demo, a run per phase: `tensorboard --logdir OUT/tb`.
   env.tb_dir = (fs::path(c.out) / "tb" / fs::path(tc.out).filename()).string();
-  env.pool = std::make_unique<sql::Pool>();
+  env.pool = std::make_unique<sql::Pool>(sql::model_sql_pool_options());
   env.panel = train_reward_panel(tc);  // the protocol's panel plus what --train-set turns on
   env.reward_context = std::make_unique<RewardContext>(*env.pool, limits, sql::CompareMode::BirdSet);
   configure_reward_context(*env.reward_context, tc);

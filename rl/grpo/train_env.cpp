@@ -133,7 +133,7 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
   bool bird_like = format == sql::DatasetFormat::Bird || (c.compare.empty() && c.protocol == "skyrl");
   sql::CompareMode mode = c.compare.empty() ? (bird_like ? sql::CompareMode::BirdSet : sql::CompareMode::Spider)
                                             : (c.compare == "bird" ? sql::CompareMode::BirdSet : sql::CompareMode::Spider);
-  env.pool = std::make_unique<sql::Pool>();
+  env.pool = std::make_unique<sql::Pool>(sql::model_sql_pool_options());
   sql::Limits limits;
   limits.timeout_ms = c.sql_timeout_ms;
   limits.max_rows = static_cast<size_t>(c.sql_max_rows);

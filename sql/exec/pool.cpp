@@ -196,6 +196,7 @@ std::unique_ptr<Pool::Connection> open_connection(const std::string& path, const
     return nullptr;
   }
   sqlite3* db = conn->db;
+  if (options.on_open) options.on_open(db);
   sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
   sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, nullptr);  // authorizer.cpp: why
@@ -412,6 +413,8 @@ Pool::Pool(PoolOptions options, ThreadPool* workers)
   check(options_.max_connections_per_db > 0, "sql pool: max_connections_per_db must be > 0");
   check(workers_ != nullptr || options_.worker_threads > 0, "sql pool: worker_threads must be > 0");
   ensure_heap_limit(options_.heap_limit_bytes);
+  if (options_.sandbox && sandbox_available(options_.sandbox_options))
+    sandbox_ = std::make_unique<Sandbox>(options_.sandbox_options);
   static std::once_flag warned;
   if (!g_counting_allocator)
     std::call_once(warned, [] {
@@ -476,6 +479,8 @@ Result Pool::execute(const std::string& db_path, const std::string& sql, const L
   Result r;
   if (sql.size() > limits.max_sql_bytes) {
     r.error = str_cat("SQL too long: ", sql.size(), " bytes, limit ", limits.max_sql_bytes);
+  } else if (sandbox_) {
+    r = sandbox_->execute(db_path, sql, limits);
   } else {
     std::string error;
     std::unique_ptr<Connection> conn = acquire(db_path, error);
@@ -529,6 +534,12 @@ void Pool::close_idle() {
     stats_.open -= closing.size();
     stats_.closed_total += closing.size();
   }
+}
+
+PoolOptions model_sql_pool_options() {
+  PoolOptions o;
+  o.sandbox = true;
+  return o;
 }
 
 Limits official_script_limits(int64_t timeout_ms, const OfficialCaps& caps) {

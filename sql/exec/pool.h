@@ -14,6 +14,7 @@
 
 #include "runtime/thread_pool.h"
 #include "sql/exec/result.h"
+#include "sql/exec/sandbox.h"
 
 struct sqlite3;
 
@@ -74,6 +75,13 @@ struct PoolOptions {
   // four let three queries that run into their timeout_ms still leave one thread for the next;
   // queries are CPU-bound, so more threads than that only compete with the decoder for cores.
   size_t worker_threads = 4;
+  // Every query in a worker process (sql/exec/sandbox.h) instead of this one: what SQLite cannot
+  // stop or survive costs that query only. Without a worker binary (sandbox_options or
+  // register_sql_worker_binary: the llm_sqlrl binary registers itself), queries run in process.
+  bool sandbox = false;
+  SandboxOptions sandbox_options;
+  // Called on each connection it opens (the sandbox's planted test functions); null = none.
+  void (*on_open)(sqlite3* db) = nullptr;
 };
 
 struct PoolStats {
@@ -119,6 +127,7 @@ class Pool {
   ThreadPool& workers();  // the given pool, or the owned one (started on first use)
 
   PoolOptions options_;
+  std::unique_ptr<Sandbox> sandbox_;  // options_.sandbox with a worker binary
   ThreadPool* workers_;  // given by the caller; null = owned_workers_
   std::once_flag owned_started_;
   std::unique_ptr<ThreadPool> owned_workers_;
@@ -127,6 +136,10 @@ class Pool {
   std::map<std::string, DbSlot> slots_;
   PoolStats stats_;
 };
+
+// The options of a pool for model-written SQL (rollouts, rewards, evaluation of a model): the
+// sandbox on (PoolOptions::sandbox), the rest the defaults.
+PoolOptions model_sql_pool_options();
 
 // One-shot execution with a private connection (CLI, tools); same limits and safety as Pool.
 Result execute_once(const std::string& db_path, const std::string& sql, const Limits& limits = {});
