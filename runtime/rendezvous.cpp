@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "runtime/error.h"
+#include "runtime/socket_io.h"
 
 namespace sqlrl {
 
@@ -38,23 +39,11 @@ struct Fd {
 };
 
 void send_all(int fd, const void* data, size_t n, const std::string& where) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    check(k > 0, where, ": send failed: ", std::strerror(errno));
-    p += k, n -= static_cast<size_t>(k);
-  }
+  check(socket_send_all(fd, data, n), where, ": send failed: ", std::strerror(errno));
 }
 
 void recv_all(int fd, void* data, size_t n, const std::string& where) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    ssize_t k = ::recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR) continue;
-    check(k > 0, where, ": connection closed before the rendezvous payload arrived");
-    p += k, n -= static_cast<size_t>(k);
-  }
+  check(socket_recv_all(fd, data, n) == 1, where, ": connection closed before the rendezvous payload arrived");
 }
 
 std::string tcp_root(const Rendezvous& r, int world_size, const std::string& payload) {

@@ -4,7 +4,6 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
-#include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/prctl.h>
@@ -22,6 +21,7 @@
 #include <thread>
 
 #include "runtime/error.h"
+#include "runtime/socket_io.h"
 #include "sql/exec/pool.h"
 
 namespace sqlrl::sql {
@@ -185,48 +185,17 @@ Result read_result(Reader& r) {
   return res;
 }
 
-bool send_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
 bool send_frame(int fd, const std::string& payload) {
   const uint64_t n = payload.size();
-  return send_all(fd, reinterpret_cast<const char*>(&n), sizeof n) && send_all(fd, payload.data(), payload.size());
-}
-
-// Reads exactly n bytes before `deadline`. 1: done, 0: the other end closed or failed, -1: the
-// deadline passed.
-int recv_all(int fd, char* p, size_t n, Clock::time_point deadline) {
-  while (n > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return -1;
-    pollfd pfd{fd, POLLIN, 0};
-    const int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0) return 0;
-    if (ready == 0) continue;  // the loop re-checks the deadline
-    const ssize_t k = recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return 0;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return 1;
+  return socket_send_all(fd, &n, sizeof n) && socket_send_all(fd, payload.data(), payload.size());
 }
 
 int recv_frame(int fd, std::string& payload, Clock::time_point deadline) {
   uint64_t n = 0;
-  if (int rc = recv_all(fd, reinterpret_cast<char*>(&n), sizeof n, deadline); rc != 1) return rc;
+  if (int rc = socket_recv_all(fd, &n, sizeof n, deadline); rc != 1) return rc;
   if (n > (uint64_t(1) << 40)) return 0;
   payload.resize(n);
-  return recv_all(fd, payload.data(), n, deadline);
+  return socket_recv_all(fd, payload.data(), n, deadline);
 }
 
 std::string describe_exit(int status) {
@@ -285,18 +254,21 @@ struct Sandbox::Worker {
   pid_t pid = -1;
   int channel = -1;   // our end of the socket pair
   int lifeline = -1;  // our end of the lifeline: the worker exits when it closes
-  ~Worker() { stop(); }
-  void stop() {
+  ~Worker() { end(); }
+  // Closes our ends, kills the process (a no-op once it has exited) and reaps it: its wait
+  // status, which says how a worker that died ended.
+  int end() {
     if (channel >= 0) close(channel);
     if (lifeline >= 0) close(lifeline);
     channel = lifeline = -1;
+    int status = 0;
     if (pid > 0) {
       kill(pid, SIGKILL);
-      int status = 0;
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
       pid = -1;
     }
+    return status;
   }
 };
 
@@ -410,15 +382,8 @@ Result Sandbox::execute(const std::string& db_path, const std::string& sql, cons
     }
     rc = 0;
   }
-  // No answer: killed past the deadline, or dead. Either way this worker is gone.
-  const pid_t pid = w->pid;
-  close(w->channel);
-  w->channel = -1;
-  if (rc == -1) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  w->pid = -1;
+  // No answer: past the deadline (killed here), or dead. Either way this worker is gone.
+  const int status = w->end();
   w.reset();
   {
     std::lock_guard<std::mutex> lock(mutex_);
