@@ -100,6 +100,92 @@ TEST(RolloutInfra, ADatabaseThatBreaksMidRolloutMarksOnlyItsTrajectories) {
   EXPECT_EQ(clean.stats.sql_infra_errors, 0);
 }
 
+// Model-written SQL that kills or stalls SQLite itself, in the sandbox (sql/exec/sandbox.h) that
+// train, eval and the demo use: the worker of this test has two planted functions
+// (SQLRL_SQL_WORKER_TEST_FUNCTIONS=1), sqlrl_test_crash() raising SIGSEGV and sqlrl_test_spin()
+// looping inside one opcode, where no SQLite budget looks. The protocol turns every query that
+// would have failed on a missing column into the crash, and the first query of another kind into
+// the spin. Each costs its turn only: an error observation (not the machine's: the model wrote
+// it), the rollout finishes, the run's process lives, and the trajectories that never met a
+// planted query sample exactly the tokens of a run without them.
+struct PlantingProtocol : TagProtocol {
+  bool plant = false;
+  mutable bool spun = false;
+  mutable int64_t crashes = 0;
+  Action parse(std::string_view text) const override {
+    Action a = TagProtocol::parse(text);
+    if (!plant || a.kind != ActionKind::ExecSql) return a;
+    if (a.sql == "SELECT nope FROM city") {
+      a.sql = "SELECT sqlrl_test_crash()";
+      ++crashes;
+    } else if (!spun) {
+      a.sql = "SELECT sqlrl_test_spin()";
+      spun = true;
+    }
+    return a;
+  }
+};
+
+std::vector<Trajectory> run_sandboxed(bool plant, sql::PoolStats* stats) {
+  setenv("SQLRL_SQL_WORKER_TEST_FUNCTIONS", "1", 1);  // inherited by the workers
+  const Tokenizer& tok = tiny_tokenizer();
+  QwenModel model = tiny_model(tok, kMixed);
+  PlantingProtocol protocol;
+  protocol.plant = plant;
+  sql::PoolOptions po = sql::model_sql_pool_options();
+  po.sandbox_options.worker_binary = SQLRL_BINARY;
+  po.sandbox_options.grace_ms = 300;
+  sql::Pool pool(po);
+  std::vector<sql::Example> examples = city_examples();
+  RolloutOptions o = base_options();
+  o.sql_limits.timeout_ms = 200;
+  std::vector<RolloutRequest> requests = make_requests(protocol, tok, pool, examples, o);
+  std::vector<Trajectory> trajs = rollout(model, tok, protocol, pool, requests, o);
+  if (plant) {
+    EXPECT_TRUE(protocol.spun) << "no query became the spin: the fixture tests less than it says";
+    EXPECT_GT(protocol.crashes, 0) << "no query became the crash: the fixture tests less than it says";
+  }
+  *stats = pool.stats();
+  return trajs;
+}
+
+TEST(RolloutInfra, SandboxedSqlThatCrashesOrSpinsSqliteCostsOneTurn) {
+  sql::PoolStats clean_stats, planted_stats;  // clean_stats: the run without planted queries
+  const std::vector<Trajectory> clean = run_sandboxed(false, &clean_stats);
+  const std::vector<Trajectory> planted = run_sandboxed(true, &planted_stats);
+  ASSERT_EQ(planted.size(), clean.size());
+  int64_t crashed = 0, spun = 0, untouched = 0;
+  for (size_t k = 0; k < planted.size(); ++k) {
+    const Trajectory& t = planted[k];
+    bool met = false;
+    for (const TurnRecord& turn : t.turns) {
+      if (!turn.executed) continue;  // a last turn out of turns: parsed, never run
+      if (turn.action.sql == "SELECT sqlrl_test_crash()") {
+        met = true;
+        ++crashed;
+        EXPECT_TRUE(turn.sql_error && !turn.infra_error) << k;
+        EXPECT_NE(turn.observation.find("ended without an answer"), std::string::npos) << turn.observation;
+      } else if (turn.action.sql == "SELECT sqlrl_test_spin()") {
+        met = true;
+        ++spun;
+        EXPECT_TRUE(turn.sql_error && !turn.infra_error) << k;
+        EXPECT_NE(turn.observation.find("timeout after 500 ms"), std::string::npos) << turn.observation;
+        EXPECT_LT(turn.sql_seconds, 5.0) << "the spin was not stopped near its deadline";
+      }
+    }
+    EXPECT_FALSE(t.infra_failure) << k << ": " << t.infra_reason;
+    if (!met) {
+      ++untouched;
+      EXPECT_EQ(t.tokens, clean[k].tokens) << k;
+    }
+  }
+  EXPECT_GT(crashed, 0);
+  EXPECT_EQ(spun, 1);
+  ASSERT_GT(untouched, 0) << "every trajectory met a planted query: nothing shows the others are untouched";
+  EXPECT_EQ(planted_stats.timeouts, 1u);
+  EXPECT_GE(planted_stats.errors, static_cast<size_t>(crashed + spun));
+}
+
 // Scoring runs the gold and the answer itself: a failure of either for the machine marks the
 // trajectory (the gold's is not cached, so the run recovers when the file does).
 TEST(RolloutInfra, ScoringMarksAnswersWhoseGoldOrOwnSqlCannotRun) {
