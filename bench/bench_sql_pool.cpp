@@ -103,6 +103,40 @@ BENCHMARK(BM_PoolQueriesCompared)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// The same queries handed to Pool::submit all at once, as the trainer's scoring does (each
+// result compared on the caller's thread as it arrives): with the sandbox, queries waiting
+// together go to a worker in one request (Pool::kMaxBatch).
+void BM_PoolQueriesSubmitted(benchmark::State& state) {
+  const size_t workers = static_cast<size_t>(state.range(0));
+  std::string db = bench_db();
+  ThreadPool threads(workers);
+  sql::PoolOptions options;
+  options.sandbox = state.range(1) != 0;
+  options.sandbox_options.worker_binary = SQLRL_BINARY;
+  options.sandbox_options.workers = workers;
+  sql::Pool pool(options, &threads);
+  sql::GoldCache gold(pool);
+  for (int i = 0; i < kQueries; ++i) gold.get(db, query(i).second);
+  const size_t setup_trips = pool.stats().sandbox_round_trips;
+  int64_t matches = 0;
+  for (auto _ : state) {
+    std::vector<std::future<sql::Result>> pending;
+    pending.reserve(kQueries);
+    for (int i = 0; i < kQueries; ++i) pending.push_back(pool.submit(db, query(i).first));
+    matches = 0;
+    for (int i = 0; i < kQueries; ++i)
+      matches += sql::results_match(pending[i].get(), *gold.get(db, query(i).second), {sql::CompareMode::BirdSet, false, 0});
+  }
+  state.SetItemsProcessed(state.iterations() * kQueries);
+  state.counters["matches"] = static_cast<double>(matches);
+  state.counters["round_trips"] = static_cast<double>(pool.stats().sandbox_round_trips - setup_trips) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_PoolQueriesSubmitted)
+    ->ArgsProduct({{1, 2, 8}, {0, 1}})
+    ->ArgNames({"threads", "sandbox"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -25,6 +25,19 @@ namespace {
   return _mm512_fmadd_ps(a, b, c);
 }
 
+// cpu::load16 / store16 for the AVX-512 bodies below: the same memcpy, compiled for the caller's
+// target. Clang refuses a V16 passed between functions of different targets (an avx512f caller,
+// a generic callee: the vector's ABI differs) even when the callee is always inlined.
+[[gnu::always_inline, gnu::target("avx512f")]] inline cpu::V16 load16_512(const float* p) {
+  cpu::V16 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+[[gnu::always_inline, gnu::target("avx512f")]] inline void store16_512(float* p, cpu::V16 v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+
 // The vector path's two loops (paged_heads_body, Vec), compiled for AVX-512 only: p[h * len + j]
 // = the scaled score of head h for key j; out = the NH heads' weighted values, from p's
 // weights times inv[h].
@@ -37,11 +50,11 @@ template <int64_t DT, int64_t NH>
   typedef float V4 __attribute__((vector_size(16)));
   V16 qv[NH][kChunks];
   for (int64_t h = 0; h < NH; ++h)
-    for (int64_t c = 0; c < kChunks; ++c) qv[h][c] = cpu::load16(q + h * DT + c * 16);
+    for (int64_t c = 0; c < kChunks; ++c) qv[h][c] = load16_512(q + h * DT + c * 16);
   for (int64_t j = 0; j < len; ++j) {
     const float* kj = k_cache + slots[j];
     V16 kv[kChunks];
-    for (int64_t c = 0; c < kChunks; ++c) kv[c] = cpu::load16(kj + c * 16);
+    for (int64_t c = 0; c < kChunks; ++c) kv[c] = load16_512(kj + c * 16);
     for (int64_t h = 0; h < NH; ++h) {
       V16 acc = {};
       for (int64_t c = 0; c < kChunks; ++c) acc = fma16(qv[h][c], kv[c], acc);
@@ -63,12 +76,12 @@ template <int64_t DT, int64_t NH>
   for (int64_t j = 0; j < len; ++j) {
     const float* vj = v_cache + slots[j];
     for (int64_t c = 0; c < kChunks; ++c) {
-      const cpu::V16 x = cpu::load16(vj + c * 16);
+      const cpu::V16 x = load16_512(vj + c * 16);
       for (int64_t h = 0; h < NH; ++h) o[h][c] = fma16(cpu::V16{} + p[h * len + j] * inv[h], x, o[h][c]);
     }
   }
   for (int64_t h = 0; h < NH; ++h)
-    for (int64_t c = 0; c < kChunks; ++c) cpu::store16(out + h * DT + c * 16, o[h][c]);
+    for (int64_t c = 0; c < kChunks; ++c) store16_512(out + h * DT + c * 16, o[h][c]);
 }
 
 // Scores, softmax and weighted values of NH query heads (1 or 2) sharing one kv head, for one

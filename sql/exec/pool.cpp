@@ -499,12 +499,22 @@ Result Pool::execute(const std::string& db_path, const std::string& sql, const L
   }
   r.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   std::lock_guard<std::mutex> lock(mutex_);
+  count(r);
+  return r;
+}
+
+void Pool::count(const Result& r) {
   ++stats_.executions;
   if (r.timed_out) ++stats_.timeouts;
   if (!r.ok()) ++stats_.errors;
   if (r.infra_error) ++stats_.infra_errors;
-  return r;
 }
+
+struct Pool::Queued {
+  std::string db_path, sql;
+  Limits limits;
+  std::promise<Result> done;
+};
 
 ThreadPool& Pool::workers() {
   if (workers_) return *workers_;
@@ -513,14 +523,58 @@ ThreadPool& Pool::workers() {
 }
 
 std::future<Result> Pool::submit(std::string db_path, std::string sql, Limits limits) {
-  return workers().submit([this, db_path = std::move(db_path), sql = std::move(sql), limits] {
-    return execute(db_path, sql, limits);
-  });
+  if (!sandbox_ || sql.size() > limits.max_sql_bytes)
+    return workers().submit([this, db_path = std::move(db_path), sql = std::move(sql), limits] {
+      return execute(db_path, sql, limits);
+    });
+  auto q = std::make_unique<Queued>(Queued{std::move(db_path), std::move(sql), limits, {}});
+  std::future<Result> result = q->done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued_.push_back(std::move(q));
+  }
+  // A job per query, so the queue is always drained; a job that finds it empty (earlier jobs
+  // took its query in their batch) returns at once.
+  workers().submit([this] { run_queued(); });
+  return result;
+}
+
+void Pool::run_queued() {
+  std::vector<std::unique_ptr<Queued>> batch;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Shared over the workers: 40 waiting queries and 4 workers make batches of 10, so each
+    // worker process gets one; 3 queries make 3 batches of one (nothing is waiting to share).
+    const size_t workers = std::max<size_t>(1, options_.sandbox_options.workers);
+    const size_t take = std::min({queued_.size(), kMaxBatch, (queued_.size() + workers - 1) / workers});
+    for (size_t i = 0; i < take; ++i) {
+      batch.push_back(std::move(queued_.front()));
+      queued_.pop_front();
+    }
+  }
+  if (batch.empty()) return;
+  std::vector<SandboxQuery> queries;
+  for (const auto& q : batch) queries.push_back({q->db_path, q->sql, &q->limits});
+  std::vector<Result> results;
+  try {
+    results = sandbox_->execute_batch(queries);
+  } catch (...) {  // bad_alloc building a request: every caller hears of it
+    for (auto& q : batch) q->done.set_exception(std::current_exception());
+    return;
+  }
+  // elapsed_ms: the worker's time for an answered query, the wait for a killed or dead one.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Result& r : results) count(r);
+  }
+  for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(std::move(results[i]));
 }
 
 PoolStats Pool::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  PoolStats s = stats_;
+  if (sandbox_) s.sandbox_round_trips = sandbox_->stats().round_trips;
+  return s;
 }
 
 void Pool::close_idle() {

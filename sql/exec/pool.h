@@ -5,6 +5,7 @@
 #pragma once
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <future>
 #include <map>
 #include <memory>
@@ -94,6 +95,7 @@ struct PoolStats {
   size_t errors = 0;        // of which ended with an error (timeouts included)
   size_t infra_errors = 0;  // of those, the infrastructure's (Result::infra_error)
   size_t databases = 0;     // distinct database files seen
+  size_t sandbox_round_trips = 0;  // requests sent to sandbox workers (a batch of queries is one)
 };
 
 class Pool {
@@ -108,8 +110,11 @@ class Pool {
   // query or the database does: problems come back in Result::error.
   Result execute(const std::string& db_path, const std::string& sql, const Limits& limits = {});
 
-  // execute() on the worker pool.
+  // execute() on the worker pool. With the sandbox, queries submitted while others wait go to a
+  // worker process together (Sandbox::execute_batch): up to kMaxBatch per round trip, shared
+  // over the sandbox's workers. Each keeps its own limits and deadline; results do not change.
   std::future<Result> submit(std::string db_path, std::string sql, Limits limits = {});
+  static constexpr size_t kMaxBatch = 16;
 
   PoolStats stats() const;
   void close_idle();  // closes connections nobody holds (e.g. before a database file changes)
@@ -125,6 +130,9 @@ class Pool {
   void release(const std::string& db_path, std::unique_ptr<Connection> conn);
 
   ThreadPool& workers();  // the given pool, or the owned one (started on first use)
+  struct Queued;
+  void run_queued();  // sends a batch of the queued queries to the sandbox
+  void count(const Result& r);  // into stats_; the caller holds mutex_
 
   PoolOptions options_;
   std::unique_ptr<Sandbox> sandbox_;  // options_.sandbox with a worker binary
@@ -134,6 +142,7 @@ class Pool {
   mutable std::mutex mutex_;
   std::condition_variable slot_freed_;
   std::map<std::string, DbSlot> slots_;
+  std::deque<std::unique_ptr<Queued>> queued_;  // submitted, for the sandbox, not taken yet
   PoolStats stats_;
 };
 

@@ -350,48 +350,17 @@ void Sandbox::give_back(std::unique_ptr<Worker> worker) {
 }
 
 Result Sandbox::execute(const std::string& db_path, const std::string& sql, const Limits& limits) {
-  const auto start = Clock::now();
+  return std::move(execute_batch({{db_path, sql, &limits}}).front());
+}
+
+namespace {
+
+// The result of a query that got no answer: killed past its deadline (`killed`) or its worker
+// ended (`status`).
+Result unanswered(bool killed, int64_t budget_ms, int status, const Limits& limits) {
   Result failed;
-  std::unique_ptr<Worker> w = take();
-  if (!w) {
-    std::string error;
-    w = spawn(options_, error);
-    if (!w) {
-      give_back(nullptr);
-      failed.error = error;
-      failed.infra_error = true;
-      return failed;
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.started;
-  }
-  Writer req;
-  req.str(db_path);
-  req.str(sql);
-  write_limits(req, limits);
-  const int64_t budget = limits.timeout_ms > 0 ? limits.timeout_ms + options_.grace_ms : options_.unlimited_deadline_ms;
-  std::string answer;
-  int rc = send_frame(w->channel, req.buf) ? 1 : 0;
-  if (rc == 1) rc = recv_frame(w->channel, answer, start + std::chrono::milliseconds(budget));
-  if (rc == 1) {
-    Reader r{answer};
-    Result res = read_result(r);
-    if (r.ok) {
-      give_back(std::move(w));
-      return res;
-    }
-    rc = 0;
-  }
-  // No answer: past the deadline (killed here), or dead. Either way this worker is gone.
-  const int status = w->end();
-  w.reset();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++(rc == -1 ? stats_.killed : stats_.died);
-  }
-  give_back(nullptr);
-  if (rc == -1) {
-    failed.error = str_cat("timeout after ", budget, " ms: the query ran past its budget inside one SQLite operation, "
+  if (killed) {
+    failed.error = str_cat("timeout after ", budget_ms, " ms: the query ran past its budget inside one SQLite operation, "
                            "and its worker process was stopped");
     failed.timed_out = true;
     // As Result::infra_error says of the wall clock: the query's own limit unless a VM-step
@@ -401,8 +370,76 @@ Result Sandbox::execute(const std::string& db_path, const std::string& sql, cons
     failed.error = str_cat("the query's worker process ended without an answer (", describe_exit(status),
                            "): SQLite failed on this query");
   }
-  failed.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   return failed;
+}
+
+}  // namespace
+
+std::vector<Result> Sandbox::execute_batch(const std::vector<SandboxQuery>& queries) {
+  std::vector<Result> results(queries.size());
+  size_t next = 0;  // the first query without a result
+  while (next < queries.size()) {
+    std::unique_ptr<Worker> w = take();
+    if (!w) {
+      std::string error;
+      w = spawn(options_, error);
+      if (!w) {
+        give_back(nullptr);
+        for (; next < queries.size(); ++next) {
+          results[next].error = error;
+          results[next].infra_error = true;
+        }
+        break;
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.started;
+    }
+    Writer req;
+    req.i64(static_cast<int64_t>(queries.size() - next));
+    for (size_t i = next; i < queries.size(); ++i) {
+      req.str(queries[i].db_path);
+      req.str(queries[i].sql);
+      write_limits(req, *queries[i].limits);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.round_trips;
+    }
+    auto start = Clock::now();  // of the query answered next
+    int rc = send_frame(w->channel, req.buf) ? 1 : 0;
+    int64_t budget = 0;
+    for (; rc == 1 && next < queries.size(); ++next) {
+      const Limits& limits = *queries[next].limits;
+      budget = limits.timeout_ms > 0 ? limits.timeout_ms + options_.grace_ms : options_.unlimited_deadline_ms;
+      std::string answer;
+      rc = recv_frame(w->channel, answer, start + std::chrono::milliseconds(budget));
+      if (rc != 1) break;
+      Reader r{answer};
+      results[next] = read_result(r);
+      if (!r.ok) {
+        rc = 0;
+        break;
+      }
+      start = Clock::now();
+    }
+    if (rc == 1) {
+      give_back(std::move(w));
+      break;
+    }
+    // No answer to query `next`: past its deadline (killed here), or dead. Either way this worker
+    // is gone; the queries after it go to another.
+    const int status = w->end();
+    w.reset();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++(rc == -1 ? stats_.killed : stats_.died);
+    }
+    give_back(nullptr);
+    results[next] = unanswered(rc == -1, budget, status, *queries[next].limits);
+    results[next].elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    ++next;
+  }
+  return results;
 }
 
 void register_sql_worker_binary(const std::string& path) {
@@ -439,12 +476,16 @@ int sql_worker_main(int channel, int lifeline) {
   for (;;) {
     if (recv_frame(channel, frame, Clock::time_point::max()) != 1) return 0;  // the trainer closed it
     Reader r{frame};
-    const std::string db_path = r.str(), sql = r.str();
-    const Limits limits = read_limits(r);
-    if (!r.ok) return 2;
-    Writer w;
-    write_result(w, pool.execute(db_path, sql, limits));
-    if (!send_frame(channel, w.buf)) return 0;
+    const int64_t n = r.i64();
+    if (!r.ok || n <= 0) return 2;
+    for (int64_t i = 0; i < n; ++i) {
+      const std::string db_path = r.str(), sql = r.str();
+      const Limits limits = read_limits(r);
+      if (!r.ok) return 2;
+      Writer w;
+      write_result(w, pool.execute(db_path, sql, limits));
+      if (!send_frame(channel, w.buf)) return 0;
+    }
   }
 }
 

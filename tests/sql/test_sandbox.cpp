@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <future>
 
+#include "runtime/thread_pool.h"
 #include "sql/exec/pool.h"
 #include "sql/exec/sandbox.h"
 #include "tests/sql/pool_test_db.h"
@@ -140,6 +141,65 @@ TEST(SqlSandbox, APoolWithTheSandboxSurvivesACrash) {
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(pool.stats().executions, 2u);
   EXPECT_EQ(pool.stats().errors, 1u);
+}
+
+// One request carries several queries; a crash and a spin in the middle of it cost themselves
+// only: the queries before them keep their answers, the ones after run on a new worker, in order.
+TEST(SqlSandbox, ABatchLosesOnlyTheQueriesThatCrashOrSpin) {
+  Sandbox sandbox(test_sandbox(1));
+  Limits limits;
+  limits.timeout_ms = 200;
+  const std::vector<std::string> sql = {"SELECT count(*) FROM products", "SELECT sqlrl_test_crash()",
+                                        "SELECT name FROM products ORDER BY id", "SELECT sqlrl_test_spin()",
+                                        "SELECT max(id) FROM products"};
+  std::vector<SandboxQuery> batch;
+  for (const std::string& q : sql) batch.push_back({shop_db(), q, &limits});
+  const std::vector<Result> got = sandbox.execute_batch(batch);
+  ASSERT_EQ(got.size(), sql.size());
+  Pool pool;
+  for (size_t i : {0u, 2u, 4u}) {
+    const Result want = pool.execute(shop_db(), sql[i], limits);
+    ASSERT_TRUE(got[i].ok()) << sql[i] << ": " << got[i].error;
+    ASSERT_EQ(got[i].rows.size(), want.rows.size()) << sql[i];
+    for (size_t r = 0; r < want.rows.size(); ++r)
+      EXPECT_TRUE(got[i].rows[r][0].text == want.rows[r][0].text && got[i].rows[r][0].integer == want.rows[r][0].integer)
+          << sql[i] << " row " << r;
+  }
+  EXPECT_NE(got[1].error.find("ended without an answer"), std::string::npos) << got[1].error;
+  EXPECT_TRUE(got[3].timed_out) << got[3].error;
+  const SandboxStats s = sandbox.stats();
+  EXPECT_EQ(s.round_trips, 3u) << "the batch, then what followed the crash, then what followed the spin";
+  EXPECT_EQ(s.started, 3u);
+  EXPECT_EQ(s.died, 1u);
+  EXPECT_EQ(s.killed, 1u);
+}
+
+// Queries submitted while others wait share round trips: 40 queued at once over 4 workers take
+// batches of ceil(waiting / 4) (10, 8, 6, 4, 3, 3, 2, 1, 1, 1, 1: 11 requests), not 40; each
+// caller still gets its own query's result. The pool's threads are held until all 40 are queued,
+// so the count does not depend on timing.
+TEST(SqlSandbox, SubmittedQueriesShareRoundTrips) {
+  PoolOptions options;
+  options.sandbox = true;
+  options.sandbox_options = test_sandbox(4);
+  ThreadPool threads(4);
+  Pool pool(options, &threads);
+  std::promise<void> go;
+  std::shared_future<void> started = go.get_future().share();
+  for (int i = 0; i < 4; ++i) threads.submit([started] { started.wait(); });
+  std::vector<std::future<Result>> answers;
+  for (int i = 0; i < 40; ++i)
+    answers.push_back(pool.submit(shop_db(), "SELECT " + std::to_string(i) + " + count(*) FROM products"));
+  go.set_value();
+  Pool in_process;
+  const int64_t products = in_process.execute(shop_db(), "SELECT count(*) FROM products").rows.at(0).at(0).integer;
+  for (int i = 0; i < 40; ++i) {
+    Result r = answers[i].get();
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.rows.at(0).at(0).integer, i + products) << "query " << i << " got another's result";
+  }
+  EXPECT_EQ(pool.stats().executions, 40u);
+  EXPECT_LE(pool.stats().sandbox_round_trips, 11u);
 }
 
 }  // namespace
