@@ -126,7 +126,7 @@ struct PlantingProtocol : TagProtocol {
   }
 };
 
-std::vector<Trajectory> run_sandboxed(bool plant, sql::PoolStats* stats) {
+std::vector<Trajectory> run_sandboxed(bool plant, sql::PoolStats* stats, bool sandbox = true) {
   setenv("SQLRL_SQL_WORKER_TEST_FUNCTIONS", "1", 1);  // inherited by the workers
   const Tokenizer& tok = tiny_tokenizer();
   QwenModel model = tiny_model(tok, kMixed);
@@ -135,6 +135,7 @@ std::vector<Trajectory> run_sandboxed(bool plant, sql::PoolStats* stats) {
   sql::PoolOptions po = sql::model_sql_pool_options();
   po.sandbox_options.worker_binary = SQLRL_BINARY;
   po.sandbox_options.grace_ms = 300;
+  po.sandbox = sandbox;
   sql::Pool pool(po);
   std::vector<sql::Example> examples = city_examples();
   RolloutOptions o = base_options();
@@ -182,6 +183,18 @@ TEST(RolloutInfra, SandboxedSqlThatCrashesOrSpinsSqliteCostsOneTurn) {
   EXPECT_GT(crashed, 0);
   EXPECT_EQ(spun, 1);
   ASSERT_GT(untouched, 0) << "every trajectory met a planted query: nothing shows the others are untouched";
+  // Without planted queries the sandbox changes no bit: the same trajectories as the in-process
+  // pool (what the demo's table rests on: its figures do not move with the sandbox).
+  sql::PoolStats in_process_stats;
+  const std::vector<Trajectory> in_process = run_sandboxed(false, &in_process_stats, false);
+  ASSERT_EQ(in_process.size(), clean.size());
+  for (size_t k = 0; k < clean.size(); ++k) {
+    EXPECT_EQ(clean[k].tokens, in_process[k].tokens) << k;
+    EXPECT_EQ(clean[k].sampler_logprobs, in_process[k].sampler_logprobs) << k;
+  }
+  EXPECT_GT(clean_stats.sandbox_round_trips, 0u) << "the sandboxed run ran nothing in the sandbox";
+  EXPECT_EQ(in_process_stats.sandbox_round_trips, 0u);
+  EXPECT_GT(clean_stats.executions, 0u);
   EXPECT_EQ(planted_stats.timeouts, 1u);
   EXPECT_GE(planted_stats.errors, static_cast<size_t>(crashed + spun));
 }
