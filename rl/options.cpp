@@ -219,6 +219,18 @@ void add_parallel_options(OptionTable& t, ParallelOptions& o) {
                "bits of --grad-accum N; off: MPI's all-reduce", &o.deterministic_reduce});
 }
 
+void add_checkpoint_options(OptionTable& t, CheckpointOptions& o) {
+  t.push_back({"checkpoint-background", "write each checkpoint on a thread from a host copy while training goes on "
+               "(training waits for the copy only; false: for the whole write, without the copy's memory)",
+               &o.checkpoint_background});
+  t.push_back({"keep-checkpoints", "after each checkpoint, delete all but the newest N complete ones (and best.json's); "
+               "0 = keep all", &o.keep_checkpoints});
+}
+
+void validate(const CheckpointOptions& o) {
+  check(o.keep_checkpoints >= 0, "keep-checkpoints must be >= 0 (0 = keep all), got ", o.keep_checkpoints);
+}
+
 void validate(const ParallelOptions& o) {
   check(o.grad_accum >= 1 && o.grad_accum <= 4096, "grad-accum must be in [1, 4096], got ", o.grad_accum);
   check(o.zero_stage >= 0 && o.zero_stage <= 2, "zero-stage must be 0, 1 or 2, got ", o.zero_stage);

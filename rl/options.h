@@ -18,6 +18,7 @@
 //   sql        sql-timeout-ms sql-max-rows sql-memory-mb sql-max-value-kb  train self-taught eval
 //   memory     memory-gb bf16-moments recompute offload-optimizer      train sft
 //   parallel   grad-accum zero-stage deterministic-reduce              train
+//   checkpoint checkpoint-background keep-checkpoints                  train
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -106,7 +107,14 @@ struct ParallelOptions {
   bool deterministic_reduce = true;  // rank-order sums: N ranks == --grad-accum N, bit for bit
 };
 
+// Checkpoint writing (rl/checkpoint_writer.h), which a resumed run may change.
+struct CheckpointOptions {
+  bool checkpoint_background = true;  // write from a host copy on a thread while training goes on
+  int64_t keep_checkpoints = 0;       // complete checkpoints kept (newest, plus best.json's); 0 = all
+};
+
 void add_output_options(OptionTable& table, OutputOptions& o, const char* help);
+void add_checkpoint_options(OptionTable& table, CheckpointOptions& o);
 void add_parallel_options(OptionTable& table, ParallelOptions& o);
 void add_memory_options(OptionTable& table, MemoryOptions& o);
 void add_device_options(OptionTable& table, DeviceOptions& o);
@@ -150,6 +158,7 @@ void validate(const SqlOptions& o);
 void validate(const MemoryOptions& o);
 void validate(const ParallelOptions& o);
 void validate(const LoraOptions& o);
+void validate(const CheckpointOptions& o);
 
 // Checks every shared group that `config` derives from; an error reads "<command>: <what>".
 template <class Config>
@@ -163,6 +172,7 @@ void validate_groups(const Config& config, const char* command) {
     if constexpr (std::is_base_of_v<MemoryOptions, Config>) validate(static_cast<const MemoryOptions&>(config));
     if constexpr (std::is_base_of_v<ParallelOptions, Config>) validate(static_cast<const ParallelOptions&>(config));
     if constexpr (std::is_base_of_v<LoraOptions, Config>) validate(static_cast<const LoraOptions&>(config));
+    if constexpr (std::is_base_of_v<CheckpointOptions, Config>) validate(static_cast<const CheckpointOptions&>(config));
   } catch (const std::exception& e) {
     fail(command, ": ", e.what());
   }

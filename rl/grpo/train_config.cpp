@@ -23,6 +23,9 @@ OptionTable config_fields(TrainConfig& c) {
                  "batch-size) steps (0 = max-steps decides)", &c.epochs},
       {"seed", "seed of the data shuffle, the sampler (Philox) and the embedded model", &c.seed},
       {"save-every", "checkpoint every N steps (the last always); 0 = last only", &c.save_every},
+  });
+  add_checkpoint_options(t, c);
+  t.insert(t.end(), {
       {"log-trajectories", "trajectories per step written to trajectories.jsonl", &c.log_trajectories},
       {"tensorboard", kTensorboardHelp, &c.tensorboard},
   });

@@ -20,7 +20,8 @@ namespace sqlrl::rl {
 // temperature, top_p, top_k, max_turns, max_turn_tokens, max_total_tokens, sql_timeout_ms,
 // sql_max_rows, lora_*, adapter) are rl/options.h's; the constructor sets train's defaults of them.
 struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions, ProtocolOptions, SamplingOptions,
-                     TurnOptions, SqlOptions, MemoryOptions, ParallelOptions, LoraOptions, AdapterOptions {
+                     TurnOptions, SqlOptions, MemoryOptions, ParallelOptions, LoraOptions, AdapterOptions,
+                     CheckpointOptions {
   TrainConfig() {
     out = "runs/train";
     max_turn_tokens = 48;

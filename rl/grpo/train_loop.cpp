@@ -5,8 +5,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 
+#include "rl/checkpoint_writer.h"
 #include "rl/eval/eval.h"
 #include "rl/grpo/grpo.h"
 #include "rl/grpo/train.h"
@@ -205,6 +208,13 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
 
   RunLock own_lock;
   if (owner && env.lock.fd < 0) own_lock = lock_run_folder(dir);
+  // After the lock, so that it is destroyed (its write in flight finished) before the lock goes.
+  std::optional<CheckpointWriter> writer;
+  if (owner) {
+    CheckpointWriterOptions wo;
+    wo.background = c.checkpoint_background, wo.keep = c.keep_checkpoints;
+    writer.emplace(dir, env.tokenizer_path, wo);
+  }
   check(!env.adapter || !env.reference, "train: a LoRA run's KL reference is its frozen base; TrainEnv::reference "
         "must be empty");
   // What AdamW updates: the adapter's parameters in a LoRA run, else the model's.
@@ -441,10 +451,13 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       // ZeRO 1/2: the moments of every slice, gathered into one file of every moment, so any
       // world size resumes from it.
       OptimizerState full = moments != trainable ? gather_optimizer(comm, optimizer, trainable) : OptimizerState{};
+      // best.json is written once the checkpoint it names is in place (the writer's `after`).
+      std::function<void(const std::string&)> after;
+      if (new_best) after = [dir, b = BestEval{done, last_eval_ex}](const std::string&) { write_best_json(dir, b); };
       if (owner)
-        save_checkpoint(dir, done, env.model, moments != trainable ? full : optimizer, env.tokenizer_path,
-                        grpo_trainer_state(optimizer, c, n_examples, cursor), env.adapter.get());
-      comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
+        writer->save(done, env.model, moments != trainable ? full : optimizer,
+                     grpo_trainer_state(optimizer, c, n_examples, cursor), env.adapter.get(), std::move(after));
+      comm_barrier(comm);  // no rank runs ahead of a save that failed (the previous write's error is raised here)
       if (cuda && !plan.modes.offload_optimizer) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
       rec.checkpoint_seconds = seconds_since(save_start);
     }
@@ -458,10 +471,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       for (const std::string& l : traj_lines) traj_log->append(l);
       if (tb) tb_log_metrics(*tb, line), tb_log_trajectories(*tb, done, traj_lines);
     }
-    if (new_best) {
-      best = {done, last_eval_ex};
-      if (owner) write_best_json(dir, best);
-    }
+    if (new_best) best = {done, last_eval_ex};
 
     summary.reward_means.push_back(rec.sums[0] > 0 ? rec.sums[1] / rec.sums[0] : 0.0);
     double mean_step = seconds_since(run_start) / static_cast<double>(step + 1 - summary.first_step);
@@ -476,6 +486,8 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   }
   summary.last_step = std::max(step, summary.first_step);
   summary.best_step = best.step, summary.best_ex = best.ex;
+  // The last checkpoint's write: the run is over only once it is in place (or its error raised).
+  if (writer) writer->finish();
   summary.seconds = seconds_since(run_start);
   return summary;
 }

@@ -1,0 +1,147 @@
+#include "rl/checkpoint_writer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "rl/run_folder.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+#include "runtime/json_depth.h"
+
+namespace sqlrl::rl {
+namespace fs = std::filesystem;
+
+// What one checkpoint holds, owned by the writer (background) or borrowed (in the caller's thread).
+struct CheckpointWriter::Job {
+  int64_t step = 0;
+  QwenModel model_copy;
+  std::optional<LoraAdapter> adapter_copy;
+  OptimizerState optimizer_copy;
+  const QwenModel* model = nullptr;
+  const LoraAdapter* adapter = nullptr;
+  const OptimizerState* optimizer = nullptr;
+  nlohmann::ordered_json trainer_state;
+  std::function<void(const std::string&)> after;
+};
+
+namespace {
+
+// The tensors a checkpoint writes, without the gradients (a trained model holds as many again).
+QwenModel weights_copy(const QwenModel& m) {
+  QwenModel c;
+  c.config = m.config;
+  c.table = m.table;
+  c.num_params = m.num_params;
+  c.params = m.params;
+  return c;
+}
+
+LoraAdapter adapter_copy(const LoraAdapter& a) {
+  LoraAdapter c;
+  c.config = a.config;
+  c.model = a.model;
+  c.table = a.table;
+  c.num_params = a.num_params;
+  c.params = a.params;
+  return c;
+}
+
+// The step of "checkpoints/step-N" (a folder name), -1 when it is not one.
+int64_t step_of(const std::string& name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5) return -1;
+  char* end = nullptr;
+  const long long step = std::strtoll(name.c_str() + 5, &end, 10);
+  return *end == 0 && step >= 0 ? step : -1;
+}
+
+// The folder name best.json names ("step-N"), "" when there is none or it cannot be read.
+std::string best_checkpoint_name(const std::string& run_dir) {
+  const fs::path path = fs::path(run_dir) / "best.json";
+  if (!fs::is_regular_file(path)) return "";
+  const std::string text = read_file_text(path.string());
+  if (json_too_deep_at(text) != std::string_view::npos) return "";
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("checkpoint") || !j["checkpoint"].is_string()) return "";
+  return fs::path(j["checkpoint"].get<std::string>()).filename().string();
+}
+
+}  // namespace
+
+std::vector<std::string> prune_checkpoints(const std::string& run_dir, int64_t keep) {
+  std::vector<std::string> deleted;
+  const fs::path dir = fs::path(run_dir) / "checkpoints";
+  if (keep <= 0 || !fs::is_directory(dir)) return deleted;
+  std::vector<std::pair<int64_t, fs::path>> complete;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const int64_t step = step_of(entry.path().filename().string());
+    if (step >= 0 && entry.is_directory() && fs::exists(entry.path() / "trainer_state.json"))
+      complete.emplace_back(step, entry.path());
+  }
+  std::sort(complete.begin(), complete.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  const std::string best = best_checkpoint_name(run_dir);
+  for (size_t i = static_cast<size_t>(keep); i < complete.size(); ++i) {
+    if (complete[i].second.filename().string() == best) continue;
+    fs::remove_all(complete[i].second);
+    deleted.push_back(complete[i].second.string());
+  }
+  return deleted;
+}
+
+CheckpointWriter::CheckpointWriter(std::string run_dir, std::string tokenizer_path, CheckpointWriterOptions options)
+    : run_dir_(std::move(run_dir)), tokenizer_path_(std::move(tokenizer_path)), options_(options) {}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (thread_.joinable()) thread_.join();
+  if (!error_.empty()) std::fprintf(stderr, "error: %s\n", error_.c_str());
+}
+
+void CheckpointWriter::write(Job& job) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    if (options_.before_write) options_.before_write();
+    const std::string folder = save_checkpoint(run_dir_, job.step, *job.model, *job.optimizer, tokenizer_path_,
+                                               job.trainer_state, job.adapter);
+    prune_checkpoints(run_dir_, options_.keep);
+    if (job.after) job.after(folder);
+  } catch (const std::exception& e) {
+    error_ = str_cat("checkpoint step ", job.step, " of ", run_dir_, ": ", e.what());
+  }
+  last_write_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void CheckpointWriter::finish() {
+  if (thread_.joinable()) thread_.join();
+  if (!error_.empty()) {
+    const std::string error = std::move(error_);
+    error_.clear();
+    throw Error(error);
+  }
+}
+
+std::string CheckpointWriter::save(int64_t step, const QwenModel& model, const OptimizerState& optimizer,
+                                   const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter,
+                                   std::function<void(const std::string&)> after) {
+  finish();
+  auto job = std::make_shared<Job>();
+  job->step = step;
+  job->trainer_state = trainer_state;
+  job->after = std::move(after);
+  if (!options_.background) {
+    job->model = &model, job->adapter = adapter, job->optimizer = &optimizer;
+    write(*job);
+    finish();
+    return checkpoint_dir(run_dir_, step);
+  }
+  // The copy training waits for; the rest happens beside the next steps.
+  if (adapter) job->adapter_copy = adapter_copy(*adapter), job->adapter = &*job->adapter_copy;
+  else job->model_copy = weights_copy(model);
+  job->model = adapter ? &model : &job->model_copy;  // with an adapter the weights are not read
+  job->optimizer_copy = optimizer;
+  job->optimizer = &job->optimizer_copy;
+  thread_ = std::thread([this, job] { write(*job); });
+  return checkpoint_dir(run_dir_, step);
+}
+
+}  // namespace sqlrl::rl

@@ -1,0 +1,70 @@
+// Checkpoints that do not stop training. A save copies what the checkpoint holds (the weights or
+// the LoRA adapter, the optimizer's moments, the trainer state) into host memory the writer owns,
+// and a background thread writes the folder from that copy (rl/run_folder.h save_checkpoint: a
+// temporary folder renamed into place, so kill -9 mid-write leaves the previous checkpoint the
+// latest complete one). Training blocks for the copy only, and for the previous write when the
+// next save comes before it has finished (one write in flight). A write's error is raised at the
+// next save or at finish(): the run stops there, as it would have at the save itself.
+//
+// After each write (background or not), `keep` > 0 deletes the oldest complete checkpoints but the
+// newest `keep`, sparing the one RUN/best.json names; then the save's `after` runs (best.json is
+// written only once the checkpoint it names exists).
+//
+// Memory: the copy is as large as the checkpoint's tensors (a 0.6B model with fp32 moments: 7.2
+// GB). checkpoint-background false writes in the training thread instead, without a copy.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "model/lora.h"
+#include "model/model.h"
+#include "rl/optimizer.h"
+
+namespace sqlrl::rl {
+
+struct CheckpointWriterOptions {
+  bool background = true;
+  int64_t keep = 0;  // complete checkpoints kept (the newest, plus best.json's); 0 = all
+  // Called on the writing thread before each write (tests hold a write back with it); null = none.
+  std::function<void()> before_write;
+};
+
+class CheckpointWriter {
+ public:
+  CheckpointWriter(std::string run_dir, std::string tokenizer_path, CheckpointWriterOptions options);
+  ~CheckpointWriter();  // waits for the write in flight; an error nobody collected goes to stderr
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Checkpoint `step` of `model` (its params; not read when `adapter` is given), `optimizer` and
+  // `trainer_state`: waits for the previous write (raising its error), then writes (background:
+  // starts writing a copy). `after(folder)` runs once the folder is in place, on the writer's
+  // thread when in the background. Returns the folder the checkpoint will have.
+  std::string save(int64_t step, const QwenModel& model, const OptimizerState& optimizer,
+                   const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter = nullptr,
+                   std::function<void(const std::string&)> after = {});
+  // Waits for the write in flight and raises its error, if any.
+  void finish();
+  // Seconds the last finished write took (0 before the first).
+  double last_write_seconds() const { return last_write_seconds_; }
+
+ private:
+  struct Job;
+  void write(Job& job);  // the write, the pruning, `after`; errors into error_
+
+  std::string run_dir_, tokenizer_path_;
+  CheckpointWriterOptions options_;
+  std::thread thread_;
+  std::string error_;  // of the last write; read after joining
+  double last_write_seconds_ = 0;
+};
+
+// Deletes the complete checkpoints of run_dir but the newest `keep` and the one RUN/best.json
+// names (keep <= 0: none deleted). Returns the folders deleted.
+std::vector<std::string> prune_checkpoints(const std::string& run_dir, int64_t keep);
+
+}  // namespace sqlrl::rl
