@@ -88,7 +88,7 @@ void finish_sft_training(SftTraining& s, const char* command) {
 }
 
 struct SftSettings : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl::TemplateOptions, SftTraining,
-                     rl::MemoryOptions, rl::LoraOptions, rl::AdapterOptions {
+                     rl::MemoryOptions, rl::LoraOptions, rl::AdapterOptions, rl::CheckpointOptions {
   std::string data, resume;
   bool tensorboard = true;
 };
@@ -109,6 +109,7 @@ OptionTable sft_options(SftSettings& s) {
   set_option_help(t, "device", "cpu (f32) | cuda (one GPU: bf16 weights, f32 master and moments; head_dim 64 or 128)");
   rl::add_template_options(t, s);
   add_sft_training_options(t, s);
+  rl::add_checkpoint_options(t, s);
   rl::add_memory_options(t, s);
   // SFT has no rollout phase to offload the moments during: that key is GRPO's alone.
   std::erase_if(t, [](const Option& o) { return std::string(o.key) == "offload-optimizer"; });
@@ -226,6 +227,7 @@ void run_sft_command(SftArgs& args) {
   // Field by field: GCC 12 took the aggregate form for a maybe-uninitialized string (-Werror).
   rl::SftRunOptions ro;
   ro.out_dir = a.out, ro.tokenizer_path = a.tokenizer, ro.log = log_line;
+  ro.checkpoint.background = a.checkpoint_background, ro.checkpoint.keep = a.keep_checkpoints;
   ro.progress = true;  // a progress line per update; the update's JSON is in OUT/metrics.jsonl
   ro.comm = &job;
   ro.resume = resume ? &*resume : nullptr;

@@ -100,7 +100,7 @@ CheckpointWriter::~CheckpointWriter() {
 void CheckpointWriter::write(Job& job) {
   const auto start = std::chrono::steady_clock::now();
   try {
-    if (options_.before_write) options_.before_write();
+    if (before_write_) before_write_();
     const std::string folder = save_checkpoint(run_dir_, job.step, *job.model, *job.optimizer, tokenizer_path_,
                                                job.trainer_state, job.adapter);
     prune_checkpoints(run_dir_, options_.keep);

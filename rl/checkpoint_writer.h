@@ -29,8 +29,6 @@ namespace sqlrl::rl {
 struct CheckpointWriterOptions {
   bool background = true;
   int64_t keep = 0;  // complete checkpoints kept (the newest, plus best.json's); 0 = all
-  // Called on the writing thread before each write (tests hold a write back with it); null = none.
-  std::function<void()> before_write;
 };
 
 class CheckpointWriter {
@@ -49,6 +47,8 @@ class CheckpointWriter {
                    std::function<void(const std::string&)> after = {});
   // Waits for the write in flight and raises its error, if any.
   void finish();
+  // Called on the writing thread before each write (tests hold a write back with it).
+  void set_before_write(std::function<void()> hook) { before_write_ = std::move(hook); }
   // Seconds the last finished write took (0 before the first).
   double last_write_seconds() const { return last_write_seconds_; }
 
@@ -58,6 +58,7 @@ class CheckpointWriter {
 
   std::string run_dir_, tokenizer_path_;
   CheckpointWriterOptions options_;
+  std::function<void()> before_write_;
   std::thread thread_;
   std::string error_;  // of the last write; read after joining
   double last_write_seconds_ = 0;

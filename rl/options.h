@@ -18,7 +18,7 @@
 //   sql        sql-timeout-ms sql-max-rows sql-memory-mb sql-max-value-kb  train self-taught eval
 //   memory     memory-gb bf16-moments recompute offload-optimizer      train sft
 //   parallel   grad-accum zero-stage deterministic-reduce              train
-//   checkpoint checkpoint-background keep-checkpoints                  train
+//   checkpoint checkpoint-background keep-checkpoints                  train sft
 #pragma once
 #include <cstdint>
 #include <memory>

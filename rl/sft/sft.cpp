@@ -318,8 +318,10 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   std::unique_ptr<JsonlWriter> metrics;
   std::unique_ptr<TbLog> tb;
   const std::string tb_dir = tb_log_dir(options.out_dir, options.tb_dir);
+  std::optional<CheckpointWriter> writer;  // after the lock: its write ends before the lock goes
   if (!options.out_dir.empty() && owner) {
     lock = lock_run_folder(options.out_dir);
+    writer.emplace(options.out_dir, options.tokenizer_path, options.checkpoint);
     if (resume) {
       truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
       truncate_tb_log(tb_dir, optimizer.train_step);
@@ -376,9 +378,8 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     policy_download(policy, model);
     memory_optimizer_to_host(policy, memory, optimizer);
     if (owner) {
-      run.checkpoints.push_back(save_checkpoint(options.out_dir, optimizer.train_step, model, optimizer,
-                                                options.tokenizer_path, trainer_state(), options.adapter));
-      note("saved " + run.checkpoints.back());
+      run.checkpoints.push_back(writer->save(optimizer.train_step, model, optimizer, trainer_state(), options.adapter));
+      note(str_cat(options.checkpoint.background ? "saving " : "saved ", run.checkpoints.back()));
     }
     comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
   };
@@ -435,6 +436,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   }
   run.epochs_done = cursor.epoch + (cursor.micro > 0 ? 1 : 0);  // epochs begun
   save();
+  if (writer) writer->finish();  // the run is over once its last checkpoint is in place
   if (bar) progress_finish(*bar);
   policy_download(policy, model);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -20,9 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-CheckpointWriterOptions writer_options(bool background, int64_t keep, std::function<void()> before_write = {}) {
+CheckpointWriterOptions writer_options(bool background, int64_t keep) {
   CheckpointWriterOptions o;
-  o.background = background, o.keep = keep, o.before_write = std::move(before_write);
+  o.background = background, o.keep = keep;
   return o;
 }
 
@@ -67,7 +67,8 @@ TEST(CheckpointWriter, TheBackgroundWriteHoldsWhatWasSavedAndEqualsAWriteInPlace
   // The write waits until training has moved on, so a writer reading the live model must fail.
   std::promise<void> moved_on;
   std::shared_future<void> moved = moved_on.get_future().share();
-  CheckpointWriter w(background, tok, writer_options(true, 0, [moved] { moved.wait(); }));
+  CheckpointWriter w(background, tok, writer_options(true, 0));
+  w.set_before_write([moved] { moved.wait(); });
   bool after_saw_the_folder = false;
   const std::string folder = w.save(2, model, opt, state, nullptr, [&](const std::string& f) {
     after_saw_the_folder = fs::exists(f + "/trainer_state.json") && fs::exists(f + "/model.safetensors");
