@@ -282,6 +282,9 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   }
   // The best evaluation so far, from the metrics lines kept (resume) or none; every rank takes
   // rank 0's, since a new best saves a checkpoint, which every rank takes part in.
+  // The checkpoint copy's memory, allocated while the first steps run (every moment: ZeRO saves
+  // the gathered state).
+  if (writer) writer->prepare(env.adapter ? 0 : env.model.num_params, trainable, plan.modes.bf16_moments);
   BestEval best;
   if (owner && !c.resume.empty()) {
     best = best_eval_in((run / "metrics.jsonl").string());

@@ -322,6 +322,8 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   if (!options.out_dir.empty() && owner) {
     lock = lock_run_folder(options.out_dir);
     writer.emplace(options.out_dir, options.tokenizer_path, options.checkpoint);
+    writer->prepare(options.adapter ? 0 : model.num_params, options.adapter ? options.adapter->num_params : model.num_params,
+                    optimizer.bf16);
     if (resume) {
       truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
       truncate_tb_log(tb_dir, optimizer.train_step);

@@ -68,6 +68,7 @@ TEST(CheckpointWriter, TheBackgroundWriteHoldsWhatWasSavedAndEqualsAWriteInPlace
   std::promise<void> moved_on;
   std::shared_future<void> moved = moved_on.get_future().share();
   CheckpointWriter w(background, tok, writer_options(true, 0));
+  w.prepare(model.num_params, model.num_params, false);  // as train does: the copy's memory first
   w.set_before_write([moved] { moved.wait(); });
   bool after_saw_the_folder = false;
   const std::string folder = w.save(2, model, opt, state, nullptr, [&](const std::string& f) {
