@@ -227,7 +227,7 @@ void run_sft_command(SftArgs& args) {
   // Field by field: GCC 12 took the aggregate form for a maybe-uninitialized string (-Werror).
   rl::SftRunOptions ro;
   ro.out_dir = a.out, ro.tokenizer_path = a.tokenizer, ro.log = log_line;
-  ro.checkpoint.background = a.checkpoint_background, ro.checkpoint.keep = a.keep_checkpoints;
+  ro.checkpoint = a;  // the checkpoint group
   ro.progress = true;  // a progress line per update; the update's JSON is in OUT/metrics.jsonl
   ro.comm = &job;
   ro.resume = resume ? &*resume : nullptr;

@@ -51,7 +51,8 @@ void refuse_changed_training(rl::TrainConfig saved, rl::TrainConfig asked, const
       "out",          "resume",       "max-steps",    "save-every",        "log-trajectories", "tensorboard", "device",
       "memory-gb",    "bf16-moments", "recompute",    "offload-optimizer", "override-safety",  "max-batch-sequences",
       "sql-timeout-ms", "sql-memory-mb", "grad-accum", "zero-stage", "deterministic-reduce", "eval-every",
-      "kv-cache-blocks", "rollout-mean-tokens", "checkpoint-background", "keep-checkpoints"};
+      "kv-cache-blocks", "rollout-mean-tokens", "checkpoint-background", "keep-checkpoints",
+      "save-optimizer-every"};
   OptionTable a = rl::config_fields(saved), b = rl::config_fields(asked);
   std::vector<std::string> changed;
   for (size_t i = 0; i < a.size(); ++i) {

@@ -55,12 +55,12 @@ void BM_CheckpointBlocked(benchmark::State& state) {
   writer.prepare(w.model.num_params, w.model.num_params, false);  // as train and sft do when they start
   writer.finish();  // (training's first steps would run here)
   auto first = Clock::now();
-  writer.save(++step, w.model, w.optimizer, rl::trainer_state_head("grpo", w.optimizer));
+  writer.save(++step, w.model, &w.optimizer, rl::trainer_state_head("grpo", w.optimizer));
   const double first_blocked = std::chrono::duration<double>(Clock::now() - first).count();
   writer.finish();
   for (auto _ : state) {
     const auto start = Clock::now();
-    writer.save(++step, w.model, w.optimizer, rl::trainer_state_head("grpo", w.optimizer));
+    writer.save(++step, w.model, &w.optimizer, rl::trainer_state_head("grpo", w.optimizer));
     state.SetIterationTime(std::chrono::duration<double>(Clock::now() - start).count());
     writer.finish();  // (training would run its next steps here)
     write_s += writer.last_write_seconds();

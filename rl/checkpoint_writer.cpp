@@ -82,8 +82,14 @@ std::vector<std::string> prune_checkpoints(const std::string& run_dir, int64_t k
   }
   std::sort(complete.begin(), complete.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   const std::string best = best_checkpoint_name(run_dir);
-  for (size_t i = static_cast<size_t>(keep); i < complete.size(); ++i) {
-    if (complete[i].second.filename().string() == best) continue;
+  bool resumable_kept = false;  // among the newest `keep`, or spared below
+  for (size_t i = 0; i < complete.size(); ++i) {
+    const bool resumable = is_resumable_checkpoint(complete[i].second.string());
+    if (i < static_cast<size_t>(keep) || complete[i].second.filename().string() == best ||
+        (resumable && !resumable_kept)) {
+      resumable_kept = resumable_kept || resumable;
+      continue;
+    }
     fs::remove_all(complete[i].second);
     deleted.push_back(complete[i].second.string());
   }
@@ -102,7 +108,7 @@ void CheckpointWriter::write(Job& job) {
   const auto start = std::chrono::steady_clock::now();
   try {
     if (before_write_) before_write_();
-    const std::string folder = save_checkpoint(run_dir_, job.step, *job.model, *job.optimizer, tokenizer_path_,
+    const std::string folder = save_checkpoint(run_dir_, job.step, *job.model, job.optimizer, tokenizer_path_,
                                                job.trainer_state, job.adapter);
     prune_checkpoints(run_dir_, options_.keep);
     if (job.after) job.after(folder);
@@ -136,7 +142,7 @@ void CheckpointWriter::prepare(int64_t weights, int64_t moments, bool bf16_momen
   });
 }
 
-std::string CheckpointWriter::save(int64_t step, const QwenModel& model, const OptimizerState& optimizer,
+std::string CheckpointWriter::save(int64_t step, const QwenModel& model, const OptimizerState* optimizer,
                                    const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter,
                                    std::function<void(const std::string&)> after) {
   finish();
@@ -146,7 +152,7 @@ std::string CheckpointWriter::save(int64_t step, const QwenModel& model, const O
   job->trainer_state = trainer_state;
   job->after = std::move(after);
   if (!options_.background) {
-    job->model = &model, job->adapter = adapter, job->optimizer = &optimizer;
+    job->model = &model, job->adapter = adapter, job->optimizer = optimizer;
     write(*job);
     job->after = {};
     finish();
@@ -156,8 +162,8 @@ std::string CheckpointWriter::save(int64_t step, const QwenModel& model, const O
   if (adapter) job->adapter_copy = adapter_copy(*adapter), job->adapter = &*job->adapter_copy;
   else copy_weights_into(job->model_copy, model), job->adapter = nullptr;
   job->model = adapter ? &model : &job->model_copy;  // with an adapter the weights are not read
-  job->optimizer_copy = optimizer;  // vector assignment: the buffers' capacity is kept
-  job->optimizer = &job->optimizer_copy;
+  if (optimizer) job->optimizer_copy = *optimizer;  // vector assignment: the buffers' capacity is kept
+  job->optimizer = optimizer ? &job->optimizer_copy : nullptr;
   thread_ = std::thread([this, job] { write(*job); });
   return checkpoint_dir(run_dir_, step);
 }

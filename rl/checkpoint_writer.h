@@ -7,7 +7,7 @@
 // next save or at finish(): the run stops there, as it would have at the save itself.
 //
 // After each write (background or not), `keep` > 0 deletes the oldest complete checkpoints but the
-// newest `keep`, sparing the one RUN/best.json names; then the save's `after` runs (best.json is
+// newest `keep`, sparing the newest resumable one and the one RUN/best.json names; then the save's `after` runs (best.json is
 // written only once the checkpoint it names exists).
 //
 // Memory: the copy is as large as the checkpoint's tensors (a 0.6B model with fp32 moments: 7.2
@@ -47,11 +47,12 @@ class CheckpointWriter {
   // the first save copies into memory already touched (a fresh 7 GB costs ~9 s of page faults on
   // a 2-core VM). Training goes on meanwhile; the first save waits for it. No-op in place.
   void prepare(int64_t weights, int64_t moments, bool bf16_moments);
-  // Checkpoint `step` of `model` (its params; not read when `adapter` is given), `optimizer` and
-  // `trainer_state`: waits for the previous write (raising its error), then writes (background:
-  // starts writing a copy). `after(folder)` runs once the folder is in place, on the writer's
-  // thread when in the background. Returns the folder the checkpoint will have.
-  std::string save(int64_t step, const QwenModel& model, const OptimizerState& optimizer,
+  // Checkpoint `step` of `model` (its params; not read when `adapter` is given), `optimizer` (null:
+  // a weights-only checkpoint, which cannot be resumed) and `trainer_state`: waits for the
+  // previous write (raising its error), then writes (background: starts writing a copy).
+  // `after(folder)` runs once the folder is in place, on the writer's thread when in the
+  // background. Returns the folder the checkpoint will have.
+  std::string save(int64_t step, const QwenModel& model, const OptimizerState* optimizer,
                    const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter = nullptr,
                    std::function<void(const std::string&)> after = {});
   // Waits for the write in flight and raises its error, if any.
@@ -74,8 +75,9 @@ class CheckpointWriter {
   double last_write_seconds_ = 0;
 };
 
-// Deletes the complete checkpoints of run_dir but the newest `keep` and the one RUN/best.json
-// names (keep <= 0: none deleted). Returns the folders deleted.
+// Deletes the complete checkpoints of run_dir but the newest `keep`, the newest resumable one (a
+// run must stay resumable when its newest are weights-only) and the one RUN/best.json names (keep
+// <= 0: none deleted). Returns the folders deleted.
 std::vector<std::string> prune_checkpoints(const std::string& run_dir, int64_t keep);
 
 }  // namespace sqlrl::rl

@@ -225,10 +225,18 @@ void add_checkpoint_options(OptionTable& t, CheckpointOptions& o) {
                &o.checkpoint_background});
   t.push_back({"keep-checkpoints", "after each checkpoint, delete all but the newest N complete ones (and best.json's); "
                "0 = keep all", &o.keep_checkpoints});
+  t.push_back({"save-optimizer-every", "only every N-th step's checkpoint carries the optimizer state (resumable); "
+               "those between hold the weights only (0 = all carry it; the last always does)", &o.save_optimizer_every});
 }
 
 void validate(const CheckpointOptions& o) {
   check(o.keep_checkpoints >= 0, "keep-checkpoints must be >= 0 (0 = keep all), got ", o.keep_checkpoints);
+  check(o.save_optimizer_every >= 0, "save-optimizer-every must be >= 0 (0 = every checkpoint), got ",
+        o.save_optimizer_every);
+}
+
+bool saves_optimizer(const CheckpointOptions& o, int64_t step, bool last) {
+  return last || o.save_optimizer_every <= 0 || step % o.save_optimizer_every == 0;
 }
 
 void validate(const ParallelOptions& o) {

@@ -19,6 +19,7 @@
 //   memory     memory-gb bf16-moments recompute offload-optimizer      train sft
 //   parallel   grad-accum zero-stage deterministic-reduce              train
 //   checkpoint checkpoint-background keep-checkpoints                  train sft
+//              save-optimizer-every
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -111,7 +112,14 @@ struct ParallelOptions {
 struct CheckpointOptions {
   bool checkpoint_background = true;  // write from a host copy on a thread while training goes on
   int64_t keep_checkpoints = 0;       // complete checkpoints kept (newest, plus best.json's); 0 = all
+  // Steps (sft: updates) between checkpoints that carry the optimizer state; those in between
+  // hold the weights only (a sixth of the bytes with f32 moments) and cannot be resumed. 0 = every
+  // checkpoint. The last and an interrupted run's always carry it.
+  int64_t save_optimizer_every = 0;
 };
+
+// Whether the checkpoint of `step` carries the optimizer state (CheckpointOptions).
+bool saves_optimizer(const CheckpointOptions& o, int64_t step, bool last);
 
 void add_output_options(OptionTable& table, OutputOptions& o, const char* help);
 void add_checkpoint_options(OptionTable& table, CheckpointOptions& o);

@@ -142,7 +142,7 @@ std::string blas_threads_note(const nlohmann::json& saved, const std::string& ch
 }
 
 std::string save_checkpoint(const std::string& run_dir, int64_t step, const QwenModel& model,
-                            const OptimizerState& optimizer, const std::string& tokenizer_path,
+                            const OptimizerState* optimizer, const std::string& tokenizer_path,
                             const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter) {
   const std::string name = "step-" + std::to_string(step);
   const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
@@ -152,7 +152,7 @@ std::string save_checkpoint(const std::string& run_dir, int64_t step, const Qwen
   try {
     if (adapter) save_adapter(*adapter, tmp.string());
     else save_model(model, tmp.string());
-    save_optimizer(optimizer, (tmp / "optimizer.safetensors").string());
+    if (optimizer) save_optimizer(*optimizer, (tmp / "optimizer.safetensors").string());
     copy_tokenizer_files(tokenizer_path, tmp.string());
     write_text_atomic((tmp / "trainer_state.json").string(), trainer_state.dump(2) + "\n");
   } catch (...) {
@@ -231,7 +231,7 @@ std::string latest_checkpoint(const std::string& run_dir) {
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("step-", 0) != 0 || !entry.is_directory()) continue;
-    if (!fs::exists(entry.path() / "trainer_state.json")) continue;
+    if (!is_resumable_checkpoint(entry.path().string())) continue;
     char* end = nullptr;
     long long step = std::strtoll(name.c_str() + 5, &end, 10);
     if (*end == 0 && step > best) best = step, path = entry.path().string();
@@ -239,11 +239,21 @@ std::string latest_checkpoint(const std::string& run_dir) {
   return path;
 }
 
+bool is_resumable_checkpoint(const std::string& checkpoint) {
+  return fs::exists(fs::path(checkpoint) / "trainer_state.json") && fs::exists(fs::path(checkpoint) / "optimizer.safetensors");
+}
+
 std::string resolve_checkpoint(const std::string& dir) {
   check(fs::is_directory(dir), "resume: ", dir, " is not a folder");
   fs::path folder = fs::path(dir).lexically_normal();
   if (!folder.has_filename()) folder = folder.parent_path();  // "run/checkpoints/step-2/"
-  if (fs::exists(folder / "trainer_state.json")) return folder.string();
+  if (fs::exists(folder / "trainer_state.json")) {
+    if (is_resumable_checkpoint(folder.string())) return folder.string();
+    const std::string run = folder.parent_path().parent_path().string(), latest = latest_checkpoint(run);
+    fail("resume: ", folder.string(), " holds weights only (no optimizer.safetensors: a checkpoint between "
+         "save-optimizer-every saves), so training cannot continue from it bit for bit; ",
+         latest.empty() ? std::string("its run has no resumable checkpoint") : "resume from " + latest);
+  }
   std::string latest = latest_checkpoint(dir);
   check(!latest.empty(), "resume: ", dir, " is neither a checkpoint (no trainer_state.json) nor a run folder with a "
         "complete checkpoints/step-N");

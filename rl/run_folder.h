@@ -69,8 +69,10 @@ nlohmann::ordered_json trainer_state_head(const char* trainer, const OptimizerSt
 // adapter_model.safetensors) instead of the model's weights, which the run never changed; the
 // folder then loads with `--weights BASE --adapter FOLDER`, or in PEFT as
 // PeftModel.from_pretrained(base, FOLDER).
+// optimizer null: a weights-only checkpoint (no optimizer.safetensors), which evaluates and loads
+// as weights but cannot be resumed (--save-optimizer-every).
 std::string save_checkpoint(const std::string& run_dir, int64_t step, const QwenModel& model,
-                            const OptimizerState& optimizer, const std::string& tokenizer_path,
+                            const OptimizerState* optimizer, const std::string& tokenizer_path,
                             const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter = nullptr);
 // Whether a checkpoint folder holds a LoRA adapter (adapter_config.json) rather than weights.
 bool is_adapter_checkpoint(const std::string& checkpoint);
@@ -92,10 +94,13 @@ std::string blas_threads_note(const nlohmann::json& saved, const std::string& ch
 // CUDA run's steps use no CPU GEMM).
 std::string check_blas_core(const nlohmann::json& saved, const std::string& checkpoint);
 
-// The highest complete checkpoints/step-N (one with trainer_state.json), "" when none.
+// Whether a checkpoint folder can be resumed: trainer_state.json and optimizer.safetensors (a
+// weights-only checkpoint of --save-optimizer-every has no optimizer state).
+bool is_resumable_checkpoint(const std::string& checkpoint);
+// The highest resumable checkpoints/step-N, "" when none.
 std::string latest_checkpoint(const std::string& run_dir);
-// `dir` is a checkpoint folder (holds trainer_state.json) or a run folder (its latest complete
-// checkpoint); errors name the folder.
+// `dir` is a resumable checkpoint folder or a run folder (its latest resumable checkpoint);
+// errors name the folder (a weights-only checkpoint names the one to resume from instead).
 std::string resolve_checkpoint(const std::string& dir);
 
 // Keeps the lines of a .jsonl file whose "step" is <= step (drops a crash's leftovers).

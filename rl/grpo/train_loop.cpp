@@ -448,17 +448,20 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       const auto save_start = std::chrono::steady_clock::now();
       // CUDA: the master weights to the host model; the moments to the host (offloaded: they
       // are there once the region turns to the next rollout's cache, no second copy).
+      // Between save-optimizer-every saves, the weights alone: no moments to bring or write.
+      const bool with_optimizer = saves_optimizer(c, done, last || interrupted);
       policy_download(policy, env.model);
       memory_for_rollout(policy, memory, optimizer);
-      memory_optimizer_to_host(policy, memory, optimizer);
+      if (with_optimizer) memory_optimizer_to_host(policy, memory, optimizer);
       // ZeRO 1/2: the moments of every slice, gathered into one file of every moment, so any
       // world size resumes from it.
-      OptimizerState full = moments != trainable ? gather_optimizer(comm, optimizer, trainable) : OptimizerState{};
+      OptimizerState full =
+          with_optimizer && moments != trainable ? gather_optimizer(comm, optimizer, trainable) : OptimizerState{};
       // best.json is written once the checkpoint it names is in place (the writer's `after`).
       std::function<void(const std::string&)> after;
       if (new_best) after = [dir, b = BestEval{done, last_eval_ex}](const std::string&) { write_best_json(dir, b); };
       if (owner)
-        writer->save(done, env.model, moments != trainable ? full : optimizer,
+        writer->save(done, env.model, !with_optimizer ? nullptr : moments != trainable ? &full : &optimizer,
                      grpo_trainer_state(optimizer, c, n_examples, cursor), env.adapter.get(), std::move(after));
       comm_barrier(comm);  // no rank runs ahead of a save that failed (the previous write's error is raised here)
       if (cuda && !plan.modes.offload_optimizer) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};

@@ -321,7 +321,9 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   std::optional<CheckpointWriter> writer;  // after the lock: its write ends before the lock goes
   if (!options.out_dir.empty() && owner) {
     lock = lock_run_folder(options.out_dir);
-    writer.emplace(options.out_dir, options.tokenizer_path, options.checkpoint);
+    CheckpointWriterOptions wo;
+    wo.background = options.checkpoint.checkpoint_background, wo.keep = options.checkpoint.keep_checkpoints;
+    writer.emplace(options.out_dir, options.tokenizer_path, wo);
     writer->prepare(options.adapter ? 0 : model.num_params, options.adapter ? options.adapter->num_params : model.num_params,
                     optimizer.bf16);
     if (resume) {
@@ -374,14 +376,17 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     if (bar) progress_redraw(*bar);
   };
   int64_t saved_step = resume ? optimizer.train_step : -1;
-  auto save = [&] {
+  auto save = [&](bool last) {
     if (options.out_dir.empty() || saved_step == optimizer.train_step) return;
     saved_step = optimizer.train_step;
+    const bool with_optimizer = saves_optimizer(options.checkpoint, optimizer.train_step, last);
     policy_download(policy, model);
-    memory_optimizer_to_host(policy, memory, optimizer);
+    if (with_optimizer) memory_optimizer_to_host(policy, memory, optimizer);
     if (owner) {
-      run.checkpoints.push_back(writer->save(optimizer.train_step, model, optimizer, trainer_state(), options.adapter));
-      note(str_cat(options.checkpoint.background ? "saving " : "saved ", run.checkpoints.back()));
+      run.checkpoints.push_back(writer->save(optimizer.train_step, model, with_optimizer ? &optimizer : nullptr,
+                                             trainer_state(), options.adapter));
+      note(str_cat(options.checkpoint.checkpoint_background ? "saving " : "saved ", run.checkpoints.back(),
+                   with_optimizer ? "" : " (weights only)"));
     }
     comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
   };
@@ -427,7 +432,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     }
     cursor.micro += per_update;
     if (cursor.micro >= static_cast<int64_t>(micro.size())) ++cursor.epoch, cursor.micro = 0;
-    if (config.save_every > 0 && cursor.updates % config.save_every == 0) save();
+    if (config.save_every > 0 && cursor.updates % config.save_every == 0) save(false);
     // runtime/interrupt.h: this update is done; save it and stop (every rank at the same update).
     int64_t stop = interrupt_requested() ? 1 : 0;
     if (comm.world_size > 1) comm_all_reduce_sum(comm, &stop, 1);
@@ -437,7 +442,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     }
   }
   run.epochs_done = cursor.epoch + (cursor.micro > 0 ? 1 : 0);  // epochs begun
-  save();
+  save(true);
   if (writer) writer->finish();  // the run is over once its last checkpoint is in place
   if (bar) progress_finish(*bar);
   policy_download(policy, model);

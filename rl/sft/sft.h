@@ -135,7 +135,7 @@ struct SftRunOptions {
   // One line per update (its metrics.jsonl JSON) and per checkpoint; may be empty. With `progress`
   // the progress line shows the updates instead, and log gets the checkpoints and notices alone.
   std::function<void(const std::string&)> log;
-  CheckpointWriterOptions checkpoint = {};  // rl/checkpoint_writer.h: in the background by default
+  CheckpointOptions checkpoint = {};  // rl/checkpoint_writer.h: in the background by default
   // Continue the run of this checkpoint (its weights and optimizer already in model/optimizer,
   // the same data): its config replaces `config`, metrics.jsonl lines past its step are dropped.
   const SftCheckpoint* resume = nullptr;

@@ -61,7 +61,7 @@ TEST(CheckpointWriter, TheBackgroundWriteHoldsWhatWasSavedAndEqualsAWriteInPlace
   const std::string in_place = fresh_dir("cw_in_place"), background = fresh_dir("cw_background");
   {
     CheckpointWriter w(in_place, tok, writer_options(false, 0));
-    w.save(2, model, opt, state);
+    w.save(2, model, &opt, state);
     w.finish();
   }
   // The write waits until training has moved on, so a writer reading the live model must fail.
@@ -71,7 +71,7 @@ TEST(CheckpointWriter, TheBackgroundWriteHoldsWhatWasSavedAndEqualsAWriteInPlace
   w.prepare(model.num_params, model.num_params, false);  // as train does: the copy's memory first
   w.set_before_write([moved] { moved.wait(); });
   bool after_saw_the_folder = false;
-  const std::string folder = w.save(2, model, opt, state, nullptr, [&](const std::string& f) {
+  const std::string folder = w.save(2, model, &opt, state, nullptr, [&](const std::string& f) {
     after_saw_the_folder = fs::exists(f + "/trainer_state.json") && fs::exists(f + "/model.safetensors");
   });
   for (float& p : model.params) p += 1.0f;  // the next steps, while the write goes on
@@ -94,8 +94,8 @@ TEST(CheckpointWriter, AFailedBackgroundWriteIsRaisedAtTheNextSave) {
   QwenModel model = small_model();
   OptimizerState opt = make_optimizer_state(model.num_params);
   CheckpointWriter w(dir, "", writer_options(true, 0));
-  w.save(1, model, opt, trainer_state_head("grpo", opt));  // returns: the write fails on the thread
-  const std::string error = sqlrl::testing::error_of([&] { w.save(2, model, opt, trainer_state_head("grpo", opt)); });
+  w.save(1, model, &opt, trainer_state_head("grpo", opt));  // returns: the write fails on the thread
+  const std::string error = sqlrl::testing::error_of([&] { w.save(2, model, &opt, trainer_state_head("grpo", opt)); });
   EXPECT_NE(error.find("checkpoint step 1 of " + dir), std::string::npos) << error;
   EXPECT_NO_THROW(w.finish()) << "the error is raised once";
 }
@@ -112,7 +112,7 @@ TEST(CheckpointWriter, KeepCheckpointsSparesTheNewestAndTheBest) {
   for (int64_t step = 1; step <= 5; ++step) {
     std::function<void(const std::string&)> after;
     if (step == 2) after = [dir](const std::string&) { write_best_json(dir, BestEval{2, 0.5}); };
-    w.save(step, model, opt, trainer_state_head("grpo", opt), nullptr, after);
+    w.save(step, model, &opt, trainer_state_head("grpo", opt), nullptr, after);
   }
   w.finish();
   std::vector<std::string> left;
@@ -120,6 +120,24 @@ TEST(CheckpointWriter, KeepCheckpointsSparesTheNewestAndTheBest) {
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{"step-0", "step-2", "step-4", "step-5"}));
   EXPECT_TRUE(prune_checkpoints(dir, 0).empty()) << "0 keeps all";
+}
+
+// With weights-only checkpoints (save-optimizer-every), keep-checkpoints 1 still spares the newest
+// resumable one: a run whose newest checkpoints hold weights only must stay resumable.
+TEST(CheckpointWriter, KeepCheckpointsSparesTheNewestResumableOne) {
+  const std::string dir = fresh_dir("cw_keep_resumable");
+  QwenModel model = small_model();
+  OptimizerState opt = make_optimizer_state(model.num_params);
+  CheckpointWriter w(dir, "", writer_options(true, 1));
+  for (int64_t step = 1; step <= 4; ++step)
+    w.save(step, model, step == 2 ? &opt : nullptr, trainer_state_head("grpo", opt));
+  w.finish();
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints")) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"step-2", "step-4"}));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/step-4/optimizer.safetensors"));
+  EXPECT_EQ(latest_checkpoint(dir), checkpoint_dir(dir, 2));
 }
 
 }  // namespace

@@ -64,14 +64,14 @@ TEST(RunFolder, CheckpointsCarryEveryTokenizerFileAndReplaceAtomically) {
   opt.train_step = 3, opt.adam_step = 3;
   nlohmann::ordered_json state = trainer_state_head("grpo", opt);
   state["seed"] = 9;
-  const std::string ckpt = save_checkpoint(dir, 3, model, opt, src + "/tokenizer.json", state);
+  const std::string ckpt = save_checkpoint(dir, 3, model, &opt, src + "/tokenizer.json", state);
   EXPECT_EQ(ckpt, checkpoint_dir(dir, 3));
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
     EXPECT_EQ(sql::testing::file_bytes(ckpt + "/" + f), sql::testing::file_bytes(src + "/" + f)) << f;
   EXPECT_FALSE(fs::exists(ckpt + "/unrelated.txt"));
   // The same step again (a resumed run re-saving): the new content, no leftovers.
   state["seed"] = 10;
-  save_checkpoint(dir, 3, model, opt, src, state);  // the folder form of the tokenizer path
+  save_checkpoint(dir, 3, model, &opt, src, state);  // the folder form of the tokenizer path
   EXPECT_EQ(read_trainer_state(ckpt, "grpo")["seed"], 10);
   for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
     EXPECT_EQ(e.path().filename().string(), "step-3") << "left behind: " << e.path();

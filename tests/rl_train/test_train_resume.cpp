@@ -100,6 +100,50 @@ TEST(TrainResume, ARunWithoutACheckpointStartsAgainFromStepZero) {
             file_bytes(checkpoint_dir(fresh.out, 2) + "/model.safetensors"));
 }
 
+// --save-optimizer-every 2 with a checkpoint every step: steps 1 and 3 hold the weights only (the
+// bytes a full checkpoint of that step holds), 2, 4 and the last carry the optimizer. A crash after
+// step 3 (4 and 5 lost) resumes from step 2, the newest resumable one, not from the weights-only
+// step 3, and ends on the uninterrupted run's bytes; resuming from step 3 itself is refused,
+// naming step 2.
+TEST(TrainResume, WeightsOnlyCheckpointsBetweenOptimizerSavesAreSkippedByResume) {
+  using sql::testing::file_bytes;
+  const int64_t total = 5;
+  TrainConfig every = toy_config(fresh_dir("resume_optevery_all"));
+  every.max_steps = total, every.save_every = 1;
+  {
+    TrainEnv env = toy_env(every);
+    run_training(env, true);
+  }
+  TrainConfig c = toy_config(fresh_dir("resume_optevery"));
+  c.max_steps = total, c.save_every = 1, c.save_optimizer_every = 2;
+  {
+    TrainEnv env = toy_env(c);
+    run_training(env, true);
+  }
+  for (int64_t step = 1; step <= total; ++step) {
+    const std::string dir = checkpoint_dir(c.out, step);
+    EXPECT_EQ(std::filesystem::exists(dir + "/optimizer.safetensors"), step % 2 == 0 || step == total) << step;
+    EXPECT_EQ(file_bytes(dir + "/model.safetensors"), file_bytes(checkpoint_dir(every.out, step) + "/model.safetensors"))
+        << step;
+  }
+  const std::vector<std::string> whole = metric_lines(c.out);
+  const std::string final_optimizer = file_bytes(checkpoint_dir(c.out, total) + "/optimizer.safetensors");
+  std::filesystem::remove_all(checkpoint_dir(c.out, 4));
+  std::filesystem::remove_all(checkpoint_dir(c.out, 5));
+  EXPECT_EQ(latest_checkpoint(c.out), checkpoint_dir(c.out, 2));
+  const std::string refused = sqlrl::testing::error_of([&] { resolve_checkpoint(checkpoint_dir(c.out, 3)); });
+  EXPECT_NE(refused.find("weights only"), std::string::npos) << refused;
+  EXPECT_NE(refused.find(checkpoint_dir(c.out, 2)), std::string::npos) << refused;
+  TrainConfig again = c;
+  again.resume = c.out;
+  {
+    TrainEnv env = toy_env(again);
+    EXPECT_EQ(run_training(env, true).first_step, 2);
+  }
+  EXPECT_EQ(metric_lines(c.out), whole);
+  EXPECT_EQ(file_bytes(checkpoint_dir(c.out, total) + "/optimizer.safetensors"), final_optimizer);
+}
+
 TEST(TrainResume, RefusesAnotherBatchSize) {
   TrainConfig c = toy_config(fresh_dir("resume_bs"));
   c.max_steps = 1;
