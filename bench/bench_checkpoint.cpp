@@ -45,7 +45,7 @@ void BM_CheckpointBlocked(benchmark::State& state) {
   const std::string dir = env ? env : "/tmp/sqlrl_bench_ckpt";
   World& w = world();
   rl::CheckpointWriterOptions o;
-  o.background = state.range(0) != 0;
+  o.background = state.range(0) != 0 ? Choice::On : Choice::Off;
   o.keep = 1;
   double write_s = 0;
   int64_t step = 0;

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "rl/run_folder.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "runtime/json_depth.h"
@@ -127,8 +128,35 @@ void CheckpointWriter::finish() {
   }
 }
 
+namespace {
+
+int64_t moment_bytes(const OptimizerState& o) {
+  return static_cast<int64_t>((o.m.capacity() + o.v.capacity()) * sizeof(float) +
+                              (o.m16.capacity() + o.v16.capacity()) * sizeof(uint16_t));
+}
+
+}  // namespace
+
+bool CheckpointWriter::in_background(int64_t bytes, bool note) {
+  if (options_.background != Choice::Auto) return options_.background == Choice::On;
+  const int64_t held = job_ ? static_cast<int64_t>(job_->model_copy.params.capacity() * sizeof(float)) +
+                                  moment_bytes(job_->optimizer_copy)
+                            : 0;
+  const int64_t need = bytes - held, available = host_available_bytes();
+  if (need <= 0 || (available > 0 && need <= available / 2)) return true;
+  if (note && !noted_) {
+    noted_ = true;
+    std::fprintf(stderr, "checkpoint: written in place (training waits for it): a background copy needs %.1f GB more, "
+                 "the host has %.1f GB available (--checkpoint-background on forces it)\n", static_cast<double>(need) / 1e9,
+                 static_cast<double>(available) / 1e9);
+  }
+  return false;
+}
+
 void CheckpointWriter::prepare(int64_t weights, int64_t moments, bool bf16_moments) {
-  if (!options_.background) return;
+  const int64_t bytes = weights * static_cast<int64_t>(sizeof(float)) +
+                        2 * moments * static_cast<int64_t>(bf16_moments ? sizeof(uint16_t) : sizeof(float));
+  if (!in_background(bytes, false)) return;
   finish();
   if (!job_) job_ = std::make_shared<Job>();
   std::shared_ptr<Job> job = job_;
@@ -151,7 +179,12 @@ std::string CheckpointWriter::save(int64_t step, const QwenModel& model, const O
   job->step = step;
   job->trainer_state = trainer_state;
   job->after = std::move(after);
-  if (!options_.background) {
+  const int64_t bytes =
+      (adapter ? adapter->num_params : model.num_params) * static_cast<int64_t>(sizeof(float)) +
+      (optimizer ? static_cast<int64_t>((optimizer->m.size() + optimizer->v.size()) * sizeof(float) +
+                                        (optimizer->m16.size() + optimizer->v16.size()) * sizeof(uint16_t))
+                 : 0);
+  if (!in_background(bytes, true)) {
     job->model = &model, job->adapter = adapter, job->optimizer = optimizer;
     write(*job);
     job->after = {};

@@ -12,8 +12,8 @@
 //
 // Memory: the copy is as large as the checkpoint's tensors (a 0.6B model with fp32 moments: 7.2
 // GB), kept from the first save to the end of the run (later saves copy into it, without the page
-// faults of a fresh allocation). checkpoint-background false writes in the training thread
-// instead, without a copy.
+// faults of a fresh allocation). checkpoint-background auto (the default) writes in place when
+// the host lacks room for it; off always does, without a copy.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -24,13 +24,17 @@
 #include <thread>
 
 #include "model/lora.h"
+#include "model/memory_plan.h"
 #include "model/model.h"
 #include "rl/optimizer.h"
 
 namespace sqlrl::rl {
 
 struct CheckpointWriterOptions {
-  bool background = true;
+  // On: every save in the background. Off: in place. Auto: in the background while the copy's
+  // memory not yet held is at most half of what the host has available (MemAvailable), else in
+  // place with a note once (a Qwen3-8B CUDA run's copy would be 96 GB of host memory).
+  Choice background = Choice::Auto;
   int64_t keep = 0;  // complete checkpoints kept (the newest, plus best.json's); 0 = all
 };
 
@@ -65,6 +69,8 @@ class CheckpointWriter {
  private:
   struct Job;
   void write(Job& job);  // the write, the pruning, `after`; errors into error_
+  // Whether a save whose copy holds `bytes` goes to the background (options_.background).
+  bool in_background(int64_t bytes, bool note);
 
   std::string run_dir_, tokenizer_path_;
   CheckpointWriterOptions options_;
@@ -73,6 +79,7 @@ class CheckpointWriter {
   std::thread thread_;
   std::string error_;  // of the last write; read after joining
   double last_write_seconds_ = 0;
+  bool noted_ = false;  // the auto mode's note printed
 };
 
 // Deletes the complete checkpoints of run_dir but the newest `keep`, the newest resumable one (a

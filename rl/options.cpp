@@ -220,16 +220,24 @@ void add_parallel_options(OptionTable& t, ParallelOptions& o) {
 }
 
 void add_checkpoint_options(OptionTable& t, CheckpointOptions& o) {
-  t.push_back({"checkpoint-background", "write each checkpoint on a thread from a host copy while training goes on "
-               "(training waits for the copy only; false: for the whole write, without the copy's memory)",
-               &o.checkpoint_background});
+  t.push_back({"checkpoint-background", "auto | on | off: write each checkpoint on a thread from a host copy while "
+               "training goes on (it waits for the copy only); off: for the whole write, without the copy's memory; "
+               "auto: on while the copy fits in half the host's available memory", &o.checkpoint_background});
   t.push_back({"keep-checkpoints", "after each checkpoint, delete all but the newest N complete ones (and best.json's); "
                "0 = keep all", &o.keep_checkpoints});
   t.push_back({"save-optimizer-every", "only every N-th step's checkpoint carries the optimizer state (resumable); "
                "those between hold the weights only (0 = all carry it; the last always does)", &o.save_optimizer_every});
 }
 
+CheckpointWriterOptions checkpoint_writer_options(const CheckpointOptions& o) {
+  CheckpointWriterOptions w;
+  w.background = parse_choice(o.checkpoint_background, "checkpoint-background");
+  w.keep = o.keep_checkpoints;
+  return w;
+}
+
 void validate(const CheckpointOptions& o) {
+  (void)parse_choice(o.checkpoint_background, "checkpoint-background");
   check(o.keep_checkpoints >= 0, "keep-checkpoints must be >= 0 (0 = keep all), got ", o.keep_checkpoints);
   check(o.save_optimizer_every >= 0, "save-optimizer-every must be >= 0 (0 = every checkpoint), got ",
         o.save_optimizer_every);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "model/lora.h"
+#include "rl/checkpoint_writer.h"
 #include "rl/agent/rollout.h"
 #include "runtime/error.h"
 #include "runtime/options.h"
@@ -110,7 +111,9 @@ struct ParallelOptions {
 
 // Checkpoint writing (rl/checkpoint_writer.h), which a resumed run may change.
 struct CheckpointOptions {
-  bool checkpoint_background = true;  // write from a host copy on a thread while training goes on
+  // auto | on | off: write from a host copy on a thread while training goes on (auto: when the
+  // host has room for the copy; rl/checkpoint_writer.h)
+  std::string checkpoint_background = "auto";
   int64_t keep_checkpoints = 0;       // complete checkpoints kept (newest, plus best.json's); 0 = all
   // Steps (sft: updates) between checkpoints that carry the optimizer state; those in between
   // hold the weights only (a sixth of the bytes with f32 moments) and cannot be resumed. 0 = every
@@ -120,6 +123,8 @@ struct CheckpointOptions {
 
 // Whether the checkpoint of `step` carries the optimizer state (CheckpointOptions).
 bool saves_optimizer(const CheckpointOptions& o, int64_t step, bool last);
+// The writer's settings of the group (validated).
+CheckpointWriterOptions checkpoint_writer_options(const CheckpointOptions& o);
 
 void add_output_options(OptionTable& table, OutputOptions& o, const char* help);
 void add_checkpoint_options(OptionTable& table, CheckpointOptions& o);

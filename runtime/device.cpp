@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "runtime/error.h"
@@ -21,6 +22,17 @@ Device parse_device(const std::string& name) {
     if (*end == '\0' && index >= 0 && index < 1024) return cuda_device(static_cast<int>(index));
   }
   fail("unknown device '", name, "' (expected cpu, cuda or cuda:N)");
+}
+
+int64_t host_available_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  long long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib > 0 ? static_cast<int64_t>(kib) * 1024 : 0;
 }
 
 int64_t host_memory_bytes() {

@@ -22,6 +22,9 @@ inline Device cuda_device(int index = 0) { return Device{DeviceType::CUDA, index
 
 std::string device_name(Device device);  // "cpu", "cuda:0"
 int64_t host_memory_bytes();  // physical RAM (sysconf); 0 when the system does not say
+// Memory a process could still take without swapping (Linux /proc/meminfo MemAvailable: free
+// plus reclaimable cache); 0 when the system does not say.
+int64_t host_available_bytes();
 Device parse_device(const std::string& name);  // "cpu", "cuda", "cuda:1"; throws otherwise
 
 struct CudaDeviceInfo {

@@ -395,7 +395,8 @@ DemoReport run_demo(const DemoConfig& config) {
   if (!cuda) sft_opt = make_optimizer_state(model.num_params);
   SftRunStats ss;
   if (config.sft_from.empty()) {
-    SftRunOptions so{(out / "sft").string(), tok_path, {}};
+    SftRunOptions so;
+    so.out_dir = (out / "sft").string(), so.tokenizer_path = tok_path;
     so.device = config.device;
     so.tb_dir = (out / "tb" / "sft").string();
     if (config.log) {

@@ -210,11 +210,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   if (owner && env.lock.fd < 0) own_lock = lock_run_folder(dir);
   // After the lock, so that it is destroyed (its write in flight finished) before the lock goes.
   std::optional<CheckpointWriter> writer;
-  if (owner) {
-    CheckpointWriterOptions wo;
-    wo.background = c.checkpoint_background, wo.keep = c.keep_checkpoints;
-    writer.emplace(dir, env.tokenizer_path, wo);
-  }
+  if (owner) writer.emplace(dir, env.tokenizer_path, checkpoint_writer_options(c));
   check(!env.adapter || !env.reference, "train: a LoRA run's KL reference is its frozen base; TrainEnv::reference "
         "must be empty");
   // What AdamW updates: the adapter's parameters in a LoRA run, else the model's.

@@ -321,9 +321,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   std::optional<CheckpointWriter> writer;  // after the lock: its write ends before the lock goes
   if (!options.out_dir.empty() && owner) {
     lock = lock_run_folder(options.out_dir);
-    CheckpointWriterOptions wo;
-    wo.background = options.checkpoint.checkpoint_background, wo.keep = options.checkpoint.keep_checkpoints;
-    writer.emplace(options.out_dir, options.tokenizer_path, wo);
+    writer.emplace(options.out_dir, options.tokenizer_path, checkpoint_writer_options(options.checkpoint));
     writer->prepare(options.adapter ? 0 : model.num_params, options.adapter ? options.adapter->num_params : model.num_params,
                     optimizer.bf16);
     if (resume) {
@@ -385,8 +383,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     if (owner) {
       run.checkpoints.push_back(writer->save(optimizer.train_step, model, with_optimizer ? &optimizer : nullptr,
                                              trainer_state(), options.adapter));
-      note(str_cat(options.checkpoint.checkpoint_background ? "saving " : "saved ", run.checkpoints.back(),
-                   with_optimizer ? "" : " (weights only)"));
+      note(str_cat("checkpoint ", run.checkpoints.back(), with_optimizer ? "" : " (weights only)"));
     }
     comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
   };

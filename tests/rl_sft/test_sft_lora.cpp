@@ -61,7 +61,8 @@ TEST(SftLora, TrainsTheAdapterAloneAndResumesBitForBit) {
   LoraAdapter adapter = lora_of(model, 3);
   const std::vector<float> initial = adapter.params;
   OptimizerState opt;
-  SftRunOptions ro{root + "/full", "", {}};
+  SftRunOptions ro;
+  ro.out_dir = root + "/full", ro.tokenizer_path = "";
   ro.adapter = &adapter;
   const SftRunStats st = run_sft(model, opt, lora_data(), lora_sft_config(), ro);
   ASSERT_EQ(st.updates, 8);
@@ -86,7 +87,8 @@ TEST(SftLora, TrainsTheAdapterAloneAndResumesBitForBit) {
   load_checkpoint_weights(ckpt, model2, &adapter2);
   EXPECT_FALSE(adapter2.params == adapter.params);
   OptimizerState opt2 = load_optimizer(ckpt + "/optimizer.safetensors", adapter2.num_params);
-  SftRunOptions ro2{run, "", {}};
+  SftRunOptions ro2;
+  ro2.out_dir = run, ro2.tokenizer_path = "";
   ro2.resume = &ck;
   ro2.adapter = &adapter2;
   const SftRunStats st2 = run_sft(model2, opt2, lora_data(), SftConfig{}, ro2);

@@ -94,7 +94,8 @@ TEST(SftResume, ContinuingFromEachCheckpointEqualsTheUninterruptedRunBitForBit) 
     EXPECT_EQ(ck.cursor.updates, k);
     QwenModel model = load_model(ckpt);
     OptimizerState opt = load_optimizer(ckpt + "/optimizer.safetensors", model.num_params);
-    SftRunOptions ro{run, tok_path, {}};
+    SftRunOptions ro;
+    ro.out_dir = run, ro.tokenizer_path = tok_path;
     ro.resume = &ck;
     SftConfig ignored;  // the checkpoint's config is used
     ignored.lr = 1.0f;
@@ -121,7 +122,8 @@ TEST(SftResume, OtherDataOrAnotherOptimizerIsRefusedNamingTheCheckpointFile) {
   SftCheckpoint ck = read_sft_checkpoint(ckpt);
   std::vector<SftSequence> other = resume_data();
   other.pop_back();
-  SftRunOptions ro{root, "", {}};
+  SftRunOptions ro;
+  ro.out_dir = root, ro.tokenizer_path = "";
   ro.resume = &ck;
   OptimizerState loaded = load_optimizer(ckpt + "/optimizer.safetensors", model.num_params);
   EXPECT_THROW(

@@ -61,7 +61,8 @@ TEST(SftTensorBoard, ScalarsAreTheMetricsAndAResumedRunLogsEachUpdateOnce) {
   cfg.save_every = 2;
   QwenModel model = testing::sft_model(vocab);
   OptimizerState opt;
-  SftRunOptions ro{run, "", {}};
+  SftRunOptions ro;
+  ro.out_dir = run, ro.tokenizer_path = "";
   ro.config_toml = "lr = 0.003\nseed = 1\n";
   run_sft(model, opt, tb_data(), cfg, ro);
   sqlrl::testing::TbContents tb = sqlrl::testing::tb_read_dir(run + "/tb");
@@ -78,7 +79,8 @@ TEST(SftTensorBoard, ScalarsAreTheMetricsAndAResumedRunLogsEachUpdateOnce) {
   SftCheckpoint ck = read_sft_checkpoint(run + "/checkpoints/step-2");
   QwenModel resumed = load_model(run + "/checkpoints/step-2");
   OptimizerState resumed_opt = load_optimizer(run + "/checkpoints/step-2/optimizer.safetensors", resumed.num_params);
-  SftRunOptions again{run, "", {}};
+  SftRunOptions again;
+  again.out_dir = run, again.tokenizer_path = "";
   again.resume = &ck;
   run_sft(resumed, resumed_opt, tb_data(), cfg, again);
   tb = sqlrl::testing::tb_read_dir(run + "/tb");
@@ -89,7 +91,8 @@ TEST(SftTensorBoard, ScalarsAreTheMetricsAndAResumedRunLogsEachUpdateOnce) {
   // Off: no tb folder.
   const std::string off = testing::sft_temp_dir() + "/tensorboard_off";
   fs::remove_all(off);
-  SftRunOptions no{off, "", {}};
+  SftRunOptions no;
+  no.out_dir = off, no.tokenizer_path = "";
   no.tensorboard = false;
   QwenModel m2 = testing::sft_model(vocab);
   OptimizerState o2;

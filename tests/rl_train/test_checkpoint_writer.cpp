@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 CheckpointWriterOptions writer_options(bool background, int64_t keep) {
   CheckpointWriterOptions o;
-  o.background = background, o.keep = keep;
+  o.background = background ? Choice::On : Choice::Off, o.keep = keep;
   return o;
 }
 
