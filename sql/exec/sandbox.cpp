@@ -383,6 +383,14 @@ std::vector<Result> Sandbox::execute_batch(const std::vector<SandboxQuery>& quer
     if (!w) {
       std::string error;
       w = spawn(options_, error);
+      // A new worker says when it is ready (its loader, sanitizer runtime and pool set up), so
+      // its start is not charged to the first query's deadline.
+      std::string ready;
+      if (w && recv_frame(w->channel, ready, Clock::now() + std::chrono::seconds(60)) != 1) {
+        error = str_cat("sql sandbox: the worker process ", worker_binary_of(options_),
+                        " did not start (", describe_exit(w->end()), ")");
+        w.reset();
+      }
       if (!w) {
         give_back(nullptr);
         for (; next < queries.size(); ++next) {
@@ -472,6 +480,7 @@ int sql_worker_main(int channel, int lifeline) {
   const char* test = std::getenv("SQLRL_SQL_WORKER_TEST_FUNCTIONS");
   if (test && std::strcmp(test, "1") == 0) options.on_open = add_test_functions;
   Pool pool(options);
+  if (!send_frame(channel, "ready")) return 0;
   std::string frame;
   for (;;) {
     if (recv_frame(channel, frame, Clock::time_point::max()) != 1) return 0;  // the trainer closed it

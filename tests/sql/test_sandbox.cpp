@@ -143,6 +143,18 @@ TEST(SqlSandbox, APoolWithTheSandboxSurvivesACrash) {
   EXPECT_EQ(pool.stats().errors, 1u);
 }
 
+// A worker that cannot start (here: no such binary) is the machine's failure, named, not the
+// query's. (Before the worker's "ready", a failed exec read as the query's own crash.)
+TEST(SqlSandbox, AWorkerThatCannotStartIsTheMachinesFailure) {
+  SandboxOptions o = test_sandbox(1);
+  o.worker_binary = "/nonexistent/llm_sqlrl";
+  Sandbox missing(o);
+  Result r = missing.execute(shop_db(), "SELECT 1", Limits{});
+  EXPECT_TRUE(r.infra_error) << r.error;
+  EXPECT_NE(r.error.find("did not start"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("exit status 127"), std::string::npos) << r.error;
+}
+
 // One request carries several queries; a crash and a spin in the middle of it cost themselves
 // only: the queries before them keep their answers, the ones after run on a new worker, in order.
 TEST(SqlSandbox, ABatchLosesOnlyTheQueriesThatCrashOrSpin) {
