@@ -50,14 +50,6 @@ LoraAdapter adapter_copy(const LoraAdapter& a) {
   return c;
 }
 
-// The step of "checkpoints/step-N" (a folder name), -1 when it is not one.
-int64_t step_of(const std::string& name) {
-  if (name.rfind("step-", 0) != 0 || name.size() == 5) return -1;
-  char* end = nullptr;
-  const long long step = std::strtoll(name.c_str() + 5, &end, 10);
-  return *end == 0 && step >= 0 ? step : -1;
-}
-
 // The folder name best.json names ("step-N"), "" when there is none or it cannot be read.
 std::string best_checkpoint_name(const std::string& run_dir) {
   const fs::path path = fs::path(run_dir) / "best.json";
@@ -77,7 +69,7 @@ std::vector<std::string> prune_checkpoints(const std::string& run_dir, int64_t k
   if (keep <= 0 || !fs::is_directory(dir)) return deleted;
   std::vector<std::pair<int64_t, fs::path>> complete;
   for (const auto& entry : fs::directory_iterator(dir)) {
-    const int64_t step = step_of(entry.path().filename().string());
+    const int64_t step = checkpoint_step(entry.path().filename().string());
     if (step >= 0 && entry.is_directory() && fs::exists(entry.path() / "trainer_state.json"))
       complete.emplace_back(step, entry.path());
   }

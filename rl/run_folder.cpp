@@ -230,13 +230,18 @@ std::string latest_checkpoint(const std::string& run_dir) {
   if (!fs::is_directory(dir)) return "";
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || !entry.is_directory()) continue;
-    if (!is_resumable_checkpoint(entry.path().string())) continue;
-    char* end = nullptr;
-    long long step = std::strtoll(name.c_str() + 5, &end, 10);
-    if (*end == 0 && step > best) best = step, path = entry.path().string();
+    const int64_t step = checkpoint_step(name);
+    if (step < 0 || !entry.is_directory() || !is_resumable_checkpoint(entry.path().string())) continue;
+    if (step > best) best = step, path = entry.path().string();
   }
   return path;
+}
+
+int64_t checkpoint_step(const std::string& name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5) return -1;
+  char* end = nullptr;
+  const long long step = std::strtoll(name.c_str() + 5, &end, 10);
+  return *end == 0 && step >= 0 ? step : -1;
 }
 
 bool is_resumable_checkpoint(const std::string& checkpoint) {

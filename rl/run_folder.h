@@ -97,6 +97,8 @@ std::string check_blas_core(const nlohmann::json& saved, const std::string& chec
 // Whether a checkpoint folder can be resumed: trainer_state.json and optimizer.safetensors (a
 // weights-only checkpoint of --save-optimizer-every has no optimizer state).
 bool is_resumable_checkpoint(const std::string& checkpoint);
+// N of a checkpoint folder's name "step-N", -1 for any other name.
+int64_t checkpoint_step(const std::string& folder_name);
 // The highest resumable checkpoints/step-N, "" when none.
 std::string latest_checkpoint(const std::string& run_dir);
 // `dir` is a resumable checkpoint folder or a run folder (its latest resumable checkpoint);
