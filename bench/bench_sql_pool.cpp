@@ -67,18 +67,33 @@ std::pair<std::string, std::string> query(int i) {
 
 constexpr int kQueries = 3000;
 
-void BM_PoolQueriesCompared(benchmark::State& state) {
-  const size_t workers = static_cast<size_t>(state.range(0));
+// One benchmark row's world: threads (range 0), the pool in process or sandboxed (range 1) with
+// as many workers, and the gold results cached per (db, SQL) as in training, computed outside
+// the timing.
+struct Setup {
   std::string db = bench_db();
-  ThreadPool threads(workers);
-  sql::PoolOptions options;
-  options.sandbox = state.range(1) != 0;
-  options.sandbox_options.worker_binary = SQLRL_BINARY;
-  options.sandbox_options.workers = workers;
-  sql::Pool pool(options, &threads);
-  // Gold results are cached per (db, SQL), as in training: computed once, outside the timing.
-  sql::GoldCache gold(pool);
-  for (int i = 0; i < kQueries; ++i) gold.get(db, query(i).second);
+  ThreadPool threads;
+  sql::Pool pool;
+  sql::GoldCache gold;
+  static sql::PoolOptions options(const benchmark::State& state) {
+    sql::PoolOptions o;
+    o.sandbox = state.range(1) != 0;
+    o.sandbox_options.worker_binary = SQLRL_BINARY;
+    o.sandbox_options.workers = static_cast<size_t>(state.range(0));
+    return o;
+  }
+  explicit Setup(const benchmark::State& state)
+      : threads(static_cast<size_t>(state.range(0))), pool(options(state), &threads), gold(pool) {
+    for (int i = 0; i < kQueries; ++i) gold.get(db, query(i).second);
+  }
+};
+
+void BM_PoolQueriesCompared(benchmark::State& state) {
+  Setup setup(state);
+  const std::string& db = setup.db;
+  ThreadPool& threads = setup.threads;
+  sql::Pool& pool = setup.pool;
+  sql::GoldCache& gold = setup.gold;
   int64_t matches = 0;
   for (auto _ : state) {
     std::vector<std::future<bool>> done;
@@ -107,16 +122,10 @@ BENCHMARK(BM_PoolQueriesCompared)
 // result compared on the caller's thread as it arrives): with the sandbox, queries waiting
 // together go to a worker in one request (Pool::kMaxBatch).
 void BM_PoolQueriesSubmitted(benchmark::State& state) {
-  const size_t workers = static_cast<size_t>(state.range(0));
-  std::string db = bench_db();
-  ThreadPool threads(workers);
-  sql::PoolOptions options;
-  options.sandbox = state.range(1) != 0;
-  options.sandbox_options.worker_binary = SQLRL_BINARY;
-  options.sandbox_options.workers = workers;
-  sql::Pool pool(options, &threads);
-  sql::GoldCache gold(pool);
-  for (int i = 0; i < kQueries; ++i) gold.get(db, query(i).second);
+  Setup setup(state);
+  const std::string& db = setup.db;
+  sql::Pool& pool = setup.pool;
+  sql::GoldCache& gold = setup.gold;
   const size_t setup_trips = pool.stats().sandbox_round_trips;
   int64_t matches = 0;
   for (auto _ : state) {
