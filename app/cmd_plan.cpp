@@ -46,8 +46,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--kv-cache-blocks", args->kv_blocks, "a KV cache of exactly this many blocks, as train --kv-cache-blocks; 0 = what is left, up to --rollout-seqs trajectories at the full length")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--world-size", args->world_size, "ranks of a data-parallel job (one GPU each on cuda): the plan is one rank's")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--zero-stage", args->zero_stage, "0 | 1 (each rank keeps its slice's AdamW moments) | 2 (and its slice's reduced gradient); 1 and 2: --device cpu only, as in train")
-      ->capture_default_str()->check(CLI::Range(0, 2));
+  cmd->add_option("--zero-stage", args->zero_stage, "0 | 1 (each rank keeps its slice's AdamW moments) | 2 (and its slice's reduced gradient) | 3 (and its slice's fp32 master weights)")
+      ->capture_default_str()->check(CLI::Range(0, 3));
   cmd->add_option("--group", args->group, "trajectories the KV cache must hold at least (one GRPO group)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--kv-block", args->block, "tokens per KV-cache block")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--kl", args->kl, "also hold a frozen reference model (kl-coef or kl-reward-coef > 0)");

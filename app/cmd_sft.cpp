@@ -91,6 +91,7 @@ struct SftSettings : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl:
                      rl::MemoryOptions, rl::LoraOptions, rl::AdapterOptions, rl::CheckpointOptions {
   std::string data, resume;
   bool tensorboard = true;
+  int64_t zero_stage = 0;  // several ranks (rl/data_parallel.h); may change on resume
 };
 
 OptionTable sft_options(SftSettings& s) {
@@ -110,6 +111,7 @@ OptionTable sft_options(SftSettings& s) {
   rl::add_template_options(t, s);
   add_sft_training_options(t, s);
   rl::add_checkpoint_options(t, s);
+  rl::add_zero_stage_option(t, s.zero_stage);
   rl::add_memory_options(t, s);
   // SFT has no rollout phase to offload the moments during: that key is GRPO's alone.
   std::erase_if(t, [](const Option& o) { return std::string(o.key) == "offload-optimizer"; });
@@ -190,6 +192,7 @@ rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel&
 void run_sft_command(SftArgs& args) {
   SftSettings a = resolve_options(args.flags, args.settings, SftSettings{}, sft_options);
   rl::validate_groups(a, "sft");
+  rl::validate_zero_stage(a.zero_stage);
   // Several processes: each reads the data, rank 0 alone prints and writes the run folder.
   const Comm& job = join_job(args.launch);
   if (!job.is_root()) check(std::freopen("/dev/null", "w", stdout) != nullptr, "sft: rank ", job.rank, ": /dev/null");
@@ -233,6 +236,7 @@ void run_sft_command(SftArgs& args) {
   ro.resume = resume ? &*resume : nullptr;
   ro.device = a.device;
   ro.memory = a;
+  ro.zero_stage = static_cast<int>(a.zero_stage);
   ro.tensorboard = a.tensorboard;
   ro.adapter = adapter.get();
   if (adapter)

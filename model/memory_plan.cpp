@@ -40,24 +40,29 @@ struct Pricer {
 
   bool lora() const { return o.lora.has_value(); }
   int64_t weights() const { return N * (cuda ? 2 : 4); }
-  // The base's fp32 master for AdamW: CUDA full fine-tuning only (the CPU trains its one fp32 copy
-  // in place; a LoRA base is frozen).
-  int64_t master() const { return cuda && !lora() ? N * 4 : 0; }
-  // With LoRA the base, run without the adapter, is the reference.
-  int64_t reference() const { return o.reference_model && !lora() ? N * (cuda ? 2 : 4) : 0; }
-  int64_t adapter() const { return lora() ? P * 4 : 0; }                   // fp32 A and B, what AdamW updates
-  int64_t adapter_bf16() const { return cuda && lora() ? P * 2 : 0; }      // CUDA: the copy the GEMMs read
-  int64_t grads() const { return P * 4; }
-  // The parameters whose moments this rank keeps: all, or (ZeRO 1/2) the largest ZeRO slice.
-  int64_t moment_params() const {
-    if (o.zero_stage == 0 || o.world_size == 1) return P;
+  bool sharded() const { return o.zero_stage > 0 && o.world_size > 1; }
+  // The largest ZeRO slice of the trained parameters (shard_bounds, as the trainer's
+  // optimizer_slice allocates), or all of them with one rank or ZeRO 0.
+  int64_t slice_params() const {
+    if (!sharded()) return P;
     const std::vector<int64_t> b = shard_bounds(P, o.world_size);
     int64_t most = 0;
     for (size_t r = 0; r + 1 < b.size(); ++r) most = std::max(most, b[r + 1] - b[r]);
     return most;
   }
-  int64_t moments(bool bf16) const { return 2 * moment_params() * (bf16 ? 2 : 4); }
-  int64_t slice_grads() const { return o.zero_stage == 2 && o.world_size > 1 ? moment_params() * 4 : 0; }
+  // The base's fp32 master for AdamW: CUDA full fine-tuning only (the CPU trains its one fp32 copy
+  // in place; a LoRA base is frozen). ZeRO 3: this rank's slice.
+  int64_t master() const { return cuda && !lora() ? (o.zero_stage == 3 ? slice_params() : N) * 4 : 0; }
+  // With LoRA the base, run without the adapter, is the reference.
+  int64_t reference() const { return o.reference_model && !lora() ? N * (cuda ? 2 : 4) : 0; }
+  int64_t adapter() const { return lora() ? P * 4 : 0; }                   // fp32 A and B, what AdamW updates
+  int64_t adapter_bf16() const { return cuda && lora() ? P * 2 : 0; }      // CUDA: the copy the GEMMs read
+  int64_t grads() const { return P * 4; }
+  // The moments this rank keeps: all, or (ZeRO 1-3) its slice's.
+  int64_t moments(bool bf16) const { return 2 * slice_params() * (bf16 ? 2 : 4); }
+  // ZeRO 2 and 3: the reduced gradient of this rank's slice (reduce-scatter), beside the rank's
+  // own gradient accumulated over its micro-batches (grads(): rl/data_parallel.h).
+  int64_t slice_grads() const { return o.zero_stage >= 2 && sharded() ? slice_params() * 4 : 0; }
   int64_t activations(int64_t recomputed) const {
     TrainOptions to;
     to.max_tokens = o.tokens_per_micro_batch;
@@ -112,10 +117,8 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
     check(value > 0, "memory plan: ", what, " must be positive, got ", value);
   check(o.reserve_bytes >= 0, "memory plan: the reserve must not be negative, got ", o.reserve_bytes);
   check(o.world_size >= 1, "memory plan: world size must be at least 1, got ", o.world_size);
-  check(o.zero_stage >= 0 && o.zero_stage <= 2, "memory plan: zero stage ", o.zero_stage, " is not 0, 1 or 2");
+  check(o.zero_stage >= 0 && o.zero_stage <= 3, "memory plan: zero stage ", o.zero_stage, " is not 0, 1, 2 or 3");
   const bool cuda = o.device == PlanDevice::Cuda;
-  check(!cuda || o.zero_stage == 0 || o.world_size == 1, "memory plan: zero stage ", o.zero_stage,
-        " shards the AdamW moments in the CPU trainer only; cuda runs ZeRO 0 (every GPU keeps every moment)");
   check(cuda || o.offload_optimizer != Choice::On,
         "memory plan: offloading the optimizer is a CUDA mode (on the CPU the moments are in host memory already)");
   MemoryPlan p;
@@ -152,8 +155,7 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
   const int64_t moments = price.moments(bf16);
   const std::string moments_what =
       str_cat("AdamW moments m, v (", bf16 ? "bf16" : "fp32",
-              price.moment_params() < p.trainable_params ? str_cat(", this rank's ZeRO slice of 1/", o.world_size)
-                                                         : std::string(),
+              price.sharded() ? str_cat(", this rank's ZeRO slice of 1/", o.world_size) : std::string(),
               o.lora ? ", LoRA adapter" : "", ")");
   const std::string acts_what = str_cat("activations + backward scratch (", o.tokens_per_micro_batch, " tokens, ", k,
                                         "/", L, " layers recomputed)");
@@ -177,7 +179,9 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
     const int64_t rollout_room = usable - fixed - (offload ? 0 : moments) - price.decode_logits();
     p.kv_blocks = std::max<int64_t>(0, std::min(wanted_kv, rollout_room) / p.kv_block_bytes);
     add(p.resident, p.resident_bytes, o.lora ? base_what : weights_what, price.weights());
-    add(p.resident, p.resident_bytes, "master weights (fp32, AdamW)", price.master());
+    add(p.resident, p.resident_bytes,
+        str_cat("master weights (fp32, AdamW", o.zero_stage == 3 && price.sharded() ? str_cat(", this rank's ZeRO slice of 1/", o.world_size) : "", ")"),
+        price.master());
     add(p.resident, p.resident_bytes, "reference model (bf16, KL)", price.reference());
     if (o.lora) {
       add(p.resident, p.resident_bytes, str_cat("LoRA adapter master A, B (fp32, rank ", o.lora->rank, ", AdamW)"),
@@ -193,6 +197,8 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
     // v, then the adapter's backward scratch, each piece aligned; the activations take the rest.
     add(p.train, p.train_bytes, o.lora ? "LoRA adapter gradients (fp32)" : "gradients (fp32)",
         region_aligned(price.grads()));
+    add(p.train, p.train_bytes, str_cat("this rank's reduced gradient slice (fp32, ZeRO ", o.zero_stage, ")"),
+        region_aligned(price.slice_grads()));
     if (offload) add(p.train, p.train_bytes, moments_what + ", back from host memory", 2 * region_aligned(moments / 2));
     add(p.train, p.train_bytes, scratch_what, region_aligned(price.lora_scratch()));
     add(p.train, p.train_bytes, acts_what, p.activation_bytes);
@@ -207,7 +213,8 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
     if (o.lora)
       add(p.resident, p.resident_bytes, str_cat("LoRA adapter A, B (fp32, rank ", o.lora->rank, ")"), price.adapter());
     add(p.resident, p.resident_bytes, o.lora ? "LoRA adapter gradients (fp32)" : "gradients (fp32)", price.grads());
-    add(p.resident, p.resident_bytes, "this rank's reduced gradient slice (fp32, ZeRO 2)", price.slice_grads());
+    add(p.resident, p.resident_bytes, str_cat("this rank's reduced gradient slice (fp32, ZeRO ", o.zero_stage, ")"),
+        price.slice_grads());
     add(p.resident, p.resident_bytes, moments_what, moments);
     add(p.resident, p.resident_bytes, acts_what, p.activation_bytes);
     add(p.resident, p.resident_bytes, scratch_what, price.lora_scratch());
@@ -271,6 +278,10 @@ std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, co
   if (o.world_size > 1)
     out += str_cat("data parallel: each of ", o.world_size, " ranks", cuda ? " (one GPU each)" : "", ", ZeRO ",
                    o.zero_stage, "; every figure below is one rank's\n");
+  if (o.world_size > 1 && o.zero_stage == 3 && !cuda)
+    out += "  (on the cpu the fp32 weights the forward reads are the master AdamW updates: ZeRO 3 holds what ZeRO 2 does)\n";
+  if (o.world_size > 1 && o.zero_stage > 0 && cuda)
+    out += str_cat("  (the cuda trainer runs ZeRO 0 so far: `train --device cuda` refuses zero-stage ", o.zero_stage, ")\n");
   out += str_cat("modes: ", p.modes.describe(), "\n\n");
   out += cuda ? "resident for the whole run\n" : "allocated once, held for the whole run\n";
   for (const MemoryLine& l : p.resident) line("  ", l.what, l.bytes);

@@ -61,7 +61,7 @@ double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vecto
     return sum_over_shards(dp, rows)[0];
   }
   const int64_t lo = bounds[dp.rank()], count = bounds[dp.rank() + 1] - lo;
-  if (dp.zero_stage == 2) {
+  if (dp.zero_stage >= 2) {
     slice_buffer.resize(static_cast<size_t>(count));
     comm_reduce_scatter_sum(*dp.comm, grads, slice_buffer.data(), n, dp.ordered);
     *own = slice_buffer.data();

@@ -26,8 +26,12 @@ struct DataParallel {
   bool ordered = true;         // rank-order sums (runtime/comm.h); false: MPI's all-reduce
   // 0: every rank keeps all moments and updates every parameter; 1: rank r keeps the moments of
   // its slice shard_bounds(n, N)[r..r+1] only and updates that slice, then the parameters are
-  // all-gathered; 2: as 1, and only the slice's reduced gradient is formed (reduce-scatter).
-  // The optimizer state's m / v hold the slice (1, 2) or everything (0).
+  // all-gathered; 2: as 1, and only the slice's reduced gradient is formed (reduce-scatter);
+  // 3: as 2, and only the slice's fp32 master is kept (CUDA). On the CPU the fp32 weights every
+  // forward reads are the master itself (rollouts need them whole), so 3 runs as 2 there.
+  // A rank's own gradient is accumulated whole over its micro-batches and reduced once per
+  // update (as FSDP's no_sync), which keeps N ranks bit-identical to --grad-accum N.
+  // The optimizer state's m / v hold the slice (1-3) or everything (0).
   int zero_stage = 0;
   int64_t shards() const { return comm && comm->world_size > 1 ? comm->world_size : grad_accum; }
   int rank() const { return comm ? comm->rank : 0; }

@@ -213,10 +213,15 @@ std::vector<std::string> environment_keys() {
 void add_parallel_options(OptionTable& t, ParallelOptions& o) {
   t.push_back({"grad-accum", "one process: split each step's prompts into N shards, each shard's gradient computed "
                "from zero and the N added in order (what N ranks of mpirun compute)", &o.grad_accum});
-  t.push_back({"zero-stage", "several ranks: 0 (every rank keeps all AdamW moments) | 1 (each keeps its slice's) | "
-               "2 (and only its slice's reduced gradient)", &o.zero_stage});
+  add_zero_stage_option(t, o.zero_stage);
   t.push_back({"deterministic-reduce", "several ranks: sum gradients in rank order (all-to-all), so N ranks give the "
                "bits of --grad-accum N; off: MPI's all-reduce", &o.deterministic_reduce});
+}
+
+void add_zero_stage_option(OptionTable& t, int64_t& zero_stage) {
+  t.push_back({"zero-stage", "several ranks: 0 (every rank keeps all AdamW moments) | 1 (each keeps its slice's) | "
+               "2 (and only its slice's reduced gradient) | 3 (and only its slice's fp32 master weights; on the cpu, "
+               "whose fp32 weights are the master, what 2 holds)", &zero_stage});
 }
 
 void add_checkpoint_options(OptionTable& t, CheckpointOptions& o) {
@@ -249,7 +254,11 @@ bool saves_optimizer(const CheckpointOptions& o, int64_t step, bool last) {
 
 void validate(const ParallelOptions& o) {
   check(o.grad_accum >= 1 && o.grad_accum <= 4096, "grad-accum must be in [1, 4096], got ", o.grad_accum);
-  check(o.zero_stage >= 0 && o.zero_stage <= 2, "zero-stage must be 0, 1 or 2, got ", o.zero_stage);
+  validate_zero_stage(o.zero_stage);
+}
+
+void validate_zero_stage(int64_t zero_stage) {
+  check(zero_stage >= 0 && zero_stage <= 3, "zero-stage must be 0, 1, 2 or 3, got ", zero_stage);
 }
 
 void validate(const DeviceOptions& o) {

@@ -105,7 +105,7 @@ struct MemoryOptions {
 // srun, RANK/WORLD_SIZE; runtime/comm.h); these say how the gradient is formed.
 struct ParallelOptions {
   int64_t grad_accum = 1;           // one process: the step's prompts in N shards, as N ranks would split them
-  int64_t zero_stage = 0;           // 0 | 1 (optimizer state sharded) | 2 (and the reduced gradients)
+  int64_t zero_stage = 0;           // 0 | 1 (optimizer state sharded) | 2 (and the reduced gradients) | 3 (and the master)
   bool deterministic_reduce = true;  // rank-order sums: N ranks == --grad-accum N, bit for bit
 };
 
@@ -129,6 +129,9 @@ CheckpointWriterOptions checkpoint_writer_options(const CheckpointOptions& o);
 void add_output_options(OptionTable& table, OutputOptions& o, const char* help);
 void add_checkpoint_options(OptionTable& table, CheckpointOptions& o);
 void add_parallel_options(OptionTable& table, ParallelOptions& o);
+// The "zero-stage" row alone (sft, whose grad-accum is a training setting of its own).
+void add_zero_stage_option(OptionTable& table, int64_t& zero_stage);
+void validate_zero_stage(int64_t zero_stage);
 void add_memory_options(OptionTable& table, MemoryOptions& o);
 void add_device_options(OptionTable& table, DeviceOptions& o);
 void add_model_options(OptionTable& table, ModelOptions& o);

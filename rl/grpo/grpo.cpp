@@ -299,7 +299,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
         config.temperature);
   check(dp.grad_accum >= 1 && (dp.grad_accum == 1 || !dp.distributed()), "grpo: grad_accum ", dp.grad_accum,
         " must be 1 with several ranks, and at least 1");
-  check(dp.zero_stage >= 0 && dp.zero_stage <= 2, "grpo: zero stage ", dp.zero_stage, " is not 0, 1 or 2");
+  check(dp.zero_stage >= 0 && dp.zero_stage <= 3, "grpo: zero stage ", dp.zero_stage, " is not 0, 1, 2 or 3");
   check(!policy.on_cuda || dp.grad_accum == 1, "grpo: grad-accum ", dp.grad_accum,
         " shards a step in the CPU trainer only; on cuda, N ranks on N GPUs compute what it would");
   const float logit_scale = config.temperature > 0 ? 1.0f / config.temperature : 1.0f;

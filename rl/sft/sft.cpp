@@ -139,10 +139,10 @@ SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActiv
                           const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config,
                           const DataParallel& dp) {
   check(policy_training_ready(policy), "sft: gradients are not allocated (policy_init_training)");
-  const int64_t num_params = policy_num_trainable(policy);
-  check(policy.on_cuda || moments_size(optimizer) == num_params, "sft: optimizer state has ", moments_size(optimizer),
-        " moments for ", num_params, " parameters");
-  check(dp.zero_stage == 0, "sft: ZeRO stages other than 0 are not implemented");
+  const auto [slice_lo, slice_hi] = optimizer_slice(dp, policy_num_trainable(policy));
+  check(policy.on_cuda || moments_size(optimizer) == slice_hi - slice_lo, "sft: optimizer state has ",
+        moments_size(optimizer), " moments for ", slice_hi - slice_lo, " parameters",
+        dp.zero_stage > 0 && dp.distributed() ? " (this rank's ZeRO slice)" : "");
   SftUpdateStats st;
   st.lr = lr_at(schedule, optimizer.train_step);
   ++optimizer.train_step;
@@ -223,6 +223,10 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   const bool owner = comm.is_root();
   check(comm.world_size == 1 || config.grad_accum == 1, "sft: grad-accum ", config.grad_accum, " with ",
         comm.world_size, " ranks: use one or the other (N ranks compute what --grad-accum N computes in one process)");
+  check(options.zero_stage >= 0 && options.zero_stage <= 3, "sft: zero stage ", options.zero_stage,
+        " is not 0, 1, 2 or 3");
+  check(options.device == "cpu" || comm.world_size == 1 || options.zero_stage == 0, "sft: --zero-stage ",
+        options.zero_stage, " shards the AdamW moments in the CPU trainer only; cuda runs ZeRO 0 (every GPU keeps every moment)");
   check(comm.world_size == 1 || options.device == "cpu" || comm.nccl != nullptr,
         "sft: several ranks on cuda need the job's NCCL communicator (app/launch.h join_job_gpu)");
   // Each rank drives GPU local_rank (join_job_gpu made it current and checked it exists).
@@ -237,16 +241,24 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   mo.rollout = false;
   mo.tokens_per_micro_batch = config.micro_batch_tokens;
   if (options.adapter) mo.lora = options.adapter->config;
+  mo.world_size = comm.world_size;
+  mo.zero_stage = comm.world_size > 1 ? options.zero_stage : 0;
   const MemoryPlan mplan = plan_memory(model.config, mo);
   check(mplan.fits, "sft: the memory plan does not fit: ", mplan.problem,
         " (`llm_sqlrl plan` shows it; memory-gb and micro-batch-tokens size it)");
   // On CUDA the moments start on the device; a resumed run's host copy is uploaded there.
   set_moment_precision(optimizer, mplan.modes.bf16_moments);
   const int64_t trainable = options.adapter ? options.adapter->num_params : model.num_params;
-  if (!cuda && moments_size(optimizer) != trainable) {
-    check(!resume, "sft: the resumed optimizer holds ", moments_size(optimizer), " moments, the run trains ", trainable,
-          options.adapter ? " adapter parameters" : " parameters");
-    optimizer = make_optimizer_state(trainable, mplan.modes.bf16_moments);
+  // --grad-accum on the CPU and N ranks: the shard gradients of rl/data_parallel.h, and GEMMs whose
+  // bits do not depend on the thread count (a rank bound to one core vs a process with two).
+  const DataParallel dp{&comm, cuda || comm.world_size > 1 ? 1 : config.grad_accum, true, mo.zero_stage};
+  // ZeRO 1-3: this rank's moments cover its slice of the parameters only.
+  const auto [slice_lo, slice_hi] = optimizer_slice(dp, trainable);
+  if (!cuda && moments_size(optimizer) != slice_hi - slice_lo) {
+    check(!resume || moments_size(optimizer) == trainable, "sft: the resumed optimizer holds ", moments_size(optimizer),
+          " moments, the run trains ", trainable, options.adapter ? " adapter parameters" : " parameters");
+    optimizer = resume ? optimizer_slice_of(optimizer, slice_lo, slice_hi)
+                       : make_optimizer_state(slice_hi - slice_lo, mplan.modes.bf16_moments);
   }
   SftRunStats run;
   const size_t given = data.size();
@@ -300,9 +312,6 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   topt.max_tokens = mo.tokens_per_micro_batch;
   topt.logprob_chunk = mo.logprob_chunk_tokens;
   topt.recompute = mplan.modes.recompute;
-  // --grad-accum on the CPU and N ranks: the shard gradients of rl/data_parallel.h, and GEMMs whose
-  // bits do not depend on the thread count (a rank bound to one core vs a process with two).
-  const DataParallel dp{&comm, cuda || comm.world_size > 1 ? 1 : config.grad_accum, true, 0};
   if (dp.shards() > 1) set_gemm_thread_independent(true);
   // LoRA on CUDA: the base frozen (bf16 weights only), the adapter trained (gradients in the
   // phase region: attached without).
@@ -322,8 +331,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   if (!options.out_dir.empty() && owner) {
     lock = lock_run_folder(options.out_dir);
     writer.emplace(options.out_dir, options.tokenizer_path, checkpoint_writer_options(options.checkpoint));
-    writer->prepare(options.adapter ? 0 : model.num_params, options.adapter ? options.adapter->num_params : model.num_params,
-                    optimizer.bf16);
+    writer->prepare(options.adapter ? 0 : model.num_params, trainable, optimizer.bf16);
     if (resume) {
       truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
       truncate_tb_log(tb_dir, optimizer.train_step);
@@ -380,9 +388,13 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     const bool with_optimizer = saves_optimizer(options.checkpoint, optimizer.train_step, last);
     policy_download(policy, model);
     if (with_optimizer) memory_optimizer_to_host(policy, memory, optimizer);
+    // ZeRO 1-3: every slice's moments, gathered into one file of every moment.
+    const bool sliced = slice_hi - slice_lo != trainable;
+    const OptimizerState full = with_optimizer && sliced ? gather_optimizer(comm, optimizer, trainable) : OptimizerState{};
     if (owner) {
-      run.checkpoints.push_back(writer->save(optimizer.train_step, model, with_optimizer ? &optimizer : nullptr,
-                                             trainer_state(), options.adapter));
+      run.checkpoints.push_back(writer->save(optimizer.train_step, model,
+                                             !with_optimizer ? nullptr : sliced ? &full : &optimizer, trainer_state(),
+                                             options.adapter));
       note(str_cat("checkpoint ", run.checkpoints.back(), with_optimizer ? "" : " (weights only)"));
     }
     comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail

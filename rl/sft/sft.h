@@ -154,6 +154,11 @@ struct SftRunOptions {
   // Several ranks (runtime/comm.h): each update is world-size micro-batches, one per rank (the
   // config's grad_accum must then be 1); rank 0 alone writes out_dir and logs. Null: one process.
   const Comm* comm = nullptr;
+  // Several ranks: 1 (each keeps the AdamW moments of its slice), 2 (and its slice's reduced
+  // gradient), 3 (and its slice's master; on the CPU as 2): rl/data_parallel.h. 0: every rank
+  // keeps everything. The optimizer state given may hold every moment (a resumed checkpoint's):
+  // the run keeps its rank's slice.
+  int zero_stage = 0;
   // A progress line per update (runtime/progress.h; rank 0): epoch, loss, lr, tokens/s and the
   // ETA, redrawn in place on a terminal, else one line per update on stdout. Off: nothing drawn
   // (tests, the demo, self-taught's rounds unless asked).

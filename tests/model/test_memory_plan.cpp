@@ -298,11 +298,12 @@ TEST(MemoryPlan, FullFineTuningOfCoder14bDoesNotFitOneGpu) {
   EXPECT_TRUE(plan_memory(config, lora).fits);
 }
 
-// One rank of a data-parallel CPU job: ZeRO 1 keeps the moments of the rank's slice (the largest
-// of shard_bounds, as the trainer's optimizer_slice allocates), ZeRO 2 adds the slice's reduced
-// gradient; ZeRO 0 keeps every moment. CUDA runs ZeRO 0 only, and the plan refuses the others as
-// the trainer does. Catches a plan that still prices every moment on every rank (the CPU RSS
-// prediction of a ZeRO run would be off by 8 bytes a parameter x (N-1)/N).
+// One rank of a data-parallel job: ZeRO 1 keeps the moments of the rank's slice (the largest of
+// shard_bounds, as the trainer's optimizer_slice allocates), ZeRO 2 adds the slice's reduced
+// gradient, ZeRO 3 the slice of the fp32 master instead of all of it (CUDA; on the CPU the fp32
+// weights are the master, so ZeRO 3 holds what ZeRO 2 does); ZeRO 0 keeps every moment. Catches a
+// plan that still prices every moment (or the whole master) on every rank: the prediction of a
+// ZeRO run would be off by 8 (or 4) bytes a parameter x (N-1)/N.
 TEST(MemoryPlan, ZeroStagesPriceOneRanksSlice) {
   QwenConfig config = preset_config("qwen3-0.6b");
   MemoryPlanOptions o = small_cpu_options(int64_t(64) << 30);
@@ -322,11 +323,26 @@ TEST(MemoryPlan, ZeroStagesPriceOneRanksSlice) {
   const MemoryPlan zero2 = plan_memory(config, o);
   EXPECT_EQ(zero2.resident_bytes - zero1.resident_bytes, 4 * slice);
   EXPECT_NE(format_memory_plan(config, zero2, o).find("data parallel: each of 4 ranks, ZeRO 2"), std::string::npos);
+  o.zero_stage = 3;
+  const MemoryPlan zero3 = plan_memory(config, o);
+  EXPECT_EQ(zero3.resident_bytes, zero2.resident_bytes);
+  EXPECT_NE(format_memory_plan(config, zero3, o).find("ZeRO 3 holds what ZeRO 2 does"), std::string::npos);
+
+  // CUDA, every mode fixed so that the stages differ only in what they shard.
   o.device = PlanDevice::Cuda;
   o.device_bytes = 80'000'000'000;
-  EXPECT_THROW(plan_memory(config, o), Error);
-  o.zero_stage = 0;
-  EXPECT_TRUE(plan_memory(config, o).fits);
+  o.bf16_moments = Choice::Off, o.recompute = Choice::Off, o.offload_optimizer = Choice::Off;
+  std::vector<MemoryPlan> cuda;
+  for (int stage = 0; stage <= 3; ++stage) {
+    o.zero_stage = stage;
+    cuda.push_back(plan_memory(config, o));
+    EXPECT_TRUE(cuda.back().fits) << stage << ": " << cuda.back().problem;
+  }
+  EXPECT_EQ(cuda[0].resident_bytes - cuda[1].resident_bytes, 8 * (N - slice));  // the moments
+  EXPECT_EQ(cuda[2].train_bytes - cuda[1].train_bytes, region_aligned(4 * slice));  // the reduced slice
+  EXPECT_EQ(cuda[2].resident_bytes, cuda[1].resident_bytes);
+  EXPECT_EQ(cuda[2].resident_bytes - cuda[3].resident_bytes, 4 * (N - slice));  // the master
+  EXPECT_EQ(cuda[3].train_bytes, cuda[2].train_bytes);
 }
 
 TEST(MemoryPlan, SaysWhyItDoesNotFit) {
@@ -414,16 +430,34 @@ TEST(MemoryPlanCli, PrintsTheQwen3_4bPlanOnAnH100) {
 }
 
 // --world-size: the plan is one GPU's, and its rollout holds its share of the job's trajectories
-// (64 over 8 ranks: 8, whole groups of 8); ZeRO 1 on cuda is refused as train refuses it.
+// (64 over 8 ranks: 8, whole groups of 8).
 TEST(MemoryPlanCli, WorldSizeGivesEachRankItsShareOfTheRollout) {
   int status = 0;
   std::string out = run("plan --preset qwen3-8b --world-size 8 --rollout-seqs 64 --group 8 --kl", &status);
   ASSERT_EQ(status, 0) << out;
   EXPECT_NE(out.find("data parallel: each of 8 ranks (one GPU each), ZeRO 0"), std::string::npos) << out;
   EXPECT_NE(out.find("(8 wanted)"), std::string::npos) << out;
-  out = run("plan --preset qwen3-8b --world-size 8 --zero-stage 1", &status);
-  EXPECT_NE(status, 0);
-  EXPECT_NE(out.find("zero stage 1 shards the AdamW moments in the CPU trainer only"), std::string::npos) << out;
+}
+
+// SkyRL-SQL's recipe (Qwen2.5-Coder-7B-Instruct, full fine-tuning, 8 x 80 GB, trajectories of
+// 9000 tokens, 1280 a step): ZeRO 0 does not fit (every rank holds the fp32 master, gradients and
+// moments of all 7.6 B parameters); ZeRO 3 fits with at least 20 GiB of KV cache per GPU.
+TEST(MemoryPlanCli, SevenBillionFullFineTuningFitsEightGpusWithZero3) {
+  const std::string recipe = "plan --preset qwen2.5-coder-7b --gpu-memory 80 --world-size 8 --rollout-seq 9000 "
+                             "--rollout-seqs 1280";
+  int status = 0;
+  std::string out = run(recipe, &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("peak  (does NOT fit)"), std::string::npos) << out;
+  out = run(recipe + " --zero-stage 3", &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("peak  (fits)"), std::string::npos) << out;
+  EXPECT_NE(out.find("master weights (fp32, AdamW, this rank's ZeRO slice of 1/8)"), std::string::npos) << out;
+  const size_t kv = out.find("KV cache: ");
+  ASSERT_NE(kv, std::string::npos) << out;
+  double gib = 0;
+  ASSERT_EQ(std::sscanf(out.c_str() + kv, "KV cache: %lf GiB", &gib), 1) << out;
+  EXPECT_GE(gib, 20.0) << out;
 }
 
 // --rollout-mean-tokens: beside the full-length count, the trajectories of that mean length the
