@@ -182,8 +182,9 @@ rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel&
   } else {
     model = load_model(ckpt);
   }
-  opt = rl::load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(),
-                           adapter ? adapter->num_params : model.num_params);
+  // Every moment (from one file or any world size's shards); run_sft keeps this rank's slice.
+  const int64_t trainable = adapter ? adapter->num_params : model.num_params;
+  opt = rl::load_optimizer_range(ckpt, trainable, 0, trainable);
   std::printf("resuming %s after update %lld of %lld\n", ckpt.c_str(), static_cast<long long>(ck.cursor.updates),
               static_cast<long long>(ck.cursor.planned));
   return ck;

@@ -90,9 +90,12 @@ std::vector<std::string> prune_checkpoints(const std::string& run_dir, int64_t k
 }
 
 CheckpointWriter::CheckpointWriter(std::string run_dir, std::string tokenizer_path, CheckpointWriterOptions options)
-    : run_dir_(std::move(run_dir)), tokenizer_path_(std::move(tokenizer_path)), options_(options) {}
+    : run_dir_(std::move(run_dir)), tokenizer_path_(std::move(tokenizer_path)), options_(options) {
+  if (owner()) remove_unfinished_checkpoints(run_dir_);
+}
 
 CheckpointWriter::~CheckpointWriter() {
+  cancel_ = true;  // finish() was not called: the run is failing, and other ranks may never write
   if (thread_.joinable()) thread_.join();
   if (!error_.empty()) std::fprintf(stderr, "error: %s\n", error_.c_str());
 }
@@ -102,9 +105,11 @@ void CheckpointWriter::write(Job& job) {
   try {
     if (before_write_) before_write_();
     const std::string folder = save_checkpoint(run_dir_, job.step, *job.model, job.optimizer, tokenizer_path_,
-                                               job.trainer_state, job.adapter);
-    prune_checkpoints(run_dir_, options_.keep);
-    if (job.after) job.after(folder);
+                                               job.trainer_state, job.adapter, options_.shard, &cancel_);
+    if (owner()) {
+      prune_checkpoints(run_dir_, options_.keep);
+      if (job.after) job.after(folder);
+    }
   } catch (const std::exception& e) {
     error_ = str_cat("checkpoint step ", job.step, " of ", run_dir_, ": ", e.what());
   }
@@ -172,7 +177,7 @@ std::string CheckpointWriter::save(int64_t step, const QwenModel& model, const O
   job->trainer_state = trainer_state;
   job->after = std::move(after);
   const int64_t bytes =
-      (adapter ? adapter->num_params : model.num_params) * static_cast<int64_t>(sizeof(float)) +
+      (!owner() ? 0 : adapter ? adapter->num_params : model.num_params) * static_cast<int64_t>(sizeof(float)) +
       (optimizer ? static_cast<int64_t>((optimizer->m.size() + optimizer->v.size()) * sizeof(float) +
                                         (optimizer->m16.size() + optimizer->v16.size()) * sizeof(uint16_t))
                  : 0);
@@ -184,9 +189,10 @@ std::string CheckpointWriter::save(int64_t step, const QwenModel& model, const O
     return checkpoint_dir(run_dir_, step);
   }
   // The copy training waits for; the rest happens beside the next steps.
-  if (adapter) job->adapter_copy = adapter_copy(*adapter), job->adapter = &*job->adapter_copy;
+  if (!owner()) job->adapter = nullptr;  // a shard alone: the weights are not read
+  else if (adapter) job->adapter_copy = adapter_copy(*adapter), job->adapter = &*job->adapter_copy;
   else copy_weights_into(job->model_copy, model), job->adapter = nullptr;
-  job->model = adapter ? &model : &job->model_copy;  // with an adapter the weights are not read
+  job->model = adapter || !owner() ? &model : &job->model_copy;  // with an adapter the weights are not read
   if (optimizer) job->optimizer_copy = *optimizer;  // vector assignment: the buffers' capacity is kept
   job->optimizer = optimizer ? &job->optimizer_copy : nullptr;
   thread_ = std::thread([this, job] { write(*job); });

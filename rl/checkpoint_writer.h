@@ -15,6 +15,7 @@
 // faults of a fresh allocation). checkpoint-background auto (the default) writes in place when
 // the host lacks room for it; off always does, without a copy.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "model/memory_plan.h"
 #include "model/model.h"
 #include "rl/optimizer.h"
+#include "rl/run_folder.h"
 
 namespace sqlrl::rl {
 
@@ -36,6 +38,10 @@ struct CheckpointWriterOptions {
   // place with a note once (a Qwen3-8B CUDA run's copy would be 96 GB of host memory).
   Choice background = Choice::Auto;
   int64_t keep = 0;  // complete checkpoints kept (the newest, plus best.json's); 0 = all
+  // ZeRO 1-3 over several ranks: every rank has a writer, and the optimizer state each save gets
+  // is its slice (rl/run_folder.h save_checkpoint). A rank other than 0 writes its shard alone:
+  // no weights are copied or written, nothing is pruned, `after` is not run.
+  OptimizerShard shard = {};
 };
 
 class CheckpointWriter {
@@ -71,6 +77,7 @@ class CheckpointWriter {
   void write(Job& job);  // the write, the pruning, `after`; errors into error_
   // Whether a save whose copy holds `bytes` goes to the background (options_.background).
   bool in_background(int64_t bytes, bool note);
+  bool owner() const { return options_.shard.rank == 0; }  // writes the folder, prunes, runs `after`
 
   std::string run_dir_, tokenizer_path_;
   CheckpointWriterOptions options_;
@@ -78,6 +85,7 @@ class CheckpointWriter {
   std::shared_ptr<Job> job_;  // the copy's buffers, kept between saves
   std::thread thread_;
   std::string error_;  // of the last write; read after joining
+  std::atomic<bool> cancel_{false};  // the destructor stops a wait for other ranks' shards
   double last_write_seconds_ = 0;
   bool noted_ = false;  // the auto mode's note printed
 };

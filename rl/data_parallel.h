@@ -53,7 +53,7 @@ std::vector<double> sum_over_shards(const DataParallel& dp, const std::vector<st
 // gradient (null with one process).
 double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vector<std::vector<float>>& shard_grads,
                         std::vector<float>& slice_buffer, const float** own);
-// AdamW over the whole buffer, or (ZeRO 1/2 across ranks) over this rank's slice from `own`,
+// AdamW over the whole buffer, or (ZeRO 1-3 across ranks) over this rank's slice from `own`,
 // then the all-gather of the parameters. optimizer.adam_step must already be advanced.
 void data_parallel_adamw(Policy& policy, OptimizerState& optimizer, const DataParallel& dp, const float* own,
                          const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum);

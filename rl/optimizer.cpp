@@ -1,7 +1,9 @@
 #include "rl/optimizer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <numbers>
 
 #include "runtime/dtype.h"
@@ -9,6 +11,8 @@
 #include "weights/safetensors.h"
 
 namespace sqlrl::rl {
+
+namespace fs = std::filesystem;
 
 OptimizerState make_optimizer_state(int64_t num_params, bool bf16) {
   OptimizerState s;
@@ -41,7 +45,8 @@ void set_moment_precision(OptimizerState& s, bool bf16) {
 
 int64_t moments_size(const OptimizerState& s) { return static_cast<int64_t>(s.bf16 ? s.m16.size() : s.m.size()); }
 
-void save_optimizer(const OptimizerState& state, const std::string& path) {
+void save_optimizer(const OptimizerState& state, const std::string& path,
+                    const std::vector<std::pair<std::string, std::string>>& extra_metadata) {
   const size_t nm = state.bf16 ? state.m16.size() : state.m.size(), nv = state.bf16 ? state.v16.size() : state.v.size();
   check(nm == nv, "optimizer: m has ", nm, " elements but v ", nv);
   int64_t n = static_cast<int64_t>(nm);
@@ -53,6 +58,7 @@ void save_optimizer(const OptimizerState& state, const std::string& path) {
   options.metadata = {{"format", "sqlrl-adamw"},
                       {"adam_step", std::to_string(state.adam_step)},
                       {"train_step", std::to_string(state.train_step)}};
+  for (const auto& [key, value] : extra_metadata) options.metadata[key] = value;
   write_safetensors(path, records, options);
 }
 
@@ -73,38 +79,124 @@ int64_t metadata_int(const SafetensorsFile& file, const std::string& key) {
   return value;
 }
 
-// One moment into f32 (`f32`) or bf16 (`bf16`) as `want_bf16` says, from an F32 or BF16 tensor.
-void read_moment(const SafetensorsFile& file, const char* name, int64_t num_params, bool want_bf16,
-                 std::vector<float>& f32, std::vector<uint16_t>& bf16) {
+// Elements [a, b) of moment `name` (a tensor of `count`) into f32 or bf16 as `want_bf16` says,
+// at out_f32 / out_bf16, from an F32 or BF16 tensor.
+void read_moment_part(const SafetensorsFile& file, const char* name, int64_t count, int64_t a, int64_t b,
+                      bool want_bf16, float* out_f32, uint16_t* out_bf16) {
   const TensorEntry* e = file.find(name);
   check(e != nullptr, file.path, ": optimizer tensor '", name, "' is missing");
-  check((e->dtype == StDType::F32 || e->dtype == StDType::BF16) && e->shape.size() == 1 && e->shape[0] == num_params,
+  check((e->dtype == StDType::F32 || e->dtype == StDType::BF16) && e->shape.size() == 1 && e->shape[0] == count,
         file.path, ": optimizer tensor '", name, "' is ", st_dtype_name(e->dtype), e->shape_str(),
-        ", expected F32 or BF16 [", num_params, "] (the model's parameter count)");
-  const size_t n = static_cast<size_t>(num_params);
-  const bool file_bf16 = e->dtype == StDType::BF16;
+        ", expected F32 or BF16 [", count, "]");
+  const size_t n = static_cast<size_t>(b - a);
+  if (n == 0) return;
   // Copied out as stored first: the mapped bytes need not be aligned for their type.
-  if (file_bf16) {
-    bf16.resize(n);
-    std::memcpy(bf16.data(), file.bytes(*e), e->nbytes());
-    if (!want_bf16) f32.resize(n), convert_bf16_to_f32(bf16.data(), f32.data(), n), bf16 = {};
+  if (e->dtype == StDType::BF16) {
+    std::vector<uint16_t> tmp;
+    uint16_t* dst = want_bf16 ? out_bf16 : (tmp.resize(n), tmp.data());
+    std::memcpy(dst, file.bytes(*e) + a * 2, n * 2);
+    if (!want_bf16) convert_bf16_to_f32(dst, out_f32, n);
   } else {
-    f32.resize(n);
-    std::memcpy(f32.data(), file.bytes(*e), e->nbytes());
-    if (want_bf16) bf16.resize(n), convert_f32_to_bf16(f32.data(), bf16.data(), n), f32 = {};
+    std::vector<float> tmp;
+    float* dst = want_bf16 ? (tmp.resize(n), tmp.data()) : out_f32;
+    std::memcpy(dst, file.bytes(*e) + a * 4, n * 4);
+    if (want_bf16) convert_f32_to_bf16(dst, out_bf16, n);
   }
+}
+
+// Moments [a, b) of the file's `count` into `s` from its position `at` (s sized already).
+void read_moments_part(const SafetensorsFile& file, int64_t count, int64_t a, int64_t b, int64_t at, OptimizerState& s) {
+  read_moment_part(file, "m", count, a, b, s.bf16, s.bf16 ? nullptr : s.m.data() + at, s.bf16 ? s.m16.data() + at : nullptr);
+  read_moment_part(file, "v", count, a, b, s.bf16, s.bf16 ? nullptr : s.v.data() + at, s.bf16 ? s.v16.data() + at : nullptr);
+}
+
+// rank, world of a shard file's name; {-1, -1} for any other name.
+std::pair<int, int> shard_of_name(const std::string& name) {
+  int rank = -1, world = -1;
+  if (std::sscanf(name.c_str(), "optimizer-%d-of-%d.safetensors", &rank, &world) != 2 || rank < 0 || world < 1 ||
+      rank >= world || name != optimizer_shard_name(rank, world))
+    return {-1, -1};
+  return {rank, world};
 }
 
 }  // namespace
 
 OptimizerState load_optimizer(const std::string& path, int64_t num_params, bool bf16) {
   SafetensorsFile file = open_safetensors(path);
-  OptimizerState s;
-  s.bf16 = bf16;
-  read_moment(file, "m", num_params, bf16, s.m, s.m16);
-  read_moment(file, "v", num_params, bf16, s.v, s.v16);
+  OptimizerState s = make_optimizer_state(num_params, bf16);
+  read_moments_part(file, num_params, 0, num_params, 0, s);
   s.adam_step = metadata_int(file, "adam_step");
   s.train_step = metadata_int(file, "train_step");
+  return s;
+}
+
+std::string optimizer_shard_name(int rank, int world_size) {
+  char name[64];
+  std::snprintf(name, sizeof name, "optimizer-%05d-of-%05d.safetensors", rank, world_size);
+  return name;
+}
+
+void save_optimizer_shard(const OptimizerState& slice, const std::string& path, int64_t offset, int64_t total) {
+  check(offset >= 0 && offset + moments_size(slice) <= total, "optimizer: shard of ", moments_size(slice),
+        " moments at offset ", offset, " of ", total);
+  save_optimizer(slice, path, {{"offset", std::to_string(offset)}, {"total", std::to_string(total)}});
+}
+
+bool has_optimizer_state(const std::string& checkpoint_dir) {
+  const fs::path dir = checkpoint_dir;
+  if (fs::exists(dir / "optimizer.safetensors")) return true;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (shard_of_name(entry.path().filename().string()).first >= 0) return true;
+  return false;
+}
+
+OptimizerState load_optimizer_range(const std::string& checkpoint_dir, int64_t total, int64_t lo, int64_t hi,
+                                    bool bf16) {
+  check(0 <= lo && lo <= hi && hi <= total, "optimizer: range [", lo, ", ", hi, ") of ", total, " moments");
+  const fs::path dir = checkpoint_dir;
+  OptimizerState s = make_optimizer_state(hi - lo, bf16);
+  if (fs::exists(dir / "optimizer.safetensors")) {
+    SafetensorsFile file = open_safetensors((dir / "optimizer.safetensors").string());
+    read_moments_part(file, total, lo, hi, 0, s);
+    s.adam_step = metadata_int(file, "adam_step");
+    s.train_step = metadata_int(file, "train_step");
+    return s;
+  }
+  // The shards: every rank of one world size, tiling [0, total) in rank order.
+  std::vector<std::string> shards;
+  int world = -1;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const auto [rank, w] = shard_of_name(entry.path().filename().string());
+    if (rank < 0) continue;
+    check(world < 0 || w == world, checkpoint_dir, ": optimizer shards of two world sizes (", world, " and ", w, ")");
+    world = w;
+    shards.resize(static_cast<size_t>(w));
+    shards[static_cast<size_t>(rank)] = entry.path().string();
+  }
+  check(world > 0, checkpoint_dir, ": no optimizer state (optimizer.safetensors or optimizer-*-of-*.safetensors)");
+  int64_t expect = 0;
+  bool counters = false;
+  for (int r = 0; r < world; ++r) {
+    check(!shards[r].empty(), checkpoint_dir, ": optimizer shard ", optimizer_shard_name(r, world), " is missing");
+    SafetensorsFile file = open_safetensors(shards[r]);
+    const int64_t offset = metadata_int(file, "offset"), file_total = metadata_int(file, "total");
+    check(file_total == total, file.path, ": holds moments of ", file_total, " parameters, this run trains ", total);
+    check(offset == expect, file.path, ": starts at moment ", offset, ", the shards before it end at ", expect);
+    const TensorEntry* m = file.find("m");
+    check(m != nullptr && m->shape.size() == 1, file.path, ": optimizer tensor 'm' is missing or not 1-D");
+    const int64_t count = m->shape[0];
+    check(offset + count <= total, file.path, ": moments [", offset, ", ", offset + count, ") pass the total ", total);
+    const int64_t a = std::max(lo, offset), b = std::min(hi, offset + count);
+    if (a < b) read_moments_part(file, count, a - offset, b - offset, a - lo, s);
+    const int64_t adam_step = metadata_int(file, "adam_step"), train_step = metadata_int(file, "train_step");
+    check(!counters || (adam_step == s.adam_step && train_step == s.train_step), file.path, ": at adam step ", adam_step,
+          " and train step ", train_step, ", the shards before it at ", s.adam_step, " and ", s.train_step);
+    s.adam_step = adam_step, s.train_step = train_step, counters = true;
+    expect = offset + count;
+  }
+  check(expect == total, checkpoint_dir, ": the optimizer shards hold ", expect, " of ", total, " moments");
   return s;
 }
 
@@ -126,39 +218,6 @@ OptimizerState optimizer_slice_of(const OptimizerState& all, int64_t lo, int64_t
     if (!v.empty()) v = std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + lo, v.begin() + hi);
   };
   cut(out.m), cut(out.v), cut(out.m16), cut(out.v16);
-  return out;
-}
-
-OptimizerState gather_optimizer(const Comm& comm, const OptimizerState& slice, int64_t num_params) {
-  const std::vector<int64_t> b = shard_bounds(num_params, comm.world_size);
-  const int64_t lo = b[comm.rank], count = b[comm.rank + 1] - lo;
-  check(moments_size(slice) == count, "optimizer: rank ", comm.rank, " holds ", moments_size(slice),
-        " moments, its slice has ", count);
-  OptimizerState out = slice;
-  // bf16 moments travel widened to f32 (exact both ways): the all-gather moves floats.
-  auto gather = [&](const float* mine) {
-    std::vector<float> all(static_cast<size_t>(num_params), 0.0f);
-    std::copy(mine, mine + count, all.begin() + lo);
-    comm_all_gather(comm, all.data(), num_params);
-    return all;
-  };
-  auto widen = [](const std::vector<uint16_t>& h) {
-    std::vector<float> f(h.size());
-    for (size_t i = 0; i < h.size(); ++i) f[i] = bf16_bits_to_f32(h[i]);
-    return f;
-  };
-  auto narrow = [](const std::vector<float>& f) {
-    std::vector<uint16_t> h(f.size());
-    for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_bf16_bits(f[i]);  // exact: f[i] is a widened bf16
-    return h;
-  };
-  if (slice.bf16) {
-    out.m16 = narrow(gather(widen(slice.m16).data()));
-    out.v16 = narrow(gather(widen(slice.v16).data()));
-  } else {
-    out.m = gather(slice.m.data());
-    out.v = gather(slice.v.data());
-  }
   return out;
 }
 

@@ -4,10 +4,10 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/adamw.h"
-#include "runtime/comm.h"
 
 namespace sqlrl::rl {
 
@@ -26,17 +26,34 @@ void set_moment_precision(OptimizerState& state, bool bf16);
 // The moments' element count (0: not held on the host, e.g. on the device).
 int64_t moments_size(const OptimizerState& state);
 // bf16 moments are written as BF16 tensors (exact), fp32 ones as F32.
-void save_optimizer(const OptimizerState& state, const std::string& path);
+// extra_metadata: more string pairs in the header (a shard's offset and total).
+void save_optimizer(const OptimizerState& state, const std::string& path,
+                    const std::vector<std::pair<std::string, std::string>>& extra_metadata = {});
 // Fails naming the file when a tensor is missing or its size is not num_params. The moments
 // come back in the precision asked for: BF16 files widen exactly, F32 files round to nearest
 // even when bf16 (a run that switches modes on resume).
 OptimizerState load_optimizer(const std::string& path, int64_t num_params, bool bf16 = false);
 
-// ZeRO (rl/grpo/grpo.h DataParallel): the moments of parameters [lo, hi) of a state holding
-// every moment, and the reverse, every rank's slice gathered into a state of all num_params
-// moments on every rank (a collective: every rank calls it). Counters are copied.
+// A checkpoint's optimizer state is one file of every moment (optimizer.safetensors: one
+// process, or ZeRO 0, where every rank holds them all) or, under ZeRO 1-3 with several ranks,
+// one file per rank of its slice (each rank writes its own: no gather), named
+// optimizer_shard_name(rank, world) and carrying its offset and the total in its metadata. Either
+// loads into any slice of any world size (load_optimizer_range).
+std::string optimizer_shard_name(int rank, int world_size);  // "optimizer-00001-of-00004.safetensors"
+// `slice` holds moments [offset, offset + its size) of `total`.
+void save_optimizer_shard(const OptimizerState& slice, const std::string& path, int64_t offset, int64_t total);
+// Whether the folder holds optimizer state (either form; a shard set is complete once the
+// checkpoint folder is in place: rl/run_folder.h).
+bool has_optimizer_state(const std::string& checkpoint_dir);
+// Moments [lo, hi) of the `total` a checkpoint folder holds, in the precision asked for, and
+// its counters. Fails naming the file when a shard is missing, overlaps another, disagrees on the
+// total or the counters, or the total is not `total`.
+OptimizerState load_optimizer_range(const std::string& checkpoint_dir, int64_t total, int64_t lo, int64_t hi,
+                                    bool bf16 = false);
+
+// ZeRO (rl/data_parallel.h): the moments of parameters [lo, hi) of a state holding every moment.
+// Counters are copied.
 OptimizerState optimizer_slice_of(const OptimizerState& all, int64_t lo, int64_t hi);
-OptimizerState gather_optimizer(const Comm& comm, const OptimizerState& slice, int64_t num_params);
 
 enum class LrDecay : uint8_t { Constant, Cosine };
 

@@ -8,8 +8,10 @@
 #include <cblas.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "runtime/blas_core.h"
 #include "runtime/error.h"
@@ -141,19 +143,67 @@ std::string blas_threads_note(const nlohmann::json& saved, const std::string& ch
                  then > 0 ? str_cat(" (OPENBLAS_NUM_THREADS=", then, " reproduces them)") : std::string());
 }
 
+namespace {
+
+// A shard written under a temporary name and renamed: a reader never sees half of one.
+void write_shard(const OptimizerState& slice, const OptimizerShard& shard, const fs::path& dir) {
+  const fs::path path = dir / optimizer_shard_name(shard.rank, shard.world_size);
+  const fs::path tmp = path.string() + ".tmp";
+  save_optimizer_shard(slice, tmp.string(), shard.offset, shard.total);
+  fs::rename(tmp, path);
+}
+
+// Rank 0: every other rank's shard from `from` into `into`, as each appears.
+void collect_shards(const fs::path& from, const fs::path& into, int world_size, const std::atomic<bool>* cancel) {
+  constexpr double kPatienceSeconds = 3600;  // without a new shard (runtime/comm.h's watchdog default)
+  std::vector<bool> have(static_cast<size_t>(world_size), false);
+  have[0] = true;
+  int missing = world_size - 1;
+  auto last = std::chrono::steady_clock::now();
+  while (missing > 0) {
+    for (int r = 1; r < world_size; ++r) {
+      const std::string name = optimizer_shard_name(r, world_size);
+      if (have[r] || !fs::exists(from / name)) continue;
+      fs::rename(from / name, into / name);
+      have[r] = true, --missing, last = std::chrono::steady_clock::now();
+    }
+    if (missing == 0) break;
+    std::string which;
+    for (int r = 1; r < world_size; ++r)
+      if (!have[r]) which += (which.empty() ? "" : ", ") + std::to_string(r);
+    check(!cancel || !cancel->load(), "stopped while waiting for the optimizer shards of ranks ", which);
+    check(std::chrono::duration<double>(std::chrono::steady_clock::now() - last).count() < kPatienceSeconds,
+          "no optimizer shard for ", kPatienceSeconds, " s; missing ranks ", which, " (in ", from.string(), ")");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::error_code ignored;
+  fs::remove_all(from, ignored);
+}
+
+}  // namespace
+
 std::string save_checkpoint(const std::string& run_dir, int64_t step, const QwenModel& model,
                             const OptimizerState* optimizer, const std::string& tokenizer_path,
-                            const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter) {
+                            const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter,
+                            const OptimizerShard& shard, const std::atomic<bool>* cancel) {
   const std::string name = "step-" + std::to_string(step);
   const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
   const fs::path final_dir = checkpoints / name, tmp = checkpoints / ("." + name + ".tmp");
+  const fs::path shards = checkpoints / ("." + name + ".shards");
+  const bool sharded = optimizer && shard.sharded();
+  if (shard.sharded() && shard.rank != 0) {  // its shard alone (none in a weights-only checkpoint)
+    if (optimizer) fs::create_directories(shards), write_shard(*optimizer, shard, shards);
+    return final_dir.string();
+  }
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   try {
     if (adapter) save_adapter(*adapter, tmp.string());
     else save_model(model, tmp.string());
-    if (optimizer) save_optimizer(*optimizer, (tmp / "optimizer.safetensors").string());
+    if (sharded) write_shard(*optimizer, shard, tmp);
+    else if (optimizer) save_optimizer(*optimizer, (tmp / "optimizer.safetensors").string());
     copy_tokenizer_files(tokenizer_path, tmp.string());
+    if (sharded) collect_shards(shards, tmp, shard.world_size, cancel);
     write_text_atomic((tmp / "trainer_state.json").string(), trainer_state.dump(2) + "\n");
   } catch (...) {
     std::error_code ignored;  // a full disk: give the space back, keep the previous checkpoint
@@ -245,7 +295,38 @@ int64_t checkpoint_step(const std::string& name) {
 }
 
 bool is_resumable_checkpoint(const std::string& checkpoint) {
-  return fs::exists(fs::path(checkpoint) / "trainer_state.json") && fs::exists(fs::path(checkpoint) / "optimizer.safetensors");
+  return fs::exists(fs::path(checkpoint) / "trainer_state.json") && has_optimizer_state(checkpoint);
+}
+
+void remove_unfinished_checkpoints(const std::string& run_dir) {
+  const fs::path dir = fs::path(run_dir) / "checkpoints";
+  if (!fs::is_directory(dir)) return;
+  std::vector<std::pair<fs::path, std::string>> stale;  // path, the checkpoint name it belongs to
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string suffix : {".tmp", ".old", ".shards"})
+      if (name.size() > suffix.size() + 1 && name[0] == '.' && name.ends_with(suffix) &&
+          checkpoint_step(name.substr(1, name.size() - 1 - suffix.size())) >= 0)
+        stale.emplace_back(entry.path(), name.substr(1, name.size() - 1 - suffix.size()));
+  }
+  for (const auto& [path, name] : stale) {
+    // A crash between save_checkpoint's two renames leaves the previous step-N as .old alone:
+    // it is complete, so it takes its name back.
+    if (path.extension() == ".old" && !fs::exists(dir / name)) fs::rename(path, dir / name);
+    else fs::remove_all(path);
+  }
+}
+
+void check_run_folder_shared(const Comm& comm, const std::string& run_dir) {
+  if (comm.world_size == 1) return;
+  const std::vector<std::string> pids = comm_all_gather_bytes(comm, std::to_string(::getpid()));
+  if (comm.is_root()) return;
+  const fs::path lock = fs::path(run_dir) / ".lock";
+  std::string held;
+  if (std::ifstream in(lock); in) std::getline(in, held);
+  check(held == pids[0], "rank ", comm.rank, ": the run folder ", run_dir, " is not the one rank 0 writes (",
+        lock.string(), held.empty() ? " is missing" : " names process " + held + ", not rank 0's " + pids[0],
+        "): sharded optimizer checkpoints (zero-stage 1-3) need the run folder on a filesystem every rank sees");
 }
 
 std::string resolve_checkpoint(const std::string& dir) {

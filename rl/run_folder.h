@@ -14,12 +14,17 @@
 //
 // A checkpoint is written as checkpoints/.step-N.tmp and renamed into place; a step-N already
 // there is moved aside first and removed only after the rename, so some complete step-N exists at
-// every instant. trainer_state.json has one schema for every trainer:
+// every instant. ZeRO 1-3 over several ranks: each rank writes its slice of the optimizer state
+// (rl/optimizer.h optimizer_shard_name) into checkpoints/.step-N.shards/, and rank 0, which writes
+// everything else, moves every rank's shard into its .step-N.tmp before the rename: a checkpoint
+// is complete only once every shard is. Such runs need the run folder on a filesystem every rank
+// sees (check_run_folder_shared). trainer_state.json has one schema for every trainer:
 //   {"version": 1, "trainer": "grpo" | "sft", "step": N, "adam_step": A, ...the trainer's fields}
 // where N is the optimizer's train_step (the schedule's clock). Files from before the version
 // field still load: GRPO's had no "format", SFT's had "format": "sqlrl-sft" and "train_step".
 #pragma once
 #include <cstdint>
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,6 +33,7 @@
 #include "model/lora.h"
 #include "model/model.h"
 #include "rl/optimizer.h"
+#include "runtime/comm.h"
 
 namespace sqlrl::rl {
 
@@ -62,6 +68,14 @@ const std::vector<std::string>& tokenizer_file_names();
 // tokenizer_path: tokenizer.json or its folder; "" copies nothing.
 void copy_tokenizer_files(const std::string& tokenizer_path, const std::string& dest_dir);
 
+// Sharded optimizer state: `optimizer` is rank `rank`'s slice [offset, offset + its size) of
+// `total` moments, one of world_size (world_size 1: one file of every moment).
+struct OptimizerShard {
+  int rank = 0, world_size = 1;
+  int64_t offset = 0, total = 0;
+  bool sharded() const { return world_size > 1; }
+};
+
 // The common head of trainer_state.json; the trainer adds its own fields after it.
 nlohmann::ordered_json trainer_state_head(const char* trainer, const OptimizerState& optimizer);
 // Writes checkpoints/step-<step>/ of run_dir atomically (see above); returns the folder.
@@ -71,9 +85,22 @@ nlohmann::ordered_json trainer_state_head(const char* trainer, const OptimizerSt
 // PeftModel.from_pretrained(base, FOLDER).
 // optimizer null: a weights-only checkpoint (no optimizer.safetensors), which evaluates and loads
 // as weights but cannot be resumed (--save-optimizer-every).
+// shard (sharded()): `optimizer` is this rank's slice. Rank r > 0 writes its shard alone (model,
+// tokenizer and trainer state are not read); rank 0 writes the rest and its own shard, waits for
+// every other rank's (until *cancel turns true, or an hour without a new one), and renames the
+// folder into place last.
 std::string save_checkpoint(const std::string& run_dir, int64_t step, const QwenModel& model,
                             const OptimizerState* optimizer, const std::string& tokenizer_path,
-                            const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter = nullptr);
+                            const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter = nullptr,
+                            const OptimizerShard& shard = {}, const std::atomic<bool>* cancel = nullptr);
+// Removes what an earlier process left unfinished in RUN/checkpoints (.step-N.tmp, .step-N.old
+// beside a complete step-N, .step-N.shards): called by the run folder's owner before its first
+// save, so that no stale shard is taken for a new one.
+void remove_unfinished_checkpoints(const std::string& run_dir);
+// Every rank of a job that writes sharded checkpoints calls it once the owner (rank 0) holds the
+// run folder's lock: a rank that does not see that folder (a path local to its node) fails naming
+// it, before any training.
+void check_run_folder_shared(const Comm& comm, const std::string& run_dir);
 // Whether a checkpoint folder holds a LoRA adapter (adapter_config.json) rather than weights.
 bool is_adapter_checkpoint(const std::string& checkpoint);
 // What resume reads of a checkpoint: its weights into `model`, or, for a LoRA run (adapter not
@@ -94,8 +121,8 @@ std::string blas_threads_note(const nlohmann::json& saved, const std::string& ch
 // CUDA run's steps use no CPU GEMM).
 std::string check_blas_core(const nlohmann::json& saved, const std::string& checkpoint);
 
-// Whether a checkpoint folder can be resumed: trainer_state.json and optimizer.safetensors (a
-// weights-only checkpoint of --save-optimizer-every has no optimizer state).
+// Whether a checkpoint folder can be resumed: trainer_state.json and optimizer state (one file
+// or a shard set; a weights-only checkpoint of --save-optimizer-every has none).
 bool is_resumable_checkpoint(const std::string& checkpoint);
 // N of a checkpoint folder's name "step-N", -1 for any other name.
 int64_t checkpoint_step(const std::string& folder_name);

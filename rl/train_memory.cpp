@@ -61,7 +61,7 @@ TrainMemory start_train_memory(Policy& policy, const MemoryPlan& plan, const Tra
   mem.train = train;
   mem.kv_block_size = kv_block_size;
   if (!policy.on_cuda) {
-    // Data parallel with ZeRO 1/2: the rank's slice of them (grpo_step checks the exact size).
+    // Data parallel with ZeRO 1-3: the rank's slice of them (grpo_step checks the exact size).
     check(moments_size(optimizer) > 0 && moments_size(optimizer) <= n, "memory plan: the optimizer state has ",
           moments_size(optimizer), " moments for ", n, " parameters");
     mem.acts = policy_init_training(policy, train, adamw);

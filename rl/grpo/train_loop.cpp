@@ -208,16 +208,19 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
 
   RunLock own_lock;
   if (owner && env.lock.fd < 0) own_lock = lock_run_folder(dir);
-  // After the lock, so that it is destroyed (its write in flight finished) before the lock goes.
-  std::optional<CheckpointWriter> writer;
-  if (owner) writer.emplace(dir, env.tokenizer_path, checkpoint_writer_options(c));
   check(!env.adapter || !env.reference, "train: a LoRA run's KL reference is its frozen base; TrainEnv::reference "
         "must be empty");
   // What AdamW updates: the adapter's parameters in a LoRA run, else the model's.
   const int64_t trainable = env.adapter ? env.adapter->num_params : env.model.num_params;
-  // ZeRO 1/2: this rank's moments cover its slice of the parameters only.
+  // ZeRO 1-3: this rank's moments cover its slice of the parameters only, and each rank writes
+  // its slice into checkpoints (every rank then has a writer).
   const auto [slice_lo, slice_hi] = optimizer_slice(dp, trainable);
   const int64_t moments = slice_hi - slice_lo;
+  CheckpointWriterOptions writer_options = checkpoint_writer_options(c);
+  if (moments != trainable) writer_options.shard = {comm.rank, comm.world_size, slice_lo, trainable};
+  // After the lock, so that it is destroyed (its write in flight finished) before the lock goes.
+  std::optional<CheckpointWriter> writer;
+  if (owner || writer_options.shard.sharded()) writer.emplace(dir, env.tokenizer_path, writer_options);
   OptimizerState optimizer;
   int64_t step = 0;
   DataCursor cursor;
@@ -256,9 +259,8 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     same("dataset size", "dataset_size", n_examples);
     same("seed", "seed", static_cast<int64_t>(c.seed));
     load_checkpoint_weights(ckpt, env.model, env.adapter.get());
-    optimizer = load_optimizer((fs::path(ckpt) / "optimizer.safetensors").string(), trainable, plan.modes.bf16_moments);
-    // The file holds every moment (whatever world size wrote it): keep this rank's slice.
-    if (moments != trainable) optimizer = optimizer_slice_of(optimizer, slice_lo, slice_hi);
+    // This rank's slice, from one file of every moment or from the shards of any world size.
+    optimizer = load_optimizer_range(ckpt, trainable, slice_lo, slice_hi, plan.modes.bf16_moments);
     step = saved["step"].get<int64_t>();
     cursor = cursor_from_json(saved, step * c.batch_size);
     if (owner) {
@@ -278,9 +280,9 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   }
   // The best evaluation so far, from the metrics lines kept (resume) or none; every rank takes
   // rank 0's, since a new best saves a checkpoint, which every rank takes part in.
-  // The checkpoint copy's memory, allocated while the first steps run (every moment: ZeRO saves
-  // the gathered state).
-  if (writer) writer->prepare(env.adapter ? 0 : env.model.num_params, trainable, plan.modes.bf16_moments);
+  // The checkpoint copy's memory, allocated while the first steps run (ZeRO 1-3: the rank's slice
+  // of the moments, and only rank 0 copies the weights).
+  if (writer) writer->prepare(env.adapter || !owner ? 0 : env.model.num_params, moments, plan.modes.bf16_moments);
   BestEval best;
   if (owner && !c.resume.empty()) {
     best = best_eval_in((run / "metrics.jsonl").string());
@@ -295,6 +297,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   // Every rank past its checks before rank 0 writes config.toml: a rank that fails above ends
   // the job (comm_abort) before the folder changes.
   comm_barrier(comm);
+  if (writer_options.shard.sharded()) check_run_folder_shared(comm, dir);
   TrainConfig resolved = c;
   resolved.resume.clear();
   resolved.out = dir;
@@ -449,15 +452,13 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       policy_download(policy, env.model);
       memory_for_rollout(policy, memory, optimizer);
       if (with_optimizer) memory_optimizer_to_host(policy, memory, optimizer);
-      // ZeRO 1/2: the moments of every slice, gathered into one file of every moment, so any
-      // world size resumes from it.
-      OptimizerState full =
-          with_optimizer && moments != trainable ? gather_optimizer(comm, optimizer, trainable) : OptimizerState{};
+      // ZeRO 1-3: every rank writes its slice of the moments (no gather); any world size
+      // resumes from the shards.
       // best.json is written once the checkpoint it names is in place (the writer's `after`).
       std::function<void(const std::string&)> after;
       if (new_best) after = [dir, b = BestEval{done, last_eval_ex}](const std::string&) { write_best_json(dir, b); };
-      if (owner)
-        writer->save(done, env.model, !with_optimizer ? nullptr : moments != trainable ? &full : &optimizer,
+      if (writer)
+        writer->save(done, env.model, with_optimizer ? &optimizer : nullptr,
                      grpo_trainer_state(optimizer, c, n_examples, cursor), env.adapter.get(), std::move(after));
       comm_barrier(comm);  // no rank runs ahead of a save that failed (the previous write's error is raised here)
       if (cuda && !plan.modes.offload_optimizer) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};

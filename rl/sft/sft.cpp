@@ -328,10 +328,19 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   std::unique_ptr<TbLog> tb;
   const std::string tb_dir = tb_log_dir(options.out_dir, options.tb_dir);
   std::optional<CheckpointWriter> writer;  // after the lock: its write ends before the lock goes
+  // ZeRO 1-3: each rank writes its slice of the moments into checkpoints (a writer on every rank).
+  CheckpointWriterOptions writer_options = checkpoint_writer_options(options.checkpoint);
+  if (slice_hi - slice_lo != trainable) writer_options.shard = {comm.rank, comm.world_size, slice_lo, trainable};
+  if (!options.out_dir.empty() && writer_options.shard.sharded() && !owner) {
+    check_run_folder_shared(comm, options.out_dir);  // once rank 0 holds the folder (below)
+    writer.emplace(options.out_dir, options.tokenizer_path, writer_options);
+    writer->prepare(0, slice_hi - slice_lo, optimizer.bf16);
+  }
   if (!options.out_dir.empty() && owner) {
     lock = lock_run_folder(options.out_dir);
-    writer.emplace(options.out_dir, options.tokenizer_path, checkpoint_writer_options(options.checkpoint));
-    writer->prepare(options.adapter ? 0 : model.num_params, trainable, optimizer.bf16);
+    if (writer_options.shard.sharded()) check_run_folder_shared(comm, options.out_dir);
+    writer.emplace(options.out_dir, options.tokenizer_path, writer_options);
+    writer->prepare(options.adapter ? 0 : model.num_params, slice_hi - slice_lo, optimizer.bf16);
     if (resume) {
       truncate_jsonl((out / "metrics.jsonl").string(), optimizer.train_step);
       truncate_tb_log(tb_dir, optimizer.train_step);
@@ -388,14 +397,14 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     const bool with_optimizer = saves_optimizer(options.checkpoint, optimizer.train_step, last);
     policy_download(policy, model);
     if (with_optimizer) memory_optimizer_to_host(policy, memory, optimizer);
-    // ZeRO 1-3: every slice's moments, gathered into one file of every moment.
-    const bool sliced = slice_hi - slice_lo != trainable;
-    const OptimizerState full = with_optimizer && sliced ? gather_optimizer(comm, optimizer, trainable) : OptimizerState{};
-    if (owner) {
-      run.checkpoints.push_back(writer->save(optimizer.train_step, model,
-                                             !with_optimizer ? nullptr : sliced ? &full : &optimizer, trainer_state(),
-                                             options.adapter));
-      note(str_cat("checkpoint ", run.checkpoints.back(), with_optimizer ? "" : " (weights only)"));
+    // ZeRO 1-3: every rank writes its slice of the moments (no gather).
+    if (writer) {
+      const std::string folder =
+          writer->save(optimizer.train_step, model, with_optimizer ? &optimizer : nullptr, trainer_state(), options.adapter);
+      if (owner) {
+        run.checkpoints.push_back(folder);
+        note(str_cat("checkpoint ", folder, with_optimizer ? "" : " (weights only)"));
+      }
     }
     comm_barrier(comm);  // no rank runs ahead of a checkpoint that may fail
   };

@@ -6,8 +6,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "rl/grpo/train.h"
 #include "rl/options.h"
@@ -78,6 +81,119 @@ TEST(RunFolder, CheckpointsCarryEveryTokenizerFileAndReplaceAtomically) {
   EXPECT_EQ(latest_checkpoint(dir), ckpt);
   EXPECT_EQ(resolve_checkpoint(dir), ckpt);
   EXPECT_EQ(resolve_checkpoint(ckpt + "/"), ckpt);
+}
+
+// Moments that differ everywhere (a misplaced slice cannot go unnoticed), counters set.
+OptimizerState numbered_state(int64_t n) {
+  OptimizerState s = make_optimizer_state(n);
+  for (int64_t i = 0; i < n; ++i) s.m[i] = 0.5f + static_cast<float>(i), s.v[i] = -static_cast<float>(i) * 0.25f;
+  s.adam_step = 7, s.train_step = 5;
+  return s;
+}
+
+// `world` ranks' shards of `full` (world 1: the one file), as the trainers write them.
+void write_optimizer_state(const std::string& dir, const OptimizerState& full, int world) {
+  const int64_t n = moments_size(full);
+  fs::create_directories(dir);
+  if (world == 1) return save_optimizer(full, dir + "/optimizer.safetensors");
+  const std::vector<int64_t> b = shard_bounds(n, world);
+  for (int r = 0; r < world; ++r)
+    save_optimizer_shard(optimizer_slice_of(full, b[r], b[r + 1]), dir + "/" + optimizer_shard_name(r, world), b[r], n);
+}
+
+// ZeRO checkpoints of any world size resume on any other: every rank's slice of every layout
+// reads back as that slice of the whole, whatever shards it straddles, in either precision.
+TEST(OptimizerShards, AnySliceLoadsFromTheShardsOfAnyWorldSize) {
+  const int64_t n = 1000;  // not a multiple of the 64-element slice alignment
+  const OptimizerState full = numbered_state(n);
+  for (int written : {1, 3, 4}) {
+    const std::string dir = fresh_dir("opt_shards_" + std::to_string(written));
+    write_optimizer_state(dir, full, written);
+    EXPECT_TRUE(has_optimizer_state(dir));
+    for (int world : {1, 2, 3, 4, 5}) {
+      const std::vector<int64_t> b = shard_bounds(n, world);
+      for (int r = 0; r < world; ++r) {
+        const OptimizerState got = load_optimizer_range(dir, n, b[r], b[r + 1]);
+        const OptimizerState want = optimizer_slice_of(full, b[r], b[r + 1]);
+        EXPECT_EQ(got.m, want.m) << written << " -> rank " << r << " of " << world;
+        EXPECT_EQ(got.v, want.v) << written << " -> rank " << r << " of " << world;
+        EXPECT_EQ(got.adam_step, 7);
+        EXPECT_EQ(got.train_step, 5);
+      }
+    }
+    OptimizerState bf16 = optimizer_slice_of(full, 100, 900);
+    set_moment_precision(bf16, true);
+    const OptimizerState got16 = load_optimizer_range(dir, n, 100, 900, true);
+    EXPECT_EQ(got16.m16, bf16.m16);
+    EXPECT_EQ(got16.v16, bf16.v16);
+  }
+}
+
+// A shard set that is not one whole state is refused naming the file, never half-loaded.
+TEST(OptimizerShards, AMissingOrDisagreeingShardIsNamed) {
+  const int64_t n = 1000;
+  const OptimizerState full = numbered_state(n);
+  const std::string dir = fresh_dir("opt_shards_bad");
+  write_optimizer_state(dir, full, 3);
+  EXPECT_NE(error_of([&] { load_optimizer_range(dir, n + 1, 0, 10); }).find("holds moments of 1000 parameters"),
+            std::string::npos);
+  const std::vector<int64_t> b = shard_bounds(n, 3);
+  OptimizerState later = optimizer_slice_of(full, b[2], b[3]);
+  later.adam_step = 8;
+  save_optimizer_shard(later, dir + "/" + optimizer_shard_name(2, 3), b[2], n);
+  EXPECT_NE(error_of([&] { load_optimizer_range(dir, n, 0, n); }).find("at adam step 8"), std::string::npos);
+  fs::remove(dir + "/" + optimizer_shard_name(1, 3));
+  const std::string err = error_of([&] { load_optimizer_range(dir, n, 0, 10); });
+  EXPECT_NE(err.find("optimizer-00001-of-00003.safetensors is missing"), std::string::npos) << err;
+  write_optimizer_state(dir, full, 3);
+  save_optimizer_shard(optimizer_slice_of(full, 0, 10), dir + "/" + optimizer_shard_name(0, 4), 0, n);
+  EXPECT_NE(error_of([&] { load_optimizer_range(dir, n, 0, 10); }).find("shards of two world sizes"), std::string::npos);
+}
+
+// Three ranks save one checkpoint (threads standing in for processes): each writes its shard, and
+// the folder appears only once rank 0 holds every one; a wait that is cancelled leaves no folder.
+// A later owner clears what a dead run left half written, restoring a step-N moved aside.
+TEST(OptimizerShards, ACheckpointIsCompleteOnlyOnceEveryRankHasWrittenItsShard) {
+  const std::string dir = fresh_dir("ckpt_sharded");
+  TrainConfig c;
+  c.tiny_hidden = 16, c.tiny_layers = 1, c.tiny_heads = 2, c.tiny_kv_heads = 1, c.tiny_head_dim = 8;
+  c.tiny_intermediate = 16;
+  QwenModel model = make_embedded_model(c, 400);
+  const int64_t n = model.num_params;
+  const OptimizerState full = numbered_state(n);
+  const std::vector<int64_t> b = shard_bounds(n, 3);
+  auto shard = [&](int r) { return OptimizerShard{r, 3, b[r], n}; };
+  auto slice = [&](int r) { return optimizer_slice_of(full, b[r], b[r + 1]); };
+  const nlohmann::ordered_json state = trainer_state_head("grpo", full);
+  const OptimizerState s0 = slice(0), s1 = slice(1), s2 = slice(2);
+  save_checkpoint(dir, 4, model, &s1, "", state, nullptr, shard(1));
+  std::thread owner([&] { save_checkpoint(dir, 4, model, &s0, "", state, nullptr, shard(0)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(fs::exists(checkpoint_dir(dir, 4))) << "complete before rank 2 wrote its shard";
+  save_checkpoint(dir, 4, model, &s2, "", state, nullptr, shard(2));
+  owner.join();
+  const std::string ckpt = checkpoint_dir(dir, 4);
+  EXPECT_TRUE(is_resumable_checkpoint(ckpt));
+  EXPECT_EQ(latest_checkpoint(dir), ckpt);
+  const OptimizerState back = load_optimizer_range(ckpt, n, 0, n);
+  EXPECT_EQ(back.m, full.m);
+  EXPECT_EQ(back.v, full.v);
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
+    EXPECT_EQ(e.path().filename().string(), "step-4") << "left behind: " << e.path();
+
+  std::atomic<bool> cancel{true};
+  save_checkpoint(dir, 5, model, &s1, "", state, nullptr, shard(1));
+  const std::string err = error_of([&] { save_checkpoint(dir, 5, model, &s0, "", state, nullptr, shard(0), &cancel); });
+  EXPECT_NE(err.find("waiting for the optimizer shards of ranks 2"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(checkpoint_dir(dir, 5)));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/.step-5.tmp"));
+  save_checkpoint(dir, 5, model, &s1, "", state, nullptr, shard(1));  // a shard the dead run left
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/.step-5.shards/" + optimizer_shard_name(1, 3)));
+  fs::rename(ckpt, dir + "/checkpoints/.step-4.old");  // a crash between save_checkpoint's renames
+  remove_unfinished_checkpoints(dir);
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/.step-5.shards"));
+  EXPECT_TRUE(is_resumable_checkpoint(ckpt));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/.step-4.old"));
 }
 
 TEST(RunFolder, TrainerStateOfEveryVersionReadsAndAWrongOneIsRefusedByName) {

@@ -40,12 +40,12 @@ std::string fixture_args(int steps = 2, const std::string& weights = std::string
 
 std::string bytes(const std::string& path) { return sql::testing::file_bytes(path); }
 
-// Checkpoint `step` of two run folders holds the same weights and AdamW moments, byte for byte.
-void expect_same_checkpoint(const std::string& a, const std::string& b, int step) {
+// Checkpoint `step` of two run folders holds the same weights, byte for byte, and AdamW moments
+// (`a` written as ZeRO shards by `sharded_world` ranks, or the same file bytes).
+void expect_same_checkpoint(const std::string& a, const std::string& b, int step, int sharded_world = 1) {
   const std::string ck = "/checkpoints/step-" + std::to_string(step);
   EXPECT_TRUE(bytes(a + ck + "/model.safetensors") == bytes(b + ck + "/model.safetensors")) << "weights, step " << step;
-  EXPECT_TRUE(bytes(a + ck + "/optimizer.safetensors") == bytes(b + ck + "/optimizer.safetensors"))
-      << "moments, step " << step;
+  expect_same_optimizer(a + ck, b + ck, sharded_world, str_cat("moments, step ", step));
 }
 
 std::vector<nlohmann::json> metric_lines(const std::string& dir) {
@@ -62,7 +62,7 @@ TEST(TrainCliMpi, TwoRanksWriteTheBytesOfGradAccumTwo) {
   ASSERT_EQ(a.rc, 0) << a.err;
   CliRun b = run_command(std::string(SQLRL_BINARY) + " train " + fixture_args() + "--save-every 1 --grad-accum 2 --out " + one, "acc2");
   ASSERT_EQ(b.rc, 0) << b.err;
-  for (int step = 1; step <= 2; ++step) expect_same_checkpoint(dp, one, step);
+  for (int step = 1; step <= 2; ++step) expect_same_checkpoint(dp, one, step, 2);
   // Real updates, logged once (rank 0), for the whole job's trajectories.
   std::vector<nlohmann::json> m = metric_lines(dp);
   ASSERT_EQ(m.size(), 2u);
@@ -79,6 +79,47 @@ TEST(TrainCliMpi, TwoRanksWriteTheBytesOfGradAccumTwo) {
   for (size_t at = 0; (at = a.out.find("step 1/2", at)) != std::string::npos; ++at) ++lines;
   EXPECT_EQ(lines, 1u) << a.out;
   EXPECT_NE(a.out.find("rank 0 of 2 (mpirun)"), std::string::npos) << a.out;
+}
+
+// ZeRO 3 checkpoints are written by every rank (its slice of the moments, no gather) and resume on
+// another world size: 4 ranks' step 2 continued by one process with --grad-accum 4 gives the
+// uninterrupted 4-rank run's step 3; continued on 2 ranks it gives what the same state in one
+// gathered file gives them (each rank reads its new slice across the 4 old ones).
+TEST(TrainCliMpi, AZero3CheckpointOfFourRanksResumesOnOneAndOnTwo) {
+  SQLRL_REQUIRE_MPI();
+  const std::string root = fresh_dir("cli_mpi_zero3");
+  const std::string sharded = root + "/np4", straight = root + "/np4_straight";
+  const std::string args = std::string(SQLRL_BINARY) + " train " + fixture_args(3) + "--save-every 1 ";
+  CliRun u = run_command(mpirun(4) + args + "--zero-stage 3 --out " + straight, "zero3_straight");
+  ASSERT_EQ(u.rc, 0) << u.err;
+  CliRun a = run_command(mpirun(4) + SQLRL_BINARY + " train " + fixture_args(2) + "--save-every 1 --zero-stage 3 --out " +
+                             sharded, "zero3_np4");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  for (int step = 1; step <= 2; ++step) expect_same_checkpoint(sharded, straight, step, 4);
+  // Two copies of the run at step 2: one as written (shards), one with its moments gathered into one file.
+  const std::string two = root + "/np2", gathered = root + "/np2_gathered";
+  fs::copy(sharded, two, fs::copy_options::recursive);
+  fs::copy(sharded, gathered, fs::copy_options::recursive);
+  const std::string ck2 = gathered + "/checkpoints/step-2";
+  const int64_t n = optimizer_total(ck2);
+  ASSERT_GT(n, 0);
+  save_optimizer(load_optimizer_range(ck2, n, 0, n), ck2 + "/optimizer.safetensors");
+  for (int r = 0; r < 4; ++r) fs::remove(ck2 + "/" + optimizer_shard_name(r, 4));
+
+  CliRun one = run_command(args + "--grad-accum 4 --resume " + sharded, "zero3_resume_one");
+  ASSERT_EQ(one.rc, 0) << one.err;
+  expect_same_checkpoint(straight, sharded, 3, 4);
+  CliRun b = run_command(mpirun(2) + args + "--zero-stage 3 --resume " + two, "zero3_resume_two");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  CliRun c = run_command(mpirun(2) + args + "--zero-stage 3 --resume " + gathered, "zero3_resume_gathered");
+  ASSERT_EQ(c.rc, 0) << c.err;
+  const std::string ck3 = "/checkpoints/step-3";
+  EXPECT_TRUE(bytes(two + ck3 + "/model.safetensors") == bytes(gathered + ck3 + "/model.safetensors"));
+  for (int r = 0; r < 2; ++r)
+    EXPECT_TRUE(bytes(two + ck3 + "/" + optimizer_shard_name(r, 2)) == bytes(gathered + ck3 + "/" + optimizer_shard_name(r, 2)))
+        << "rank " << r;
+  // Not vacuous: the third step moved the weights.
+  EXPECT_FALSE(bytes(two + ck3 + "/model.safetensors") == bytes(two + "/checkpoints/step-2/model.safetensors"));
 }
 
 // SFT: N ranks, one micro-batch each per update == one process with --grad-accum N (CPU: each

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,7 @@
 #include "tests/sql/pool_test_db.h"
 #include "tests/test_util.h"
 #include "tokenizer/trainer.h"
+#include "weights/safetensors.h"
 
 namespace sqlrl::rl::testing {
 
@@ -182,6 +185,35 @@ inline CliRun run_command(const std::string& command, const std::string& name) {
   r.out = sql::testing::file_bytes(base + ".out");
   r.err = sql::testing::file_bytes(base + ".err");
   return r;
+}
+
+// The moments a checkpoint folder's optimizer state holds (one file, or rank 0's shard's total).
+inline int64_t optimizer_total(const std::string& checkpoint) {
+  namespace fs = std::filesystem;
+  if (fs::exists(checkpoint + "/optimizer.safetensors"))
+    return open_safetensors(checkpoint + "/optimizer.safetensors").find("m")->shape[0];
+  for (const auto& e : fs::directory_iterator(checkpoint))
+    if (e.path().filename().string().rfind("optimizer-00000-of-", 0) == 0)
+      return std::stoll(open_safetensors(e.path().string()).metadata.at("total"));
+  ADD_FAILURE() << checkpoint << " holds no optimizer state";
+  return 0;
+}
+
+// The optimizer state of two checkpoint folders: the same file bytes, or (one of them written as
+// ZeRO shards, one per rank, by `sharded_world` ranks; `b` in either form) the same moments and counters.
+inline void expect_same_optimizer(const std::string& a, const std::string& b, int sharded_world, const std::string& what) {
+  if (sharded_world <= 1) {
+    EXPECT_TRUE(sql::testing::file_bytes(a + "/optimizer.safetensors") == sql::testing::file_bytes(b + "/optimizer.safetensors")) << what;
+    return;
+  }
+  EXPECT_FALSE(std::filesystem::exists(a + "/optimizer.safetensors")) << what << ": a gathered file, not shards";
+  for (int r = 0; r < sharded_world; ++r)
+    EXPECT_TRUE(std::filesystem::exists(a + "/" + optimizer_shard_name(r, sharded_world))) << what << ", rank " << r;
+  const int64_t n = optimizer_total(b);
+  const OptimizerState x = load_optimizer_range(a, n, 0, n), y = load_optimizer_range(b, n, 0, n);
+  EXPECT_TRUE(x.m == y.m && x.v == y.v) << what;
+  EXPECT_EQ(x.adam_step, y.adam_step) << what;
+  EXPECT_EQ(x.train_step, y.train_step) << what;
 }
 
 inline std::string fresh_dir(const std::string& name) {
