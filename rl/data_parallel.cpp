@@ -4,21 +4,42 @@
 
 namespace sqlrl::rl {
 
+std::vector<int64_t> zero_bounds(const DataParallel& dp, int64_t n) {
+  const int W = dp.distributed() ? dp.comm->world_size : 1;
+  const std::vector<int64_t> s = shard_bounds(n, static_cast<int>(dp.shards()));
+  std::vector<int64_t> b(static_cast<size_t>(W) + 1);
+  for (int r = 0; r <= W; ++r) b[r] = s[static_cast<size_t>(r * dp.grad_accum)];
+  return b;
+}
+
 std::pair<int64_t, int64_t> optimizer_slice(const DataParallel& dp, int64_t num_params) {
   if (dp.zero_stage == 0 || !dp.distributed()) return {0, num_params};
-  const std::vector<int64_t> b = shard_bounds(num_params, dp.comm->world_size);
+  const std::vector<int64_t> b = zero_bounds(dp, num_params);
   return {b[dp.comm->rank], b[dp.comm->rank + 1]};
 }
 
 std::vector<double> sum_over_shards(const DataParallel& dp, const std::vector<std::vector<double>>& local) {
-  std::vector<double> sum(local.at(0).size(), 0.0);
-  if (dp.distributed()) {
+  const size_t k = local.at(0).size();
+  std::vector<double> sum(k, 0.0);
+  if (dp.distributed() && local.size() == 1) {
     sum = local[0];
     comm_sum_in_rank_order(*dp.comm, sum);
     return sum;
   }
-  for (const auto& row : local)
-    for (size_t k = 0; k < row.size(); ++k) sum[k] += row[k];
+  std::vector<std::vector<double>> rows = local;
+  if (dp.distributed()) {
+    // Every shard's row in one table, each rank filling its own (x + 0 is x: the table arrives
+    // exact), then summed in shard order as one process sums its rows.
+    const size_t A = local.size(), S = static_cast<size_t>(dp.shards());
+    std::vector<double> table(S * k, 0.0);
+    for (size_t a = 0; a < A; ++a)
+      std::copy(local[a].begin(), local[a].end(), table.begin() + static_cast<std::ptrdiff_t>((dp.rank() * A + a) * k));
+    comm_sum_in_rank_order(*dp.comm, table);
+    rows.assign(S, std::vector<double>(k));
+    for (size_t s = 0; s < S; ++s) std::copy(table.begin() + s * k, table.begin() + (s + 1) * k, rows[s].begin());
+  }
+  for (const auto& row : rows)
+    for (size_t j = 0; j < k; ++j) sum[j] += row[j];
   return sum;
 }
 
@@ -46,31 +67,45 @@ double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vecto
     return policy_grad_sq_sum(policy);
   }
   const TrainableBuffers trainable = policy_trainable(policy);
-  const int64_t n = trainable.n, R = dp.shards();
+  const int64_t n = trainable.n, R = dp.shards(), A = dp.grad_accum;
   float* grads = trainable.grads;
   if (R == 1) return grad_sq_sum_cpu(grads, n);
+  // The norm's slices: one per shard, so that each lies within one rank's ZeRO slice.
   const std::vector<int64_t> bounds = shard_bounds(n, static_cast<int>(R));
+  check(A == 1 || static_cast<int64_t>(shard_grads.size()) == A, "data parallel: ", shard_grads.size(),
+        " shard gradients for ", A, " shards");
+  std::vector<const float*> parts;
+  if (A == 1) parts.push_back(grads);
+  for (const auto& g : shard_grads) parts.push_back(g.data());
   std::vector<std::vector<double>> rows;
+  auto norm_rows = [&](const float* reduced, int64_t first) {  // reduced: the buffer's element `first`
+    for (int64_t a = 0; a < A; ++a) {
+      const int64_t s = dp.rank() * A + a;
+      rows.push_back({grad_sq_sum_cpu(reduced + bounds[s] - first, bounds[s + 1] - bounds[s])});
+    }
+  };
   if (!dp.distributed()) {
-    check(static_cast<int64_t>(shard_grads.size()) == R, "data parallel: ", shard_grads.size(),
-          " shard gradients for ", R, " shards");
-    std::vector<const float*> parts;
-    for (const auto& g : shard_grads) parts.push_back(g.data());
     add_in_rank_order(grads, parts, n);
-    for (int64_t r = 0; r < R; ++r) rows.push_back({grad_sq_sum_cpu(grads + bounds[r], bounds[r + 1] - bounds[r])});
+    norm_rows(grads, 0);
     return sum_over_shards(dp, rows)[0];
   }
-  const int64_t lo = bounds[dp.rank()], count = bounds[dp.rank() + 1] - lo;
+  const std::vector<int64_t> zero = zero_bounds(dp, n);
+  const int64_t lo = zero[dp.rank()], count = zero[dp.rank() + 1] - lo;
   if (dp.zero_stage >= 2) {
     slice_buffer.resize(static_cast<size_t>(count));
-    comm_reduce_scatter_sum(*dp.comm, grads, slice_buffer.data(), n, dp.ordered);
+    comm_reduce_scatter_sum(*dp.comm, parts, slice_buffer.data(), zero, dp.ordered);
     *own = slice_buffer.data();
-  } else {
-    if (dp.ordered) comm_all_reduce_sum_ordered(*dp.comm, grads, n);
-    else comm_all_reduce_sum(*dp.comm, grads, n);
+  } else if (A == 1 && !dp.ordered) {
+    comm_all_reduce_sum(*dp.comm, grads, n);
+    *own = grads + lo;
+  } else {  // this rank's slice of the sum in shard order, then every rank's into everyone's buffer
+    std::vector<float> slice(static_cast<size_t>(count));
+    comm_reduce_scatter_sum(*dp.comm, parts, slice.data(), zero, dp.ordered);
+    std::copy(slice.begin(), slice.end(), grads + lo);
+    comm_all_gather(*dp.comm, grads, zero);
     *own = grads + lo;
   }
-  rows.push_back({grad_sq_sum_cpu(*own, count)});
+  norm_rows(*own, lo);
   return sum_over_shards(dp, rows)[0];
 }
 
@@ -80,7 +115,7 @@ void data_parallel_adamw(Policy& policy, OptimizerState& optimizer, const DataPa
   const auto [lo, hi] = optimizer_slice(dp, n);
   if (hi - lo == n) return policy_adamw_step(policy, optimizer, config, lr, max_norm, grad_sq_sum);
   policy_adamw_step_slice(policy, optimizer, own, lo, hi, config, lr, max_norm, grad_sq_sum);
-  comm_all_gather(*dp.comm, policy_trainable(policy).params, n);
+  comm_all_gather(*dp.comm, policy_trainable(policy).params, zero_bounds(dp, n));
 }
 
 }  // namespace sqlrl::rl

@@ -5,7 +5,11 @@
 //     packed micro-batches, exactly as rank r of N would, and added in shard order
 //     (add_in_rank_order);
 //   - N ranks (comm->world_size N): this process holds shard comm->rank, and the gradients are
-//     reduced across ranks.
+//     reduced across ranks;
+//   - N ranks with grad_accum A: N x A shards, rank r holding shards rA .. rA + A - 1, each one's
+//     gradient from zero; the reduction adds all N x A in shard order. So 2 ranks with
+//     --grad-accum 2 compute what 4 ranks, or one process with --grad-accum 4, compute: a run
+//     resumes on another number of ranks and continues bit for bit, keeping N x A.
 // What a shard cannot know alone is summed over all shards in shard order (sum_over_shards), and
 // the gradient norm is the squared norms of the ZeRO slices shard_bounds(n, N), summed in order.
 // So with `ordered`, N ranks and grad_accum N give bit-identical weights. docs/ARCHITECTURE.md §9.
@@ -22,7 +26,7 @@ namespace sqlrl::rl {
 
 struct DataParallel {
   const Comm* comm = nullptr;  // null or world size 1: one process
-  int64_t grad_accum = 1;      // one process only
+  int64_t grad_accum = 1;      // the shards each process holds
   bool ordered = true;         // rank-order sums (runtime/comm.h); false: MPI's all-reduce
   // 0: every rank keeps all moments and updates every parameter; 1: rank r keeps the moments of
   // its slice shard_bounds(n, N)[r..r+1] only and updates that slice, then the parameters are
@@ -33,16 +37,21 @@ struct DataParallel {
   // update (as FSDP's no_sync), which keeps N ranks bit-identical to --grad-accum N.
   // The optimizer state's m / v hold the slice (1-3) or everything (0).
   int zero_stage = 0;
-  int64_t shards() const { return comm && comm->world_size > 1 ? comm->world_size : grad_accum; }
+  int64_t shards() const { return (comm && comm->world_size > 1 ? comm->world_size : 1) * grad_accum; }
   int rank() const { return comm ? comm->rank : 0; }
   bool distributed() const { return comm && comm->world_size > 1; }
 };
+// Where each rank's ZeRO slice of a flat buffer of n starts: rank r owns [b[r], b[r + 1]), the
+// slices shard_bounds(n, shards()) of its own shards, r*A .. (r+1)*A - 1 (A = grad_accum; with A 1
+// shard_bounds(n, world size)). The gradient norm is summed over shard_bounds(n, shards()), so
+// every slice of it lies within one rank whatever the layout.
+std::vector<int64_t> zero_bounds(const DataParallel& dp, int64_t n);
 // The slice of the flat parameter buffer whose moments this rank keeps: [first, second).
 std::pair<int64_t, int64_t> optimizer_slice(const DataParallel& dp, int64_t num_params);
 
-// The sum over every shard of the step (this process's `local` rows, or every rank's one row) of
-// per-shard vectors, in shard order from 0: the same additions whether shards are ranks or
-// --grad-accum.
+// The sum over every shard of the step (this process's `local` rows, one per shard it holds, of
+// every rank) of per-shard vectors, in shard order from 0: the same additions whether shards are
+// ranks, --grad-accum or both.
 std::vector<double> sum_over_shards(const DataParallel& dp, const std::vector<std::vector<double>>& local);
 
 // The step's gradient once every local shard's backward is done (CPU policy; CUDA: one shard,

@@ -211,8 +211,9 @@ std::vector<std::string> environment_keys() {
 }
 
 void add_parallel_options(OptionTable& t, ParallelOptions& o) {
-  t.push_back({"grad-accum", "one process: split each step's prompts into N shards, each shard's gradient computed "
-               "from zero and the N added in order (what N ranks of mpirun compute)", &o.grad_accum});
+  t.push_back({"grad-accum", "split each process's share of a step's prompts into N shards, each shard's gradient "
+               "computed from zero and every shard's added in order: one process computes what N ranks of mpirun "
+               "compute, and M ranks what M x N do (a run resumed on fewer ranks keeps its bits)", &o.grad_accum});
   add_zero_stage_option(t, o.zero_stage);
   t.push_back({"deterministic-reduce", "several ranks: sum gradients in rank order (all-to-all), so N ranks give the "
                "bits of --grad-accum N; off: MPI's all-reduce", &o.deterministic_reduce});

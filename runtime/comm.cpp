@@ -268,30 +268,60 @@ void add_in_rank_order(float* acc, const std::vector<const float*>& parts, int64
 }
 
 void comm_reduce_scatter_sum(const Comm& comm, const float* full, float* shard, int64_t n, bool ordered) {
-  const std::vector<int64_t> bounds = shard_bounds(n, comm.world_size);
+  comm_reduce_scatter_sum(comm, {full}, shard, shard_bounds(n, comm.world_size), ordered);
+}
+
+void comm_reduce_scatter_sum(const Comm& comm, const std::vector<const float*>& parts, float* shard,
+                             const std::vector<int64_t>& bounds, bool ordered) {
+  const int W = comm.world_size;
+  const int64_t A = static_cast<int64_t>(parts.size());
+  check(A >= 1 && static_cast<int>(bounds.size()) == W + 1, "reduce-scatter: ", A, " parts, ", bounds.size(),
+        " bounds for ", W, " ranks");
   const int64_t lo = bounds[comm.rank], count = bounds[comm.rank + 1] - lo;
-  if (comm.world_size == 1) {
-    if (shard != full && count > 0) std::memmove(shard, full, static_cast<size_t>(count) * sizeof(float));
+  std::vector<const float*> mine;  // the parts' pieces of this rank's shard, in shard order
+  if (W == 1) {
+    for (const float* p : parts) mine.push_back(p + lo);
+    if (count > 0) add_in_rank_order(shard, mine, count);
     return;
   }
   if (!comm.mpi) fail_no_transport(comm, "reduce-scatter");
   Timed timed{comm};
-  std::vector<int64_t> counts(comm.world_size);
-  for (int r = 0; r < comm.world_size; ++r) counts[r] = bounds[r + 1] - bounds[r];
-  if (!ordered) return mpi::reduce_scatter(full, shard, counts);
-  // Block r of `full` is rank r's shard already: the all-to-all sends it as is.
-  std::vector<float> received(static_cast<size_t>(count) * comm.world_size);
-  mpi::all_to_all(full, counts, received.data(), count);
-  std::vector<const float*> parts(comm.world_size);
-  for (int r = 0; r < comm.world_size; ++r) parts[r] = received.data() + static_cast<int64_t>(r) * count;
-  if (count > 0) add_in_rank_order(shard, parts, count);
+  std::vector<int64_t> counts(W);
+  for (int r = 0; r < W; ++r) counts[r] = bounds[r + 1] - bounds[r];
+  const int64_t n = bounds[W];
+  std::vector<float> summed;
+  if (!ordered) {  // the local parts first (in order), then MPI's reduction
+    const float* local = parts[0];
+    if (A > 1) summed.resize(static_cast<size_t>(n)), add_in_rank_order(summed.data(), parts, n), local = summed.data();
+    return mpi::reduce_scatter(local, shard, counts);
+  }
+  // Rank q receives, from every rank in rank order, each of its parts' pieces of q's shard: the
+  // pieces arrive in shard order (rank, then part), and their sum is add_in_rank_order's.
+  const float* send = parts[0];  // one part: block q is rank q's piece already
+  std::vector<float> packed;
+  if (A > 1) {
+    packed.resize(static_cast<size_t>(n * A));
+    float* out = packed.data();
+    for (int q = 0; q < W; ++q)
+      for (const float* p : parts) out = std::copy(p + bounds[q], p + bounds[q + 1], out);
+    send = packed.data();
+  }
+  std::vector<int64_t> send_counts(counts);
+  for (int64_t& c : send_counts) c *= A;
+  std::vector<float> received(static_cast<size_t>(count * A) * W);
+  mpi::all_to_all(send, send_counts, received.data(), count * A);
+  for (int64_t k = 0; k < A * W; ++k) mine.push_back(received.data() + k * count);
+  if (count > 0) add_in_rank_order(shard, mine, count);
 }
 
 void comm_all_gather(const Comm& comm, float* full, int64_t n) {
+  comm_all_gather(comm, full, shard_bounds(n, comm.world_size));
+}
+
+void comm_all_gather(const Comm& comm, float* full, const std::vector<int64_t>& bounds) {
   if (comm.world_size == 1) return;
   if (!comm.mpi) fail_no_transport(comm, "all-gather");
   Timed timed{comm};
-  const std::vector<int64_t> bounds = shard_bounds(n, comm.world_size);
   std::vector<int64_t> counts(comm.world_size);
   for (int r = 0; r < comm.world_size; ++r) counts[r] = bounds[r + 1] - bounds[r];
   mpi::all_gather(full, counts);

@@ -92,10 +92,20 @@ std::vector<int64_t> shard_bounds(int64_t n, int world_size);
 // add_in_rank_order, so the bits do not depend on MPI's reduction algorithm; otherwise
 // MPI_Reduce_scatter (faster, and deterministic for a fixed world size and MPI build only).
 void comm_reduce_scatter_sum(const Comm& comm, const float* full, float* shard, int64_t n, bool ordered);
+// The general form: this rank holds `parts` (each a whole buffer of bounds.back() elements: the
+// gradients of its consecutive shards, --grad-accum on several ranks) and rank r owns
+// [bounds[r], bounds[r + 1]). shard receives the sum of every rank's every part over this rank's
+// range, ordered: in shard order (rank, then part), add_in_rank_order's additions, so W ranks of A
+// parts each give the bits of one process adding W x A shard gradients; unordered: each rank's
+// parts summed in order, then MPI_Reduce_scatter.
+void comm_reduce_scatter_sum(const Comm& comm, const std::vector<const float*>& parts, float* shard,
+                             const std::vector<int64_t>& bounds, bool ordered);
 // The sum over ranks of `data`, in place on every rank (reduce-scatter, then all-gather).
 void comm_all_reduce_sum_ordered(const Comm& comm, float* data, int64_t n);
 // In place: every rank's shard [lo_r, hi_r) of `full` (n elements) is copied into everyone's.
 void comm_all_gather(const Comm& comm, float* full, int64_t n);
+// Every rank's [bounds[r], bounds[r + 1]) of `full` copied into everyone's.
+void comm_all_gather(const Comm& comm, float* full, const std::vector<int64_t>& bounds);
 
 // acc[i] = ((parts[0][i] + parts[1][i]) + parts[2][i]) + ...: the one summation order of
 // deterministic reduction, shared by the ordered reduce-scatter and by one-process gradient

@@ -297,8 +297,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
         " and mini_batches ", config.mini_batches, " must be at least 1");
   check(config.temperature >= 0 && std::isfinite(config.temperature), "grpo: temperature must be >= 0 and finite, got ",
         config.temperature);
-  check(dp.grad_accum >= 1 && (dp.grad_accum == 1 || !dp.distributed()), "grpo: grad_accum ", dp.grad_accum,
-        " must be 1 with several ranks, and at least 1");
+  check(dp.grad_accum >= 1, "grpo: grad_accum ", dp.grad_accum, " must be at least 1");
   check(dp.zero_stage >= 0 && dp.zero_stage <= 3, "grpo: zero stage ", dp.zero_stage, " is not 0, 1, 2 or 3");
   check(!policy.on_cuda || dp.grad_accum == 1, "grpo: grad-accum ", dp.grad_accum,
         " shards a step in the CPU trainer only; on cuda, N ranks on N GPUs compute what it would");
@@ -320,13 +319,14 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
   check(!is_on || !config.use_sampler_logprobs, "grpo: rollout-is ", rollout_is_mode_name(config.rollout_is.mode),
         " weighs the trainer's old log-probs against the sampler's; with use-sampler-logprobs they are the same");
   if (is_on) validate_rollout_is(config.rollout_is);
-  const int64_t R = dp.shards();
+  // This process's shards: its prompts in grad_accum consecutive ranges (with N ranks each holds
+  // B / N prompts, so with B divisible by N x grad_accum the ranges are one process's).
   std::vector<std::vector<Trajectory>> owned;
   std::vector<Shard> shards;
-  if (dp.distributed() || R == 1) {
+  if (dp.grad_accum == 1) {
     shards.emplace_back().batch = &batch;
   } else {
-    owned = split_by_prompt(batch, R);
+    owned = split_by_prompt(batch, dp.grad_accum);
     for (const auto& b : owned) shards.emplace_back().batch = &b;
   }
   GrpoStepStats stats;

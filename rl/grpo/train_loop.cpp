@@ -86,9 +86,10 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 // trainer_state.json (rl/run_folder.h) with what resume checks and, for reading, what the next
 // step draws (the loop derives both from step and seed).
 nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const TrainConfig& c, int64_t dataset_size,
-                                          const DataCursor& cursor) {
+                                          const DataCursor& cursor, int64_t shards) {
   nlohmann::ordered_json j = trainer_state_head("grpo", optimizer);
   j["seed"] = c.seed;
+  j["shards"] = shards;  // ranks x grad-accum: how the step's gradient was summed
   j["batch_size"] = c.batch_size;
   j["group_size"] = c.group_size;
   j["dataset_size"] = dataset_size;
@@ -171,8 +172,6 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   const bool owner = comm.is_root();
   quiet = quiet || !owner;
   const DataParallel dp{&comm, c.grad_accum, c.deterministic_reduce, static_cast<int>(c.zero_stage)};
-  check(!dp.distributed() || c.grad_accum == 1, "train: grad-accum ", c.grad_accum, " with ", comm.world_size,
-        " ranks: use one or the other (N ranks compute what --grad-accum N computes in one process)");
   check(c.device != "cuda" || c.grad_accum == 1, "train: --grad-accum ", c.grad_accum,
         " shards a step in the CPU trainer only; on cuda, mpirun -np N on N GPUs computes what it would");
   check(c.device != "cuda" || !dp.distributed() || c.zero_stage == 0, "train: --zero-stage ", c.zero_stage,
@@ -245,6 +244,17 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     if (const std::string note = blas_threads_note(saved, ckpt); owner && !note.empty()) std::printf("%s\n", note.c_str());
     if (const std::string note = cuda ? "" : check_blas_core(saved, ckpt); owner && !note.empty())
       std::printf("%s\n", note.c_str());
+    // Another number of shards sums the gradient in another grouping: a valid run, not the bits of
+    // the one that saved (ranks x grad-accum decide it; rl/data_parallel.h).
+    if (const int64_t was = saved.value("shards", int64_t(0)); owner && was > 0 && was != dp.shards()) {
+      const std::string keep = was % comm.world_size == 0
+                                   ? str_cat("--grad-accum ", was / comm.world_size, " on ", comm.world_size, " ranks")
+                                   : str_cat("a number of ranks dividing ", was, ", times --grad-accum");
+      std::printf("resume: %s summed each step's gradient over %lld shards, this run over %lld (ranks x grad-accum): "
+                  "the steps from here differ in their last bits from a run that kept %lld (%s keeps them)\n",
+                  ckpt.c_str(), static_cast<long long>(was), static_cast<long long>(dp.shards()),
+                  static_cast<long long>(was), keep.c_str());
+    }
     auto same = [&](const char* what, const char* key, int64_t b) {
       int64_t a = 0;
       try {
@@ -459,7 +469,8 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       if (new_best) after = [dir, b = BestEval{done, last_eval_ex}](const std::string&) { write_best_json(dir, b); };
       if (writer)
         writer->save(done, env.model, with_optimizer ? &optimizer : nullptr,
-                     grpo_trainer_state(optimizer, c, n_examples, cursor), env.adapter.get(), std::move(after));
+                     grpo_trainer_state(optimizer, c, n_examples, cursor, dp.shards()), env.adapter.get(),
+                     std::move(after));
       comm_barrier(comm);  // no rank runs ahead of a save that failed (the previous write's error is raised here)
       if (cuda && !plan.modes.offload_optimizer) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
       rec.checkpoint_seconds = seconds_since(save_start);

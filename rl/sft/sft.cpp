@@ -160,9 +160,8 @@ SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActiv
     return s < static_cast<int64_t>(micro.size()) ? std::vector<const MicroBatch*>{micro[s]}
                                                    : std::vector<const MicroBatch*>{};
   };
-  if (dp.distributed()) mine.push_back(shard(dp.rank()));
-  else if (R == 1) mine.push_back(micro);
-  else for (int64_t s = 0; s < R; ++s) mine.push_back(shard(s));
+  if (R == 1) mine.push_back(micro);
+  else for (int64_t a = 0; a < dp.grad_accum; ++a) mine.push_back(shard(dp.rank() * dp.grad_accum + a));
   std::vector<float> logp, dlogp;
   std::vector<std::vector<double>> nlls;
   std::vector<std::vector<float>> shard_grads;
@@ -217,12 +216,12 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   const SftConfig& config = resume ? resume->config : given_config;
   check(config.epochs >= 1 || config.max_steps > 0, "sft: needs epochs >= 1 or max_steps > 0");
   check(config.grad_accum >= 1, "sft: grad_accum must be at least 1, got ", config.grad_accum);
+  check(options.device != "cuda" || options.comm == nullptr || options.comm->world_size == 1 || config.grad_accum == 1,
+        "sft: grad-accum ", config.grad_accum, " with several ranks shards an update in the CPU trainer only");
   // Several ranks: each update is one micro-batch per rank (rl/data_parallel.h).
   const Comm single;
   const Comm& comm = options.comm ? *options.comm : single;
   const bool owner = comm.is_root();
-  check(comm.world_size == 1 || config.grad_accum == 1, "sft: grad-accum ", config.grad_accum, " with ",
-        comm.world_size, " ranks: use one or the other (N ranks compute what --grad-accum N computes in one process)");
   check(options.zero_stage >= 0 && options.zero_stage <= 3, "sft: zero stage ", options.zero_stage,
         " is not 0, 1, 2 or 3");
   check(options.device == "cpu" || comm.world_size == 1 || options.zero_stage == 0, "sft: --zero-stage ",
@@ -251,7 +250,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   const int64_t trainable = options.adapter ? options.adapter->num_params : model.num_params;
   // --grad-accum on the CPU and N ranks: the shard gradients of rl/data_parallel.h, and GEMMs whose
   // bits do not depend on the thread count (a rank bound to one core vs a process with two).
-  const DataParallel dp{&comm, cuda || comm.world_size > 1 ? 1 : config.grad_accum, true, mo.zero_stage};
+  const DataParallel dp{&comm, cuda ? 1 : config.grad_accum, true, mo.zero_stage};
   // ZeRO 1-3: this rank's moments cover its slice of the parameters only.
   const auto [slice_lo, slice_hi] = optimizer_slice(dp, trainable);
   if (!cuda && moments_size(optimizer) != slice_hi - slice_lo) {

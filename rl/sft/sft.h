@@ -97,11 +97,11 @@ struct SftUpdateStats {
 // clock is optimizer.train_step. An update with no trained token changes nothing but the clock.
 // On either device (rl/policy.h; policy_init_training first): CPU moments in optimizer.m/v,
 // CUDA moments on the device (optimizer keeps the counters).
-// Data parallel (rl/data_parallel.h): shard s of the update is micro[s] alone. N ranks: `micro`
-// is the update's N micro-batches (every rank's), rank r trains micro[r] (none when there are
-// fewer), and the gradients are reduced. One process with dp.grad_accum N (CPU): each micro-batch's
-// gradient from zero, added in order: the bits of N ranks. dp.shards() == 1: every micro-batch
-// accumulated into one gradient buffer (the CUDA way of --grad-accum).
+// Data parallel (rl/data_parallel.h): shard s of the update is micro[s] alone. N ranks with
+// dp.grad_accum A: `micro` is the update's N x A micro-batches (every rank's), rank r trains
+// micro[rA .. rA + A - 1] (none past the end), each one's gradient from zero, and the N x A are
+// reduced in shard order: the bits of one process with dp.grad_accum N x A. dp.shards() == 1:
+// every micro-batch accumulated into one gradient buffer (the CUDA way of --grad-accum).
 SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActivations& acts,
                           const std::vector<const MicroBatch*>& micro, const LrSchedule& schedule, const SftConfig& config,
                           const DataParallel& dp = {});
@@ -151,8 +151,9 @@ struct SftRunOptions {
   // The memory plan's budget and modes (rl/train_memory.h; no rollout phase): recomputed layers
   // and bf16 moments as the plan chooses; OUT/memory_plan.txt records it.
   MemoryOptions memory = {};
-  // Several ranks (runtime/comm.h): each update is world-size micro-batches, one per rank (the
-  // config's grad_accum must then be 1); rank 0 alone writes out_dir and logs. Null: one process.
+  // Several ranks (runtime/comm.h): each update is world-size x grad_accum micro-batches, grad_accum
+  // per rank (CPU; on cuda grad_accum must then be 1); rank 0 alone writes out_dir and logs. Null:
+  // one process.
   const Comm* comm = nullptr;
   // Several ranks: 1 (each keeps the AdamW moments of its slice), 2 (and its slice's reduced
   // gradient), 3 (and its slice's master; on the CPU as 2): rl/data_parallel.h. 0: every rank

@@ -98,6 +98,13 @@ TEST(TrainCli, EmbeddedDefaultTwoStepsThenResume) {
   ASSERT_EQ(again.rc, 0) << again.err;
   EXPECT_EQ(count_lines(dir + "/metrics.jsonl"), 3u);
   EXPECT_TRUE(fs::exists(checkpoint_dir(dir, 3) + "/model.safetensors"));
+  EXPECT_EQ(again.out.find("summed each step's gradient"), std::string::npos) << again.out;
+  // Another shard count (ranks x grad-accum) is a valid run but not the saved one's bits: said.
+  CliRun regrouped = run_train("--resume " + dir + " --max-steps 4 --grad-accum 2");
+  ASSERT_EQ(regrouped.rc, 0) << regrouped.err;
+  EXPECT_NE(regrouped.out.find("summed each step's gradient over 1 shards, this run over 2"), std::string::npos)
+      << regrouped.out;
+  EXPECT_NE(regrouped.out.find("(--grad-accum 1 on 1 ranks keeps them)"), std::string::npos) << regrouped.out;
 }
 
 // --lora-rank reaches the trainer: the checkpoint holds PEFT's adapter files and no weights, the

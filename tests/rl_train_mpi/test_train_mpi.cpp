@@ -95,10 +95,46 @@ TEST_P(RanksVsGradAccum, BitIdenticalCheckpoints) {
 
 INSTANTIATE_TEST_SUITE_P(Zero, RanksVsGradAccum, ::testing::Values(0, 1, 2, 3));
 
+// N ranks with --grad-accum 2 hold two shards each: 2N shards added in shard order, the bits of
+// one process with --grad-accum 2N (so a run resumed on half the ranks with twice the grad-accum
+// continues bit for bit). ZeRO 0 and 3: the norm's slices, the reduce-scatter of two parts per
+// rank and the optimizer slices of grouped shard bounds all take part.
+class RanksTimesGradAccum : public ::testing::TestWithParam<int> {};
+
+TEST_P(RanksTimesGradAccum, BitIdenticalToOneProcessWithEveryShard) {
+  const int zero = GetParam(), W = g_comm.world_size;
+  auto config = [&](const std::string& out) {
+    TrainConfig c = mpi_config(out);
+    c.batch_size = 2 * W;  // one prompt per shard
+    c.zero_stage = zero;
+    return c;
+  };
+  const std::string dp = shared_dir("dpx2_zero" + std::to_string(zero));
+  {
+    TrainConfig c = config(dp);
+    c.grad_accum = 2;
+    TrainEnv env = toy_env(c);
+    env.comm = &g_comm;
+    run_training(env, true);
+  }
+  if (g_comm.is_root()) {
+    const std::string one = fresh_dir("accumx2_zero" + std::to_string(zero));
+    TrainConfig c = config(one);
+    c.grad_accum = 2 * W;
+    TrainEnv env = toy_env(c);
+    run_training(env, true);
+    for (int64_t step = 1; step <= 3; ++step) expect_same_training(dp, one, step, zero > 0 ? W : 1);
+  }
+  comm_barrier(g_comm);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zero, RanksTimesGradAccum, ::testing::Values(0, 3));
+
 // SFT on N ranks (one micro-batch each per update) writes the bytes of one process with
 // --grad-accum N, whatever the ZeRO stage: a slice updated with the wrong gradient, moments or
 // offsets, or a gather that misplaces a slice, changes the weights or the moments file.
-class SftRanksVsGradAccum : public ::testing::TestWithParam<int> {};
+// With --grad-accum A on every rank: N x A micro-batches per update against one process's N x A.
+class SftRanksVsGradAccum : public ::testing::TestWithParam<std::pair<int, int>> {};
 
 std::vector<SftSequence> sft_toy_data(int64_t vocab) {
   std::vector<SftSequence> data;
@@ -117,7 +153,7 @@ std::vector<SftSequence> sft_toy_data(int64_t vocab) {
 }
 
 TEST_P(SftRanksVsGradAccum, BitIdenticalCheckpoints) {
-  const int zero = GetParam();
+  const auto [zero, accum] = GetParam();
   QwenConfig qc;
   qc.arch = QwenArch::Qwen3;
   qc.vocab_size = 64, qc.hidden_size = 32, qc.intermediate_size = 64, qc.num_hidden_layers = 2;
@@ -141,14 +177,15 @@ TEST_P(SftRanksVsGradAccum, BitIdenticalCheckpoints) {
     run_sft(model, opt, sft_toy_data(qc.vocab_size), c, ro);
     return std::pair{moments_size(opt), model.num_params};
   };
-  const std::string dp = shared_dir("sft_dp_zero" + std::to_string(zero));
+  const std::string name = str_cat(zero, "_x", accum);
+  const std::string dp = shared_dir("sft_dp_zero" + name);
   // ZeRO 1-3 keep this rank's slice of the moments (not a vacuous comparison of ZeRO 0 twice).
-  const auto [moments, n] = run(dp, &g_comm, 1);
-  const std::vector<int64_t> b = shard_bounds(n, g_comm.world_size);
-  EXPECT_EQ(moments, zero == 0 ? n : b[g_comm.rank + 1] - b[g_comm.rank]);
+  const auto [moments, n] = run(dp, &g_comm, accum);
+  const std::vector<int64_t> b = shard_bounds(n, g_comm.world_size * accum);
+  EXPECT_EQ(moments, zero == 0 ? n : b[(g_comm.rank + 1) * accum] - b[g_comm.rank * accum]);
   if (g_comm.is_root()) {
-    const std::string one = fresh_dir("sft_accum_zero" + std::to_string(zero));
-    run(one, nullptr, g_comm.world_size);
+    const std::string one = fresh_dir("sft_accum_zero" + name);
+    run(one, nullptr, g_comm.world_size * accum);
     for (int64_t step = 1; step <= 3; ++step) {
       const std::string ck = "/checkpoints/step-" + std::to_string(step);
       EXPECT_TRUE(bytes(dp + ck + "/model.safetensors") == bytes(one + ck + "/model.safetensors")) << "weights, step "
@@ -167,7 +204,9 @@ TEST_P(SftRanksVsGradAccum, BitIdenticalCheckpoints) {
   comm_barrier(g_comm);
 }
 
-INSTANTIATE_TEST_SUITE_P(Zero, SftRanksVsGradAccum, ::testing::Values(0, 1, 2, 3));
+INSTANTIATE_TEST_SUITE_P(Zero, SftRanksVsGradAccum,
+                         ::testing::Values(std::pair{0, 1}, std::pair{1, 1}, std::pair{2, 1}, std::pair{3, 1},
+                                           std::pair{0, 2}, std::pair{3, 2}));
 
 // Dynamic sampling on N ranks keeps the groups one process keeps: the first batch-size
 // informative groups in draw order (tries, then ranks, then prompts), whatever rank rolled them out.
