@@ -137,6 +137,34 @@ TEST_P(ReduceScatter, AllGatherPutsEveryShardEverywhere) {
   }
 }
 
+// Ranks x --grad-accum: each rank holds 3 parts (shard r*3 + a's buffer) and owns the grouped
+// bounds of shard_bounds(n, 3W); the ordered reduce-scatter of the parts gives, on its range,
+// add_in_rank_order over all 3W buffers in shard order, and the all-gather by those bounds puts
+// every range everywhere. Catches a part packed out of order or a block at a wrong offset.
+TEST_P(ReduceScatter, PartsPerRankAreSummedInShardOrder) {
+  const int64_t n = GetParam();
+  const int W = g_comm.world_size, A = 3;
+  const std::vector<int64_t> s = shard_bounds(n, W * A);
+  std::vector<int64_t> b(static_cast<size_t>(W) + 1);
+  for (int r = 0; r <= W; ++r) b[r] = s[static_cast<size_t>(r * A)];
+  std::vector<std::vector<float>> every;  // shard k's buffer, the same on every rank
+  for (int k = 0; k < W * A; ++k) every.push_back(rank_buffer(k, n));
+  std::vector<const float*> mine, all;
+  for (int a = 0; a < A; ++a) mine.push_back(every[g_comm.rank * A + a].data());
+  for (const auto& e : every) all.push_back(e.data());
+  std::vector<float> want(static_cast<size_t>(n));
+  add_in_rank_order(want.data(), all, n);
+  const int64_t lo = b[g_comm.rank], count = b[g_comm.rank + 1] - lo;
+  std::vector<float> shard(static_cast<size_t>(count) + 1, -7.0f);
+  comm_reduce_scatter_sum(g_comm, mine, shard.data(), b, true);
+  for (int64_t i = 0; i < count; ++i) ASSERT_EQ(shard[i], want[lo + i]) << "element " << lo + i;
+  EXPECT_EQ(shard[count], -7.0f) << "wrote past the shard";
+  std::vector<float> full(static_cast<size_t>(n), -1.0f);
+  std::copy(shard.begin(), shard.begin() + count, full.begin() + lo);
+  comm_all_gather(g_comm, full.data(), b);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(full[i], want[i]) << "element " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, ReduceScatter, ::testing::Values(1, 3, 64, 65, 200, 1000, 100003));
 
 }  // namespace
