@@ -38,7 +38,7 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--reserve", args->reserve_gib, "GiB kept back (CUDA context and workspaces; the process itself on the CPU)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seq", args->seq, "packed tokens per training micro-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", args->seq, "packed tokens per training micro-batch (at least --rollout-seq, as train makes it)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--logprob-chunk", args->chunk, "tokens per log-prob chunk")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--rollout-seq", args->rollout_seq, "tokens per trajectory (max_total_tokens)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--rollout-seqs", args->rollout_seqs, "trajectories the rollout wants in flight at once (the whole job's: each rank gets its share; train with max-batch-sequences 0 wants a step's, batch-size x group-size)")->capture_default_str()->check(CLI::PositiveNumber);
@@ -69,7 +69,8 @@ void add_plan_command(CLI::App& app) {
     }
     MemoryPlanOptions options;
     options.device = args->device == "cpu" ? PlanDevice::Cpu : PlanDevice::Cuda;
-    options.tokens_per_micro_batch = args->seq;
+    // As train sizes it (rl/grpo/train_loop.cpp): one whole trajectory fits a micro-batch.
+    options.tokens_per_micro_batch = std::max(args->seq, args->rollout_seq);
     options.logprob_chunk_tokens = args->chunk;
     options.rollout_sequence_tokens = args->rollout_seq;
     // A rank rolls out its share of the job's trajectories, whole groups.
