@@ -98,11 +98,8 @@ double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vecto
   } else if (A == 1 && !dp.ordered) {
     comm_all_reduce_sum(*dp.comm, grads, n);
     *own = grads + lo;
-  } else {  // this rank's slice of the sum in shard order, then every rank's into everyone's buffer
-    std::vector<float> slice(static_cast<size_t>(count));
-    comm_reduce_scatter_sum(*dp.comm, parts, slice.data(), zero, dp.ordered);
-    std::copy(slice.begin(), slice.end(), grads + lo);
-    comm_all_gather(*dp.comm, grads, zero);
+  } else {  // the sum in shard order, every rank's slice into everyone's buffer
+    comm_all_reduce_sum(*dp.comm, parts, grads, zero, dp.ordered);
     *own = grads + lo;
   }
   norm_rows(*own, lo);

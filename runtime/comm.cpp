@@ -329,12 +329,16 @@ void comm_all_gather(const Comm& comm, float* full, const std::vector<int64_t>& 
 
 void comm_all_reduce_sum_ordered(const Comm& comm, float* data, int64_t n) {
   if (comm.world_size == 1) return;
-  const std::vector<int64_t> bounds = shard_bounds(n, comm.world_size);
+  comm_all_reduce_sum(comm, {data}, data, shard_bounds(n, comm.world_size), true);
+}
+
+void comm_all_reduce_sum(const Comm& comm, const std::vector<const float*>& parts, float* out,
+                         const std::vector<int64_t>& bounds, bool ordered) {
   const int64_t lo = bounds[comm.rank], count = bounds[comm.rank + 1] - lo;
   std::vector<float> shard(static_cast<size_t>(count));
-  comm_reduce_scatter_sum(comm, data, shard.data(), n, true);
-  if (count > 0) std::memcpy(data + lo, shard.data(), static_cast<size_t>(count) * sizeof(float));
-  comm_all_gather(comm, data, n);
+  comm_reduce_scatter_sum(comm, parts, shard.data(), bounds, ordered);
+  if (count > 0) std::memcpy(out + lo, shard.data(), static_cast<size_t>(count) * sizeof(float));
+  comm_all_gather(comm, out, bounds);
 }
 
 }  // namespace sqlrl

@@ -102,6 +102,10 @@ void comm_reduce_scatter_sum(const Comm& comm, const std::vector<const float*>& 
                              const std::vector<int64_t>& bounds, bool ordered);
 // The sum over ranks of `data`, in place on every rank (reduce-scatter, then all-gather).
 void comm_all_reduce_sum_ordered(const Comm& comm, float* data, int64_t n);
+// The general form, on every rank: `out` (bounds.back() elements; it may be one of the parts)
+// receives the sum of every rank's parts: comm_reduce_scatter_sum's, then comm_all_gather's.
+void comm_all_reduce_sum(const Comm& comm, const std::vector<const float*>& parts, float* out,
+                         const std::vector<int64_t>& bounds, bool ordered);
 // In place: every rank's shard [lo_r, hi_r) of `full` (n elements) is copied into everyone's.
 void comm_all_gather(const Comm& comm, float* full, int64_t n);
 // Every rank's [bounds[r], bounds[r + 1]) of `full` copied into everyone's.
