@@ -24,15 +24,7 @@ const Comm& join_job(const CommOptions& options) {
 
 int join_job_gpu() {
   check(g_job != nullptr, "join_job_gpu before join_job");
-  Comm& job = *g_job;
-  const int count = cuda_device_count();
-  check(count > 0, "device cuda: ", cuda_unavailable_reason());
-  const int gpu = job.world_size > 1 ? job.local_rank : 0;
-  check(gpu < count, "device cuda: rank ", job.rank, " has local rank ", job.local_rank, " but this machine has ", count,
-        " GPU", count == 1 ? "" : "s", ": start at most ", count, " ranks per machine");
-  cuda_set_device(gpu);
-  if (job.world_size > 1 && job.nccl == nullptr) comm_init_nccl(job, gpu);
-  return gpu;
+  return comm_bind_gpu(*g_job);
 }
 
 const Comm* joined_job() { return g_job.get(); }

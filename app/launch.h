@@ -16,9 +16,7 @@ namespace sqlrl {
 void add_launch_flags(CLI::App* cmd, CommOptions& options);
 // comm_init once per process; later calls return the same communicator.
 const Comm& join_job(const CommOptions& options);
-// A CUDA run's GPU: local_rank with several ranks (one per GPU of the machine; more ranks than
-// GPUs fail naming the rank), 0 alone. Makes it current and, with several ranks, creates the
-// job's NCCL communicator on it (once). Call after join_job.
+// runtime/comm.h comm_bind_gpu on the job's communicator. Call after join_job.
 int join_job_gpu();
 // The joined job, or null when the command runs alone.
 const Comm* joined_job();

@@ -102,10 +102,11 @@ double grad_sq_sum_cpu(const float* grads, int64_t n);
 void adamw_cuda(float* params, float* m, float* v, const float* grads, uint16_t* bf16_out, int64_t n,
                 const AdamWConfig& config, int64_t step, float lr, const double* grad_sq_sum, float max_norm,
                 const CudaStream& stream);
-// adamw_bf16_moments_cpu on the device; bf16_out, grad_sq_sum and max_norm exactly as in adamw_cuda.
+// adamw_bf16_moments_cpu on the device; bf16_out, grad_sq_sum and max_norm exactly as in adamw_cuda,
+// first_index as in adamw_bf16_moments_cpu (a ZeRO slice draws its own indices' rounding bits).
 void adamw_bf16_moments_cuda(float* params, uint16_t* m, uint16_t* v, const float* grads, uint16_t* bf16_out,
                              int64_t n, const AdamWConfig& config, int64_t step, float lr, const double* grad_sq_sum,
-                             float max_norm, const CudaStream& stream);
+                             float max_norm, const CudaStream& stream, int64_t first_index = 0);
 // out: one device double; workspace: grad_sq_sum_workspace_bytes() device bytes.
 size_t grad_sq_sum_workspace_bytes();
 void grad_sq_sum_cuda(double* out, const float* grads, int64_t n, void* workspace, const CudaStream& stream);

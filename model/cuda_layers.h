@@ -91,8 +91,9 @@ T* data_or_null(const Tensor& t) {
 // master f32, weights its bf16 copy, grads f32, n elements each.
 CudaAdamW make_cuda_adamw_for(int64_t n, int device, const CudaStream& stream, const AdamWConfig& config,
                               bool bf16_moments, bool allocate_moments);
+// first_index: the parameter index of element 0 (a ZeRO slice; bf16 moments draw its rounding bits).
 void adamw_step_buffers(float* master, uint16_t* weights, const float* grads, int64_t n, CudaAdamW& opt, float lr,
-                        float max_norm, bool sq_sum_ready, const CudaStream& stream);
+                        float max_norm, bool sq_sum_ready, const CudaStream& stream, int64_t first_index = 0);
 double grad_norm_buffers(const float* grads, int64_t n, CudaAdamW& opt, const CudaStream& stream);
 
 }  // namespace sqlrl

@@ -45,17 +45,36 @@ CudaModel upload_model(const QwenModel& model, int device, const CudaStream& str
   return m;
 }
 
-CudaModel upload_frozen_model(const QwenModel& model, int device, const CudaStream& stream) {
-  CudaModel m = device_shell(model, device, stream, "upload_frozen_model");
-  m.weights = empty({model.num_params}, DType::BF16, cuda_device(device));
-  // Rounded on the host in slices: no fp32 copy on the device, a bounded staging buffer here.
+namespace {
+// The bf16 copy of every parameter, rounded on the host in slices: no fp32 copy on the device, a
+// bounded staging buffer here.
+Tensor upload_bf16(const QwenModel& model, int device, const CudaStream& stream) {
+  Tensor weights = empty({model.num_params}, DType::BF16, cuda_device(device));
   constexpr int64_t kSlice = int64_t(1) << 24;
   std::vector<uint16_t> staging(static_cast<size_t>(std::min(kSlice, model.num_params)));
   for (int64_t at = 0; at < model.num_params; at += kSlice) {
     const int64_t n = std::min(kSlice, model.num_params - at);
     convert_f32_to_bf16(model.params.data() + at, staging.data(), static_cast<size_t>(n));
-    model_copy(m.weights.data_as<uint16_t>() + at, staging.data(), sizeof(uint16_t) * n, CopyKind::HostToDevice, stream);
+    model_copy(weights.data_as<uint16_t>() + at, staging.data(), sizeof(uint16_t) * n, CopyKind::HostToDevice, stream);
   }
+  return weights;
+}
+}  // namespace
+
+CudaModel upload_frozen_model(const QwenModel& model, int device, const CudaStream& stream) {
+  CudaModel m = device_shell(model, device, stream, "upload_frozen_model");
+  m.weights = upload_bf16(model, device, stream);
+  return m;
+}
+
+CudaModel upload_model_sliced(const QwenModel& model, int64_t lo, int64_t hi, int device, const CudaStream& stream) {
+  CudaModel m = device_shell(model, device, stream, "upload_model_sliced");
+  check(0 <= lo && lo <= hi && hi <= model.num_params, "upload_model_sliced: master slice [", lo, ", ", hi, ") of ",
+        model.num_params, " parameters");
+  m.weights = upload_bf16(model, device, stream);
+  m.master = empty({hi - lo}, DType::F32, cuda_device(device));
+  m.master_first = lo;
+  model_copy(m.master.data(), model.params.data() + lo, m.master.nbytes(), CopyKind::HostToDevice, stream);
   return m;
 }
 
@@ -85,8 +104,15 @@ void download_model(const CudaModel& model, QwenModel& out) {
   check(out.num_params == model.num_params() && out.table.size() == model.shape.table.size(),
         "download_model: the host model has ", out.num_params, " parameters in ", out.table.size(),
         " tensors, the device model ", model.num_params(), " in ", model.shape.table.size());
+  check(model.master_first == 0 && model.master.numel() == model.num_params(), "download_model: the device holds the "
+        "master of parameters [", model.master_first, ", ", model.master_first + model.master.numel(), ") only (a ZeRO-3 "
+        "slice: download_master_slice, then gather)");
   out.params.resize(static_cast<size_t>(out.num_params));
   model_copy(out.params.data(), model.master.data(), model.master.nbytes(), CopyKind::DeviceToHost, model.stream);
+}
+
+void download_master_slice(const CudaModel& model, float* out) {
+  model_copy(out, model.master.data(), model.master.nbytes(), CopyKind::DeviceToHost, model.stream);
 }
 
 std::vector<float> download_grads(const CudaModel& model) {
@@ -175,7 +201,7 @@ CudaAdamW make_cuda_adamw_for(int64_t n, int device, const CudaStream& stream, c
 }
 
 void adamw_step_buffers(float* master, uint16_t* weights, const float* grads, int64_t n, CudaAdamW& opt, float lr,
-                        float max_norm, bool sq_sum_ready, const CudaStream& stream) {
+                        float max_norm, bool sq_sum_ready, const CudaStream& stream, int64_t first_index) {
   check(master && weights && grads, "adamw (cuda): the parameters need master weights, their bf16 copy and gradients "
         "on the device (a frozen upload has only the bf16 copy)");
   check(opt.m.defined() && opt.m.dtype == opt.moment_dtype() && opt.v.dtype == opt.moment_dtype(),
@@ -191,7 +217,7 @@ void adamw_step_buffers(float* master, uint16_t* weights, const float* grads, in
   }
   if (opt.bf16_moments)
     adamw_bf16_moments_cuda(master, opt.m.data_as<uint16_t>(), opt.v.data_as<uint16_t>(), grads, weights, n, opt.config,
-                            opt.step, lr, sq, max_norm, stream);
+                            opt.step, lr, sq, max_norm, stream, first_index);
   else
     adamw_cuda(master, opt.m.data_as<float>(), opt.v.data_as<float>(), grads, weights, n, opt.config, opt.step, lr, sq,
                max_norm, stream);
@@ -204,13 +230,35 @@ double grad_norm_buffers(const float* grads, int64_t n, CudaAdamW& opt, const Cu
   return std::sqrt(sum);
 }
 
-CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config, bool bf16_moments, bool allocate_moments) {
-  return make_cuda_adamw_for(model.num_params(), model.device, model.stream, config, bf16_moments, allocate_moments);
+CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config, bool bf16_moments, bool allocate_moments,
+                          int64_t moments) {
+  return make_cuda_adamw_for(moments < 0 ? model.num_params() : moments, model.device, model.stream, config,
+                             bf16_moments, allocate_moments);
 }
 
 void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm, bool sq_sum_ready) {
   adamw_step_buffers(data_or_null<float>(model.master), data_or_null<uint16_t>(model.weights),
                      data_or_null<float>(model.grads), model.num_params(), opt, lr, max_norm, sq_sum_ready, model.stream);
+}
+
+void adamw_step_slice_cuda(CudaModel& model, CudaAdamW& opt, const float* grads, int64_t lo, int64_t hi, float lr,
+                           float max_norm) {
+  check(0 <= lo && lo <= hi && hi <= model.num_params(), "adamw (cuda): slice [", lo, ", ", hi, ") of ",
+        model.num_params(), " parameters");
+  check(model.master.defined() && lo >= model.master_first && hi <= model.master_first + model.master.numel(),
+        "adamw (cuda): the device master holds [", model.master_first, ", ",
+        model.master_first + model.master.numel(), "), not the slice [", lo, ", ", hi, ")");
+  adamw_step_buffers(model.master.data_as<float>() + (lo - model.master_first), model.weights.data_as<uint16_t>() + lo,
+                     grads, hi - lo, opt, lr, max_norm, /*sq_sum_ready=*/true, model.stream, lo);
+}
+
+double grad_sq_sum_slice_cuda(const float* grads, int64_t n, CudaAdamW& opt, const CudaStream& stream) {
+  const double norm = grad_norm_buffers(grads, n, opt, stream);
+  return norm * norm;
+}
+
+void set_grad_sq_sum_cuda(CudaAdamW& opt, double sq_sum, const CudaStream& stream) {
+  model_copy(opt.sq_sum.data(), &sq_sum, sizeof(sq_sum), CopyKind::HostToDevice, stream);
 }
 
 double grad_norm_cuda(CudaModel& model, CudaAdamW& opt) {

@@ -33,7 +33,8 @@ struct CudaModel {
   int device = 0;
   CudaStream stream;  // every launch of this model goes here (default: the legacy stream)
   Tensor weights;     // bf16 [num_params]: the copy every matmul reads
-  Tensor master;      // f32 [num_params]: what AdamW updates
+  Tensor master;      // f32: what AdamW updates; parameters [master_first, master_first + master.numel())
+  int64_t master_first = 0;  // 0 with a whole master; a ZeRO-3 rank's slice starts elsewhere
   Tensor grads;       // f32 [num_params], zeroed on upload; backward adds into it
   const QwenConfig& config() const { return shape.config; }
   int64_t num_params() const { return shape.num_params; }
@@ -50,8 +51,15 @@ CudaModel upload_frozen_model(const QwenModel& model, int device = 0, const Cuda
 // and biases N(0, 0.02), norm weights 1, from Philox (runtime/random.h). For benchmarks.
 CudaModel random_cuda_model(const QwenConfig& config, uint64_t seed, int device = 0,
                             const CudaStream& stream = CudaStream{});
-// Master weights (f32) back into a host model of the same table (for checkpoints).
+// ZeRO 3 (rl/data_parallel.h): the bf16 copy of every parameter (rounded on the host, as
+// upload_frozen_model) and the fp32 master of parameters [lo, hi) only; no gradient buffer.
+CudaModel upload_model_sliced(const QwenModel& model, int64_t lo, int64_t hi, int device = 0,
+                              const CudaStream& stream = CudaStream{});
+// Master weights (f32) back into a host model of the same table (for checkpoints); a whole
+// master only.
 void download_model(const CudaModel& model, QwenModel& out);
+// The master's master.numel() floats (the slice starting at master_first) into `out` (host).
+void download_master_slice(const CudaModel& model, float* out);
 std::vector<float> download_grads(const CudaModel& model);
 void zero_grads(CudaModel& model);
 
@@ -130,12 +138,22 @@ struct CudaAdamW {
   DType moment_dtype() const { return bf16_moments ? DType::BF16 : DType::F32; }
 };
 // allocate_moments false: m and v are placed later (the trainer's phase region).
+// moments: how many (a ZeRO slice's); -1: one per parameter.
 CudaAdamW make_cuda_adamw(const CudaModel& model, const AdamWConfig& config, bool bf16_moments = false,
-                          bool allocate_moments = true);
+                          bool allocate_moments = true, int64_t moments = -1);
 // sq_sum_ready: opt.sq_sum already holds these gradients' sum of squares (grad_norm_cuda ran
 // after the last backward), which saves a pass over every gradient.
 void adamw_step_cuda(CudaModel& model, CudaAdamW& opt, float lr, float max_norm, bool sq_sum_ready = false);
 double grad_norm_cuda(CudaModel& model, CudaAdamW& opt);  // sqrt of the sum of squares (synchronises)
+// ZeRO 1-3: AdamW over parameters [lo, hi) only. grads: the slice's (reduced) gradient, hi - lo
+// device floats; opt.m / v: hi - lo moments; the master must hold [lo, hi); the bf16 copy's
+// [lo, hi) is rewritten. The clip reads opt.sq_sum, which must hold the whole gradient's sum of
+// squares (grad_norm_cuda, or set_grad_sq_sum_cuda of the sum over ranks' slices).
+void adamw_step_slice_cuda(CudaModel& model, CudaAdamW& opt, const float* grads, int64_t lo, int64_t hi, float lr,
+                           float max_norm);
+// The sum of squares of n device floats (synchronises; uses opt's workspace and sq_sum).
+double grad_sq_sum_slice_cuda(const float* grads, int64_t n, CudaAdamW& opt, const CudaStream& stream);
+void set_grad_sq_sum_cuda(CudaAdamW& opt, double sq_sum, const CudaStream& stream);
 
 // --- inference (model/cuda_infer.cpp) ---------------------------------------------------------
 // The host PagedKVCache keeps the bookkeeping (block tables, ref counts, lengths; its k and v

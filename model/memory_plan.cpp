@@ -60,9 +60,10 @@ struct Pricer {
   int64_t grads() const { return P * 4; }
   // The moments this rank keeps: all, or (ZeRO 1-3) its slice's.
   int64_t moments(bool bf16) const { return 2 * slice_params() * (bf16 ? 2 : 4); }
-  // ZeRO 2 and 3: the reduced gradient of this rank's slice (reduce-scatter), beside the rank's
-  // own gradient accumulated over its micro-batches (grads(): rl/data_parallel.h).
-  int64_t slice_grads() const { return o.zero_stage >= 2 && sharded() ? slice_params() * 4 : 0; }
+  // ZeRO 2 and 3 on the CPU: the reduced gradient of this rank's slice (reduce-scatter), beside
+  // the rank's own gradient accumulated over its micro-batches (grads(): rl/data_parallel.h). On
+  // CUDA the reduce-scatter writes the slice in place in the gradient buffer: nothing more.
+  int64_t slice_grads() const { return !cuda && o.zero_stage >= 2 && sharded() ? slice_params() * 4 : 0; }
   int64_t activations(int64_t recomputed) const {
     TrainOptions to;
     to.max_tokens = o.tokens_per_micro_batch;
@@ -197,8 +198,6 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
     // v, then the adapter's backward scratch, each piece aligned; the activations take the rest.
     add(p.train, p.train_bytes, o.lora ? "LoRA adapter gradients (fp32)" : "gradients (fp32)",
         region_aligned(price.grads()));
-    add(p.train, p.train_bytes, str_cat("this rank's reduced gradient slice (fp32, ZeRO ", o.zero_stage, ")"),
-        region_aligned(price.slice_grads()));
     if (offload) add(p.train, p.train_bytes, moments_what + ", back from host memory", 2 * region_aligned(moments / 2));
     add(p.train, p.train_bytes, scratch_what, region_aligned(price.lora_scratch()));
     add(p.train, p.train_bytes, acts_what, p.activation_bytes);
@@ -280,8 +279,6 @@ std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, co
                    o.zero_stage, "; every figure below is one rank's\n");
   if (o.world_size > 1 && o.zero_stage == 3 && !cuda)
     out += "  (on the cpu the fp32 weights the forward reads are the master AdamW updates: ZeRO 3 holds what ZeRO 2 does)\n";
-  if (o.world_size > 1 && o.zero_stage > 0 && cuda)
-    out += str_cat("  (the cuda trainer runs ZeRO 0 so far: `train --device cuda` refuses zero-stage ", o.zero_stage, ")\n");
   out += str_cat("modes: ", p.modes.describe(), "\n\n");
   out += cuda ? "resident for the whole run\n" : "allocated once, held for the whole run\n";
   for (const MemoryLine& l : p.resident) line("  ", l.what, l.bytes);

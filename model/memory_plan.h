@@ -59,9 +59,9 @@ struct MemoryPlanOptions {
   Choice recompute = Choice::Auto;           // On: every layer; Off: none
   Choice offload_optimizer = Choice::Auto;   // CUDA only (On is refused on the CPU)
   // Data parallel (rl/data_parallel.h): the plan is one rank's, and rollout_sequences that
-  // rank's share. ZeRO 1-3 (run by the CPU trainer only so far; the CUDA one runs ZeRO 0): the
-  // AdamW moments of the rank's slice shard_bounds(n, world_size); 2 and 3 add the slice's
-  // reduced gradient; 3 (CUDA) holds only the slice's fp32 master.
+  // rank's share. ZeRO 1-3: the AdamW moments of the rank's slice shard_bounds(n, world_size);
+  // 2 and 3 add the slice's reduced gradient on the CPU (CUDA reduces it in place); 3 (CUDA)
+  // holds only the slice's fp32 master.
   int world_size = 1;
   int zero_stage = 0;
   // LoRA (model/lora.h): the base stays frozen and only the adapter trains, so the adapter's fp32

@@ -167,6 +167,14 @@ void CheckpointWriter::prepare(int64_t weights, int64_t moments, bool bf16_momen
   });
 }
 
+OptimizerState& CheckpointWriter::staged_optimizer(const OptimizerState& counters) {
+  finish();
+  if (!job_) job_ = std::make_shared<Job>();
+  OptimizerState& o = job_->optimizer_copy;
+  o.bf16 = counters.bf16, o.adam_step = counters.adam_step, o.train_step = counters.train_step;
+  return o;
+}
+
 std::string CheckpointWriter::save(int64_t step, const QwenModel& model, const OptimizerState* optimizer,
                                    const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter,
                                    std::function<void(const std::string&)> after) {
@@ -193,7 +201,8 @@ std::string CheckpointWriter::save(int64_t step, const QwenModel& model, const O
   else if (adapter) job->adapter_copy = adapter_copy(*adapter), job->adapter = &*job->adapter_copy;
   else copy_weights_into(job->model_copy, model), job->adapter = nullptr;
   job->model = adapter || !owner() ? &model : &job->model_copy;  // with an adapter the weights are not read
-  if (optimizer) job->optimizer_copy = *optimizer;  // vector assignment: the buffers' capacity is kept
+  // Vector assignment keeps the buffers' capacity; a staged state is in them already.
+  if (optimizer && optimizer != &job->optimizer_copy) job->optimizer_copy = *optimizer;
   job->optimizer = optimizer ? &job->optimizer_copy : nullptr;
   thread_ = std::thread([this, job] { write(*job); });
   return checkpoint_dir(run_dir_, step);

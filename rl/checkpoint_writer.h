@@ -65,6 +65,12 @@ class CheckpointWriter {
   std::string save(int64_t step, const QwenModel& model, const OptimizerState* optimizer,
                    const nlohmann::ordered_json& trainer_state, const LoraAdapter* adapter = nullptr,
                    std::function<void(const std::string&)> after = {});
+  // The buffers the next save copies the optimizer state into, to be filled by the caller instead
+  // (waits for the write in flight first), with `counters`' step counters and precision: a
+  // caller whose host moments are only ever the checkpoint's (CUDA with the moments resident on
+  // the device) downloads them straight here, and save() given this state copies nothing: no
+  // second host copy of the moments, and no fresh allocation (page faults) per save.
+  OptimizerState& staged_optimizer(const OptimizerState& counters);
   // Waits for the write in flight and raises its error, if any.
   void finish();
   // Called on the writing thread before each write (tests hold a write back with it).

@@ -30,9 +30,10 @@ struct DataParallel {
   bool ordered = true;         // rank-order sums (runtime/comm.h); false: MPI's all-reduce
   // 0: every rank keeps all moments and updates every parameter; 1: rank r keeps the moments of
   // its slice shard_bounds(n, N)[r..r+1] only and updates that slice, then the parameters are
-  // all-gathered; 2: as 1, and only the slice's reduced gradient is formed (reduce-scatter);
-  // 3: as 2, and only the slice's fp32 master is kept (CUDA). On the CPU the fp32 weights every
-  // forward reads are the master itself (rollouts need them whole), so 3 runs as 2 there.
+  // all-gathered; 2: as 1, and only the slice's reduced gradient is formed (reduce-scatter; on
+  // CUDA in place in the rank's gradient buffer); 3: as 2, and only the slice's fp32 master is
+  // kept (CUDA; every bf16 weight stays on every rank, for rollouts and forwards). On the CPU the
+  // fp32 weights every forward reads are the master itself, so 3 runs as 2 there.
   // A rank's own gradient is accumulated whole over its micro-batches and reduced once per
   // update (as FSDP's no_sync), which keeps N ranks bit-identical to --grad-accum N.
   // The optimizer state's m / v hold the slice (1-3) or everything (0).
@@ -54,8 +55,8 @@ std::pair<int64_t, int64_t> optimizer_slice(const DataParallel& dp, int64_t num_
 // ranks, --grad-accum or both.
 std::vector<double> sum_over_shards(const DataParallel& dp, const std::vector<std::vector<double>>& local);
 
-// The step's gradient once every local shard's backward is done (CPU policy; CUDA: one shard,
-// nothing to reduce). With several local shards, `shard_grads` holds each one's gradient (from
+// The step's gradient once every local shard's backward is done (CUDA: every local shard's
+// backward added into the one device buffer, reduced over ranks in place). With several local shards, `shard_grads` holds each one's gradient (from
 // zero) and the policy's gradient buffer receives their sum in shard order; across ranks, the
 // buffer (this rank's gradient) is reduced (ZeRO 2: only this rank's slice, into slice_buffer).
 // Returns the squared gradient norm; `own` is set to this rank's ZeRO slice of the reduced
@@ -63,8 +64,13 @@ std::vector<double> sum_over_shards(const DataParallel& dp, const std::vector<st
 double reduce_gradients(Policy& policy, const DataParallel& dp, const std::vector<std::vector<float>>& shard_grads,
                         std::vector<float>& slice_buffer, const float** own);
 // AdamW over the whole buffer, or (ZeRO 1-3 across ranks) over this rank's slice from `own`,
-// then the all-gather of the parameters. optimizer.adam_step must already be advanced.
+// then the all-gather of the parameters (CUDA: of the bf16 copy, and of the master where each
+// rank keeps a whole one). optimizer.adam_step must already be advanced.
 void data_parallel_adamw(Policy& policy, OptimizerState& optimizer, const DataParallel& dp, const float* own,
                          const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum);
+
+// policy_download for a checkpoint, on every rank: a ZeRO-3 CUDA rank holds only its slice of the
+// fp32 master (cuda_policy_sharded), so the slices are gathered over the host (MPI).
+void data_parallel_download(const Policy& policy, const DataParallel& dp, QwenModel& out);
 
 }  // namespace sqlrl::rl

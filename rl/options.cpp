@@ -213,7 +213,8 @@ std::vector<std::string> environment_keys() {
 void add_parallel_options(OptionTable& t, ParallelOptions& o) {
   t.push_back({"grad-accum", "split each process's share of a step's prompts into N shards, each shard's gradient "
                "computed from zero and every shard's added in order: one process computes what N ranks of mpirun "
-               "compute, and M ranks what M x N do (a run resumed on fewer ranks keeps its bits)", &o.grad_accum});
+               "compute, and M ranks what M x N do (a run resumed on fewer ranks keeps its bits; on cuda the shards add into "
+               "one gradient buffer: the same up to fp32 rounding)", &o.grad_accum});
   add_zero_stage_option(t, o.zero_stage);
   t.push_back({"deterministic-reduce", "several ranks: sum gradients in rank order (all-to-all), so N ranks give the "
                "bits of --grad-accum N; off: MPI's all-reduce", &o.deterministic_reduce});
@@ -222,7 +223,8 @@ void add_parallel_options(OptionTable& t, ParallelOptions& o) {
 void add_zero_stage_option(OptionTable& t, int64_t& zero_stage) {
   t.push_back({"zero-stage", "several ranks: 0 (every rank keeps all AdamW moments) | 1 (each keeps its slice's) | "
                "2 (and only its slice's reduced gradient) | 3 (and only its slice's fp32 master weights; on the cpu, "
-               "whose fp32 weights are the master, what 2 holds)", &zero_stage});
+               "whose fp32 weights are the master, what 2 holds). cuda: every bf16 weight stays on every GPU; a LoRA "
+               "adapter trains whole (0)", &zero_stage});
 }
 
 void add_checkpoint_options(OptionTable& t, CheckpointOptions& o) {

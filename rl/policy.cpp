@@ -52,6 +52,15 @@ Policy cuda_policy(QwenModel& host, int device, bool grads) {
   return p;
 }
 
+Policy cuda_policy_sharded(QwenModel& host, int64_t lo, int64_t hi, int device) {
+  check_cuda_device(host, device);
+  Policy p;
+  p.host = &host;
+  p.on_cuda = true;
+  p.cuda = upload_model_sliced(host, lo, hi, device);
+  return p;
+}
+
 Policy cuda_frozen_policy(QwenModel& host, int device) {
   check_cuda_device(host, device);
   Policy p;
@@ -163,8 +172,14 @@ PolicyActivations policy_init_training(Policy& policy, const TrainOptions& optio
         zero_lora_grads_cuda(*lora);
       }
       if (!policy.cuda_adamw.m.defined()) policy.cuda_adamw = make_cuda_adamw(*lora, adamw);
-    } else if (!policy.cuda_adamw.m.defined()) {
-      policy.cuda_adamw = make_cuda_adamw(policy.cuda, adamw);
+    } else {
+      // Uploaded without gradients (cuda_policy_sharded, or grads false): a buffer of its own.
+      if (!policy.cuda.grads.defined()) {
+        policy.cuda.grads = empty({policy.cuda.num_params()}, DType::F32, cuda_device(policy.cuda.device));
+        zero_grads(policy.cuda);
+      }
+      const auto [lo, hi] = policy_moment_range(policy);
+      if (!policy.cuda_adamw.m.defined()) policy.cuda_adamw = make_cuda_adamw(policy.cuda, adamw, false, true, hi - lo);
     }
   } else {
     if (policy.lora) {
@@ -197,6 +212,19 @@ TrainableBuffers policy_trainable(Policy& policy) {
 int64_t policy_num_trainable(const Policy& policy) {
   if (policy.on_cuda) return policy.lora ? policy.cuda_lora.num_params : policy.cuda.num_params();
   return policy.lora ? policy.lora->num_params : policy.host->num_params;
+}
+
+std::pair<int64_t, int64_t> policy_moment_range(const Policy& policy) {
+  return {policy.moments_lo, policy.moments_hi < 0 ? policy_num_trainable(policy) : policy.moments_hi};
+}
+
+void policy_shard_moments(Policy& policy, int64_t lo, int64_t hi) {
+  const int64_t n = policy_num_trainable(policy);
+  check(0 <= lo && lo <= hi && hi <= n, "policy: moment slice [", lo, ", ", hi, ") of ", n, " parameters");
+  check(!policy.on_cuda || !policy.lora || hi - lo == n, "policy: a LoRA adapter on cuda trains whole (ZeRO 0: its ",
+        n, " parameters' state is small); --zero-stage shards a full fine-tuning run");
+  check(!policy.cuda_adamw.m.defined(), "policy: policy_shard_moments after the device moments were made");
+  policy.moments_lo = lo, policy.moments_hi = hi;
 }
 
 void policy_forward_logprobs(const Policy& policy, PolicyActivations& acts, const PackedBatch& batch,
@@ -247,7 +275,21 @@ double policy_grad_sq_sum(Policy& policy) {
 
 void policy_adamw_step_slice(Policy& policy, OptimizerState& optimizer, const float* grads, int64_t lo, int64_t hi,
                              const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum) {
-  check(!policy.on_cuda, "adamw: a ZeRO slice update on cuda is not implemented yet");
+  if (policy.on_cuda) {
+    check(!policy.lora, "adamw: a LoRA adapter on cuda trains whole (ZeRO 0)");
+    check(policy_moment_range(policy) == std::pair<int64_t, int64_t>{lo, hi}, "adamw: the device moments cover [",
+          policy_moment_range(policy).first, ", ", policy_moment_range(policy).second, "), not the slice [", lo, ", ",
+          hi, ")");
+    check(policy.cuda_adamw.bf16_moments == optimizer.bf16, "adamw: the device moments are ",
+          policy.cuda_adamw.bf16_moments ? "bf16" : "fp32", ", the optimizer state says ",
+          optimizer.bf16 ? "bf16" : "fp32");
+    CudaAdamW& opt = policy.cuda_adamw;
+    opt.config = config;
+    opt.step = optimizer.adam_step - 1;  // adamw_step_slice_cuda advances it to adam_step
+    if (max_norm > 0.0f) set_grad_sq_sum_cuda(opt, grad_sq_sum, policy.cuda.stream);
+    adamw_step_slice_cuda(policy.cuda, opt, grads, lo, hi, lr, max_norm);
+    return;
+  }
   const TrainableBuffers t = policy_trainable(policy);
   check(lo >= 0 && lo <= hi && hi <= t.n, "adamw: slice [", lo, ", ", hi, ") of ", t.n, " parameters");
   check(moments_size(optimizer) == hi - lo, "adamw: optimizer state has ", moments_size(optimizer),
@@ -312,19 +354,22 @@ void policy_download_optimizer(const Policy& policy, OptimizerState& out) {
   const CudaAdamW& opt = policy.cuda_adamw;
   check(opt.m.defined(), "policy: no device optimizer state to download");
   out.bf16 = opt.bf16_moments;
-  auto [m, v] = host_moments(out, policy_num_trainable(policy));
+  auto [m, v] = host_moments(out, opt.m.numel());
   model_copy(m, opt.m.data(), opt.m.nbytes(), CopyKind::DeviceToHost, policy.cuda.stream);
   model_copy(v, opt.v.data(), opt.v.nbytes(), CopyKind::DeviceToHost, policy.cuda.stream);
 }
 
 void policy_upload_optimizer(Policy& policy, const OptimizerState& in) {
   if (!policy.on_cuda) return;
-  const int64_t n = policy_num_trainable(policy);
+  const auto [lo, hi] = policy_moment_range(policy);
+  const int64_t n = hi - lo;
   CudaAdamW& opt = policy.cuda_adamw;
   check(opt.m.defined(), "policy: policy_init_training first (no device optimizer state)");
   check(in.bf16 == opt.bf16_moments, "policy: the optimizer state's moments are ", in.bf16 ? "bf16" : "fp32",
         ", the device's ", opt.bf16_moments ? "bf16" : "fp32");
-  check(moments_size(in) == n, "policy: optimizer state has ", moments_size(in), " moments for ", n, " parameters");
+  check(moments_size(in) == n && opt.m.numel() == n, "policy: optimizer state has ", moments_size(in),
+        " moments, the device ", opt.m.numel(), ", for ", n, " parameters", lo > 0 || hi < policy_num_trainable(policy)
+        ? " (this rank's ZeRO slice)" : "");
   const void* m = in.bf16 ? static_cast<const void*>(in.m16.data()) : in.m.data();
   const void* v = in.bf16 ? static_cast<const void*>(in.v16.data()) : in.v.data();
   model_copy(opt.m.data(), m, opt.m.nbytes(), CopyKind::HostToDevice, policy.cuda.stream);

@@ -6,6 +6,7 @@
 // model/cuda_model.h's.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/adamw.h"
@@ -38,6 +39,10 @@ struct Policy {
   // on_cuda with lora: the adapter on the device (master, bf16 copy, grads; model/cuda_lora.h),
   // passed to every CUDA model call. cuda_adamw then holds the adapter's moments, not the base's.
   CudaLora cuda_lora;
+  // ZeRO 1-3 over several ranks (rl/data_parallel.h): the trainable parameters whose AdamW moments
+  // this rank keeps on the device, [moments_lo, moments_hi); -1: all of them. Set before
+  // start_train_memory (policy_shard_moments); the CPU keeps its moments in OptimizerState.
+  int64_t moments_lo = 0, moments_hi = -1;
   const QwenConfig& config() const { return host->config; }
 };
 
@@ -49,6 +54,9 @@ Policy cpu_policy(const QwenModel& model);
 // not one the CUDA attention takes (64, 128).
 // grads false: no gradient buffer (the trainer places one in its phase region, rl/train_memory.h).
 Policy cuda_policy(QwenModel& host, int device = 0, bool grads = true);
+// ZeRO 3 on CUDA: every bf16 weight, but the fp32 master of trainable parameters [lo, hi) only
+// (model/cuda_model.h upload_model_sliced); no gradient buffer (the trainer places one).
+Policy cuda_policy_sharded(QwenModel& host, int64_t lo, int64_t hi, int device = 0);
 // A frozen copy: only the bf16 weights on the device (2 bytes/parameter; no fp32 master, no
 // gradients): the KL reference, and every inference-only use (eval, generate, the demo's and
 // self-taught's rollouts), where the master and gradient buffers would take 8 bytes/parameter
@@ -112,6 +120,10 @@ struct TrainableBuffers {
 TrainableBuffers policy_trainable(Policy& policy);
 // The number of parameters training updates (the adapter's or the model's), on either device.
 int64_t policy_num_trainable(const Policy& policy);
+// The device moments' range: [moments_lo, moments_hi), all trainable parameters by default.
+std::pair<int64_t, int64_t> policy_moment_range(const Policy& policy);
+// CUDA ZeRO 1-3: the device keeps the moments of [lo, hi) only (before start_train_memory).
+void policy_shard_moments(Policy& policy, int64_t lo, int64_t hi);
 // Activations for micro-batches of up to max_tokens positions (shared by policy and reference).
 struct PolicyActivations {
   TrainState host;
@@ -119,9 +131,9 @@ struct PolicyActivations {
   bool on_cuda = false;
   int64_t max_tokens() const { return on_cuda ? cuda.options.max_tokens : host.options.max_tokens; }
 };
-// Allocates the gradients (CPU: alloc_grads, or the adapter's alloc_lora_grads; CUDA: the base's
-// are already there, the adapter's are allocated when it was attached without) and, on CUDA, the
-// AdamW moments (zero) of the trainable buffer; returns the activation plan for `options`.
+// Allocates the gradients (CPU: alloc_grads, or the adapter's alloc_lora_grads; CUDA: a buffer
+// of its own when the upload made none) and, on CUDA, the AdamW moments (zero) of the trainable
+// buffer (of its moment range); returns the activation plan for `options`.
 PolicyActivations policy_init_training(Policy& policy, const TrainOptions& options, const AdamWConfig& adamw);
 bool policy_training_ready(const Policy& policy);  // gradients (and device moments) allocated
 
@@ -151,7 +163,9 @@ void policy_adamw_step(Policy& policy, OptimizerState& optimizer, const AdamWCon
 // ZeRO (rl/grpo/grpo.h DataParallel): the update of parameters [lo, hi) only, from `grads` (the
 // slice's gradient, grads[0] for parameter lo) and the optimizer's moments of that slice
 // (optimizer.m/v hold hi - lo elements). The same per-element arithmetic as policy_adamw_step.
-// CPU only for now.
+// CUDA: `grads` is a device pointer, the device moments are the slice's (policy_shard_moments),
+// and grad_sq_sum (the whole gradient's, summed over ranks) is written to the device for the clip.
+// A LoRA adapter on CUDA trains whole (ZeRO 0: its state is small).
 void policy_adamw_step_slice(Policy& policy, OptimizerState& optimizer, const float* grads, int64_t lo, int64_t hi,
                              const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum);
 
@@ -160,7 +174,7 @@ void policy_adamw_step_slice(Policy& policy, OptimizerState& optimizer, const fl
 // adapter's master into *policy.lora instead (the frozen base has no master: the host copy is
 // current, copied into out when out is another model).
 void policy_download(const Policy& policy, QwenModel& out);
-// CUDA: m, v (the trainable buffer's: the adapter's with one) into out / from in.
+// CUDA: m, v (the trainable buffer's: the adapter's with one; the moment range's) into out / from in.
 void policy_download_optimizer(const Policy& policy, OptimizerState& out);
 void policy_upload_optimizer(Policy& policy, const OptimizerState& in);
 

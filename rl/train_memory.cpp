@@ -8,19 +8,21 @@
 
 namespace sqlrl::rl {
 
-int64_t device_memory_bytes(bool cuda) {
-  if (cuda) return static_cast<int64_t>(cuda_device_info(0).total_memory);
+int64_t device_memory_bytes(bool cuda, int device) {
+  if (cuda) return static_cast<int64_t>(cuda_device_info(device).total_memory);
   return host_memory_bytes();
 }
 
-MemoryPlanOptions memory_plan_options(const MemoryOptions& m, bool cuda) {
+MemoryPlanOptions memory_plan_options(const MemoryOptions& m, bool cuda, const Comm* comm) {
   MemoryPlanOptions o;
   o.device = cuda ? PlanDevice::Cuda : PlanDevice::Cpu;
   if (m.memory_gb > 0) {  // the budget itself: nothing held back
     o.device_bytes = std::llround(m.memory_gb * 1e9);
     o.reserve_bytes = 0;
   } else {
-    o.device_bytes = device_memory_bytes(cuda);
+    o.device_bytes = device_memory_bytes(cuda, cuda && comm ? comm_gpu(*comm) : 0);
+    // Ranks sharing one GPU (host-staged tests) each plan an equal share of it.
+    if (cuda && comm && comm->device_sharers > 1) o.device_bytes /= comm->device_sharers;
     check(o.device_bytes > 0, "memory plan: the ", cuda ? "CUDA device" : "host",
           " reports no memory size; give the budget with memory-gb");
     o.reserve_bytes = cuda ? int64_t(2) << 30 : int64_t(1) << 30;
@@ -74,15 +76,19 @@ TrainMemory start_train_memory(Policy& policy, const MemoryPlan& plan, const Tra
         "memory plan: the policy's LoRA adapter is not on the device (policy_attach_lora)");
   check(!policy.lora || plan.trainable_params == n, "memory plan: priced ", plan.trainable_params,
         " trainable parameters, the policy's LoRA adapter has ", n);
+  // ZeRO 1-3: the moments of this rank's slice only (policy_shard_moments).
+  const auto [moments_lo, moments_hi] = policy_moment_range(policy);
+  const int64_t moments = moments_hi - moments_lo;
   policy.cuda_adamw = policy.lora ? make_cuda_adamw(policy.cuda_lora, adamw, plan.modes.bf16_moments, !offload)
-                                  : make_cuda_adamw(policy.cuda, adamw, plan.modes.bf16_moments, /*allocate_moments=*/!offload);
-  if (moments_size(optimizer) == n) {  // resumed: the checkpoint's moments
+                                  : make_cuda_adamw(policy.cuda, adamw, plan.modes.bf16_moments, /*allocate_moments=*/!offload,
+                                                    moments);
+  if (moments_size(optimizer) == moments) {  // resumed: the checkpoint's moments
     if (!offload) {
       policy_upload_optimizer(policy, optimizer);
       optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
     }
   } else if (offload) {  // fresh: the host copy starts at zero
-    OptimizerState zero = make_optimizer_state(n, optimizer.bf16);
+    OptimizerState zero = make_optimizer_state(moments, optimizer.bf16);
     zero.adam_step = optimizer.adam_step, zero.train_step = optimizer.train_step;
     optimizer = std::move(zero);
   }
@@ -127,9 +133,10 @@ PolicyActivations& memory_for_train(Policy& policy, TrainMemory& mem, OptimizerS
   }
   if (moments_in_region(policy, mem)) {
     CudaAdamW& opt = policy.cuda_adamw;
-    const size_t bytes = dtype_size(opt.moment_dtype()) * static_cast<size_t>(n);
-    opt.m = view_bytes(mem.region, take(used, bytes), {n}, opt.moment_dtype());
-    opt.v = view_bytes(mem.region, take(used, bytes), {n}, opt.moment_dtype());
+    const auto [lo, hi] = policy_moment_range(policy);  // ZeRO 1-3: this rank's slice
+    const size_t bytes = dtype_size(opt.moment_dtype()) * static_cast<size_t>(hi - lo);
+    opt.m = view_bytes(mem.region, take(used, bytes), {hi - lo}, opt.moment_dtype());
+    opt.v = view_bytes(mem.region, take(used, bytes), {hi - lo}, opt.moment_dtype());
     policy_upload_optimizer(policy, optimizer);
   }
   // The plan's LoRA backward scratch slot (u, du): kept so that the activations sit where the plan

@@ -17,14 +17,16 @@
 #include "rl/optimizer.h"
 #include "rl/options.h"
 #include "rl/policy.h"
+#include "runtime/comm.h"
 
 namespace sqlrl::rl {
 
 // The budget: memory_gb as given (nothing held back), else the device's memory (CUDA: the GPU's
 // total; CPU: physical RAM) less a reserve (2 GiB on CUDA for the context and workspaces, 1 GiB
-// on the CPU for the process itself: code, tokenizer, data, SQLite).
-MemoryPlanOptions memory_plan_options(const MemoryOptions& m, bool cuda);
-int64_t device_memory_bytes(bool cuda);
+// on the CPU for the process itself: code, tokenizer, data, SQLite). comm (nullable): on CUDA the
+// rank's GPU (comm_gpu), and where ranks share it (comm.device_sharers) this rank's equal share.
+MemoryPlanOptions memory_plan_options(const MemoryOptions& m, bool cuda, const Comm* comm = nullptr);
+int64_t device_memory_bytes(bool cuda, int device = 0);
 
 struct TrainMemory {
   MemoryPlan plan;

@@ -5,7 +5,10 @@
 //   - NCCL, device buffers on the communicator's own stream; the unique id travels over MPI, or
 //     over the TCP / file rendezvous of runtime/rendezvous.h when no MPI launched the job
 //     (torchrun-style variables, srun without PMI); runtime/cuda/comm_nccl.cu. Without MPI, the
-//     host collectives of a NCCL job are staged through the device.
+//     host collectives of a NCCL job are staged through the device;
+//   - host-staged device collectives: ranks that share one GPU (NCCL refuses two ranks on one
+//     device) copy device buffers to the host and run the MPI collective there; slower, for tests
+//     of N ranks on one lent GPU (runtime/comm_device.cpp).
 // Collectives sum fp32, fp64 and int64; the ordered reduce-scatter (all-to-all, then a sum in rank
 // order) makes N ranks bit-identical to one process adding the N shard gradients in rank order
 // (add_in_rank_order below is that sum, shared by both).
@@ -41,6 +44,11 @@ struct Comm {
   int rank = 0, world_size = 1, local_rank = 0;
   std::string source = "single process";
   bool mpi = false;          // host collectives through MPI_COMM_WORLD
+  // Device collectives through host memory and MPI instead of NCCL: set (on every rank alike) by
+  // app/launch.h join_job_gpu when ranks of one machine outnumber its GPUs.
+  bool host_staged = false;
+  int device = -1;           // the CUDA device this rank drives (join_job_gpu); -1: none chosen
+  int device_sharers = 1;    // ranks on that device (comm_bind_gpu), each planning its share of its memory
   void* nccl = nullptr;      // ncclComm_t after comm_init_nccl
   void* stream = nullptr;    // the NCCL collectives' cudaStream_t
   void* staging = nullptr;   // device scratch for host collectives staged through NCCL (no MPI)
@@ -116,25 +124,55 @@ void comm_all_gather(const Comm& comm, float* full, const std::vector<int64_t>& 
 // accumulation over shards (--grad-accum).
 void add_in_rank_order(float* acc, const std::vector<const float*>& parts, int64_t n);
 
-// ---- device collectives (NCCL; runtime/cuda/comm_nccl.cu) ----
+// The CUDA device a trainer of this job uses: comm.device when join_job_gpu chose it, else the
+// local rank with several ranks, else 0.
+int comm_gpu(const Comm& comm);
+// The CUDA device this rank drives: local_rank with several ranks (one per GPU of the machine), 0
+// alone; recorded in comm.device and made current; with several ranks the job's NCCL
+// communicator is created on it (once). When some machine has more ranks than GPUs (an MPI job
+// only; otherwise an error naming the rank), ranks share GPUs round-robin (local_rank % GPUs) and
+// every rank's device collectives go through host memory (comm.host_staged): N ranks on one GPU.
+// Every rank calls it (the ranks agree on the transport by one all-reduce).
+int comm_bind_gpu(Comm& comm);
+// Whether the device collectives below can run: a NCCL communicator, or host staging.
+bool comm_has_device_transport(const Comm& comm);
+
+// ---- device collectives (runtime/comm_device.cpp: NCCL, or host-staged over MPI) ----
 // Creates the NCCL communicator on CUDA device `device` (the id broadcast over MPI, or over the
 // rendezvous of runtime/rendezvous.h when the job has no MPI) and its stream. One rank: a NCCL
 // communicator of one, so the GPU path is the same code. Fails naming the NCCL error.
 void comm_init_nccl(Comm& comm, int device);
 // Device buffers. Each call orders itself after the work already queued on `after` (the
 // caller's stream; nullptr handle = the legacy default stream), runs on comm.stream, and makes
-// `after` wait for it: callers see plain stream order, the host is never blocked.
+// `after` wait for it: callers see plain stream order, the host is never blocked. Host-staged
+// (comm.host_staged): the buffer is copied to the host after `after`'s work, the host collective
+// of the same name runs (the same sums in the same order: the same bits), and the result is
+// copied back before returning; the host waits.
 void comm_all_reduce_sum_device(const Comm& comm, float* data, int64_t n, const CudaStream& after);
 // The sum over ranks in rank order, in place on every rank (the gradient of a data-parallel CUDA
 // step under --deterministic-reduce): ordered reduce-scatter, then all-gather, over chunks of
 // 2^24 elements so the all-to-all's receive buffer stays at 64 MB per chunk whatever n is.
 void comm_all_reduce_sum_ordered_device(const Comm& comm, float* data, int64_t n, const CudaStream& after);
-// As comm_reduce_scatter_sum (the same shard_bounds; ordered: all-to-all by grouped send/recv,
-// then the sum in rank order, the same fp32 additions as add_in_rank_order).
+// As comm_reduce_scatter_sum (ordered: all-to-all by grouped send/recv, then the sum in rank
+// order, the same fp32 additions as add_in_rank_order). shard may be full + bounds[rank] (in
+// place). The first form partitions by shard_bounds(n, world size).
 void comm_reduce_scatter_sum_device(const Comm& comm, const float* full, float* shard, int64_t n, bool ordered,
                                     const CudaStream& after);
-// In place, uneven shards (grouped broadcasts, one per owner).
+void comm_reduce_scatter_sum_device(const Comm& comm, const float* full, float* shard,
+                                    const std::vector<int64_t>& bounds, bool ordered, const CudaStream& after);
+// In place, uneven shards (grouped broadcasts, one per owner): rank r's elements
+// [bounds[r], bounds[r + 1]) of `full` (elements of elem_bytes each: fp32 master, bf16 weights)
+// into everyone's. The first form: floats, shard_bounds(n, world size).
 void comm_all_gather_device(const Comm& comm, float* full, int64_t n, const CudaStream& after);
+void comm_all_gather_device(const Comm& comm, void* full, int64_t elem_bytes, const std::vector<int64_t>& bounds,
+                            const CudaStream& after);
+// The NCCL implementations behind the calls above (runtime/cuda/comm_nccl.cu).
+void nccl_all_reduce_sum_device(const Comm& comm, float* data, int64_t n, const CudaStream& after);
+void nccl_all_reduce_sum_ordered_device(const Comm& comm, float* data, int64_t n, const CudaStream& after);
+void nccl_reduce_scatter_sum_device(const Comm& comm, const float* full, float* shard,
+                                    const std::vector<int64_t>& bounds, bool ordered, const CudaStream& after);
+void nccl_all_gather_device(const Comm& comm, void* full, int64_t elem_bytes, const std::vector<int64_t>& bounds,
+                            const CudaStream& after);
 // Host collectives of a job without MPI go through NCCL via comm.staging (comm.cpp calls these).
 void nccl_host_all_reduce(const Comm& comm, void* data, int64_t n, int dtype, bool max);
 void nccl_host_broadcast(const Comm& comm, void* data, int64_t bytes, int root);

@@ -30,13 +30,14 @@ __global__ void adamw_kernel(float* params, float* m, float* v, const float* gra
 // The same element function as the CPU loop (kernels/adamw.h): same Philox bits per (step, i).
 __global__ void adamw_bf16_moments_kernel(float* params, uint16_t* m, uint16_t* v, const float* grads,
                                           uint16_t* bf16_out, int64_t n, AdamWConfig c, float lr, float bc1,
-                                          float bc2_sqrt, int64_t step, const double* grad_sq_sum, float max_norm) {
+                                          float bc2_sqrt, int64_t step, const double* grad_sq_sum, float max_norm,
+                                          int64_t first_index) {
   float scale = grad_sq_sum ? clip_coefficient(*grad_sq_sum, max_norm) : 1.0f;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float p = params[i];
     uint16_t mi = m[i], vi = v[i];
-    adamw_bf16_moments_element(p, mi, vi, grads[i], lr, scale, bc1, bc2_sqrt, c, step, i);
+    adamw_bf16_moments_element(p, mi, vi, grads[i], lr, scale, bc1, bc2_sqrt, c, step, first_index + i);
     params[i] = p, m[i] = mi, v[i] = vi;
     if (bf16_out) bf16_out[i] = f32_to_bf16_bits(p);
   }
@@ -85,14 +86,14 @@ void adamw_cuda(float* params, float* m, float* v, const float* grads, uint16_t*
 
 void adamw_bf16_moments_cuda(float* params, uint16_t* m, uint16_t* v, const float* grads, uint16_t* bf16_out,
                              int64_t n, const AdamWConfig& config, int64_t step, float lr, const double* grad_sq_sum,
-                             float max_norm, const CudaStream& stream) {
+                             float max_norm, const CudaStream& stream, int64_t first_index) {
   check(step >= 1, "adamw: step counts from 1, got ", step);
   if (n == 0) return;
   float bc1 = 1.0f - std::pow(config.beta1, static_cast<float>(step));
   float bc2_sqrt = std::sqrt(1.0f - std::pow(config.beta2, static_cast<float>(step)));
   int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65535);
   adamw_bf16_moments_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, cuda_stream_of(stream)>>>(
-      params, m, v, grads, bf16_out, n, config, lr, bc1, bc2_sqrt, step, grad_sq_sum, max_norm);
+      params, m, v, grads, bf16_out, n, config, lr, bc1, bc2_sqrt, step, grad_sq_sum, max_norm, first_index);
   CUDA_CHECK_LAUNCH();
 }
 

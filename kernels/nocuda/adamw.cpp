@@ -11,7 +11,7 @@ void adamw_cuda(float*, float*, float*, const float*, uint16_t*, int64_t, const 
   fail("adamw_cuda: ", cuda_unavailable_reason());
 }
 void adamw_bf16_moments_cuda(float*, uint16_t*, uint16_t*, const float*, uint16_t*, int64_t, const AdamWConfig&,
-                             int64_t, float, const double*, float, const CudaStream&) {
+                             int64_t, float, const double*, float, const CudaStream&, int64_t) {
   fail("adamw_bf16_moments_cuda: ", cuda_unavailable_reason());
 }
 size_t grad_sq_sum_workspace_bytes() { return 0; }

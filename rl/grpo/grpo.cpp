@@ -299,8 +299,6 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
         config.temperature);
   check(dp.grad_accum >= 1, "grpo: grad_accum ", dp.grad_accum, " must be at least 1");
   check(dp.zero_stage >= 0 && dp.zero_stage <= 3, "grpo: zero stage ", dp.zero_stage, " is not 0, 1, 2 or 3");
-  check(!policy.on_cuda || dp.grad_accum == 1, "grpo: grad-accum ", dp.grad_accum,
-        " shards a step in the CPU trainer only; on cuda, N ranks on N GPUs compute what it would");
   const float logit_scale = config.temperature > 0 ? 1.0f / config.temperature : 1.0f;
   check(policy_training_ready(policy), "grpo: policy gradients are not allocated (alloc_grads / policy_init_training)");
   check(reference == nullptr || reference->host->num_params == policy.host->num_params,
@@ -423,7 +421,8 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
         std::vector<MicroBatch>& mini = sh.minis[b];
         const LossWeights weights =
             loss_weights_of_total(mini, config.agg, all_units, dropped_share, static_cast<double>(config.loss_norm_tokens));
-        policy_zero_grads(policy);
+        // CUDA: every shard's backward adds into the one device buffer (rl/data_parallel.h).
+        if (si == 0 || !policy.on_cuda) policy_zero_grads(policy);
         sh.loss = 0;
         if (weights.own_units > 0)
           for (size_t k = 0; k < mini.size(); ++k) {
@@ -472,7 +471,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
             sh.loss += s.loss;
             sh.totals.add(s);
           }
-        if (shards.size() > 1) {  // this shard's gradient, from zero
+        if (shards.size() > 1 && !policy.on_cuda) {  // this shard's gradient, from zero
           const TrainableBuffers t = policy_trainable(policy);
           sh.grads.assign(t.grads, t.grads + t.n);
         }
@@ -480,7 +479,7 @@ GrpoStepStats grpo_step(Policy& policy, const Policy* reference, OptimizerState&
       // ---- the step's gradient and its squared norm
       std::vector<std::vector<float>> shard_grads;
       for (Shard& sh : shards)
-        if (shards.size() > 1) shard_grads.push_back(std::move(sh.grads));
+        if (shards.size() > 1 && !policy.on_cuda) shard_grads.push_back(std::move(sh.grads));
       const float* own_grads = nullptr;
       const double sq = reduce_gradients(policy, dp, shard_grads, grad_slice, &own_grads);
       for (size_t si = 0; si < shard_grads.size(); ++si) shards[si].grads = std::move(shard_grads[si]);

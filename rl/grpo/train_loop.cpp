@@ -133,7 +133,7 @@ int64_t rank_samples(const TrainEnv& env) {
 
 MemoryPlanOptions grpo_memory_plan_options(const TrainEnv& env) {
   const TrainConfig& c = env.config;
-  MemoryPlanOptions mo = memory_plan_options(c, c.device == "cuda");
+  MemoryPlanOptions mo = memory_plan_options(c, c.device == "cuda", env.comm);
   const int64_t cap = std::min(c.max_total_tokens, env.model.config.max_position_embeddings);
   mo.tokens_per_micro_batch = std::max(c.micro_batch_tokens, cap);  // one whole trajectory fits a micro-batch
   mo.rollout_sequence_tokens = cap;
@@ -172,14 +172,13 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   const bool owner = comm.is_root();
   quiet = quiet || !owner;
   const DataParallel dp{&comm, c.grad_accum, c.deterministic_reduce, static_cast<int>(c.zero_stage)};
-  check(c.device != "cuda" || c.grad_accum == 1, "train: --grad-accum ", c.grad_accum,
-        " shards a step in the CPU trainer only; on cuda, mpirun -np N on N GPUs computes what it would");
-  check(c.device != "cuda" || !dp.distributed() || c.zero_stage == 0, "train: --zero-stage ", c.zero_stage,
-        " shards the AdamW moments in the CPU trainer only; cuda runs ZeRO 0 (every GPU keeps every moment)");
-  check(c.device != "cuda" || !dp.distributed() || comm.nccl != nullptr,
-        "train: several ranks on cuda need the job's NCCL communicator (app/launch.h join_job_gpu)");
-  // Each rank drives GPU local_rank (join_job_gpu made it current and checked it exists).
-  const int gpu = dp.distributed() ? comm.local_rank : 0;
+  check(c.device != "cuda" || !dp.distributed() || c.zero_stage == 0 || !env.adapter, "train: --zero-stage ",
+        c.zero_stage, " with a LoRA adapter on cuda: the adapter trains whole there (ZeRO 0: its state is small); "
+        "--zero-stage shards a full fine-tuning run");
+  check(c.device != "cuda" || !dp.distributed() || comm_has_device_transport(comm),
+        "train: several ranks on cuda need the job's NCCL communicator or host staging (app/launch.h join_job_gpu)");
+  // Each rank drives the GPU join_job_gpu chose (local_rank, or shared round-robin) and made current.
+  const int gpu = comm_gpu(comm);
   // N ranks (each bound to its own cores by mpirun) and one process with --grad-accum N must
   // compute the same bits: GEMMs whose bits do not depend on the thread count (runtime/gemm.h).
   if (dp.shards() > 1 && c.deterministic_reduce) set_gemm_thread_independent(true);
@@ -325,10 +324,13 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   // the staging buffer of each checkpoint's download.
   // LoRA on CUDA: the base frozen (bf16 weights only, as the plan prices it), the adapter trained
   // (its gradients placed in the phase region by start_train_memory: attached without).
-  Policy policy = !cuda ? cpu_policy(env.model)
-                  : env.adapter ? cuda_frozen_policy(env.model, gpu)
-                                : cuda_policy(env.model, gpu, /*grads=*/false);
+  // ZeRO 3 on CUDA: the fp32 master of this rank's slice only (every bf16 weight, for rollouts).
+  Policy policy = !cuda                                  ? cpu_policy(env.model)
+                  : env.adapter                          ? cuda_frozen_policy(env.model, gpu)
+                  : c.zero_stage == 3 && dp.distributed() ? cuda_policy_sharded(env.model, slice_lo, slice_hi, gpu)
+                                                         : cuda_policy(env.model, gpu, /*grads=*/false);
   policy_attach_lora(policy, env.adapter.get(), /*grads=*/false);
+  if (cuda && !env.adapter) policy_shard_moments(policy, slice_lo, slice_hi);
   // LoRA: the reference is the frozen base itself, run without the adapter (on CUDA the same
   // device weights: policy_base uploads nothing).
   const bool has_reference = mo.reference_model;
@@ -459,16 +461,20 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       // are there once the region turns to the next rollout's cache, no second copy).
       // Between save-optimizer-every saves, the weights alone: no moments to bring or write.
       const bool with_optimizer = saves_optimizer(c, done, last || interrupted);
-      policy_download(policy, env.model);
+      data_parallel_download(policy, dp, env.model);
       memory_for_rollout(policy, memory, optimizer);
-      if (with_optimizer) memory_optimizer_to_host(policy, memory, optimizer);
+      // Moments resident on the device: their host copy is only ever the checkpoint's, so they go
+      // straight into the writer's buffers (rl/checkpoint_writer.h staged_optimizer).
+      OptimizerState* saved = &optimizer;
+      if (with_optimizer && cuda && !plan.modes.offload_optimizer && writer) saved = &writer->staged_optimizer(optimizer);
+      if (with_optimizer) memory_optimizer_to_host(policy, memory, *saved);
       // ZeRO 1-3: every rank writes its slice of the moments (no gather); any world size
       // resumes from the shards.
       // best.json is written once the checkpoint it names is in place (the writer's `after`).
       std::function<void(const std::string&)> after;
       if (new_best) after = [dir, b = BestEval{done, last_eval_ex}](const std::string&) { write_best_json(dir, b); };
       if (writer)
-        writer->save(done, env.model, with_optimizer ? &optimizer : nullptr,
+        writer->save(done, env.model, with_optimizer ? saved : nullptr,
                      grpo_trainer_state(optimizer, c, n_examples, cursor, dp.shards()), env.adapter.get(),
                      std::move(after));
       comm_barrier(comm);  // no rank runs ahead of a save that failed (the previous write's error is raised here)

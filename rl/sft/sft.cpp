@@ -166,7 +166,8 @@ SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActiv
   std::vector<std::vector<double>> nlls;
   std::vector<std::vector<float>> shard_grads;
   for (const auto& part : mine) {
-    policy_zero_grads(policy);
+    // CUDA: every shard's backward adds into the one device buffer (rl/data_parallel.h).
+    if (&part == &mine.front() || !policy.on_cuda) policy_zero_grads(policy);
     double nll = 0;
     for (const MicroBatch* mb : part) {
       const size_t T = mb->targets.size();
@@ -179,7 +180,7 @@ SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActiv
       policy_backward_logprobs(policy, acts, mb->batch, mb->targets, dlogp.data());
     }
     nlls.push_back({nll});
-    if (mine.size() > 1) {  // this shard's gradient, from zero
+    if (mine.size() > 1 && !policy.on_cuda) {  // this shard's gradient, from zero
       const TrainableBuffers t = policy_trainable(policy);
       shard_grads.emplace_back(t.grads, t.grads + t.n);
     }
@@ -216,27 +217,26 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   const SftConfig& config = resume ? resume->config : given_config;
   check(config.epochs >= 1 || config.max_steps > 0, "sft: needs epochs >= 1 or max_steps > 0");
   check(config.grad_accum >= 1, "sft: grad_accum must be at least 1, got ", config.grad_accum);
-  check(options.device != "cuda" || options.comm == nullptr || options.comm->world_size == 1 || config.grad_accum == 1,
-        "sft: grad-accum ", config.grad_accum, " with several ranks shards an update in the CPU trainer only");
   // Several ranks: each update is one micro-batch per rank (rl/data_parallel.h).
   const Comm single;
   const Comm& comm = options.comm ? *options.comm : single;
   const bool owner = comm.is_root();
   check(options.zero_stage >= 0 && options.zero_stage <= 3, "sft: zero stage ", options.zero_stage,
         " is not 0, 1, 2 or 3");
-  check(options.device == "cpu" || comm.world_size == 1 || options.zero_stage == 0, "sft: --zero-stage ",
-        options.zero_stage, " shards the AdamW moments in the CPU trainer only; cuda runs ZeRO 0 (every GPU keeps every moment)");
-  check(comm.world_size == 1 || options.device == "cpu" || comm.nccl != nullptr,
-        "sft: several ranks on cuda need the job's NCCL communicator (app/launch.h join_job_gpu)");
-  // Each rank drives GPU local_rank (join_job_gpu made it current and checked it exists).
-  const int gpu = comm.world_size > 1 ? comm.local_rank : 0;
+  check(options.device == "cpu" || comm.world_size == 1 || options.zero_stage == 0 || !options.adapter,
+        "sft: --zero-stage ", options.zero_stage, " with a LoRA adapter on cuda: the adapter trains whole there (ZeRO "
+        "0: its state is small); --zero-stage shards a full fine-tuning run");
+  check(comm.world_size == 1 || options.device == "cpu" || comm_has_device_transport(comm),
+        "sft: several ranks on cuda need the job's NCCL communicator or host staging (app/launch.h join_job_gpu)");
+  // Each rank drives the GPU join_job_gpu chose (local_rank, or shared round-robin) and made current.
+  const int gpu = comm_gpu(comm);
   const int64_t per_update = config.grad_accum * comm.world_size;  // micro-batches per update
   check(!data.empty(), "sft: no training sequence (every line had no trained token?)");
   check(options.device == "cpu" || options.device == "cuda", "sft: device '", options.device,
         "' is not cpu or cuda");
   const bool cuda = options.device == "cuda";
   // The memory plan (no rollout phase): recomputed layers and the moments' precision.
-  MemoryPlanOptions mo = memory_plan_options(options.memory, cuda);
+  MemoryPlanOptions mo = memory_plan_options(options.memory, cuda, &comm);
   mo.rollout = false;
   mo.tokens_per_micro_batch = config.micro_batch_tokens;
   if (options.adapter) mo.lora = options.adapter->config;
@@ -250,10 +250,11 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   const int64_t trainable = options.adapter ? options.adapter->num_params : model.num_params;
   // --grad-accum on the CPU and N ranks: the shard gradients of rl/data_parallel.h, and GEMMs whose
   // bits do not depend on the thread count (a rank bound to one core vs a process with two).
-  const DataParallel dp{&comm, cuda ? 1 : config.grad_accum, true, mo.zero_stage};
+  const DataParallel dp{&comm, config.grad_accum, true, mo.zero_stage};
   // ZeRO 1-3: this rank's moments cover its slice of the parameters only.
   const auto [slice_lo, slice_hi] = optimizer_slice(dp, trainable);
-  if (!cuda && moments_size(optimizer) != slice_hi - slice_lo) {
+  // (CUDA: a fresh run's moments start on the device, none on the host.)
+  if ((!cuda || moments_size(optimizer) > 0) && moments_size(optimizer) != slice_hi - slice_lo) {
     check(!resume || moments_size(optimizer) == trainable, "sft: the resumed optimizer holds ", moments_size(optimizer),
           " moments, the run trains ", trainable, options.adapter ? " adapter parameters" : " parameters");
     optimizer = resume ? optimizer_slice_of(optimizer, slice_lo, slice_hi)
@@ -314,10 +315,13 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   if (dp.shards() > 1) set_gemm_thread_independent(true);
   // LoRA on CUDA: the base frozen (bf16 weights only), the adapter trained (gradients in the
   // phase region: attached without).
-  Policy policy = !cuda ? cpu_policy(model)
-                  : options.adapter ? cuda_frozen_policy(model, gpu)
-                                    : cuda_policy(model, gpu, /*grads=*/false);
+  // ZeRO 3 on CUDA: the fp32 master of this rank's slice only.
+  Policy policy = !cuda                                   ? cpu_policy(model)
+                  : options.adapter                       ? cuda_frozen_policy(model, gpu)
+                  : mo.zero_stage == 3 && dp.distributed() ? cuda_policy_sharded(model, slice_lo, slice_hi, gpu)
+                                                          : cuda_policy(model, gpu, /*grads=*/false);
   policy_attach_lora(policy, options.adapter, /*grads=*/false);
+  if (cuda && !options.adapter) policy_shard_moments(policy, slice_lo, slice_hi);
   TrainMemory memory = start_train_memory(policy, mplan, topt, RolloutOptions{}.kv_block_size, config.adamw, optimizer);
   PolicyActivations& acts = memory_for_train(policy, memory, optimizer);
   run.modes = executed_modes(policy, memory, optimizer);
@@ -394,7 +398,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
     if (options.out_dir.empty() || saved_step == optimizer.train_step) return;
     saved_step = optimizer.train_step;
     const bool with_optimizer = saves_optimizer(options.checkpoint, optimizer.train_step, last);
-    policy_download(policy, model);
+    data_parallel_download(policy, dp, model);
     if (with_optimizer) memory_optimizer_to_host(policy, memory, optimizer);
     // ZeRO 1-3: every rank writes its slice of the moments (no gather).
     if (writer) {
@@ -462,7 +466,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   save(true);
   if (writer) writer->finish();  // the run is over once its last checkpoint is in place
   if (bar) progress_finish(*bar);
-  policy_download(policy, model);
+  data_parallel_download(policy, dp, model);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return run;
 }

@@ -110,16 +110,17 @@ void nccl_destroy(Comm& c) {
   c.staging = nullptr, c.staging_bytes = 0, c.nccl = nullptr, c.stream = nullptr;
 }
 
-void comm_all_reduce_sum_device(const Comm& c, float* data, int64_t n, const CudaStream& after) {
+void nccl_all_reduce_sum_device(const Comm& c, float* data, int64_t n, const CudaStream& after) {
   if (n == 0) return;
   Ordered order(c, user_stream(after));
   nccl_ok(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclSum, handle(c), comm_stream(c)),
           "ncclAllReduce", c.rank);
 }
 
-void comm_reduce_scatter_sum_device(const Comm& c, const float* full, float* shard, int64_t n, bool ordered,
-                                    const CudaStream& after) {
-  const std::vector<int64_t> b = shard_bounds(n, c.world_size);
+void nccl_reduce_scatter_sum_device(const Comm& c, const float* full, float* shard, const std::vector<int64_t>& b,
+                                    bool ordered, const CudaStream& after) {
+  check(static_cast<int>(b.size()) == c.world_size + 1, "reduce-scatter (NCCL): ", b.size(), " bounds for ",
+        c.world_size, " ranks");
   const int64_t count = b[c.rank + 1] - b[c.rank];
   Ordered order(c, user_stream(after));
   cudaStream_t s = comm_stream(c);
@@ -147,6 +148,7 @@ void comm_reduce_scatter_sum_device(const Comm& c, const float* full, float* sha
   }
   nccl_ok(ncclGroupEnd(), "ncclGroupEnd", c.rank);
   if (count > 0) {
+    // In place (shard == full + b[rank]) is safe: the sends read it before this kernel, in stream order.
     const int threads = 256;
     const int64_t blocks = std::min<int64_t>((count + threads - 1) / threads, 4096);
     sum_in_rank_order_kernel<<<static_cast<unsigned>(blocks), threads, 0, s>>>(shard, recv, count, c.world_size);
@@ -155,29 +157,32 @@ void comm_reduce_scatter_sum_device(const Comm& c, const float* full, float* sha
   }
 }
 
-void comm_all_gather_device(const Comm& c, float* full, int64_t n, const CudaStream& after) {
+void nccl_all_gather_device(const Comm& c, void* full, int64_t elem_bytes, const std::vector<int64_t>& b,
+                            const CudaStream& after) {
   if (c.world_size == 1) return;
-  const std::vector<int64_t> b = shard_bounds(n, c.world_size);
+  check(static_cast<int>(b.size()) == c.world_size + 1, "all-gather (NCCL): ", b.size(), " bounds for ", c.world_size,
+        " ranks");
+  char* bytes = static_cast<char*>(full);
   Ordered order(c, user_stream(after));
   nccl_ok(ncclGroupStart(), "ncclGroupStart", c.rank);
   for (int r = 0; r < c.world_size; ++r) {
-    const int64_t k = b[r + 1] - b[r];
+    const int64_t k = (b[r + 1] - b[r]) * elem_bytes;
+    char* at = bytes + b[r] * elem_bytes;
     if (k > 0)
-      nccl_ok(ncclBroadcast(full + b[r], full + b[r], static_cast<size_t>(k), ncclFloat32, r, handle(c), comm_stream(c)),
-              "ncclBroadcast", c.rank);
+      nccl_ok(ncclBroadcast(at, at, static_cast<size_t>(k), ncclUint8, r, handle(c), comm_stream(c)), "ncclBroadcast",
+              c.rank);
   }
   nccl_ok(ncclGroupEnd(), "ncclGroupEnd", c.rank);
 }
 
-void comm_all_reduce_sum_ordered_device(const Comm& c, float* data, int64_t n, const CudaStream& after) {
+void nccl_all_reduce_sum_ordered_device(const Comm& c, float* data, int64_t n, const CudaStream& after) {
   constexpr int64_t kChunk = int64_t(1) << 24;
   for (int64_t a = 0; a < n; a += kChunk) {
     const int64_t k = std::min(kChunk, n - a);
-    // The chunk's own partition: every rank sums one slice in rank order (in place: the sends
-    // have read the slice before the sum kernel writes it, in stream order), then all gather.
+    // The chunk's own partition: every rank sums one slice in rank order (in place), then all gather.
     const std::vector<int64_t> b = shard_bounds(k, c.world_size);
-    comm_reduce_scatter_sum_device(c, data + a, data + a + b[c.rank], k, /*ordered=*/true, after);
-    comm_all_gather_device(c, data + a, k, after);
+    nccl_reduce_scatter_sum_device(c, data + a, data + a + b[c.rank], b, /*ordered=*/true, after);
+    nccl_all_gather_device(c, data + a, sizeof(float), b, after);
   }
 }
 

@@ -221,6 +221,8 @@ void run_cuda() {
         const float scale = clip_coefficient(ref_grad_sq_sum(g), 0.5f);
 
         // From the CPU's state: the same step on both.
+        const std::vector<float> cpu_p0 = cpu.p;  // the step's start, for the slice check below
+        const std::vector<uint16_t> cpu_m0 = cpu.m, cpu_v0 = cpu.v;
         Tensor sp = gpu(cpu.p, DType::F32), sm = upload(cpu.m), sv = upload(cpu.v), bf = poisoned(n, DType::BF16);
         adamw_bf16_moments_cuda(f32_ptr(sp), static_cast<uint16_t*>(sm.data()), static_cast<uint16_t*>(sv.data()),
                                 f32_ptr(dg), bf16_ptr(bf), n, kAdam, step, kLr, sq_ptr, 0.5f, default_stream());
@@ -237,6 +239,24 @@ void run_cuda() {
         expect_moments_match(download<uint16_t>(sv, n), cpu.v, v_terms, "v vs the CPU");
         const std::vector<float> wide = to_floats(bf);  // the updated parameters rounded to nearest even
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(wide[i], round_bf16(got_p[i])) << i;
+        // A ZeRO slice [lo, n) updated alone with first_index lo draws those indices' rounding
+        // bits: the same bits as the whole buffer's update there (index 0's bits would differ).
+        if (const int64_t lo = n / 3; lo > 0) {
+          Tensor zp = gpu(std::vector<float>(cpu_p0.begin() + lo, cpu_p0.end()), DType::F32);
+          Tensor zm = upload(std::vector<uint16_t>(cpu_m0.begin() + lo, cpu_m0.end()));
+          Tensor zv = upload(std::vector<uint16_t>(cpu_v0.begin() + lo, cpu_v0.end()));
+          Tensor zg = gpu(std::vector<float>(g.begin() + lo, g.end()), DType::F32);
+          adamw_bf16_moments_cuda(f32_ptr(zp), static_cast<uint16_t*>(zm.data()), static_cast<uint16_t*>(zv.data()),
+                                  f32_ptr(zg), nullptr, n - lo, kAdam, step, kLr, sq_ptr, 0.5f, default_stream(), lo);
+          const std::vector<uint16_t> full_m = download<uint16_t>(sm, n), full_v = download<uint16_t>(sv, n);
+          const std::vector<uint16_t> slice_m = download<uint16_t>(zm, n - lo), slice_v = download<uint16_t>(zv, n - lo);
+          const std::vector<float> slice_p = to_floats(zp);
+          for (int64_t i = lo; i < n; ++i) {
+            ASSERT_EQ(slice_m[i - lo], full_m[i]) << "slice m at " << i;
+            ASSERT_EQ(slice_v[i - lo], full_v[i]) << "slice v at " << i;
+            ASSERT_EQ(slice_p[i - lo], got_p[i]) << "slice params at " << i;
+          }
+        }
 
         // Free-running: against float64 within the CPU's budget plus the CUDA-vs-CPU 1e-6.
         adamw_bf16_moments_cuda(f32_ptr(fp), static_cast<uint16_t*>(fm.data()), static_cast<uint16_t*>(fv.data()),

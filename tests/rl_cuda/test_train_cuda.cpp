@@ -20,15 +20,7 @@
 namespace sqlrl::rl::testing {
 namespace {
 
-TrainEnv cuda_env(const TrainConfig& config) {
-  TrainEnv env = toy_env(config);
-  TrainConfig m = config;
-  m.seed = 3;
-  m.tiny_hidden = 128, m.tiny_layers = 2, m.tiny_heads = 2, m.tiny_kv_heads = 1, m.tiny_head_dim = 64;
-  m.tiny_intermediate = 128, m.tiny_init_std = 0.02;
-  env.model = make_embedded_model(m, static_cast<int64_t>(env.tokenizer->size()));
-  return env;
-}
+TrainEnv cuda_env(const TrainConfig& config) { return toy_cuda_env(config); }
 
 TrainConfig cuda_config(const std::string& name, int64_t steps) {
   TrainConfig c = toy_config(fresh_dir(name));

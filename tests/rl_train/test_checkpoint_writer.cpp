@@ -84,6 +84,47 @@ TEST(CheckpointWriter, TheBackgroundWriteHoldsWhatWasSavedAndEqualsAWriteInPlace
   EXPECT_GT(w.last_write_seconds(), 0.0);
 }
 
+// staged_optimizer: the caller fills the writer's own buffers (CUDA downloads the moments there),
+// and the checkpoint holds them with the counters given, the same bytes as a save that copied
+// them. Catches a staged_optimizer that hands the buffers out while the previous write still reads
+// them (the caller would overwrite a checkpoint being written: the second fill lands in step 2's
+// file here), and a save that drops or re-copies the staged state over itself.
+TEST(CheckpointWriter, AStagedOptimizerIsWrittenWithoutACopyAndOnlyOnceThePreviousWriteEnded) {
+  const std::string tok = tokenizer_dir("cw_staged_tok");
+  QwenModel model = small_model();
+  OptimizerState opt = make_optimizer_state(model.num_params);
+  for (int64_t i = 0; i < model.num_params; ++i) opt.m[i] = 0.001f * static_cast<float>(i % 89), opt.v[i] = 2e-6f;
+  opt.train_step = opt.adam_step = 2;
+  const nlohmann::ordered_json state = trainer_state_head("grpo", opt);
+  const std::string copied = fresh_dir("cw_copied"), staged = fresh_dir("cw_staged");
+  {
+    CheckpointWriter w(copied, tok, writer_options(true, 0));
+    w.save(2, model, &opt, state);
+    w.finish();
+  }
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  CheckpointWriter w(staged, tok, writer_options(true, 0));
+  OptimizerState& first = w.staged_optimizer(opt);
+  first.m = opt.m, first.v = opt.v;
+  EXPECT_EQ(first.adam_step, 2);
+  w.set_before_write([released] { released.wait(); });
+  w.save(2, model, &first, state);
+  // The write of step 2 is held back; the next fill must wait for it to end.
+  auto next = std::async(std::launch::async, [&] {
+    OptimizerState& again = w.staged_optimizer(opt);
+    for (float& m : again.m) m = -1.0f;  // step 3's moments
+    return &again;
+  });
+  EXPECT_EQ(next.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "staged_optimizer returned while the previous write was still reading its buffers";
+  release.set_value();
+  EXPECT_EQ(next.get(), &first) << "the same buffers, reused";
+  w.set_before_write({});
+  w.finish();
+  EXPECT_EQ(folder_bytes(checkpoint_dir(staged, 2)), folder_bytes(checkpoint_dir(copied, 2)));
+}
+
 // A write that fails (here "checkpoints" is a file, so no folder can be made in it) stops the run
 // at the next save, naming the step and the run folder; the caller's thread never sees it
 // otherwise.

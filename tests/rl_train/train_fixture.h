@@ -155,6 +155,18 @@ inline TrainEnv toy_env(const TrainConfig& config) {
   return env;
 }
 
+// toy_env with a model the CUDA attention takes (head_dim 64 or 128): the CUDA tests' environment,
+// and their CPU halves' (the same model on the CPU).
+inline TrainEnv toy_cuda_env(const TrainConfig& config) {
+  TrainEnv env = toy_env(config);
+  TrainConfig m = config;
+  m.seed = 3;
+  m.tiny_hidden = 128, m.tiny_layers = 2, m.tiny_heads = 2, m.tiny_kv_heads = 1, m.tiny_head_dim = 64;
+  m.tiny_intermediate = 128, m.tiny_init_std = 0.02;
+  env.model = make_embedded_model(m, static_cast<int64_t>(env.tokenizer->size()));
+  return env;
+}
+
 // Questions toy_1, toy_3, toy_5 give every sample a different reward; toy_0, toy_2, toy_4 give
 // all samples 0.5 (a zero-variance group). `seen` collects the scored questions.
 inline void half_flat_scorer(TrainEnv& env, std::vector<std::string>* seen) {

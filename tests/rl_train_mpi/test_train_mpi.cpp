@@ -17,17 +17,11 @@
 #include "runtime/comm.h"
 #include "tests/rl_grpo/grpo_fixture.h"
 #include "tests/rl_train/train_fixture.h"
+#include "tests/rl_train_mpi/mpi_fixture.h"
 
 namespace sqlrl::rl::testing {
 namespace {
 
-Comm g_comm;
-
-// A folder every rank names the same (rank 0's temp folder).
-std::string shared_dir(const std::string& name) {
-  std::string mine = g_comm.is_root() ? fresh_dir(name) : "";
-  return comm_all_gather_bytes(g_comm, mine)[0];
-}
 
 TrainConfig mpi_config(const std::string& out) {
   TrainConfig c = toy_config(out);
@@ -302,13 +296,4 @@ TEST(TrainMpi, UnorderedReduceTrainsTheSame) {
 }  // namespace
 }  // namespace sqlrl::rl::testing
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  sqlrl::rl::testing::g_comm = sqlrl::comm_init();
-  if (!sqlrl::rl::testing::g_comm.is_root()) GTEST_FLAG_SET(brief, true);
-  int failed = RUN_ALL_TESTS();
-  int64_t failures = failed ? 1 : 0;
-  sqlrl::comm_all_reduce_sum(sqlrl::rl::testing::g_comm, &failures, 1);
-  sqlrl::comm_finalize(sqlrl::rl::testing::g_comm);
-  return failures ? 1 : 0;
-}
+int main(int argc, char** argv) { return sqlrl::rl::testing::run_mpi_tests(argc, argv, /*bind_gpu=*/false); }

@@ -7,6 +7,8 @@
 # about timing, cuBLASLt or the real memory model.
 #   tools/cuda_emu_model/run.sh CPU_BUILD_DIR [gtest filter]
 #   SQLRL_EMU_TESTS=rl_cuda tools/cuda_emu_model/run.sh CPU_BUILD_DIR [gtest filter]
+#   SQLRL_EMU_TESTS=rl_train_mpi SQLRL_EMU_FILES=test_train_mpi_cuda.cpp SQLRL_EMU_MPI=2 \
+#     tools/cuda_emu_model/run.sh CPU_BUILD_DIR '*cuda*'   (ZeRO 0-3 on 2 ranks sharing the device)
 # SQLRL_EMU_TESTS: the test area to emulate (model_cuda, the default, or rl_cuda: rollout, GRPO
 # and train on the CUDA policy, which also links sqlrl_rl, sqlrl_sql and SQLite; all pass emulated:
 # GrpoCuda ~4 min, RolloutCuda ~3.5 min, TrainCuda ~33 min on a loaded 2-core machine).
@@ -34,7 +36,11 @@ compile() {  # source object
   [ "$2" -nt "$1" ] || g++ "${flags[@]}" -c "$1" -o "$2"
 }
 mkdir -p "$work/obj/$area"
-for f in "$work"/src/*.cpp "$here/emu_device.cpp" "$root"/tests/"$area"/*.cpp; do
+# SQLRL_EMU_FILES: the area's test files to build (default all of them; an area of several
+# executables, each with its own main, names one: rl_train_mpi test_train_mpi_cuda.cpp).
+tests=()
+for f in ${SQLRL_EMU_FILES:-*.cpp}; do tests+=("$root/tests/$area/$f"); done
+for f in "$work"/src/*.cpp "$here/emu_device.cpp" "${tests[@]}"; do
   # *_cli_cuda.cpp tests run the real binary on a real GPU: nothing here to emulate.
   case "$f" in *_cli_cuda.cpp) continue ;; esac
   obj="$work/obj/$(basename "$f" .cpp).o"
@@ -50,4 +56,11 @@ libs=("$b/model/libsqlrl_model.a" "$b/weights/libsqlrl_weights.a" "$b/tokenizer/
 # runtime's TensorBoard writer (protobuf messages), its gzip/CRC (ISA-L) and its MPI come last.
 g++ -pthread -o "$work/${area}_emu" "$work"/obj/*.o "$work/obj/$area"/*.o "${libs[@]}" \
   "$b/runtime/libsqlrl_tfevents_proto.a" -lprotobuf -lisal $(mpicxx --showme:link) -lgtest -lgtest_main -lopenblas -lutf8proc
-"$work/${area}_emu" --gtest_filter="$filter"
+# SQLRL_EMU_MPI=N: under mpirun -np N (a multi-process area: every rank shares the one emulated
+# device and exchanges through host memory, as ranks sharing one GPU do).
+if [ -n "${SQLRL_EMU_MPI:-}" ]; then
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+    mpirun -np "$SQLRL_EMU_MPI" --oversubscribe "$work/${area}_emu" --gtest_filter="$filter"
+else
+  "$work/${area}_emu" --gtest_filter="$filter"
+fi

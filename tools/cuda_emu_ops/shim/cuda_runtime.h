@@ -55,11 +55,6 @@ inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsi
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
   return std::atomic_ref<unsigned long long>(*p).fetch_add(v);
 }
-// The few-row product's split-K ticket (kernels/cuda/matmul.cu): blocks run one after another
-// here, so the fences have nothing to order.
-inline void __threadfence() {}
-template <class T>
-T __ldcg(const T* p) { return *p; }
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount };
 // A small device: the planner's splits then show up at the emulator's small shapes too.
 inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr, int) {
