@@ -38,8 +38,11 @@ compile() {  # source object
 mkdir -p "$work/obj/$area"
 # SQLRL_EMU_FILES: the area's test files to build (default all of them; an area of several
 # executables, each with its own main, names one: rl_train_mpi test_train_mpi_cuda.cpp).
-tests=()
-for f in ${SQLRL_EMU_FILES:-*.cpp}; do tests+=("$root/tests/$area/$f"); done
+tests=("$root"/tests/"$area"/*.cpp)
+if [ -n "${SQLRL_EMU_FILES:-}" ]; then
+  tests=()
+  for f in $SQLRL_EMU_FILES; do tests+=("$root/tests/$area/$f"); done
+fi
 for f in "$work"/src/*.cpp "$here/emu_device.cpp" "${tests[@]}"; do
   # *_cli_cuda.cpp tests run the real binary on a real GPU: nothing here to emulate.
   case "$f" in *_cli_cuda.cpp) continue ;; esac
