@@ -1,6 +1,7 @@
 // CPU throughput of the GRPO numerics, and of the whole trainer step (rl/grpo/grpo) on a tiny Qwen3
 // (vocab 256, hidden 64, 2 layers) beside one plain forward + backward of the same packed
-// tokens: the step adds the old-log-prob forward, the loss and AdamW. Numerics: per-token loss fwd+bwd (bytes moved: logp, old, ref, adv,
+// tokens: the step adds the old-log-prob forward, the loss and AdamW. The loss is rl/grpo/algos.h's
+// grpo row with the k3 KL term. Numerics: per-token loss fwd+bwd (bytes moved: logp, old, ref, adv,
 // weight, dlogp as f32 = 24 B/token), fused AdamW (p, m, v, g read + p, m, v written =
 // 28 B/param; 20 B/param with bf16 moments) and the grad-norm sum of squares (4 B/param),
 // beside a memcpy of the same bytes in the same run. Threads: the default pool (SQLRL_THREADS or
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "kernels/adamw.h"
-#include "kernels/grpo_loss.h"
 #include "model/train.h"
 #include "rl/grpo/grpo.h"
 #include "runtime/random.h"
@@ -35,9 +35,10 @@ void BM_GrpoLoss(benchmark::State& state) {
   for (int64_t t = 0; t < T; ++t)
     old[t] = -std::fabs(normal(rng)), lp[t] = old[t] + 0.2f * normal(rng), ref[t] = lp[t] + 0.2f * normal(rng),
     adv[t] = normal(rng), w[t] = t % 7 == 0 ? 0.0f : 1.0f / static_cast<float>(state.range(1) ? (t / seq + 1) * T : T);
-  GrpoLossConfig cfg{0.2f, 0.28f, 0.01f};
+  rl::GrpoLossConfig cfg;
+  cfg.clip = {0.2f, 0.28f}, cfg.kl_coef = 0.01f;
   for (auto _ : state) {
-    GrpoLossStats st = grpo_loss_cpu(d.data(), lp.data(), old.data(), ref.data(), adv.data(), w.data(), nullptr, T, cfg);
+    rl::GrpoLossStats st = rl::grpo_loss_cpu(d.data(), lp.data(), old.data(), ref.data(), adv.data(), w.data(), nullptr, T, cfg);
     benchmark::DoNotOptimize(st);
   }
   set_bytes(state, 24.0 * T);

@@ -2,7 +2,7 @@
 // same run (the bandwidth these memory-bound kernels can reach): fused AdamW with the bf16 copy
 // out (30 B/param), the same with bf16 moments (22 B/param: half the optimizer state) and the
 // grad-norm sum of squares (4 B/param). (The GRPO loss and advantage run on the host:
-// kernels/grpo_loss.h.)
+// rl/grpo/algos.h.)
 #include <cuda_runtime.h>
 
 #include <cstdio>

@@ -1,8 +1,8 @@
 // The GRPO trainer step on the CPU model: trajectories of one rollout batch -> groups ->
 // advantages -> GRPO-Filter -> mini-batches of packed micro-batches -> old (and reference)
 // log-probs -> PPO epochs x mini-batches of clipped-ratio updates with gradient accumulation,
-// grad-norm clip and AdamW. The numerics are the kernels of kernels/advantage.h,
-// kernels/grpo_loss.h and kernels/adamw.h.
+// grad-norm clip and AdamW. The algorithm variants (advantage estimator, policy loss, KL
+// estimator) are rows of rl/grpo/algos.h, picked once from the config; AdamW is kernels/adamw.h.
 //
 // Choices (verl's where it has one):
 // - Groups are the trajectories sharing example_index. Mean/std (unbiased) use every sample of
@@ -23,11 +23,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/advantage.h"
-#include "kernels/grpo_loss.h"
 #include "model/train.h"
 #include "rl/optimizer.h"
 #include "rl/agent/trajectory.h"
+#include "rl/grpo/algos.h"
 #include "rl/grpo/loss_agg.h"
 #include "rl/grpo/rollout_is.h"
 #include "rl/policy.h"
@@ -63,31 +62,30 @@ struct GrpoFilterConfig {
 };
 
 struct GrpoConfig {
+  const AdvantageEstimator* advantage_estimator = &advantage_estimators().front();  // rl/grpo/algos.h
   AdvantageOptions advantage;
   GrpoFilterConfig filter;
   float clip_low = 0.2f, clip_high = 0.2f;  // clip-higher: clip_high > clip_low (DAPO 0.28)
   float kl_coef = 0.0f;                     // > 0 needs a reference model
-  KlEstimator kl_estimator = KlEstimator::K3;  // kernels/grpo_loss.h
+  const KlEstimator* kl_estimator = &find_kl_estimator("k3");  // rl/grpo/algos.h
   // KL in the reward (verl's algorithm.use_kl_in_reward with kl_ctrl.kl_coef and kl_penalty,
   // default "kl" = k1; independent of kl_coef, the KL as a loss, and both may be on): before the
   // group advantages, each trajectory's reward becomes r - kl_reward_coef sum_t kl_t over its
-  // trained tokens, kl_t the estimator of the old policy against the reference (kernels/grpo_loss.h
-  // kl_estimate). verl subtracts coef kl_t per token and, for GAE, credits it per token; GRPO's
+  // trained tokens, kl_t the estimator of the old policy against the reference (rl/grpo/algos.h
+  // KlEstimator). verl subtracts coef kl_t per token and, for GAE, credits it per token; GRPO's
   // outcome advantage sums the token rewards of a sequence, which is this sequence penalty. > 0
   // needs a reference model, and costs a policy and a reference forward over the whole batch
   // (dropped trajectories too: their rewards still set their group's mean and std).
   float kl_reward_coef = 0.0f;
-  KlEstimator kl_reward_estimator = KlEstimator::K1;
+  const KlEstimator* kl_reward_estimator = &find_kl_estimator("k1");
   float dual_clip = 0.0f;                   // c > 1: dual-clip of negative advantages; 0: off
   // Entropy bonus (verl's actor entropy_coeff: loss = pg_loss - coef * entropy_loss): the loss
   // gains -entropy_coef sum_t w_t H_t, H_t = -sum_v p log p of the trained softmax, aggregated
   // with the policy term's weights w_t (rl/grpo/loss_agg.h); its gradient flows through the
   // logits (logprob backward's dentropy). 0: off, and the entropy is then only measured.
   float entropy_coef = 0.0f;
-  // GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv 2507.18071, eq. 7 and
-  // its GSPO-token form): the ratio of every token is its sequence's s = exp(mean_t(logp - old))
-  // and clipping acts on s (the paper's ranges are ~3e-4 / 4e-4, set with clip-low / clip-high).
-  bool gspo = false;
+  // The policy loss (rl/grpo/algos.h): grpo's clipped token ratios by default.
+  const PolicyLoss* policy_loss = &policy_losses().front();
   LossAgg agg = LossAgg::TokenMean;
   int64_t loss_norm_tokens = 0;             // L of seq-mean-token-sum-norm (rl/grpo/loss_agg.h)
   bool use_sampler_logprobs = false;        // old log-probs from the sampler, not a training forward
@@ -106,13 +104,6 @@ struct GrpoConfig {
   // A group's shared prompt is packed once (pack_micro_batches share_min_tokens), on either device.
   bool share_prefixes = true;
 };
-// GSPO through the token kernel: old'_t = logp_t - mean over t's sequence of (logp - old), so
-// that the kernel's exp(logp_t - old'_t) is the sequence ratio s and its derivative -A s is
-// GSPO-token's (s stop-gradient times d logp_t). Masked-out tokens copy old; `cu_seqlens` splits
-// the T positions into sequences.
-void gspo_old_logprobs(const float* logp, const float* old, const uint8_t* mask, const std::vector<int32_t>& cu_seqlens,
-                       float* out);
-
 // Shortest common start worth sharing: below it the copies cost more than the rows saved.
 constexpr int64_t kSharePrefixMinTokens = 32;
 

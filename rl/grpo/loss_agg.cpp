@@ -7,35 +7,66 @@
 namespace sqlrl::rl {
 
 namespace {
-constexpr LossAgg kModes[] = {LossAgg::TokenMean, LossAgg::SeqMeanTokenMean, LossAgg::SeqMeanTokenSum,
-                              LossAgg::SeqMeanTokenSumNorm};
+
+// Each mode: the denominator units a sequence of n trained tokens adds, and one sequence's
+// weight w_t before the float rounding, given D and L.
+struct LossAggRow {
+  LossAgg id;
+  const char* name;
+  const char* help;
+  double (*units)(int64_t n);
+  double (*weight)(int64_t n, double D, double L);
+};
+
+double token_units(int64_t n) { return static_cast<double>(n); }
+double sequence_units(int64_t n) { return n > 0 ? 1.0 : 0.0; }
+double over_d(int64_t, double D, double) { return 1.0 / D; }
+double over_n_d(int64_t n, double D, double) { return 1.0 / (static_cast<double>(n) * D); }
+double over_l_d(int64_t, double D, double L) { return 1.0 / (L * D); }
+
+const LossAggRow kRows[] = {
+    {LossAgg::TokenMean, "token-mean", "every trained token weighs the same (verl's default)", token_units, over_d},
+    {LossAgg::SeqMeanTokenMean, "seq-mean-token-mean", "each sequence's token mean, averaged over sequences",
+     sequence_units, over_n_d},
+    {LossAgg::SeqMeanTokenSum, "seq-mean-token-sum", "each sequence's token sum, averaged over sequences",
+     sequence_units, over_d},
+    {LossAgg::SeqMeanTokenSumNorm, "seq-mean-token-sum-norm",
+     "token sums over a constant length loss-norm-tokens, averaged over sequences (Dr. GRPO)", sequence_units,
+     over_l_d},
+};
+
+const LossAggRow& row(LossAgg agg) {
+  for (const LossAggRow& r : kRows)
+    if (r.id == agg) return r;
+  fail("loss-agg: no row for mode ", static_cast<int>(agg));
 }
 
-const char* loss_agg_name(LossAgg agg) {
-  switch (agg) {
-    case LossAgg::TokenMean: return "token-mean";
-    case LossAgg::SeqMeanTokenMean: return "seq-mean-token-mean";
-    case LossAgg::SeqMeanTokenSum: return "seq-mean-token-sum";
-    case LossAgg::SeqMeanTokenSumNorm: return "seq-mean-token-sum-norm";
-  }
-  return "?";
-}
+}  // namespace
+
+const char* loss_agg_name(LossAgg agg) { return row(agg).name; }
 
 std::string loss_agg_choices() {
   std::string out;
-  for (LossAgg a : kModes) out += (out.empty() ? "" : " | ") + std::string(loss_agg_name(a));
+  for (const LossAggRow& r : kRows) out += (out.empty() ? "" : " | ") + std::string(r.name);
   return out;
 }
 
+const char* loss_agg_help() {
+  static const std::string help = [] {
+    std::string out;
+    for (const LossAggRow& r : kRows) out += (out.empty() ? "" : " | ") + std::string(r.name) + " (" + r.help + ")";
+    return out;
+  }();
+  return help.c_str();
+}
+
 LossAgg parse_loss_agg(const std::string& name) {
-  for (LossAgg a : kModes)
-    if (name == loss_agg_name(a)) return a;
+  for (const LossAggRow& r : kRows)
+    if (name == r.name) return r.id;
   fail("loss-agg '", name, "' is not one of ", loss_agg_choices());
 }
 
-double loss_agg_units(LossAgg agg, int64_t trained_tokens) {
-  return agg == LossAgg::TokenMean ? static_cast<double>(trained_tokens) : (trained_tokens > 0 ? 1.0 : 0.0);
-}
+double loss_agg_units(LossAgg agg, int64_t trained_tokens) { return row(agg).units(trained_tokens); }
 
 namespace {
 
@@ -60,17 +91,6 @@ double units_of(const std::vector<std::vector<int64_t>>& counts, LossAgg agg) {
   return units;
 }
 
-// One sequence's weight before the float rounding.
-double sequence_weight(LossAgg agg, int64_t n, double D, double L) {
-  switch (agg) {
-    case LossAgg::TokenMean: return 1.0 / D;
-    case LossAgg::SeqMeanTokenMean: return 1.0 / (static_cast<double>(n) * D);
-    case LossAgg::SeqMeanTokenSum: return 1.0 / D;
-    case LossAgg::SeqMeanTokenSumNorm: return 1.0 / (L * D);
-  }
-  return 0;
-}
-
 LossWeights weights_with(const std::vector<MicroBatch>& mini, LossAgg agg,
                          const std::vector<std::vector<int64_t>>& counts, double own_units, double D, double L) {
   check(agg != LossAgg::SeqMeanTokenSumNorm || L > 0, "loss-agg seq-mean-token-sum-norm needs a positive token "
@@ -85,7 +105,7 @@ LossWeights weights_with(const std::vector<MicroBatch>& mini, LossAgg agg,
       const int64_t n = counts[m][static_cast<size_t>(s)];
       if (n == 0) continue;
       // The weight is rounded to float once per sequence (the kernel multiplies in float).
-      const float ws = static_cast<float>(sequence_weight(agg, n, D, L));
+      const float ws = static_cast<float>(row(agg).weight(n, D, L));
       for (int32_t t = mb.batch.cu_seqlens[s]; t < mb.batch.cu_seqlens[s + 1]; ++t)
         if (mb.mask[t]) w[static_cast<size_t>(t)] = ws;
     }

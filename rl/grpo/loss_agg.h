@@ -1,7 +1,7 @@
 // How the GRPO loss of a mini-batch aggregates its tokens: the one place that knows the
 // aggregation modes. It turns (mode, mask, sequence bounds, denominator policy) into per-token
-// weights w_t that the loss kernel multiplies in (kernels/grpo_loss.h: loss = sum_t w_t loss_t),
-// so a new mode is a new enum value, its name, and its branch below.
+// weights w_t that the loss kernel multiplies in (rl/grpo/algos.h: loss = sum_t w_t loss_t),
+// so a new mode is a new enum value and its row in loss_agg.cpp (name, help, units, weight).
 //
 //   token-mean           w_t = 1 / D, D = trained tokens of the mini-batch (verl's default)
 //   seq-mean-token-mean  w_t = 1 / (n_s D), n_s = trained tokens of t's sequence, D = sequences
@@ -28,7 +28,8 @@ struct MicroBatch;  // rl/grpo/grpo.h
 // "token-mean", "seq-mean-token-mean"; parse_loss_agg errors name the accepted values.
 const char* loss_agg_name(LossAgg agg);
 LossAgg parse_loss_agg(const std::string& name);
-std::string loss_agg_choices();  // "token-mean | seq-mean-token-mean" (help texts and errors)
+std::string loss_agg_choices();  // "token-mean | seq-mean-token-mean" (errors)
+const char* loss_agg_help();     // "token-mean (help) | ...": the loss-agg option's help, from the rows
 
 // What a sequence with `trained_tokens` trained tokens adds to the denominator D.
 double loss_agg_units(LossAgg agg, int64_t trained_tokens);

@@ -39,16 +39,8 @@ void MismatchSums::add(const MismatchSums& o) {
   truncated += o.truncated, masked += o.masked, sequences += o.sequences, masked_sequences += o.masked_sequences;
 }
 
-std::vector<double> MismatchSums::as_vector() const {
-  return {tokens, log_ratio, abs_log_ratio, k3, weight, truncated, masked, sequences, masked_sequences};
-}
-
-MismatchSums MismatchSums::from_vector(const std::vector<double>& v, size_t at) {
-  check(v.size() >= at + kFields, "mismatch sums: ", v.size(), " values, need ", at + kFields);
-  MismatchSums s;
-  s.tokens = v[at], s.log_ratio = v[at + 1], s.abs_log_ratio = v[at + 2], s.k3 = v[at + 3], s.weight = v[at + 4];
-  s.truncated = v[at + 5], s.masked = v[at + 6], s.sequences = v[at + 7], s.masked_sequences = v[at + 8];
-  return s;
+std::vector<double*> MismatchSums::fields() {
+  return {&tokens, &log_ratio, &abs_log_ratio, &k3, &weight, &truncated, &masked, &sequences, &masked_sequences};
 }
 
 MismatchSums rollout_importance_weights(const float* old_logp, const float* sampler_logp, uint8_t* mask,

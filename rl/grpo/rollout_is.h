@@ -15,7 +15,7 @@
 //          mask:      tokens (token level) or whole sequences (the others) whose v lies outside
 //                     [lower, upper] are rejected: their mask is cleared, so they leave the loss
 //                     and its denominator; the rest keep v_t as it is (MIS)
-// v_t multiplies the policy term of the loss (kernels/grpo_loss.h), never the KL term.
+// v_t multiplies the policy term of the loss (rl/grpo/algos.h), never the KL term.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -53,9 +53,7 @@ struct MismatchSums {
   double masked = 0;         // tokens rejected (mask)
   double sequences = 0, masked_sequences = 0;
   void add(const MismatchSums& o);
-  std::vector<double> as_vector() const;  // for sums over data-parallel shards
-  static MismatchSums from_vector(const std::vector<double>& v, size_t at);
-  static constexpr size_t kFields = 9;
+  std::vector<double*> fields();  // every field once: sums over data-parallel shards (rl/grpo/grpo_step.cpp)
 };
 
 // One packed micro-batch: `cu_seqlens` [num_seqs + 1] split the T target positions into

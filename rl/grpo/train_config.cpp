@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "rl/grpo/algos.h"
 #include "rl/grpo/loss_agg.h"
 #include "rl/grpo/rollout_is.h"
 #include "rl/tb_log.h"
@@ -125,7 +126,7 @@ OptionTable config_fields(TrainConfig& c) {
       {"clip-low", "PPO ratio clip below (1 - clip-low)", &c.clip_low},
       {"clip-high", "PPO ratio clip above (1 + clip-high); > clip-low = clip-higher", &c.clip_high},
       {"kl-coef", "KL to the initial model, as a loss term (0 = off)", &c.kl_coef},
-      {"kl-estimator", "k1 (logp - ref) | k2 ((logp - ref)^2 / 2) | k3 (verl's low_var_kl)", &c.kl_estimator},
+      {"kl-estimator", kl_estimator_help(), &c.kl_estimator},
       {"kl-reward-coef", "KL to the initial model in the reward: each trajectory's reward loses coef x the sum of "
                          "kl-reward-estimator over its trained tokens (old policy vs reference) before the group "
                          "advantages (verl's use_kl_in_reward); independent of kl-coef; 0 = off", &c.kl_reward_coef},
@@ -137,14 +138,12 @@ OptionTable config_fields(TrainConfig& c) {
       {"overlong-buffer", "DAPO's soft overlong punishment: a trajectory within this many tokens of max-total-tokens "
                           "loses up to overlong-penalty, linearly (the reward term 'overlong'); 0 = off", &c.overlong_buffer},
       {"overlong-penalty", "the overlong term's weight (DAPO: 1)", &c.overlong_penalty},
-      {"policy-loss", "grpo (token ratios) | gspo (each token takes its sequence's ratio exp(mean log ratio), clipped "
-                      "as a whole; GSPO's clip ranges are ~3e-4 / 4e-4)", &c.policy_loss},
+      {"policy-loss", policy_loss_help(), &c.policy_loss},
       {"dual-clip", "dual-clip c > 1: a negative-advantage token's loss is capped at -A c (verl's clip_ratio_c, 3); 0 = off",
        &c.dual_clip},
       {"entropy-coef", "entropy bonus: the loss gains -C x the policy entropy, aggregated as the policy term "
                        "(loss-agg), its gradient through the logits (verl's entropy_coeff); 0 = off", &c.entropy_coef},
-      {"loss-agg", "token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm (Dr. GRPO; "
-                   "rl/grpo/loss_agg.h)", &c.loss_agg},
+      {"loss-agg", loss_agg_help(), &c.loss_agg},
       {"loss-norm-tokens", "seq-mean-token-sum-norm's constant token count L (0 = max-total-tokens)", &c.loss_norm_tokens},
       {"sampler-logprobs", "old log-probs from the sampler instead of a training forward", &c.sampler_logprobs},
       {"rollout-is", "sampler-vs-trainer correction of the policy term: off (metrics only) | truncate (TIS: weight "
@@ -157,6 +156,7 @@ OptionTable config_fields(TrainConfig& c) {
       {"ppo-epochs", "passes over each rollout batch", &c.ppo_epochs},
       {"mini-batches", "optimizer updates per epoch", &c.mini_batches},
       {"max-grad-norm", "gradient-norm clip (<= 0 = off)", &c.max_grad_norm},
+      {"advantage", advantage_estimator_help(), &c.advantage},
       {"adv-std", "divide the group advantage by its std", &c.adv_std},
       {"adv-eps", "epsilon added to the group std", &c.adv_eps},
       {"filter-truncated", "GRPO-Filter: drop trajectories that hit the token cap", &c.filter_truncated},
@@ -192,13 +192,6 @@ bool one_of(const std::string& value, std::initializer_list<const char*> names) 
 
 }  // namespace
 
-KlEstimator parse_kl_estimator(const std::string& name) {
-  if (name == "k1") return KlEstimator::K1;
-  if (name == "k2") return KlEstimator::K2;
-  if (name == "k3") return KlEstimator::K3;
-  fail("config: kl-estimator '", name, "' is not k1, k2 or k3");
-}
-
 RolloutIsConfig rollout_is_config(const TrainConfig& c) {
   return {parse_rollout_is_mode(c.rollout_is), parse_rollout_is_level(c.rollout_is_level),
           static_cast<float>(c.rollout_is_upper), static_cast<float>(c.rollout_is_lower)};
@@ -208,6 +201,10 @@ void validate_config(const TrainConfig& c) {
   validate_groups(c, "config");
   try {
     parse_loss_agg(c.loss_agg);
+    find_policy_loss(c.policy_loss);
+    find_kl_estimator(c.kl_estimator);
+    find_kl_estimator(c.kl_reward_estimator, "kl-reward-estimator");
+    find_advantage_estimator(c.advantage);
   check(c.loss_norm_tokens >= 0, "config: loss-norm-tokens must be >= 0 (0: max-total-tokens), got ", c.loss_norm_tokens);
   } catch (const Error& e) {
     fail("config: ", e.what());
@@ -243,19 +240,14 @@ void validate_config(const TrainConfig& c) {
         "' is not spider or bird");
   check(c.clip_low >= 0 && c.clip_high >= 0, "config: clip-low/clip-high must be >= 0");
   check(c.kl_coef >= 0, "config: kl-coef must be >= 0, got ", c.kl_coef);
-  parse_kl_estimator(c.kl_estimator);
   check(c.kl_reward_coef >= 0 && std::isfinite(c.kl_reward_coef),
         "config: kl-reward-coef must be a finite number >= 0, got ", c.kl_reward_coef);
-  check(c.kl_reward_estimator == "k1" || c.kl_reward_estimator == "k2" || c.kl_reward_estimator == "k3",
-        "config: kl-reward-estimator '", c.kl_reward_estimator, "' is not k1, k2 or k3");
   check(c.overlong_buffer >= 0 && c.overlong_buffer <= c.max_total_tokens, "config: overlong-buffer must be in [0, ",
         "max-total-tokens ", c.max_total_tokens, "], got ", c.overlong_buffer);
   check(std::isfinite(c.executed_reward), "config: executed-reward must be a finite number, got ", c.executed_reward);
   check(c.executed_reward == 0 || !c.single_turn, "config: executed-reward ", c.executed_reward,
         " needs multi-turn rollouts: a single-turn answer is never executed (set executed-reward = 0 with single-turn)");
   check(c.overlong_penalty >= 0, "config: overlong-penalty must be >= 0, got ", c.overlong_penalty);
-  check(c.policy_loss == "grpo" || c.policy_loss == "gspo", "config: policy-loss '", c.policy_loss,
-        "' is not grpo or gspo");
   check(c.dual_clip == 0 || c.dual_clip > 1, "config: dual-clip must be 0 (off) or above 1, got ", c.dual_clip);
   check(c.entropy_coef >= 0 && std::isfinite(c.entropy_coef), "config: entropy-coef must be a finite number >= 0, got ",
         c.entropy_coef);

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/grpo_loss.h"
 #include "rl/grpo/rollout_is.h"
 #include "rl/options.h"
 #include "runtime/options.h"
@@ -117,12 +116,12 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8, weight_decay = 0.01;
   double clip_low = 0.2, clip_high = 0.2;
   double kl_coef = 0;
-  std::string kl_estimator = "k3";  // k1 | k2 | k3 (kernels/grpo_loss.h)
+  std::string kl_estimator = "k3";  // a row of rl/grpo/algos.h kl_estimators()
   double kl_reward_coef = 0;        // KL in the reward (verl's use_kl_in_reward, kl_ctrl.kl_coef); 0: off
   std::string kl_reward_estimator = "k1";  // its estimator (verl's kl_penalty default "kl" = k1)
   double dual_clip = 0;             // c > 1: dual-clip; 0: off
   double entropy_coef = 0;          // entropy bonus (verl's entropy_coeff); 0: off
-  std::string policy_loss = "grpo";  // grpo | gspo (rl/grpo/grpo.h)
+  std::string policy_loss = "grpo";  // a row of rl/grpo/algos.h policy_losses()
   double executed_reward = 0;       // the reward term "executed" (rl/agent/reward.h): its weight; 0: off
   int64_t overlong_buffer = 0;      // DAPO's soft overlong punishment over the last N tokens of the cap; 0: off
   double overlong_penalty = 1.0;    // its weight (DAPO: 1)
@@ -135,6 +134,7 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   int64_t ppo_epochs = 1;
   int64_t mini_batches = 1;
   double max_grad_norm = 1.0;
+  std::string advantage = "grpo";  // a row of rl/grpo/algos.h advantage_estimators()
   bool adv_std = true;  // divide the group advantage by the std
   double adv_eps = 1e-6;
   bool filter_truncated = true, filter_malformed = true, filter_no_valid_action = true, filter_zero_variance = true;
@@ -151,8 +151,6 @@ OptionTable config_fields(TrainConfig& config);
 
 // Checks enumerations and ranges; a bad value is a one-line error naming the key.
 void validate_config(const TrainConfig& config);
-// "k1" | "k2" | "k3" (kernels/grpo_loss.h); fails naming the key.
-KlEstimator parse_kl_estimator(const std::string& name);
 // The rollout-is keys as the trainer takes them (rl/grpo/rollout_is.h); fails naming a bad value.
 RolloutIsConfig rollout_is_config(const TrainConfig& config);
 

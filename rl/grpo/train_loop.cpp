@@ -29,6 +29,7 @@ namespace {
 
 GrpoConfig grpo_config(const TrainConfig& c) {
   GrpoConfig g;
+  g.advantage_estimator = &find_advantage_estimator(c.advantage);
   g.advantage.eps = static_cast<float>(c.adv_eps);
   g.advantage.divide_std = c.adv_std;
   g.filter = {c.filter_truncated, c.filter_malformed, c.filter_no_valid_action, c.filter_zero_variance,
@@ -36,12 +37,12 @@ GrpoConfig grpo_config(const TrainConfig& c) {
   g.clip_low = static_cast<float>(c.clip_low);
   g.clip_high = static_cast<float>(c.clip_high);
   g.kl_coef = static_cast<float>(c.kl_coef);
-  g.kl_estimator = parse_kl_estimator(c.kl_estimator);
+  g.kl_estimator = &find_kl_estimator(c.kl_estimator);
   g.kl_reward_coef = static_cast<float>(c.kl_reward_coef);
-  g.kl_reward_estimator = parse_kl_estimator(c.kl_reward_estimator);
+  g.kl_reward_estimator = &find_kl_estimator(c.kl_reward_estimator, "kl-reward-estimator");
   g.dual_clip = static_cast<float>(c.dual_clip);
   g.entropy_coef = static_cast<float>(c.entropy_coef);
-  g.gspo = c.policy_loss == "gspo";
+  g.policy_loss = &find_policy_loss(c.policy_loss);
   g.agg = parse_loss_agg(c.loss_agg);
   g.loss_norm_tokens = c.loss_norm_tokens > 0 ? c.loss_norm_tokens : c.max_total_tokens;
   g.use_sampler_logprobs = c.sampler_logprobs;
@@ -113,12 +114,15 @@ void reduce_step_record(const Comm& comm, StepRecord& rec) {
   for (const int64_t* c : summed) counts.push_back(static_cast<double>(*c));
   comm_sum_in_rank_order(comm, counts);
   for (size_t i = 0; i < summed.size(); ++i) *summed[i] = static_cast<int64_t>(counts[i]);
-  std::vector<double> slowest{s.decode_seconds, s.prefill_seconds, s.sql_seconds, s.wall_seconds, rec.score_seconds,
-                              rec.grpo.seconds, static_cast<double>(s.decode_steps), static_cast<double>(s.live_max)};
+  const std::vector<double*> seconds{&s.decode_seconds, &s.prefill_seconds, &s.sql_seconds, &s.wall_seconds,
+                                     &rec.score_seconds, &rec.grpo.seconds};
+  const std::vector<int64_t*> most{&s.decode_steps, &s.live_max};
+  std::vector<double> slowest;
+  for (const double* x : seconds) slowest.push_back(*x);
+  for (const int64_t* x : most) slowest.push_back(static_cast<double>(*x));
   comm_all_reduce_max(comm, slowest.data(), static_cast<int64_t>(slowest.size()));
-  s.decode_seconds = slowest[0], s.prefill_seconds = slowest[1], s.sql_seconds = slowest[2], s.wall_seconds = slowest[3];
-  rec.score_seconds = slowest[4], rec.grpo.seconds = slowest[5];
-  s.decode_steps = static_cast<int64_t>(slowest[6]), s.live_max = static_cast<int64_t>(slowest[7]);
+  for (size_t i = 0; i < seconds.size(); ++i) *seconds[i] = slowest[i];
+  for (size_t i = 0; i < most.size(); ++i) *most[i] = static_cast<int64_t>(slowest[seconds.size() + i]);
 }
 
 // The samples one rollout of this rank holds: its share of a step's prompts (at most ceil(B / N)

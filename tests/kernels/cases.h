@@ -50,8 +50,6 @@ OpCase attention_case();
 OpCase attention_prefix_case();
 OpCase paged_attention_case();
 OpCase sampling_case();
-OpCase advantage_case();
-OpCase grpo_loss_case();
 OpCase adamw_case();
 OpCase adamw_bf16_moments_case();
 OpCase grad_norm_case();

@@ -20,7 +20,7 @@
 //    D_lo = sqrt(max(v* - A_v, 0))/bc2 + eps,   dD = min(A_v / sqrt(v*), sqrt(A_v)) / bc2,
 //  (exact bounds, not first-order: |sqrt a - sqrt b| <= |a - b| / sqrt b and <= sqrt|a - b|), and
 //  the parameter's bound carries through the decay: E_p = (1 - lr wd) E_p(prev) + |u~ - u*|.
-//  On top of that each quantity keeps the fp32 AdamW's own budget (op_grpo.cpp's adamw: params
+//  On top of that each quantity keeps the fp32 AdamW's own budget (op_adamw.cpp's adamw: params
 //  1e-6 + 1e-5 relative, m 1e-7 + 1e-5, v 1e-9 + 1e-5), which covers the f32 arithmetic before
 //  each rounding (a few u_f32 = 6e-8 relative). The bounds are worst cases (every rounding a
 //  full ulp, all in one direction); unbiased rounding errors of random sign measure well inside
@@ -53,7 +53,7 @@
 namespace sqlrl::testing {
 namespace {
 
-const AdamWConfig kAdam{0.9f, 0.95f, 1e-8f, 0.1f};  // op_grpo.cpp's adamw case
+const AdamWConfig kAdam{0.9f, 0.95f, 1e-8f, 0.1f};  // op_adamw.cpp's adamw case
 constexpr float kLr = 1e-2f;
 const std::vector<int64_t> kSizes = {1, 17, 1000, 70001, 300001};
 constexpr int kSteps = 6;

@@ -563,7 +563,7 @@ inline std::vector<double> ref_advantages(const std::vector<float>& r, int64_t g
 }
 
 // ---------------------------------------------------------------------------------------------
-// GRPO loss (kernels/grpo_loss.h), per token under weights w_t (0 = not trained), verl's clamps:
+// GRPO loss (rl/grpo/algos.h), per token under weights w_t (0 = not trained), verl's clamps:
 // ratio = exp(clamp(logp - old, +-20)), pg = max(-A r, -A clip(r, 1 - lo, 1 + hi)), k3 KL.
 // ---------------------------------------------------------------------------------------------
 struct RefLoss {
@@ -588,7 +588,7 @@ inline RefLoss ref_grpo_loss_weighted(const std::vector<double>& logp, const std
     bool clipped = pg2 > pg1;
     double pg = std::max(pg1, pg2);
     if (dual_clip > 0 && a < 0 && pg > -a * dual_clip) pg = -a * dual_clip, clipped = true;  // dual-clip cap
-    // The rollout importance weight scales the policy term only (kernels/grpo_loss.h).
+    // The rollout importance weight scales the policy term only (rl/grpo/algos.h).
     const double v = is_weights ? (*is_weights)[t] : 1.0;
     double l = v * pg, dl = clipped || std::fabs(lr) >= 20 ? 0.0 : -v * a * r;
     double kl = 0;

@@ -13,7 +13,7 @@ namespace {
 std::vector<OpCase> all_op_cases() {
   return {matmul_case(),          rmsnorm_case(),  rope_case(),      swiglu_case(),
           embedding_case(),       logprob_case(),  attention_case(), attention_prefix_case(),
-          paged_attention_case(), sampling_case(), advantage_case(), grpo_loss_case(),
+          paged_attention_case(), sampling_case(),
           adamw_case(),           adamw_bf16_moments_case(),         grad_norm_case(),
           decode_qkv_case()};
 }

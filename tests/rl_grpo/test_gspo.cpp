@@ -1,4 +1,4 @@
-// GSPO through the token loss kernel (rl/grpo/grpo.h gspo_old_logprobs): against the sequence
+// GSPO through the token loss (rl/grpo/algos.h: the gspo row's sequence_old, then its token term): against the sequence
 // objective of Zheng et al. 2025 (arXiv 2507.18071, eq. 7), written here in float64 from the
 // formula: s_i = exp(mean over sequence i's trained tokens of (logp - old)), loss =
 // (1/D) sum_i max(-A_i s_i, -A_i clip(s_i, 1 - lo, 1 + hi)), D = sequences with a trained token,
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/grpo_loss.h"
+#include "rl/grpo/algos.h"
 #include "rl/grpo/grpo.h"
 
 namespace sqlrl::rl {
@@ -46,9 +46,13 @@ TEST(Gspo, TokenKernelGivesTheSequenceObjectiveAndItsGradient) {
 
   const float lo = 0.01f, hi = 0.012f;
   std::vector<float> old_seq(T), dlogp(T, NAN);
-  gspo_old_logprobs(logp.data(), old.data(), mask.data(), cu, old_seq.data());
+  GrpoLossConfig config;
+  config.policy = &find_policy_loss("gspo");
+  config.clip.clip_low = lo, config.clip.clip_high = hi;
+  ASSERT_NE(config.policy->sequence_old, nullptr);
+  config.policy->sequence_old(logp.data(), old.data(), mask.data(), cu, old_seq.data());
   const GrpoLossStats st = grpo_loss_cpu(dlogp.data(), logp.data(), old_seq.data(), nullptr, adv.data(), w.data(),
-                                         nullptr, static_cast<int64_t>(T), GrpoLossConfig{lo, hi, 0.0f});
+                                         nullptr, static_cast<int64_t>(T), config);
 
   double loss = 0;
   int clipped_seqs = 0, free_seqs = 0;

@@ -403,13 +403,13 @@ TEST(TrainCli, GreedyRolloutsAndUnlimitedSqlAreRefused) {
   refused(c, "sql-timeout-ms must be positive");
   c.sql_timeout_ms = -5;
   refused(c, "sql-timeout-ms must be");
-  // The loss knobs (kernels/grpo_loss.h, rl/grpo/rollout_is.h): a bad value names its key.
+  // The loss knobs (rl/grpo/algos.h, rl/grpo/rollout_is.h): a bad value names its key.
   c = TrainConfig{};
   c.kl_estimator = "k4";
   refused(c, "kl-estimator 'k4'");
   c = TrainConfig{};
   c.policy_loss = "gsop";
-  refused(c, "policy-loss 'gsop' is not grpo or gspo");
+  refused(c, "policy-loss 'gsop' is not one of grpo | gspo");
   c = TrainConfig{};
   c.dual_clip = 0.5;
   refused(c, "dual-clip must be 0 (off) or above 1");
@@ -425,7 +425,7 @@ TEST(TrainCli, GreedyRolloutsAndUnlimitedSqlAreRefused) {
   refused(c, "kl-reward-coef must be a finite number >= 0");
   c = TrainConfig{};
   c.kl_reward_estimator = "low_var_kl";
-  refused(c, "kl-reward-estimator 'low_var_kl' is not k1, k2 or k3");
+  refused(c, "kl-reward-estimator 'low_var_kl' is not one of k1 | k2 | k3");
   c = TrainConfig{};
   c.rollout_is = "clip";
   refused(c, "rollout-is: 'clip'");

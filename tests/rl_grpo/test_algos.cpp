@@ -1,7 +1,7 @@
-// The GRPO step's kernels: group advantage (kernels/advantage.h) and the weighted policy loss
-// (kernels/grpo_loss.h), CPU only (rewards and log-probs are on the host; see their headers);
-// AdamW and the gradient norm (kernels/adamw.h) on the CPU and on CUDA. Inputs are fresh per
-// run (Rng::fresh, the seed in the trace): odd sizes, zero-variance groups, all-zero mask rows.
+// The GRPO algorithm rows of rl/grpo/algos.h against float64 definitions (tests/kernels/ref.h):
+// the group advantage, and the weighted policy loss (grpo row, k1/k2/k3 KL, dual-clip), forward
+// and backward, on fresh random inputs (Rng::fresh, the seed in the trace): odd sizes,
+// zero-variance groups, all-zero mask rows.
 //
 // Tolerances.
 //  advantage: float64 sums, then one rounding to f32: <= u_f32 relative; budget 2 u_f32 with the
@@ -11,23 +11,40 @@
 //    ~d^2/2, but its absolute error stays a few u_f32 of its terms e^d + |d| + 1. So dlogp_t is
 //    held to 8 u_f32 x w_t (|A_t| ratio_t where the unclipped branch is active, plus
 //    kl_coef (1 + e^d)), and each float64-summed stat to 8 u_f32 x the sum of its terms'
-//    magnitudes; token and clipped counts are exact. (Both are below the earlier 1e-6 /
-//    denominator + 1e-5 relative and 1e-5 x (1 + |loss|) or x tokens for every element.)
-//  adamw: five fp32 steps of size ~lr: errors ~1e-7 relative per step on parameters of size ~1:
-//    params 1e-6 + 1e-5 relative, m 1e-7 + 1e-5, v 1e-9 + 1e-5 (kept: a per-element derivation
-//    from the moments' magnitudes was not tighter everywhere). CUDA runs adamw_element, the same
-//    inline code, and must agree with the CPU to 1e-6 relative every step (FMA contraction is
-//    the only difference), and with float64 within the CPU's budget plus that 1e-6.
-//  grad_norm: a float64 sum of n exact f32 squares: 16 u_f64 sqrt(n) relative (< 1e-12 for every
-//    n here); the clip coefficient (<= 1) is then one f32 rounding (<= u_f32 of it): 1.5 u_f32
-//    (< 1e-7, the earlier absolute budget).
-#include "kernels/adamw.h"
-#include "kernels/advantage.h"
-#include "kernels/grpo_loss.h"
+//    magnitudes; token and clipped counts are exact.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "rl/grpo/algos.h"
+#include "runtime/error.h"
 #include "tests/kernels/cases.h"
 
 namespace sqlrl::testing {
 namespace {
+
+using rl::find_advantage_estimator;
+using rl::find_kl_estimator;
+using rl::find_policy_loss;
+using rl::GrpoLossConfig;
+using rl::GrpoLossStats;
+using rl::grpo_loss_cpu;
+
+// `groups` groups of G side by side, each through the grpo row.
+void group_advantage(float* a, const float* r, int64_t groups, int64_t G, bool divide_std) {
+  rl::AdvantageOptions o;
+  o.eps = 1e-6f, o.divide_std = divide_std;
+  for (int64_t g = 0; g < groups; ++g) find_advantage_estimator("grpo").fn(a + g * G, r + g * G, G, o);
+}
+
+GrpoLossConfig loss_config(const char* policy, float clip_low, float clip_high, float kl_coef) {
+  GrpoLossConfig c;
+  c.policy = &find_policy_loss(policy);
+  c.clip.clip_low = clip_low, c.clip.clip_high = clip_high;
+  c.kl_coef = kl_coef;
+  return c;
+}
 
 // --- advantage -----------------------------------------------------------------------------
 // Group 0 has equal rewards (zero variance); a third of the rest are binary (0/1, as EX rewards),
@@ -43,7 +60,7 @@ std::vector<float> random_rewards(Rng& rng, int64_t groups, int64_t G) {
   return r;
 }
 
-void run_advantage_cpu() {
+TEST(Algos, GrpoAdvantageMatchesFloat64) {
   Rng rng = Rng::fresh();
   SCOPED_TRACE("seed " + std::to_string(rng.seed()));
   const double rtol = reduction_rtol(Precision::F32, 1, 2.0);
@@ -54,7 +71,7 @@ void run_advantage_cpu() {
                      std::to_string(divide_std));
         const std::vector<float> r = random_rewards(rng, groups, G);
         std::vector<float> a(r.size(), NAN);
-        group_advantage_cpu(a.data(), r.data(), groups, G, AdvantageOptions{1e-6f, divide_std});
+        group_advantage(a.data(), r.data(), groups, G, divide_std);
         const std::vector<double> want = ref_advantages(r, groups, G, divide_std, 1e-6);
         expect_close(a, want, {rtol * rms(want), rtol}, "advantages");
         // Group 0 has equal rewards: advantages exactly 0.
@@ -63,7 +80,7 @@ void run_advantage_cpu() {
         }
         // In place (advantages may alias rewards): the same bits.
         std::vector<float> in_place = r;
-        group_advantage_cpu(in_place.data(), in_place.data(), groups, G, AdvantageOptions{1e-6f, divide_std});
+        group_advantage(in_place.data(), in_place.data(), groups, G, divide_std);
         EXPECT_EQ(in_place, a);
       }
 }
@@ -90,7 +107,7 @@ struct LossCase {
   }
   RefLoss reference(const GrpoLossConfig& c, const std::vector<float>& w, const std::vector<double>& lp) const {
     const std::vector<double> v = widen(is);
-    return ref_grpo_loss_weighted(lp, old, &ref, adv, widen(w), c.clip_low, c.clip_high, c.kl_coef,
+    return ref_grpo_loss_weighted(lp, old, &ref, adv, widen(w), c.clip.clip_low, c.clip.clip_high, c.kl_coef,
                                   is.empty() ? nullptr : &v);
   }
 };
@@ -132,7 +149,7 @@ LossScale loss_scale(const LossCase& c, const std::vector<float>& w, const GrpoL
   for (size_t t = 0; t < c.logp.size(); ++t) {
     if (w[t] == 0) continue;
     const double r = std::exp(static_cast<double>(c.logp[t]) - c.old[t]), d = static_cast<double>(c.ref[t]) - c.logp[t];
-    const double rc = std::clamp(r, 1.0 - cfg.clip_low, 1.0 + cfg.clip_high);
+    const double rc = std::clamp(r, 1.0 - cfg.clip.clip_low, 1.0 + cfg.clip.clip_high);
     const bool clipped = -c.adv[t] * rc > -c.adv[t] * r;
     const double k3_terms =
         cfg.kl_coef > 0 ? std::exp(d) + std::fabs(d) + 1 : 0.0;  // e^d - d - 1 cancels; its error does not
@@ -146,7 +163,7 @@ LossScale loss_scale(const LossCase& c, const std::vector<float>& w, const GrpoL
   return s;
 }
 
-void run_grpo_loss_cpu() {
+TEST(Algos, GrpoLossMatchesFloat64) {
   Rng rng = Rng::fresh();
   SCOPED_TRACE("seed " + std::to_string(rng.seed()));
   const double u8 = 8 * unit_roundoff(Precision::F32);
@@ -163,7 +180,7 @@ void run_grpo_loss_cpu() {
           for (int64_t t = 0; t < T; ++t) c.is[t] = t % 13 == 5 ? 0.0f : u(rng.engine());
         }
         const float* isw = c.is.empty() ? nullptr : c.is.data();
-        const GrpoLossConfig cfg{0.2f, 0.28f, kl};
+        const GrpoLossConfig cfg = loss_config("grpo", 0.2f, 0.28f, kl);
         const std::vector<float> w = c.weights_f32(token_mean);
         std::vector<float> dlogp(static_cast<size_t>(T), NAN);
         const GrpoLossStats st =
@@ -205,9 +222,9 @@ void run_grpo_loss_cpu() {
       SCOPED_TRACE("kl estimator k" + std::to_string(est) + " dual-clip " + std::to_string(dual));
       LossCase c = random_loss_case(rng, 2000);
       for (size_t t = 0; t < c.logp.size(); ++t) c.logp[t] = c.old[t] + 4.0f * (c.logp[t] - c.old[t]);
-      GrpoLossConfig cfg{0.2f, 0.28f, 0.1f};
-      cfg.dual_clip = dual;
-      cfg.kl_estimator = est == 1 ? KlEstimator::K1 : est == 2 ? KlEstimator::K2 : KlEstimator::K3;
+      GrpoLossConfig cfg = loss_config("grpo", 0.2f, 0.28f, 0.1f);
+      cfg.clip.dual_clip = dual;
+      cfg.kl = &find_kl_estimator("k" + std::to_string(est));
       const std::vector<float> w = c.weights_f32(true);
       std::vector<float> dlogp(c.logp.size(), NAN);
       const GrpoLossStats st = grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), c.ref.data(), c.adv.data(),
@@ -236,7 +253,7 @@ void run_grpo_loss_cpu() {
   const LossCase c = random_loss_case(rng, 64);
   for (bool token_mean : {true, false}) {
     SCOPED_TRACE("finite differences, token_mean " + std::to_string(token_mean));
-    const GrpoLossConfig cfg{0.2f, 0.28f, 0.1f};
+    const GrpoLossConfig cfg = loss_config("grpo", 0.2f, 0.28f, 0.1f);
     const std::vector<float> w = c.weights_f32(token_mean);
     const double denominator = c.denominator(token_mean);
     const std::vector<double> analytic = c.reference(cfg, w, widen(c.logp)).dlogp;
@@ -262,108 +279,22 @@ void run_grpo_loss_cpu() {
   }
 }
 
-// --- adamw ---------------------------------------------------------------------------------
-const AdamWConfig kAdam{0.9f, 0.95f, 1e-8f, 0.1f};
-constexpr float kLr = 1e-2f;
-const std::vector<int64_t> kAdamSizes = {1, 17, 1000, 70001, 300001};
-constexpr Tol kParamTol{1e-6, 1e-5}, kMTol{1e-7, 1e-5}, kVTol{1e-9, 1e-5};
-constexpr Tol kCudaVsCpu{1e-6, 1e-6};
-constexpr Tol plus_cuda(Tol t) { return {t.atol + kCudaVsCpu.atol, t.rtol + kCudaVsCpu.rtol}; }
 
-void run_adamw_cpu() {
-  Rng rng = Rng::fresh();
-  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
-  for (int64_t n : kAdamSizes) {
-    SCOPED_TRACE("n " + std::to_string(n));
-    std::vector<float> p = rng.normal(n), m(n, 0.0f), v(n, 0.0f);
-    RefAdam ref{widen(p), std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
-    for (int64_t step = 1; step <= 5; ++step) {
-      const std::vector<float> g = rng.normal(n, 3.0);
-      const double sq = ref_grad_sq_sum(g);
-      const float scale = clip_coefficient(sq, 1.0f);
-      adamw_cpu(p.data(), m.data(), v.data(), g.data(), n, kAdam, step, kLr, scale);
-      ref_adamw_step(ref, g, scale, kLr, kAdam.beta1, kAdam.beta2, kAdam.eps, kAdam.weight_decay, step);
-    }
-    expect_close(p, ref.p, kParamTol, "params");
-    expect_close(m, ref.m, kMTol, "m");
-    expect_close(v, ref.v, kVTol, "v");
+TEST(Algos, UnknownNamesAreRefusedWithTheRows) {
+  try {
+    find_policy_loss("gsop");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("policy-loss 'gsop' is not one of grpo | gspo"), std::string::npos) << e.what();
   }
-}
-
-void run_adamw_cuda() {
-  Rng rng = Rng::fresh();
-  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
-  for (int64_t n : kAdamSizes) {
-    SCOPED_TRACE("n " + std::to_string(n));
-    std::vector<float> p = rng.normal(n), m(n, 0.0f), v(n, 0.0f);
-    RefAdam ref{widen(p), std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
-    Tensor dp = gpu(p, DType::F32), dm = gpu(m, DType::F32), dv = gpu(v, DType::F32);
-    Tensor ws = gpu_bytes(grad_sq_sum_workspace_bytes());
-    for (int64_t step = 1; step <= 3; ++step) {
-      const std::vector<float> g = rng.normal(n);
-      // The clip coefficient is read on the device from grad_sq_sum_cuda's double.
-      Tensor dg = gpu(g, DType::F32), sq = upload(std::vector<double>{NAN});
-      grad_sq_sum_cuda(static_cast<double*>(sq.data()), f32_ptr(dg), n, ws.data(), default_stream());
-      Tensor bf = poisoned(n, DType::BF16);
-      adamw_cuda(f32_ptr(dp), f32_ptr(dm), f32_ptr(dv), f32_ptr(dg), bf16_ptr(bf), n, kAdam, step, kLr,
-                 static_cast<double*>(sq.data()), 0.5f, default_stream());
-      const float scale = clip_coefficient(ref_grad_sq_sum(g), 0.5f);
-      adamw_cpu(p.data(), m.data(), v.data(), g.data(), n, kAdam, step, kLr, scale);
-      ref_adamw_step(ref, g, scale, kLr, kAdam.beta1, kAdam.beta2, kAdam.eps, kAdam.weight_decay, step);
-      const std::vector<float> got = to_floats(dp);
-      expect_close(got, widen(p), kCudaVsCpu, "params vs the CPU");
-      // The bf16 copy is the updated parameters rounded to nearest even.
-      const std::vector<float> wide = to_floats(bf);
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(wide[i], round_bf16(got[i])) << i;
-    }
-    const std::vector<float> got_p = to_floats(dp), got_m = to_floats(dm), got_v = to_floats(dv);
-    expect_close(got_m, widen(m), {1e-7, 1e-6}, "m vs the CPU");
-    expect_close(got_v, widen(v), {1e-9, 1e-6}, "v vs the CPU");
-    expect_close(got_p, ref.p, plus_cuda(kParamTol), "params");
-    expect_close(got_m, ref.m, plus_cuda(kMTol), "m");
-    expect_close(got_v, ref.v, plus_cuda(kVTol), "v");
-  }
-}
-
-// --- grad_norm -----------------------------------------------------------------------------
-double grad_norm_rtol(int64_t n) { return reduction_rtol(Precision::F64, n, 16.0); }
-
-void run_grad_norm_cpu() {
-  Rng rng = Rng::fresh();
-  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
-  for (int64_t n : kAdamSizes) {
-    SCOPED_TRACE("n " + std::to_string(n));
-    const std::vector<float> g = rng.normal(n, 3.0);
-    const double sq = grad_sq_sum_cpu(g.data(), n), want = ref_grad_sq_sum(g);
-    expect_within(sq, want, grad_norm_rtol(n) * want, "squared norm");
-    const double coefficient = ref_clip_coefficient(want, 1.0);
-    expect_within(clip_coefficient(sq, 1.0f), coefficient, 1.5 * unit_roundoff(Precision::F32) * coefficient,
-                  "clip coefficient");
-  }
-  EXPECT_EQ(clip_coefficient(4.0, 0.0f), 1.0f);   // disabled
-  EXPECT_EQ(clip_coefficient(0.25, 1.0f), 1.0f);  // norm 0.5 under the limit
-}
-
-void run_grad_norm_cuda() {
-  Rng rng = Rng::fresh();
-  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
-  Tensor ws = gpu_bytes(grad_sq_sum_workspace_bytes());
-  for (int64_t n : kAdamSizes) {
-    SCOPED_TRACE("n " + std::to_string(n));
-    const std::vector<float> g = rng.normal(n);
-    Tensor dg = gpu(g, DType::F32), sq = upload(std::vector<double>{NAN});  // poisoned
-    grad_sq_sum_cuda(static_cast<double*>(sq.data()), f32_ptr(dg), n, ws.data(), default_stream());
-    const double got = download<double>(sq, 1)[0], want = ref_grad_sq_sum(g);
-    expect_within(got, want, grad_norm_rtol(n) * want, "squared norm");
-    EXPECT_NEAR(got, grad_sq_sum_cpu(g.data(), n), 1e-12 * want);  // float64 sums in two orders
-  }
+  EXPECT_THROW(find_kl_estimator("k4"), Error);
+  EXPECT_THROW(find_advantage_estimator("gae"), Error);
+  // The help lines are built from the rows: every name is in them.
+  for (const rl::PolicyLoss& p : rl::policy_losses())
+    EXPECT_NE(std::string(rl::policy_loss_help()).find(p.name), std::string::npos) << p.name;
+  for (const rl::KlEstimator& k : rl::kl_estimators())
+    EXPECT_NE(std::string(rl::kl_estimator_help()).find(k.name), std::string::npos) << k.name;
 }
 
 }  // namespace
-
-OpCase advantage_case() { return {"advantage", run_advantage_cpu, nullptr}; }
-OpCase grpo_loss_case() { return {"grpo_loss", run_grpo_loss_cpu, nullptr}; }
-OpCase adamw_case() { return {"adamw", run_adamw_cpu, run_adamw_cuda}; }
-OpCase grad_norm_case() { return {"grad_norm", run_grad_norm_cpu, run_grad_norm_cuda}; }
-
 }  // namespace sqlrl::testing
