@@ -100,6 +100,23 @@ void gspo_sequence_old(const float* logp, const float* old, const uint8_t* mask,
   }
 }
 
+// CISPO (MiniMax, "MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning Attention",
+// arXiv 2506.13585, §3.1 eq. 4-5): no token is clipped out of the update; the importance weight
+// is clipped instead and held constant (stop-gradient):
+//   pg_t = -sg(c_t) A logp_t,  c_t = clip(r_t, 1 - eps_low, 1 + eps_high),  d pg_t / d logp_t = -c_t A.
+// The paper sets no lower bound (clip-low >= 1) and tunes eps_high. `clipped` counts the tokens
+// whose weight the clip changed; dual-clip does not apply (no surrogate to cap).
+PolicyTerm cispo(float logp, float log_ratio, bool /*inside*/, float adv, float is_weight, const PolicyLossConfig& c) {
+  PolicyTerm out;
+  const float r = expf(log_ratio);
+  const float weight = fminf(fmaxf(r, 1.0f - c.clip_low), 1.0f + c.clip_high);
+  out.clipped = weight != r;
+  out.dloss = is_weight * (-adv * weight);
+  out.loss = out.dloss * logp;
+  out.ratio = r;
+  return out;
+}
+
 // ============================================================================================
 // The tables
 // ============================================================================================
@@ -118,6 +135,8 @@ const std::vector<PolicyLoss> kPolicy = {
     {"grpo", "PPO's clipped surrogate on token ratios, with clip-higher and dual-clip", clipped_ratio, nullptr},
     {"gspo", "each token takes its sequence's ratio exp(mean log ratio), clipped as a whole (GSPO, arXiv 2507.18071; "
              "its clip ranges are ~3e-4 / 4e-4)", clipped_ratio, gspo_sequence_old},
+    {"cispo", "every token trains, under a clipped stop-gradient weight clip(ratio, 1 - clip-low, 1 + clip-high) "
+              "(MiniMax-M1's CISPO, arXiv 2506.13585; the paper: clip-low 1 or more, no lower bound)", cispo, nullptr},
 };
 
 template <class Row>

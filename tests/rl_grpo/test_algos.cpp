@@ -280,12 +280,57 @@ TEST(Algos, GrpoLossMatchesFloat64) {
 }
 
 
+// CISPO (MiniMax-M1, arXiv 2506.13585, eq. 4-5), from its definition in float64: loss =
+// sum_t w_t v_t (-A_t sg(c_t) logp_t), c_t = clip(exp(logp_t - old_t), 1 - lo, 1 + hi), and the
+// gradient w_t v_t (-A_t c_t) on every trained token: the clip bounds the weight, it never drops
+// the token (where the grpo row gives a clipped token no gradient). Log-ratios N(0, 0.5) reach
+// both bounds; the paper's setting (no lower bound: clip-low 1) and a two-sided one.
+TEST(Algos, CispoKeepsEveryTokensGradientUnderAClippedWeight) {
+  Rng rng = Rng::fresh();
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  for (const float lo : {1.0f, 0.2f}) {
+    SCOPED_TRACE("clip-low " + std::to_string(lo));
+    LossCase c = random_loss_case(rng, 3000);
+    for (size_t t = 0; t < c.logp.size(); ++t) c.logp[t] = c.old[t] + 2.0f * (c.logp[t] - c.old[t]);
+    c.is.resize(c.logp.size());
+    std::uniform_real_distribution<float> u(0.5f, 1.5f);
+    for (float& v : c.is) v = u(rng.engine());
+    const float hi = 0.28f;
+    const GrpoLossConfig cfg = loss_config("cispo", lo, hi, 0.0f);
+    const std::vector<float> w = c.weights_f32(true);
+    std::vector<float> dlogp(c.logp.size(), NAN);
+    const GrpoLossStats st = grpo_loss_cpu(dlogp.data(), c.logp.data(), c.old.data(), nullptr, c.adv.data(), w.data(),
+                                           c.is.data(), static_cast<int64_t>(c.logp.size()), cfg);
+    double loss = 0, loss_scale = 0, clipped = 0;
+    int outside = 0;
+    for (size_t t = 0; t < c.logp.size(); ++t) {
+      if (w[t] == 0) {
+        EXPECT_EQ(dlogp[t], 0.0f);
+        continue;
+      }
+      const double r = std::exp(static_cast<double>(c.logp[t]) - c.old[t]);
+      const double weight = std::clamp(r, 1.0 - lo, 1.0 + hi);
+      const bool clip = weight != r;
+      clipped += clip, outside += clip;
+      const double g = static_cast<double>(w[t]) * c.is[t] * -c.adv[t] * weight;
+      loss += g * c.logp[t];
+      loss_scale += std::fabs(g * c.logp[t]);
+      // A handful of f32 roundings (exp, clamp, three products): 8 u_f32 of the term.
+      ASSERT_NEAR(dlogp[t], g, 8 * unit_roundoff(Precision::F32) * std::fabs(g) + 1e-30) << "token " << t;
+    }
+    EXPECT_GT(outside, 100) << "the case should reach the clip";
+    expect_within(st.loss, loss, 8 * unit_roundoff(Precision::F32) * loss_scale, "loss");
+    EXPECT_EQ(st.clipped, clipped);
+  }
+}
+
 TEST(Algos, UnknownNamesAreRefusedWithTheRows) {
   try {
     find_policy_loss("gsop");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("policy-loss 'gsop' is not one of grpo | gspo"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("policy-loss 'gsop' is not one of grpo | gspo | cispo"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(find_kl_estimator("k4"), Error);
   EXPECT_THROW(find_advantage_estimator("gae"), Error);
