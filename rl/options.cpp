@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "rl/agent/protocol.h"
+#include "rl/agent/paper.h"
 #include "runtime/error.h"
 
 namespace sqlrl::rl {
@@ -158,8 +158,7 @@ void add_thinking_option(OptionTable& t, bool& enable_thinking) {
 }
 
 void add_protocol_options(OptionTable& t, ProtocolOptions& o) {
-  t.push_back({"protocol", "agent protocol: skyrl | sqltrail | mtir | mtsql (prompt, tags, tools, reward panel)",
-               &o.protocol});
+  t.push_back({"protocol", protocol_help(), &o.protocol});
   t.push_back({"sqltrail-reasoning-stop", "sqltrail: </reasoning> ends a segment, which uses a turn and gets no "
                "observation (SQL-Trail arXiv 2601.17699, Algorithm 1 lines 10 and 15-29); false: turns end at "
                "</sql> or </solution> only", &o.sqltrail_reasoning_stop});

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Shared by scripts/repro_{skyrl,sqltrail,mtir,mtsql}.sh (sourced, not run). Each paper's script sets
 #   PAPER        recipe name (configs/$PAPER.toml) and scripts/paper_tables/$PAPER.tsv
+#   CITATION     the paper, as --help names it
 #   SIZE         the model size of the paper's headline rows (the rows the given weights fill)
 #   TRAIN_HELP   which data the paper trains on (for --help)
 #   SFT          none | sft (SQL-Trail: SFT on given trajectories) | self-taught (MTSQL-R1 rounds)
@@ -25,7 +26,7 @@ repro_usage() {
 usage: scripts/repro_$PAPER.sh --weights DIR --train FORMAT:PATH [options]
        SQLRL_SMOKE=1 scripts/repro_$PAPER.sh [--out DIR]
 
-Reproduces the tables of $(paper_citation) with configs/$PAPER.toml:
+Reproduces the tables of $CITATION with configs/$PAPER.toml:
 $TRAIN_HELP
   --weights DIR          the starting model (HF folder with tokenizer.json); its size fills the paper's
                          rows of --size (default $SIZE)
@@ -46,15 +47,6 @@ SQLRL_EXTRA_TRAIN_FLAGS / SQLRL_EXTRA_EVAL_FLAGS (appended to every train / eval
 SQLRL_SMOKE=1: the synthetic benchmark and a tiny Qwen3 (llm_sqlrl demo --size mini) stand in for every
 set and the weights; 2 GRPO steps, 4 questions per evaluation; the same commands otherwise.
 EOF
-}
-
-paper_citation() {
-  case $PAPER in
-    mtir) echo "MTIR-SQL (arXiv 2510.25510)" ;;
-    sqltrail) echo "SQL-Trail (arXiv 2601.17699)" ;;
-    skyrl) echo "SkyRL-SQL (MTI-LLM workshop at NeurIPS 2025, OpenReview VNPGUGbC1p)" ;;
-    mtsql) echo "MTSQL-R1 (arXiv 2510.12831)" ;;
-  esac
 }
 
 repro_main() {
@@ -206,7 +198,7 @@ repro_main() {
   local given=""
   for k in "${!sets[@]}"; do given+="$k "; done
   {
-    echo "# $(paper_citation): reproduction"
+    echo "# $CITATION: reproduction"
     echo
     if [[ $smoke == 1 ]]; then
       echo "**Smoke run**: the synthetic benchmark stands in for every set (dev split), a tiny Qwen3 for the $size model, 2 GRPO steps; the numbers only show the pipeline runs."

@@ -4,6 +4,7 @@
 # and out of domain (the other one), after each SFT round and after RL.
 #   scripts/repro_mtsql.sh --weights Qwen3-4B --train cosql:data/cosql --cosql data/cosql --sparc data/sparc
 #   SQLRL_SMOKE=1 scripts/repro_mtsql.sh --out /tmp/x     (CI: synthetic benchmark, tiny model)
+CITATION="MTSQL-R1 (arXiv 2510.12831)"
 PAPER=mtsql SIZE=4B SFT=self-taught FILTER_EMPTY=0
 TRAIN_HELP="  trains on CoSQL or SParC train (one run per set: the other set is its out-of-domain column)"
 COLUMNS=(

@@ -5,6 +5,7 @@
 #   scripts/repro_skyrl.sh --weights Qwen2.5-Coder-7B-Instruct --train synsql:data/skyrl653 \
 #       --spider data/spider_data --spider-dk data/Spider-DK --spider-syn data/Spider-Syn --spider-realistic data/realistic
 #   SQLRL_SMOKE=1 scripts/repro_skyrl.sh --out /tmp/x     (CI: synthetic benchmark, tiny model)
+CITATION="SkyRL-SQL (MTI-LLM workshop at NeurIPS 2025, OpenReview VNPGUGbC1p)"
 PAPER=skyrl SIZE=7B SFT=none FILTER_EMPTY=0
 TRAIN_HELP="  trains on SkyRL-SQL's 653 questions (NovaSky-AI/SkyRL-SQL-653-data on Hugging Face, a parquet file:
   write it out as a synsql folder, docs/paper-skyrl.md)"

@@ -5,6 +5,7 @@
 #   scripts/repro_sqltrail.sh --weights Qwen2.5-Coder-7B --train synsql:data/synsql-spider-mix --sft-data traj.jsonl \
 #       --spider data/spider_data --bird data/bird --spider-dk ... --spider-syn ... --spider-realistic ...
 #   SQLRL_SMOKE=1 scripts/repro_sqltrail.sh --out /tmp/x     (CI: synthetic benchmark, tiny model)
+CITATION="SQL-Trail (arXiv 2601.17699)"
 PAPER=sqltrail SIZE=7B SFT=sft FILTER_EMPTY=0
 TRAIN_HELP="  trains on SynSQL-2.5M + Spider-train candidates (A.6: the recipe's pass@6 pre-pass keeps 700 + 327);
   the SFT trajectories (A.5) are distilled from a closed teacher and not public: give your own with --sft-data"

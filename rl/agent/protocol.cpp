@@ -1,4 +1,4 @@
-// make_protocol and the text helpers the four protocols share (tag blocks, tool-call JSON,
+// The text helpers the protocols share (tag blocks, tool-call JSON,
 // ChatML turns). The protocols themselves are in rl/protocol_<name>.cpp.
 #include <algorithm>
 
@@ -9,19 +9,12 @@
 
 namespace sqlrl::rl {
 
-std::vector<std::string> protocol_names() { return {"skyrl", "sqltrail", "mtir", "mtsql"}; }
-
-std::unique_ptr<Protocol> make_protocol(const std::string& name, const ProtocolSettings& settings) {
-  check(settings.mtir_rethink == "assistant" || settings.mtir_rethink == "user",
-        "protocol: mtir-rethink must be assistant or user, got '", settings.mtir_rethink, "'");
-  if (name == "skyrl") return detail::make_skyrl();
-  if (name == "sqltrail") return detail::make_sqltrail(settings);
-  if (name == "mtir") return detail::make_mtir(settings);
-  if (name == "mtsql") return detail::make_mtsql(settings);
-  std::string known;
-  for (const std::string& n : protocol_names()) known += (known.empty() ? "" : ", ") + n;
-  fail("protocol: unknown name '", name, "' (known: ", known, ")");
+std::string detail::demo_reasoning_then_sql(const DemoStep& t, const char* open, const char* close) {
+  const bool answer = t.action == DemoAction::Answer;
+  return std::string(open) + t.reasoning + close + "\n" + (answer ? "<solution>" + t.sql + "</solution>" : "<sql>" + t.sql + "</sql>");
 }
+
+std::string detail::demo_think_head(const DemoStep& t) { return "<think>\n" + t.reasoning + "\n</think>\n" + t.verdicts; }
 
 namespace {
 

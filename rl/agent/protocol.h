@@ -74,9 +74,19 @@ struct ProtocolSettings {
   bool mtsql_answer_fallback = true;
 };
 
+// One assistant turn of a gold demonstration (rl/sft/sft_demos.cpp), for Protocol::demo_turn.
+enum class DemoAction { ExecSql, Memory, Answer };
+struct DemoStep {
+  std::string reasoning;  // the turn's thought
+  DemoAction action = DemoAction::ExecSql;
+  std::string sql;
+  std::string verdicts;  // verdict() text on the previous observation ("" when none)
+  std::string db_id;     // the database, for tool calls that name it
+};
+
 struct Protocol {
   virtual ~Protocol() = default;
-  virtual const char* name() const = 0;
+  virtual const char* name() const = 0;  // its paper's row (rl/agent/paper.h)
   // Turn budget (assistant turns, the answering turn included) and the strings that end a turn.
   virtual int max_turns() const = 0;
   virtual std::vector<std::string> stop_strings() const = 0;
@@ -98,6 +108,19 @@ struct Protocol {
   virtual std::vector<std::string> final_turn_stops() const { return stop_strings(); }
   // The SQL scored when the episode ended without an Answer; "" = none (unanswered).
   virtual std::string fallback_answer(const Trajectory&) const { return {}; }
+
+  // ---- gold demonstrations (rl/sft/sft_demos.cpp) in the protocol's own format, written beside
+  // its parser so that parse(demo_turn(t)) reads back t's action.
+  virtual std::string demo_turn(const DemoStep& turn) const = 0;
+  // Whether the protocol has a memory tool (MTSQL-R1's memory_retrieve over the dialogue's
+  // earlier turns): a demonstration then checks the memory before answering.
+  virtual bool has_memory() const { return false; }
+  // The verdict a turn writes on the previous observation (MTSQL-R1's <exec_verify> /
+  // <memory_verify>, outside <think>); "" for protocols without verdicts.
+  virtual std::string verdict(DemoAction on, bool pass) const {
+    (void)on, (void)pass;
+    return {};
+  }
 };
 
 // MTSQL-R1's verdicts written in one assistant turn (outside <think>), as written ("pass",
@@ -108,7 +131,8 @@ struct VerifyVerdicts {
 };
 VerifyVerdicts mtsql_verdicts(std::string_view turn_text);
 
-// "skyrl", "sqltrail", "mtir", "mtsql"; anything else is an error listing the names.
+// The protocol of the paper row `name` (rl/agent/paper.h); anything else is an error listing the
+// names.
 std::unique_ptr<Protocol> make_protocol(const std::string& name, const ProtocolSettings& settings = {});
 std::vector<std::string> protocol_names();
 

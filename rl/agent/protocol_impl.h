@@ -60,6 +60,11 @@ ToolCall parse_tool_call(std::string_view body);
 bool string_argument(const ToolCall& call, const char* key, std::string* value, std::string* error);
 
 Action invalid(std::string error);
+// Demonstration turns (Protocol::demo_turn). SkyRL-SQL's and SQL-Trail's: <open>reasoning<close>
+// then <sql>…</sql>, or <solution>…</solution> for the answer.
+std::string demo_reasoning_then_sql(const DemoStep& turn, const char* open, const char* close);
+// MTIR-SQL's and MTSQL-R1's head of a turn: "<think>\n" reasoning "\n</think>\n" and the verdicts.
+std::string demo_think_head(const DemoStep& turn);
 
 // ChatML: close the assistant turn (unless it already ended on <|im_end|>), one user turn with
 // `content`, then open the next assistant turn (with the empty think block when asked).

@@ -129,6 +129,14 @@ struct Mtir final : Protocol {
     if (settings.mtir_rethink == "user") return user_turn(kRethink, outcome);
     return assistant_continuation(kRethink, outcome);
   }
+
+  std::string demo_turn(const DemoStep& turn) const override {
+    const std::string head = demo_think_head(turn);
+    if (turn.action == DemoAction::Answer) return head + "<answer>\n```sql\n" + turn.sql + "\n```\n</answer>";
+    const nlohmann::ordered_json call = {{"name", "sql-execute_sql_query"},
+                                         {"arguments", {{"db_name", turn.db_id}, {"sql", turn.sql}}}};
+    return head + "<tool_call>\n" + chat_json_dumps(call) + "\n</tool_call>";
+  }
 };
 
 }  // namespace

@@ -305,6 +305,20 @@ struct Mtsql final : Protocol {
         return turn->action.sql;
     return {};
   }
+
+  std::string demo_turn(const DemoStep& turn) const override {
+    const std::string head = demo_think_head(turn);
+    if (turn.action == DemoAction::Answer) return head + "<answer_sql>" + turn.sql + "</answer_sql>";
+    const nlohmann::ordered_json call = {{"name", turn.action == DemoAction::Memory ? "memory_retrieve" : "exec_sql"},
+                                         {"arguments", {{"code", turn.sql}}}};
+    return head + "<tool_call>\n" + chat_json_dumps(call) + "\n</tool_call>";
+  }
+  bool has_memory() const override { return true; }
+  // The prompts' words (appendix B): pass / no_pass.
+  std::string verdict(DemoAction on, bool pass) const override {
+    const char* tag = on == DemoAction::Memory ? "memory_verify" : "exec_verify";
+    return std::string("<") + tag + ">" + (pass ? "pass" : "no_pass") + "</" + tag + ">\n";
+  }
 };
 
 }  // namespace

@@ -125,6 +125,8 @@ struct SkyRL final : Protocol {
     return "\n\n<observation>" + obs + "\n<reminder>You have " + std::to_string(outcome.turns_left) +
            " turns left to complete the task.</reminder></observation>\n\n";
   }
+
+  std::string demo_turn(const DemoStep& turn) const override { return demo_reasoning_then_sql(turn, "<think>", "</think>"); }
 };
 
 }  // namespace

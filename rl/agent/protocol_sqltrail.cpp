@@ -141,6 +141,10 @@ struct SqlTrail final : Protocol {
                          " turns left to complete the task.\n</observation>",
                      outcome);
   }
+
+  std::string demo_turn(const DemoStep& turn) const override {
+    return demo_reasoning_then_sql(turn, "<reasoning>", "</reasoning>");
+  }
 };
 
 }  // namespace

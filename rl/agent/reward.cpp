@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rl/agent/paper.h"
 #include "rl/agent/reward_detail.h"
 #include "runtime/error.h"
 #include "sql/eval/eval_spider_exec.h"
@@ -25,25 +26,6 @@ struct RewardCaches {
 
 namespace {
 
-// Default weights, each from the paper named beside it.
-const std::vector<RewardPanel>& panels() {
-  static const std::vector<RewardPanel> all = {
-      // MTIR-SQL §3.3: R_f = ±0.1 (eq. 5), R_e = +0.1 / 0 / −0.1 (eq. 6), R_r = +1 / 0 / −1 (eq. 7).
-      // Raw terms are ±1 so the weight is the magnitude the paper's ablation varies (Table 5:
-      // format reward 0, 0.1, 0.2, 0.3).
-      {"mtir", {{"format", 0.1}, {"exec", 0.1}, {"result", 1.0}}},
-      // SQL-Trail §3.3.2 eq. 4 = A.4 eq. 12: 5·exec + 2·turns + schema + bigram + syntax + format.
-      {"sqltrail", {{"exec", 5}, {"turns", 2}, {"schema", 1}, {"bigram", 1}, {"syntax", 1}, {"format", 1}}},
-      // SkyRL-SQL §4.1: one piecewise reward, −1 / 0 / 1.
-      {"skyrl", {{"outcome", 1}}},
-      // MTSQL-R1 §3.3.2: R_all = w1·EX + w2·EM + w3·R_propose/self-correct + w4·(R_E-verify +
-      // R_M-verify). The paper only says the w are grid-searched; these are the authors' released
-      // reward (taichengguo/MTSQL-R1 verl/utils/reward_score/text2sql_process.py): 1, 1, 0.8, 0.1.
-      {"mtsql", {{"ex", 1}, {"em", 1}, {"clause_f1", 0.8}, {"verify", 0.1}}},
-  };
-  return all;
-}
-
 std::string joined_names(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -58,16 +40,11 @@ std::vector<std::string> term_names(const RewardPanel& panel) {
 
 }  // namespace
 
-std::vector<std::string> reward_panel_names() {
-  std::vector<std::string> out;
-  for (const RewardPanel& p : panels()) out.push_back(p.name);
-  return out;
-}
+std::vector<std::string> reward_panel_names() { return paper_names(); }
 
+// The paper's terms and weights (rl/agent/paper.cpp, each from the paper named there).
 RewardPanel make_reward_panel(const std::string& name) {
-  for (const RewardPanel& p : panels())
-    if (p.name == name) return p;
-  fail("reward panel '", name, "' does not exist; panels: ", joined_names(reward_panel_names()));
+  return RewardPanel{name, find_paper(name, "reward panel").terms};
 }
 
 void set_reward_weight(RewardPanel& panel, std::string_view key, double weight) {
@@ -233,17 +210,7 @@ double executed_term(const Trajectory& traj) {
 void score(const RewardPanel& panel, const sql::Example& example, Trajectory& traj, RewardContext& ctx) {
   detail::Outcome outcome = detail::final_outcome(example, traj, ctx);
   traj.note_infra_failure(outcome.infra_failure, "scoring", outcome.infra_reason);
-  std::vector<double> raw;
-  if (panel.name == "mtir")
-    raw = detail::mtir_terms(example, traj, outcome, ctx);
-  else if (panel.name == "sqltrail")
-    raw = detail::sqltrail_terms(example, traj, outcome, ctx);
-  else if (panel.name == "skyrl")
-    raw = detail::skyrl_terms(example, traj, outcome, ctx);
-  else if (panel.name == "mtsql")
-    raw = detail::mtsql_terms(example, traj, outcome, ctx);
-  else
-    fail("reward panel '", panel.name, "' does not exist; panels: ", joined_names(reward_panel_names()));
+  std::vector<double> raw = find_paper(panel.name, "reward panel").score(example, traj, outcome, ctx);
   check(raw.size() <= panel.terms.size(), "reward panel '", panel.name, "': ", panel.terms.size(),
         " terms configured, the scorer gives ", raw.size());
   for (size_t i = raw.size(); i < panel.terms.size(); ++i) {  // the optional terms, after the paper's

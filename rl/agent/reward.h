@@ -1,4 +1,4 @@
-// Reward panels: the four papers' rewards as named terms x weights, scored on finished
+// Reward panels: each paper's reward (its row of rl/agent/paper.h) as named terms x weights, scored on finished
 // trajectories. A term's raw value is the paper's indicator/score; the weight is the paper's
 // coefficient, overridable per term by name (config "reward.<panel>.<term>=<w>").
 //
@@ -40,7 +40,7 @@ struct RewardTerm {
 };
 
 struct RewardPanel {
-  std::string name;               // "mtir", "sqltrail", "skyrl", "mtsql"
+  std::string name;               // its paper's row (rl/agent/paper.h)
   std::vector<RewardTerm> terms;  // fixed per panel, in the order reward_terms reports them
 };
 

@@ -6,6 +6,7 @@
 #include <future>
 #include <sstream>
 
+#include "rl/agent/paper.h"
 #include "rl/eval/eval.h"
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_log.h"
@@ -130,7 +131,8 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
   sql::LoadOptions eval_load;
   if (c.eval_every > 0 && !eval_spec.empty())
     eval_load = eval_load_options(eval_spec, c.eval_split, c.eval_dataset.empty() ? "dataset" : "eval-dataset");
-  bool bird_like = format == sql::DatasetFormat::Bird || (c.compare.empty() && c.protocol == "skyrl");
+  const Paper& paper = find_paper(c.protocol);
+  bool bird_like = format == sql::DatasetFormat::Bird || (c.compare.empty() && paper.bird_compare);
   sql::CompareMode mode = c.compare.empty() ? (bird_like ? sql::CompareMode::BirdSet : sql::CompareMode::Spider)
                                             : (c.compare == "bird" ? sql::CompareMode::BirdSet : sql::CompareMode::Spider);
   env.pool = std::make_unique<sql::Pool>(sql::model_sql_pool_options());
@@ -155,8 +157,8 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
     sql::LoadOptions o;
     o.dir = synth;
     o.split = c.split;
-    // MTSQL-R1 is a dialogue protocol (memory_retrieve reads earlier turns): its SParC-format dialogues.
-    if (c.protocol == "mtsql") o.format = sql::DatasetFormat::Sparc, o.dir = synth + "/sparc";
+    // A dialogue protocol (MTSQL-R1's memory_retrieve reads earlier turns): the SParC-format dialogues.
+    if (paper.dialogues) o.format = sql::DatasetFormat::Sparc, o.dir = synth + "/sparc";
     env.examples = sql::load_dataset(o).examples;
   }
   if (c.eval_every > 0) {
@@ -164,7 +166,7 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
       eval_load.dir = (fs::path(dir) / "cache" / "synth").string();
       eval_load.split = c.eval_split;
       eval_load.compute_difficulty = true;
-      if (c.protocol == "mtsql") eval_load.format = sql::DatasetFormat::Sparc, eval_load.dir += "/sparc";
+      if (paper.dialogues) eval_load.format = sql::DatasetFormat::Sparc, eval_load.dir += "/sparc";
     }
     env.eval_dataset = eval_spec.empty() ? "synthetic" : eval_spec;
     env.eval_examples = load_eval_examples(eval_load, c.eval_limit, "eval-dataset " + env.eval_dataset);
@@ -203,7 +205,7 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
                             env.model.num_params, " parameters, vocab ", env.model.config.vocab_size, "), tokenizer ",
                             tok_path, " (", env.tokenizer->size(), " ids), ", env.examples.size(), " ", c.split,
                             " examples from ", c.dataset.empty() ? "the built-in synthetic benchmark" : c.dataset,
-                            c.dataset.empty() && c.protocol == "mtsql" ? " (dialogues)" : "",
+                            c.dataset.empty() && paper.dialogues ? " (dialogues)" : "",
                             ", protocol ", c.protocol, ", reward ", env.panel.name,
                             env.adapter ? str_cat(", LoRA rank ", env.adapter->config.rank, " alpha ",
                                                   env.adapter->config.alpha, " (", env.adapter->num_params,

@@ -106,34 +106,21 @@ std::string result_note(const sql::Result& r) {
   return "The query ran and returned rows.";
 }
 
-// One assistant turn in the protocol's format.
+// One assistant turn in the protocol's format (Protocol::demo_turn, written beside its parser).
 std::string write_turn(const Protocol& p, const std::string& reasoning, Step step, const std::string& sql,
                        const std::string& verdicts, const std::string& db_id) {
-  const std::string name = p.name();
-  const bool answer = step == Step::Answer;
-  if (name == "skyrl" || name == "sqltrail") {
-    const char* open = name == "skyrl" ? "<think>" : "<reasoning>";
-    const char* close = name == "skyrl" ? "</think>" : "</reasoning>";
-    return std::string(open) + reasoning + close + "\n" + (answer ? "<solution>" + sql + "</solution>" : "<sql>" + sql + "</sql>");
-  }
-  std::string out = "<think>\n" + reasoning + "\n</think>\n" + verdicts;
-  if (name == "mtir") {
-    if (answer) return out + "<answer>\n```sql\n" + sql + "\n```\n</answer>";
-    nlohmann::ordered_json call = {{"name", "sql-execute_sql_query"}, {"arguments", {{"db_name", db_id}, {"sql", sql}}}};
-    return out + "<tool_call>\n" + chat_json_dumps(call) + "\n</tool_call>";
-  }
-  if (name == "mtsql") {
-    if (answer) return out + "<answer_sql>" + sql + "</answer_sql>";
-    nlohmann::ordered_json call = {{"name", step == Step::Memory ? "memory_retrieve" : "exec_sql"},
-                                   {"arguments", {{"code", sql}}}};
-    return out + "<tool_call>\n" + chat_json_dumps(call) + "\n</tool_call>";
-  }
-  fail("sft synth-demos: no demonstration writer for protocol '", name, "'");
+  DemoStep t;
+  t.reasoning = reasoning;
+  t.action = step == Step::Answer ? DemoAction::Answer : step == Step::Memory ? DemoAction::Memory : DemoAction::ExecSql;
+  t.sql = sql;
+  t.verdicts = verdicts;
+  t.db_id = db_id;
+  return p.demo_turn(t);
 }
 
 // first: the step that opens the demonstration before the gold query (Naive, Slip) or Gold.
 std::vector<PlannedStep> plan_steps(const Protocol& p, const std::vector<DemoTrap>& traps, Step first, int budget) {
-  bool memory = std::string(p.name()) == "mtsql";
+  bool memory = p.has_memory();
   for (;;) {
     std::vector<PlannedStep> s;
     if (first != Step::Gold) s.push_back({first});
@@ -202,16 +189,13 @@ Built build_demo(Builder& b, const std::vector<DemoTrap>& traps, const std::vect
                  const std::string& prompt) {
   const Protocol& p = b.p;
   const sql::Example& ex = b.ex;
-  const bool mtsql = std::string(p.name()) == "mtsql";
   if (plan.empty()) return Built::Budget;
   b.demo.segments.push_back(marked_segment(prompt, false));
   const std::string opening = to_answer(b, ex) + "I will run a query and check its result.";
   std::string note;      // what the last observation showed, opening the next turn's reasoning
-  std::string verdicts;  // mtsql: the verdict on the last observation
+  std::string verdicts;  // the protocol's verdict on the last observation (Protocol::verdict)
   auto exec_verdict = [&](const sql::Result& r) {
-    return mtsql ? std::string("<exec_verify>") + (r.ok() && !sql::synth::result_looks_empty(r) ? "pass" : "no_pass") +
-                       "</exec_verify>\n"
-                 : std::string();
+    return p.verdict(DemoAction::ExecSql, r.ok() && !sql::synth::result_looks_empty(r));
   };
   for (const PlannedStep& s : plan) {
     const std::string lead = note.empty() ? "" : note + " ";
@@ -242,12 +226,12 @@ Built build_demo(Builder& b, const std::vector<DemoTrap>& traps, const std::vect
         if (!probe_shows(t, b.demo.turns.back().observation)) {
           const std::string none = "No stored value starts with '" + t.question_value +
                                    "'; it may be abbreviated. Let me list the stored values of " + t.table + "." + t.column + ".";
-          b.add(write_turn(p, none, s.step, probe_all(t), mtsql ? "<exec_verify>no_pass</exec_verify>\n" : "", ex.db_id),
+          b.add(write_turn(p, none, s.step, probe_all(t), p.verdict(DemoAction::ExecSql, false), ex.db_id),
                 ActionKind::ExecSql, probe_all(t));
           if (!probe_shows(t, b.demo.turns.back().observation)) return Built::Probe;
         }
         note = probe_finding(t);
-        verdicts = mtsql ? "<exec_verify>pass</exec_verify>\n" : "";
+        verdicts = p.verdict(DemoAction::ExecSql, true);
         break;
       }
       case Step::Gold: {
@@ -262,7 +246,7 @@ Built build_demo(Builder& b, const std::vector<DemoTrap>& traps, const std::vect
                          s.step, ex.gold_sql, verdicts, ex.db_id),
               ActionKind::MemoryRetrieve, ex.gold_sql);
         note = "The query is coherent with the memory.";
-        verdicts = "<memory_verify>pass</memory_verify>\n";
+        verdicts = p.verdict(DemoAction::Memory, true);
         break;
       case Step::Answer:
         b.add(write_turn(p, lead + "This answers the question, so it is the final SQL.", s.step, ex.gold_sql, verdicts,

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "reward_fixture.h"
+#include "rl/agent/paper.h"
 #include "tests/test_util.h"
 
 namespace sqlrl::rl {
@@ -18,7 +19,7 @@ constexpr double kTol = 1e-12;
 using sqlrl::testing::error_of;
 
 TEST(RewardPanel, NamesTermsAndDefaultWeights) {
-  EXPECT_EQ(reward_panel_names(), (std::vector<std::string>{"mtir", "sqltrail", "skyrl", "mtsql"}));
+  EXPECT_EQ(reward_panel_names(), protocol_names());  // one row per paper (rl/agent/paper.h)
   RewardPanel p = make_reward_panel("sqltrail");
   ASSERT_EQ(p.terms.size(), 6u);
   std::vector<std::pair<std::string, double>> want = {{"exec", 5}, {"turns", 2}, {"schema", 1},
@@ -32,9 +33,9 @@ TEST(RewardPanel, NamesTermsAndDefaultWeights) {
 }
 
 TEST(RewardPanel, UnknownNamesAreErrorsListingTheChoices) {
-  std::string e = error_of([] { make_reward_panel("arctic"); });
-  EXPECT_NE(e.find("'arctic'"), std::string::npos) << e;
-  EXPECT_NE(e.find("mtir, sqltrail, skyrl, mtsql"), std::string::npos) << e;
+  std::string e = error_of([] { make_reward_panel("sql-r1"); });
+  EXPECT_NE(e.find("reward panel: unknown name 'sql-r1'"), std::string::npos) << e;
+  for (const std::string& name : reward_panel_names()) EXPECT_NE(e.find(name), std::string::npos) << e;
 
   RewardPanel p = make_reward_panel("sqltrail");
   e = error_of([&] { set_reward_weight(p, "reward.sqltrail.exe", 1); });

@@ -112,6 +112,12 @@ struct TagProtocol : Protocol {
     return {{"system", "You answer questions with SQL.", {}, {}},
             {"user", sql::schema_compact(schema) + "\nQuestion: " + example.question, {}, {}}};
   }
+  // The turn's tag decides its action (parse), whatever the text before it.
+  std::string demo_turn(const DemoStep& turn) const override {
+    return turn.reasoning + (turn.action == DemoAction::Answer   ? kAnswerStop
+                             : turn.action == DemoAction::Memory ? kMemoryStop
+                                                                 : kExecStop);
+  }
   Action parse(std::string_view text) const override {
     static const char* queries[] = {"SELECT name, population FROM city ORDER BY id", "SELECT nope FROM city",
                                     "SELECT count(*) FROM city WHERE population > 1000"};

@@ -84,6 +84,7 @@ struct ToyProtocol : Protocol {
   }
   bool done(const Action&, int) const override { return true; }
   std::string inject(const Action&, const StepOutcome&, const sql::Example&) const override { return ""; }
+  std::string demo_turn(const DemoStep& turn) const override { return turn.sql; }  // what parse reads back
 };
 
 inline std::string toy_db() {
