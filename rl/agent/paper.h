@@ -9,6 +9,8 @@
 //   dialogues     trains on dialogues (the built-in benchmark's      train's default data
 //                 SParC-format set): MTSQL-R1's memory reads them
 //   bird_compare  EX by BIRD's set equality when `compare` is unset  train's EX comparison
+//   embedded_corpus  its first prompts are in the embedded tokenizer's rl/grpo/train_embedded.cpp
+//                 training text
 //
 // The demonstration writer of each paper is its protocol's demo_turn, beside its parser.
 #pragma once
@@ -34,6 +36,11 @@ struct Paper {
                                RewardContext& ctx);
   bool dialogues = false;
   bool bird_compare = false;
+  // The embedded BPE tokenizer (trained on the synthetic benchmark for the tiny model) learns from
+  // these rows' first prompts. A row added after the embedded demo's figures were measured stays
+  // out, so that the demo keeps its tokenizer and its results bit for bit; its prompt text is
+  // still encoded, in smaller pieces (byte-level BPE covers any text).
+  bool embedded_corpus = false;
 };
 
 const std::vector<Paper>& papers();

@@ -18,6 +18,7 @@ std::unique_ptr<Protocol> make_skyrl();
 std::unique_ptr<Protocol> make_sqltrail(const ProtocolSettings& settings);
 std::unique_ptr<Protocol> make_mtir(const ProtocolSettings& settings);
 std::unique_ptr<Protocol> make_mtsql(const ProtocolSettings& settings);
+std::unique_ptr<Protocol> make_arctic(const ProtocolSettings& settings);
 
 std::string trim(std::string_view text);  // ASCII whitespace at both ends
 

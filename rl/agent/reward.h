@@ -6,6 +6,7 @@
 //   sqltrail  exec ×5, turns ×2, schema, bigram, syntax, format (each 0..1) ×1  SQL-Trail §3.3.2, A.4
 //   skyrl     outcome (−1 bad format / 0 wrong / 1 right) ×1                  SkyRL-SQL §4.1
 //   mtsql     ex ×1, em ×1, clause_f1 ×0.8, verify (E-mean + M-mean, 0..2) ×0.1  MTSQL-R1 §3.3.2
+//   arctic    execution (1 right / 0.1 executes / 0) ×1                        Arctic-Text2SQL-R1 §3
 //
 // Any panel may end with optional terms, each added once, after the paper's:
 //   overlong  DAPO's soft overlong punishment (Yu et al. 2025, arXiv 2503.14476, §3.4 eq. 13) on

@@ -76,6 +76,8 @@ std::vector<double> mtir_terms(const sql::Example& ex, const Trajectory& t, cons
 std::vector<double> sqltrail_terms(const sql::Example& ex, const Trajectory& t, const Outcome& o, RewardContext& ctx);
 std::vector<double> skyrl_terms(const sql::Example& ex, const Trajectory& t, const Outcome& o, RewardContext& ctx);
 std::vector<double> mtsql_terms(const sql::Example& ex, const Trajectory& t, const Outcome& o, RewardContext& ctx);
+// In rl/agent/protocol_arctic.cpp, beside its protocol.
+std::vector<double> arctic_terms(const sql::Example& ex, const Trajectory& t, const Outcome& o, RewardContext& ctx);
 
 // Clause-level F1 (SELECT/WHERE/JOIN/GROUP/ORDER mean, sql/eval/sql_features.h) of `pred` against
 // the gold; 0 when either side fails Spider's parser.

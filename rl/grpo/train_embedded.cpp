@@ -5,7 +5,7 @@
 // vocabulary is initialised from Philox.
 #include <filesystem>
 
-#include "rl/agent/protocol.h"
+#include "rl/agent/paper.h"
 #include "rl/agent/rollout.h"
 #include "rl/grpo/train.h"
 #include "rl/agent/untrusted.h"
@@ -40,13 +40,15 @@ std::string train_embedded_tokenizer(const std::vector<sql::Example>& examples, 
     bool new_db = true;
     for (const std::string& db : seen_dbs) new_db = new_db && db != ex.db_path;
     if (!new_db) continue;
-    // Each protocol's first prompt once per database: system text, schema rendering and markup.
+    // The papers' first prompts once per database: system text, schema rendering and markup
+    // (the rows marked embedded_corpus: rl/agent/paper.h).
     seen_dbs.push_back(ex.db_path);
     const sql::DatabaseSchema& schema = schemas.get(pool, ex.db_path);
-    for (const std::string& name : protocol_names()) {
+    for (const Paper& paper : papers()) {
+      if (!paper.embedded_corpus) continue;
       ChatOptions chat;
       chat.add_generation_prompt = true;
-      corpus += strip_marks(render_chat(make_protocol(name)->first_prompt(ex, schema), chat));
+      corpus += strip_marks(render_chat(paper.make_protocol({})->first_prompt(ex, schema), chat));
     }
   }
   // The turn markup the models write and the environments inject.

@@ -126,4 +126,30 @@ TEST(ReproSmoke, MtsqlRunsSelfTaughtRoundsAndInOutOfDomain) {
   fs::remove_all(dir);
 }
 
+// Arctic-Text2SQL-R1: single-turn GRPO on the protocol's own one-turn format, the training split
+// without empty-result gold queries, and the model card's row with ours beside it.
+TEST(ReproSmoke, ArcticTrainsOneTurnOnFilteredDataAndFillsTheCard) {
+  fs::path dir = sqlrl::testing::process_temp_path("sqlrl_test_repro_arctic");
+  std::string table = run_script("arctic", dir);
+  const std::string rl_config = read_text(dir / "rl" / "config.toml");
+  EXPECT_NE(rl_config.find("protocol = \"arctic\""), std::string::npos) << rl_config;
+  EXPECT_NE(rl_config.find((dir / "train-data").string()), std::string::npos) << "trained on the filtered copy";
+  // Every trajectory is one turn, scored 1 / 0.1 / 0 on its one term.
+  std::ifstream trajectories(dir / "rl" / "trajectories.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(trajectories, line); ++lines) {
+    EXPECT_NE(line.find("\"execution\":"), std::string::npos) << line.substr(0, 300);
+    size_t turns = 0;  // each turn has one "observation" (empty here: nothing is executed)
+    for (size_t at = line.find("\"observation\":"); at != std::string::npos; at = line.find("\"observation\":", at + 1))
+      ++turns;
+    EXPECT_EQ(turns, 1u) << line.substr(0, 300);
+  }
+  EXPECT_GT(lines, 0);
+  std::vector<std::string> cells = row_cells(table, "Arctic-Text2SQL-R1-7B");
+  ASSERT_GE(cells.size(), 5u) << table;
+  EXPECT_EQ(cells[1], "rl ");
+  EXPECT_EQ(cells[2], "68.9 ");
+  fs::remove_all(dir);
+}
+
 }  // namespace

@@ -21,16 +21,15 @@ std::string animals_db(const std::string& name, const std::string& value) {
 
 int64_t count_id(const std::vector<int32_t>& ids, int32_t id) { return std::count(ids.begin(), ids.end(), id); }
 
-// The turn each protocol writes to run `sql`.
+// The turn each protocol writes to run `sql` (its demonstration writer), read back by its parser.
 Action exec_action(const Protocol& p, const std::string& sql) {
-  const std::string name = p.name();
-  std::string turn = "<sql>" + sql + "</sql>";
-  if (name == "mtir")
-    turn = "<tool_call>\n{\"name\": \"sql-execute_sql_query\", \"arguments\": {\"db_name\": \"zoo\", \"sql\": \"" + sql +
-           "\"}}\n</tool_call>";
-  if (name == "mtsql") turn = "<tool_call>\n{\"name\": \"exec_sql\", \"arguments\": {\"code\": \"" + sql + "\"}}\n</tool_call>";
-  Action a = p.parse(turn);
-  EXPECT_EQ(a.kind, ActionKind::ExecSql) << name << ": " << a.error;
+  DemoStep step;
+  step.reasoning = "Let me look.";
+  step.action = DemoAction::ExecSql;
+  step.sql = sql;
+  step.db_id = "zoo";
+  Action a = p.parse(p.demo_turn(step));
+  EXPECT_EQ(a.kind, ActionKind::ExecSql) << p.name() << ": " << a.error;
   return a;
 }
 
@@ -48,6 +47,7 @@ TEST(Untrusted, DatabaseValueImEndStaysTextInEveryProtocolsObservation) {
   for (const std::string& name : protocol_names()) {
     SCOPED_TRACE(name);
     auto p = make_protocol(name);
+    if (p->max_turns() < 2) continue;  // a one-turn protocol (arctic) executes and observes nothing
     const Action a = exec_action(*p, "SELECT species FROM animals");
     auto injected = [&](const std::string& db) {
       sql::Result r = pool.execute(db, a.sql);

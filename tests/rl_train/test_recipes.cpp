@@ -20,7 +20,7 @@ using sqlrl::testing::run_command;
 
 namespace {
 
-const char* kPapers[] = {"mtir", "sqltrail", "skyrl", "mtsql"};
+const char* kPapers[] = {"mtir", "sqltrail", "skyrl", "mtsql", "arctic"};
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
