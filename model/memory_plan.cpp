@@ -95,8 +95,6 @@ Choice parse_choice(const std::string& value, const std::string& what) {
   fail(what, ": expected auto, on or off, got '", value, "'");
 }
 
-const char* choice_name(Choice c) { return c == Choice::Auto ? "auto" : c == Choice::On ? "on" : "off"; }
-
 int64_t TrainModes::recomputed_layers() const {
   return static_cast<int64_t>(std::count(recompute.begin(), recompute.end(), true));
 }

@@ -34,7 +34,6 @@ enum class PlanDevice : uint8_t { Cpu, Cuda };
 enum class Choice : uint8_t { Auto, Off, On };
 // "auto" | "on" | "off"; what names the flag/key in the error.
 Choice parse_choice(const std::string& value, const std::string& what);
-const char* choice_name(Choice c);
 
 struct MemoryPlanOptions {
   PlanDevice device = PlanDevice::Cuda;

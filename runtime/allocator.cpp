@@ -102,12 +102,6 @@ AllocatorStats cuda_allocator_stats(int device_index) {
   return cache.stats;
 }
 
-void cuda_reset_peak(int device_index) {
-  CudaCache& cache = cache_for(device_index);
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  cache.stats.peak_in_use = cache.stats.in_use;
-}
-
 void cuda_empty_cache(int device_index) {
   CudaCache& cache = cache_for(device_index);
   std::map<size_t, std::vector<void*>> bins;

@@ -25,7 +25,6 @@ std::shared_ptr<Storage> allocate_storage(size_t bytes, Device device);
 // Size class of a request: 512-byte granules below 1 MiB, 2 MiB granules above.
 size_t cuda_size_class(size_t bytes);
 AllocatorStats cuda_allocator_stats(int device_index);
-void cuda_reset_peak(int device_index);
 void cuda_empty_cache(int device_index);
 
 }  // namespace sqlrl

@@ -326,8 +326,4 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
         " (move one with to_device first)");
 }
 
-void check_dtype(const char* op, const char* name, const Tensor& t, DType expected) {
-  check(t.dtype == expected, op, ": ", name, " must be ", dtype_name(expected), ", got ", t.str());
-}
-
 }  // namespace sqlrl

@@ -95,6 +95,5 @@ std::vector<float> to_floats(const Tensor& t);  // any device, any float type, a
 
 // --- checks shared by ops ---------------------------------------------------------------------
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
-void check_dtype(const char* op, const char* name, const Tensor& t, DType expected);
 
 }  // namespace sqlrl

@@ -139,11 +139,6 @@ const AddedToken* added_token_at(const Tokenizer& tok, std::string_view text, si
 
 }  // namespace
 
-void bpe_piece(const Tokenizer& tok, std::string_view piece, std::vector<int32_t>& out) {
-  BpeScratch scratch;
-  if (!piece.empty()) bpe_merge(tok, piece, scratch, out);
-}
-
 void encode_append(const Tokenizer& tok, std::string_view text, std::vector<int32_t>& out, EncodeOptions options) {
   check(text.size() < 0xFFFFFFFFull, tok.source, ": encode: text of ", text.size(), " bytes is over the 4 GiB limit");
   bool stable = utf8_validate(text, "encode: input text");

@@ -91,7 +91,4 @@ std::string decode(const Tokenizer& tok, std::span<const int32_t> ids, bool skip
 // The raw bytes of the tokens (no UTF-8 repair): what the streaming decoder works on.
 void append_token_bytes(const Tokenizer& tok, std::span<const int32_t> ids, std::string& out, bool skip_special = false);
 
-// BPE of one pre-tokenised piece (raw bytes) without the cache; exposed for tests.
-void bpe_piece(const Tokenizer& tok, std::string_view piece, std::vector<int32_t>& out);
-
 }  // namespace sqlrl

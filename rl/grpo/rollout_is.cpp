@@ -25,10 +25,6 @@ const char* rollout_is_mode_name(RolloutIsMode m) {
   return m == RolloutIsMode::Off ? "off" : m == RolloutIsMode::Truncate ? "truncate" : "mask";
 }
 
-const char* rollout_is_level_name(RolloutIsLevel l) {
-  return l == RolloutIsLevel::Token ? "token" : l == RolloutIsLevel::Sequence ? "sequence" : "geometric";
-}
-
 void validate_rollout_is(const RolloutIsConfig& c) {
   check(std::isfinite(c.upper) && c.upper > 1.0f, "rollout-is-upper must be a finite number above 1, got ", c.upper);
   check(c.lower >= 0.0f && c.lower < 1.0f, "rollout-is-lower must be in [0, 1) (0: 1 / upper), got ", c.lower);

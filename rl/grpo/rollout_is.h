@@ -38,7 +38,6 @@ struct RolloutIsConfig {
 RolloutIsMode parse_rollout_is_mode(const std::string& name);
 RolloutIsLevel parse_rollout_is_level(const std::string& name);
 const char* rollout_is_mode_name(RolloutIsMode mode);
-const char* rollout_is_level_name(RolloutIsLevel level);
 // Fails naming the key: upper > 1, lower in [0, 1).
 void validate_rollout_is(const RolloutIsConfig& config);
 

@@ -326,9 +326,4 @@ TrainConfig read_config_toml(const std::string& path, std::vector<size_t>* prese
   return config;
 }
 
-void copy_config_field(const TrainConfig& from, TrainConfig& to, size_t index) {
-  TrainConfig source = from;
-  copy_option(config_fields(source), config_fields(to), index);
-}
-
 }  // namespace sqlrl::rl

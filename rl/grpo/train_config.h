@@ -173,7 +173,5 @@ std::string config_to_toml(const TrainConfig& config, const OptionSources& sourc
 // file set. An unknown key is a one-line error naming it, the file and the line. (CLI11 2.1
 // reads config files for the top-level app only, so the subcommand's recipes are read here.)
 TrainConfig read_config_toml(const std::string& path, std::vector<size_t>* present = nullptr);
-// Copies one field (by its table index) from `from` into `to`.
-void copy_config_field(const TrainConfig& from, TrainConfig& to, size_t index);
 
 }  // namespace sqlrl::rl
