@@ -96,7 +96,9 @@ struct SftSettings : rl::OutputOptions, rl::DeviceOptions, rl::ModelOptions, rl:
 
 OptionTable sft_options(SftSettings& s) {
   OptionTable t;
-  t.push_back({"data", "JSONL: {messages}, {segments} or {tokens, mask} per line", &s.data});
+  // Resumable (Option::resumable): where the data and tokenizer are (their fingerprints must match),
+  // the run folder, logging, device, memory and checkpoints; the rest is the checkpoint's.
+  t.push_back({"data", "JSONL: {messages}, {segments} or {tokens, mask} per line", &s.data, true});
   rl::add_model_options(t, s);
   rl::add_lora_options(t, s);
   rl::add_adapter_options(t, s);
@@ -104,8 +106,8 @@ OptionTable sft_options(SftSettings& s) {
                   "the base frozen)");
   rl::add_output_options(t, s, "run folder: metrics.jsonl, checkpoints/step-N/, config.toml");
   t.push_back({"resume", "continue a run: its folder (latest checkpoint) or a checkpoints/step-N folder; the settings, "
-               "data and tokenizer are the run's own", &s.resume});
-  t.push_back({"tensorboard", rl::kTensorboardHelp, &s.tensorboard});
+               "data and tokenizer are the run's own", &s.resume, true});
+  t.push_back({"tensorboard", rl::kTensorboardHelp, &s.tensorboard, true});
   rl::add_device_options(t, s);
   set_option_help(t, "device", "cpu (f32) | cuda (one GPU: bf16 weights, f32 master and moments; head_dim 64 or 128)");
   rl::add_template_options(t, s);
@@ -113,6 +115,7 @@ OptionTable sft_options(SftSettings& s) {
   rl::add_checkpoint_options(t, s);
   rl::add_zero_stage_option(t, s.zero_stage);
   rl::add_memory_options(t, s);
+  set_option_resumable(t, "tokenizer", true);
   // SFT has no rollout phase to offload the moments during: that key is GRPO's alone.
   std::erase_if(t, [](const Option& o) { return std::string(o.key) == "offload-optimizer"; });
   return t;
@@ -136,18 +139,15 @@ void log_line(const std::string& line) {
 // recorded them unless given again (the data's fingerprint must match).
 rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel& model, rl::OptimizerState& opt,
                                  std::unique_ptr<LoraAdapter>& adapter) {
-  // Every key a resumed run takes from its checkpoint: the training settings and the template.
-  SftTraining probe;
-  OptionTable training;
-  add_sft_training_options(training, probe);
-  std::set<std::string> fixed = {"weights", "chat-template", "enable-thinking", "lora-rank", "lora-alpha",
-                                 "lora-target-modules", "lora-rslora", "adapter"};
-  for (const Option& o : training) fixed.insert(o.key);
+  // A key that is not resumable (Option::resumable: the training settings, model and template)
+  // is the checkpoint's: giving it is refused.
   SftSettings scratch;
   const OptionTable table = sft_options(scratch);
-  for (size_t i = 0; i < table.size(); ++i)
-    check(!fixed.count(table[i].key) || args.flags.flags[i]->count() == 0, "sft --resume: --", table[i].key,
-          " cannot be given: a resumed run keeps its checkpoint's training settings");
+  std::vector<bool> given;
+  for (size_t i = 0; i < table.size(); ++i) given.push_back(args.flags.flags[i]->count() > 0);
+  const std::vector<std::string> fixed = rl::fixed_settings_given(table, given);
+  check(fixed.empty(), "sft --resume: --", fixed.empty() ? "" : fixed[0],
+        " cannot be given: a resumed run keeps its checkpoint's training settings");
   check(args.flags.config.empty(), "sft --resume: --config cannot be given: a resumed run keeps its checkpoint's settings");
   check(!rl::sft_run_without_checkpoint(a.resume), "sft --resume: ", a.resume, " has no complete checkpoint (the run "
         "stopped before its first save): start it again from update 0 with: llm_sqlrl sft --config ", a.resume,

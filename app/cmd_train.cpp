@@ -45,20 +45,9 @@ void print_sources(const rl::TrainConfig& config, const OptionSources& sources) 
 // A resumed run continues the run its folder holds: a setting that changes what is trained
 // (protocol, reward, data, lr and schedule, sampling, GRPO, model) must stay as its config.toml
 // says, or metrics.jsonl would mix two runs. Only how far it goes, how it logs and where it runs
-// may change.
+// may change: the options marked resumable (rl/grpo/train_config.cpp, rl/options.cpp).
 void refuse_changed_training(rl::TrainConfig saved, rl::TrainConfig asked, const std::string& folder) {
-  static const std::set<std::string> may_change = {
-      "out",          "resume",       "max-steps",    "save-every",        "log-trajectories", "tensorboard", "device",
-      "memory-gb",    "bf16-moments", "recompute",    "offload-optimizer", "override-safety",  "max-batch-sequences",
-      "sql-timeout-ms", "sql-memory-mb", "grad-accum", "zero-stage", "deterministic-reduce", "eval-every",
-      "kv-cache-blocks", "rollout-mean-tokens", "checkpoint-background", "keep-checkpoints",
-      "save-optimizer-every"};
-  OptionTable a = rl::config_fields(saved), b = rl::config_fields(asked);
-  std::vector<std::string> changed;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (may_change.count(a[i].key)) continue;
-    if (options_to_toml({a[i]}, "") != options_to_toml({b[i]}, "")) changed.push_back(a[i].key);
-  }
+  const std::vector<std::string> changed = rl::fixed_settings_changed(rl::config_fields(saved), rl::config_fields(asked));
   if (changed.empty()) return;
   std::string list;
   for (const std::string& k : changed) list += (list.empty() ? "" : ", ") + k;

@@ -9,9 +9,10 @@
 
 namespace sqlrl::rl {
 
-void add_output_options(OptionTable& t, OutputOptions& o, const char* help) { t.push_back({"out", help, &o.out}); }
+void add_output_options(OptionTable& t, OutputOptions& o, const char* help) { t.push_back({"out", help, &o.out, true}); }
 
 void add_memory_options(OptionTable& t, MemoryOptions& o) {
+  const size_t first = t.size();
   t.push_back({"memory-gb", "memory the plan may use, GB (10^9 bytes; 0 = the GPU's, or the host's RAM on cpu, less a reserve of 2 / 1 GiB)",
                &o.memory_gb});
   t.push_back({"bf16-moments", "AdamW moments in bf16: auto (when training cannot fit otherwise) | on | off",
@@ -21,6 +22,8 @@ void add_memory_options(OptionTable& t, MemoryOptions& o) {
   t.push_back({"offload-optimizer",
                "cuda: AdamW moments in host memory during rollouts: auto (when the KV cache would fall short) | on | off",
                &o.offload_optimizer});
+  // How it runs, not what it trains: a resumed run may change them (Option::resumable).
+  for (size_t i = first; i < t.size(); ++i) t[i].resumable = true;
 }
 
 void validate(const MemoryOptions& o) {
@@ -31,7 +34,10 @@ void validate(const MemoryOptions& o) {
 }
 
 void add_device_options(OptionTable& t, DeviceOptions& o) {
+  const size_t first = t.size();
   t.push_back({"device", "cpu (f32) | cuda (one GPU, bf16 weights; head_dim 64 or 128)", &o.device});
+  // How it runs, not what it trains: a resumed run may change them (Option::resumable).
+  for (size_t i = first; i < t.size(); ++i) t[i].resumable = true;
 }
 
 void add_model_options(OptionTable& t, ModelOptions& o) {
@@ -188,9 +194,11 @@ void add_turn_options(OptionTable& t, TurnOptions& o) {
 }
 
 void add_sql_options(OptionTable& t, SqlOptions& o) {
-  t.push_back({"sql-timeout-ms", "wall-clock limit per SQL call (0 = none)", &o.sql_timeout_ms});
+  // The machine's limits (a resumed run may change them); the row and step budgets shape what is
+  // observed and scored, and stay.
+  t.push_back({"sql-timeout-ms", "wall-clock limit per SQL call (0 = none)", &o.sql_timeout_ms, true});
   t.push_back({"sql-max-rows", "rows fetched per SQL call", &o.sql_max_rows});
-  t.push_back({"sql-memory-mb", "memory one SQL call may hold inside SQLite, MiB (0 = none)", &o.sql_memory_mb});
+  t.push_back({"sql-memory-mb", "memory one SQL call may hold inside SQLite, MiB (0 = none)", &o.sql_memory_mb, true});
   t.push_back({"sql-max-value-kb", "longest string or blob one SQL call may build, KiB", &o.sql_max_value_kb});
   t.push_back({"sql-vm-steps", "deterministic budget per SQL call in SQLite VM steps (0 = none); with one, the "
                "wall clock firing first is the machine's failure (infrastructure), not the query's", &o.sql_vm_steps});
@@ -210,6 +218,7 @@ std::vector<std::string> environment_keys() {
 }
 
 void add_parallel_options(OptionTable& t, ParallelOptions& o) {
+  const size_t first = t.size();
   t.push_back({"grad-accum", "split each process's share of a step's prompts into N shards, each shard's gradient "
                "computed from zero and every shard's added in order: one process computes what N ranks of mpirun "
                "compute, and M ranks what M x N do (a run resumed on fewer ranks keeps its bits; on cuda the shards add into "
@@ -217,16 +226,22 @@ void add_parallel_options(OptionTable& t, ParallelOptions& o) {
   add_zero_stage_option(t, o.zero_stage);
   t.push_back({"deterministic-reduce", "several ranks: sum gradients in rank order (all-to-all), so N ranks give the "
                "bits of --grad-accum N; off: MPI's all-reduce", &o.deterministic_reduce});
+  // How it runs, not what it trains: a resumed run may change them (Option::resumable).
+  for (size_t i = first; i < t.size(); ++i) t[i].resumable = true;
 }
 
 void add_zero_stage_option(OptionTable& t, int64_t& zero_stage) {
+  const size_t first = t.size();
   t.push_back({"zero-stage", "several ranks: 0 (every rank keeps all AdamW moments) | 1 (each keeps its slice's) | "
                "2 (and only its slice's reduced gradient) | 3 (and only its slice's fp32 master weights; on the cpu, "
                "whose fp32 weights are the master, what 2 holds). cuda: every bf16 weight stays on every GPU; a LoRA "
                "adapter trains whole (0)", &zero_stage});
+  // How it runs, not what it trains: a resumed run may change them (Option::resumable).
+  for (size_t i = first; i < t.size(); ++i) t[i].resumable = true;
 }
 
 void add_checkpoint_options(OptionTable& t, CheckpointOptions& o) {
+  const size_t first = t.size();
   t.push_back({"checkpoint-background", "auto | on | off: write each checkpoint on a thread from a host copy while "
                "training goes on (it waits for the copy only); off: for the whole write, without the copy's memory; "
                "auto: on while the copy fits in half the host's available memory", &o.checkpoint_background});
@@ -234,6 +249,8 @@ void add_checkpoint_options(OptionTable& t, CheckpointOptions& o) {
                "0 = keep all", &o.keep_checkpoints});
   t.push_back({"save-optimizer-every", "only every N-th step's checkpoint carries the optimizer state (resumable); "
                "those between hold the weights only (0 = all carry it; the last always does)", &o.save_optimizer_every});
+  // How it runs, not what it trains: a resumed run may change them (Option::resumable).
+  for (size_t i = first; i < t.size(); ++i) t[i].resumable = true;
 }
 
 CheckpointWriterOptions checkpoint_writer_options(const CheckpointOptions& o) {

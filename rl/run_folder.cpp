@@ -20,6 +20,22 @@
 #include "runtime/json_depth.h"
 
 namespace sqlrl::rl {
+
+std::vector<std::string> fixed_settings_changed(const OptionTable& saved, const OptionTable& asked) {
+  check(saved.size() == asked.size(), "resume: option tables of ", saved.size(), " and ", asked.size(), " keys");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < saved.size(); ++i)
+    if (!saved[i].resumable && options_to_toml({saved[i]}, "") != options_to_toml({asked[i]}, "")) out.push_back(saved[i].key);
+  return out;
+}
+
+std::vector<std::string> fixed_settings_given(const OptionTable& table, const std::vector<bool>& given) {
+  check(table.size() == given.size(), "resume: ", given.size(), " flags for ", table.size(), " keys");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < table.size(); ++i)
+    if (given[i] && !table[i].resumable) out.push_back(table[i].key);
+  return out;
+}
 namespace fs = std::filesystem;
 
 RunLock& RunLock::operator=(RunLock&& o) noexcept {

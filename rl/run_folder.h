@@ -34,10 +34,19 @@
 #include "model/model.h"
 #include "rl/optimizer.h"
 #include "runtime/comm.h"
+#include "runtime/options.h"
 
 namespace sqlrl::rl {
 
 constexpr int64_t kTrainerStateVersion = 1;
+
+// Resuming: a key whose row is not resumable (runtime/options.h Option::resumable) keeps the run's
+// own value. The keys of two tables of one layout (the run's settings, the ones asked for) that
+// differ where that holds, in table order (train).
+std::vector<std::string> fixed_settings_changed(const OptionTable& saved, const OptionTable& asked);
+// The keys given (given[i] for table[i]) whose rows are not resumable, in table order (sft, whose
+// settings come from its checkpoint rather than a config.toml).
+std::vector<std::string> fixed_settings_given(const OptionTable& table, const std::vector<bool>& given);
 
 // Exclusive use of a run folder (created if missing) while the returned value lives. A second
 // process gets an error naming the folder and the holder's pid.

@@ -246,6 +246,15 @@ void set_option_help(OptionTable& table, const char* key, const char* help) {
   fail("option table has no key '", key, "'");
 }
 
+void set_option_resumable(OptionTable& table, const char* key, bool resumable) {
+  for (Option& o : table)
+    if (std::string_view(o.key) == key) {
+      o.resumable = resumable;
+      return;
+    }
+  fail("option table has no key '", key, "'");
+}
+
 void copy_option(const OptionTable& from, const OptionTable& to, size_t index) {
   check(index < from.size() && index < to.size(), "option index ", index, " out of range");
   std::visit([&](auto* s) { *std::get<decltype(s)>(to[index].value) = *s; }, from[index].value);

@@ -19,6 +19,10 @@ struct Option {
   const char* key;   // flag without the dashes, and the config-file key
   const char* help;
   OptionValue value;  // points into the struct the table was made for
+  // Whether a resumed run may take a new value: how far it goes, where and how it runs, how it
+  // logs and checkpoints. false: what is trained (data, model, algorithm, sampling) stays the
+  // run's own, or metrics.jsonl would mix two runs (rl/run_folder.h fixed_settings_changed).
+  bool resumable = false;
 };
 using OptionTable = std::vector<Option>;
 
@@ -66,6 +70,9 @@ void copy_option(const OptionTable& from, const OptionTable& to, size_t index);
 // Replaces the help line of `key` (a command's own wording of a shared option); fails when the
 // table has no such key.
 void set_option_help(OptionTable& table, const char* key, const char* help);
+// Sets the resumable attribute of `key` (a command's own rule for a shared option); fails when
+// the table has no such key.
+void set_option_resumable(OptionTable& table, const char* key, bool resumable);
 
 // The value as the TOML file writes it (for messages).
 std::string option_value_text(const Option& option);

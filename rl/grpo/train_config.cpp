@@ -15,20 +15,20 @@ namespace sqlrl::rl {
 OptionTable config_fields(TrainConfig& c) {
   OptionTable t;
   add_output_options(t, c, "run folder");
-  t.push_back({"resume", "continue the run in this folder from its latest checkpoint", &c.resume});
+  t.push_back({"resume", "continue the run in this folder from its latest checkpoint", &c.resume, true});
   add_device_options(t, c);
   set_option_help(t, "device", "cpu | cuda (cuda: rollout and GRPO on one GPU, bf16 weights with f32 master; head_dim 64 or 128)");
   t.insert(t.end(), {
-      {"max-steps", "trainer steps (rollout batches) to reach (with epochs > 0: a cap, 0 = none)", &c.max_steps},
+      {"max-steps", "trainer steps (rollout batches) to reach (with epochs > 0: a cap, 0 = none)", &c.max_steps, true},
       {"epochs", "> 0: passes over the training examples (after curation / curriculum), ceil(epochs x examples / "
                  "batch-size) steps (0 = max-steps decides)", &c.epochs},
       {"seed", "seed of the data shuffle, the sampler (Philox) and the embedded model", &c.seed},
-      {"save-every", "checkpoint every N steps (the last always); 0 = last only", &c.save_every},
+      {"save-every", "checkpoint every N steps (the last always); 0 = last only", &c.save_every, true},
   });
   add_checkpoint_options(t, c);
   t.insert(t.end(), {
-      {"log-trajectories", "trajectories per step written to trajectories.jsonl", &c.log_trajectories},
-      {"tensorboard", kTensorboardHelp, &c.tensorboard},
+      {"log-trajectories", "trajectories per step written to trajectories.jsonl", &c.log_trajectories, true},
+      {"tensorboard", kTensorboardHelp, &c.tensorboard, true},
   });
   add_model_options(t, c);
   add_template_options(t, c);
@@ -54,7 +54,7 @@ OptionTable config_fields(TrainConfig& c) {
       {"compare", "EX comparison: spider | bird (default: bird for BIRD data and skyrl, else spider)", &c.compare},
       {"eval-every", "evaluate greedy pass@1 on the held-out split after every N steps and the last, into "
                      "RUN/eval/step-N/ and metrics.jsonl's \"eval\"; a new best EX also saves a checkpoint and "
-                     "RUN/best.json (0 = off)", &c.eval_every},
+                     "RUN/best.json (0 = off)", &c.eval_every, true},
       {"eval-split", "split evaluated by eval-every", &c.eval_split},
       {"eval-dataset", "FORMAT:PATH[,db=DBDIR] evaluated by eval-every (default: the training dataset; EX as `eval` scores "
                        "it: compare, else bird for BIRD data, else spider)", &c.eval_dataset},
@@ -76,13 +76,13 @@ OptionTable config_fields(TrainConfig& c) {
   add_turn_options(t, c);
   t.insert(t.end(), {
       {"max-batch-sequences", "live samples (holding KV blocks, decoded together) at most; 0 = as many as the KV "
-                              "cache holds at rollout-mean-tokens each, at most a step's samples", &c.max_batch_sequences},
+                              "cache holds at rollout-mean-tokens each, at most a step's samples", &c.max_batch_sequences, true},
       {"kv-cache-blocks", "KV-cache blocks of 16 tokens; 0 = from the memory plan (a step's samples at the full "
                           "length as far as memory allows); at least one group at max-total-tokens. Groups are admitted "
                           "while blocks are free, the youngest samples preempted (and recomputed) when they run out",
-       &c.kv_cache_blocks},
+       &c.kv_cache_blocks, true},
       {"rollout-mean-tokens", "mean trajectory length max-batch-sequences 0 plans for (0 = half of max-total-tokens; "
-                              "metrics.jsonl's tokens_mean measures it)", &c.rollout_mean_tokens},
+                              "metrics.jsonl's tokens_mean measures it)", &c.rollout_mean_tokens, true},
       {"batch-invariant", "CPU: every forward sums a token's row the same way whatever shares its call, so the "
                           "sampled tokens and log-probs do not depend on the KV cache size, the batch cap or "
                           "preemptions, bit for bit (slower prefills: every linear layer takes the few-token kernel)", &c.batch_invariant},
@@ -175,7 +175,7 @@ OptionTable config_fields(TrainConfig& c) {
        &c.spare_copied_answers},
       {"micro-batch-tokens", "packed tokens per training micro-batch", &c.micro_batch_tokens},
       {"share-prefixes", "pack a group's common prompt once (same update up to rounding)", &c.share_prefixes},
-      {"override-safety", "train a pretrained checkpoint even with settings that would harm it (lr > 1e-4, turn caps too short for an answer or a Qwen3 thought)", &c.override_safety},
+      {"override-safety", "train a pretrained checkpoint even with settings that would harm it (lr > 1e-4, turn caps too short for an answer or a Qwen3 thought)", &c.override_safety, true},
   });
   add_memory_options(t, c);
   add_parallel_options(t, c);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "rl/grpo/train.h"
@@ -103,6 +104,32 @@ void write_optimizer_state(const std::string& dir, const OptimizerState& full, i
 
 // ZeRO checkpoints of any world size resume on any other: every rank's slice of every layout
 // reads back as that slice of the whole, whatever shards it straddles, in either precision.
+// The resume rule is each option row's `resumable` attribute (runtime/options.h): train's rows
+// that may change on resume are how far the run goes, where and how it runs, how it logs and
+// checkpoints; a changed value of any other row is named, a changed resumable one is not.
+TEST(ResumeRule, TheRowsResumableAttributeDecides) {
+  TrainConfig saved_config, asked_config;
+  const OptionTable saved = config_fields(saved_config);
+  std::set<std::string> resumable;
+  for (const Option& o : saved)
+    if (o.resumable) resumable.insert(o.key);
+  EXPECT_EQ(resumable, (std::set<std::string>{
+                           "out", "resume", "max-steps", "save-every", "log-trajectories", "tensorboard", "device",
+                           "memory-gb", "bf16-moments", "recompute", "offload-optimizer", "override-safety",
+                           "max-batch-sequences", "sql-timeout-ms", "sql-memory-mb", "grad-accum", "zero-stage",
+                           "deterministic-reduce", "eval-every", "kv-cache-blocks", "rollout-mean-tokens",
+                           "checkpoint-background", "keep-checkpoints", "save-optimizer-every"}));
+  asked_config.max_steps = 99, asked_config.device = "cuda", asked_config.sql_timeout_ms = 1;  // resumable
+  EXPECT_TRUE(fixed_settings_changed(saved, config_fields(asked_config)).empty());
+  asked_config.lr = 5e-7, asked_config.protocol = "mtsql", asked_config.sql_max_rows = 3;  // not
+  EXPECT_EQ(fixed_settings_changed(saved, config_fields(asked_config)),
+            (std::vector<std::string>{"protocol", "sql-max-rows", "lr"}));
+  std::vector<bool> given(saved.size(), false);
+  for (size_t i = 0; i < saved.size(); ++i)
+    given[i] = std::string(saved[i].key) == "lr" || std::string(saved[i].key) == "max-steps";
+  EXPECT_EQ(fixed_settings_given(saved, given), std::vector<std::string>{"lr"});
+}
+
 TEST(OptimizerShards, AnySliceLoadsFromTheShardsOfAnyWorldSize) {
   const int64_t n = 1000;  // not a multiple of the 64-element slice alignment
   const OptimizerState full = numbered_state(n);
