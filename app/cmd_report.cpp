@@ -1,4 +1,4 @@
-// `llm_sqlrl report RUN [RUN...]`: one self-contained HTML page of run folders (rl/report/report.h):
+// `llm_sqlrl report RUN [RUN...]`: one self-contained HTML page of run folders (report/report.h):
 // curves of metrics.jsonl with the runs overlaid, eval tables, a trajectory browser; `--png DIR`
 // writes every chart as a PNG too.
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "app/commands.h"
-#include "rl/report/report.h"
+#include "report/report.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 
@@ -16,7 +16,7 @@ void add_report_command(CLI::App& app) {
   struct Args {
     std::vector<std::string> runs, labels;
     std::string out, png, title = "llm_sqlrl report";
-    double smoothing = rl::kReportSmoothing;
+    double smoothing = kReportSmoothing;
     int64_t trajectory_steps = 50;
   };
   auto args = std::make_shared<Args>();
@@ -38,20 +38,20 @@ void add_report_command(CLI::App& app) {
           " labels for ", args->runs.size(), " runs (one per run, in order)");
     check(args->smoothing >= 0 && args->smoothing < 1, "report --smoothing: ", args->smoothing, " is not in [0, 1)");
     check(args->trajectory_steps >= 0, "report --trajectory-steps: ", args->trajectory_steps, " is negative");
-    std::vector<rl::ReportRun> runs;
+    std::vector<ReportRun> runs;
     for (size_t i = 0; i < args->runs.size(); ++i)
-      runs.push_back(rl::load_report_run(args->runs[i], args->labels.empty() ? "" : args->labels[i]));
+      runs.push_back(load_report_run(args->runs[i], args->labels.empty() ? "" : args->labels[i]));
     std::string out = args->out;
     if (out.empty())
       out = runs.size() == 1 ? (std::filesystem::path(args->runs[0]) / "report.html").string() : "report.html";
-    rl::ReportOptions options;
+    ReportOptions options;
     options.title = args->title;
     options.smoothing = args->smoothing;
     options.trajectory_steps = args->trajectory_steps;
-    write_text_atomic(out, rl::report_html(runs, options));
+    write_text_atomic(out, report_html(runs, options));
     std::printf("report: %s\n", out.c_str());
     if (!args->png.empty()) {
-      const auto paths = rl::write_chart_pngs(rl::report_charts(runs), args->png, args->smoothing);
+      const auto paths = write_chart_pngs(report_charts(runs), args->png, args->smoothing);
       std::printf("report: %zu charts as PNG in %s\n", paths.size(), args->png.c_str());
     }
   });

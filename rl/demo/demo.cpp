@@ -18,7 +18,7 @@
 #include "rl/sft/sft_demos.h"
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_log.h"
-#include "rl/report/report.h"
+#include "report/report.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
@@ -474,7 +474,7 @@ DemoReport run_demo(const DemoConfig& config) {
   rep.cpu_seconds = cpu_seconds() - cpu_start;
   write_text_atomic((out / "report.json").string(), demo_report_json(rep).dump(2) + "\n");
   write_text_atomic((out / "report.md").string(), demo_table(rep));
-  // report.html (rl/report/report.h) reads back what the stages wrote: the SFT and GRPO run
+  // report.html (report/report.h) reads back what the stages wrote: the SFT and GRPO run
   // folders and the stage evaluations of OUT/eval.
   std::vector<ReportRun> runs;
   if (fs::exists(out / "sft" / "metrics.jsonl")) runs.push_back(load_report_run((out / "sft").string(), "SFT"));

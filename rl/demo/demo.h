@@ -21,7 +21,7 @@
 //   tb/{sft,rl,rl-single}/               TensorBoard event files of each phase (`tensorboard --logdir OUT/tb`)
 //   eval/<stage>-<multi|single>/         summary.json, summary.md, examples.jsonl per evaluation
 //   report.json, report.md               the figures and the printed table
-//   report.html                          curves, eval tables, trajectories of sft/, rl/, eval/ (rl/report/report.h)
+//   report.html                          curves, eval tables, trajectories of sft/, rl/, eval/ (report/report.h)
 // A second run in the folder moves the first's outputs (sft/, rl/, rl-single/, tb/, eval/, report.*)
 // to OUT/previous/.
 #pragma once

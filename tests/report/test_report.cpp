@@ -9,7 +9,7 @@
 #include <fstream>
 #include <functional>
 
-#include "rl/report/report.h"
+#include "report/report.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "tests/test_util.h"
@@ -18,7 +18,7 @@
 #include <gumbo.h>
 #endif
 
-namespace sqlrl::rl {
+namespace sqlrl {
 namespace {
 namespace fs = std::filesystem;
 
@@ -267,4 +267,4 @@ TEST(Report, CliWritesTheReportAndRefusesBadArguments) {
 }
 
 }  // namespace
-}  // namespace sqlrl::rl
+}  // namespace sqlrl

@@ -277,7 +277,7 @@ TEST(Demo, MiniRunEvaluatesDuringGrpo) {
   ASSERT_TRUE(b.good());
   EXPECT_EQ(nlohmann::json::parse(b)["step"], j["rl_best_step"]);
   EXPECT_NE(demo_table(r).find("Dev EX (%) during GRPO"), std::string::npos) << demo_table(r);
-  // report.html holds the GRPO run's curves and the stage evaluations' tables (rl/report/report.h).
+  // report.html holds the GRPO run's curves and the stage evaluations' tables (report/report.h).
   std::ifstream h(fs::path(c.out) / "report.html");
   const std::string html((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
   for (const char* s : {"<svg", "Eval EX (greedy, held-out split)", "GRPO: reward mean", "rl-multi", "sft-single", "step-1"})

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <map>
 
-#include "rl/report/report.h"
+#include "report/report.h"
 #include "runtime/error.h"
 
-namespace sqlrl::rl {
+namespace sqlrl {
 namespace {
 
 const char* kStyle = R"css(
@@ -252,4 +252,4 @@ std::string report_html(const std::vector<ReportRun>& runs, const ReportOptions&
   return h + "</body>\n</html>\n";
 }
 
-}  // namespace sqlrl::rl
+}  // namespace sqlrl

@@ -7,13 +7,13 @@
 #include <map>
 #include <set>
 
-#include "rl/report/report.h"
+#include "report/report.h"
 #include "runtime/error.h"
 #include "runtime/json_depth.h"
 #include "runtime/file_io.h"
 #include "tokenizer/unicode.h"
 
-namespace sqlrl::rl {
+namespace sqlrl {
 namespace fs = std::filesystem;
 namespace {
 
@@ -326,4 +326,4 @@ std::string sql_diff_html(const std::string& gold, const std::string& predicted)
   return out;
 }
 
-}  // namespace sqlrl::rl
+}  // namespace sqlrl

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-namespace sqlrl::rl {
+namespace sqlrl {
 
 // One evaluation of a run: RUN/eval/<name>/summary.json; step from "step-N" names (else -1).
 struct ReportEval {
@@ -85,4 +85,4 @@ std::vector<std::string> write_chart_pngs(const std::vector<ReportChart>& charts
                                           double smoothing = kReportSmoothing);
 bool report_png_supported();  // built with librsvg
 
-}  // namespace sqlrl::rl
+}  // namespace sqlrl

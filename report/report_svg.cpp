@@ -4,10 +4,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "rl/report/report.h"
+#include "report/report.h"
 #include "runtime/error.h"
 
-namespace sqlrl::rl {
+namespace sqlrl {
 namespace {
 
 constexpr double kWidth = 720, kLeft = 70, kRight = 20, kTop = 34, kPlotHeight = 220;
@@ -136,4 +136,4 @@ std::string chart_svg(const ReportChart& chart, double smoothing) {
   return svg + "</svg>\n";
 }
 
-}  // namespace sqlrl::rl
+}  // namespace sqlrl

@@ -2,7 +2,7 @@
 // as PNG by cairo (Debian librsvg2-dev). A build without librsvg refuses with one line.
 #include <filesystem>
 
-#include "rl/report/report.h"
+#include "report/report.h"
 #include "runtime/error.h"
 
 #ifdef SQLRL_HAVE_RSVG
@@ -10,7 +10,7 @@
 #include <librsvg/rsvg.h>
 #endif
 
-namespace sqlrl::rl {
+namespace sqlrl {
 
 bool report_png_supported() {
 #ifdef SQLRL_HAVE_RSVG
@@ -61,4 +61,4 @@ std::vector<std::string> write_chart_pngs(const std::vector<ReportChart>& charts
 #endif
 }
 
-}  // namespace sqlrl::rl
+}  // namespace sqlrl
