@@ -79,21 +79,29 @@ struct ShardCounts {
   std::vector<double*> fields() { return {&trajectories, &kept, &dropped_units}; }
 };
 
+// The filter's counts that the shards sum, each once (`kept` is summed before packing).
+std::vector<int64_t*> filter_fields(FilterCounts& f) {
+  return {&f.truncated, &f.malformed, &f.no_valid_action, &f.zero_variance_groups, &f.zero_variance_trajectories,
+          &f.groups, &f.kept_groups, &f.infra, &f.infra_groups, &f.spared_answers};
+}
+size_t filter_field_count() {
+  FilterCounts f;
+  return filter_fields(f).size();
+}
+
 // What the step's statistics sum over every shard.
 struct StepSums {
   double reward = 0;  // sum of reward / trajectories
   double clipped = 0, tokens = 0, approx_kl = 0, ratio = 0, ref_kl = 0;  // the loss's, every epoch
   double entropy = 0, entropy_tokens = 0;                                // first epoch
-  double truncated = 0, malformed = 0, no_valid_action = 0, zero_variance_groups = 0, zero_variance_trajectories = 0,
-         groups = 0, kept_groups = 0, infra = 0, infra_groups = 0, spared_answers = 0;  // FilterCounts
+  std::vector<double> filter = std::vector<double>(filter_field_count());  // filter_fields' order
   double trained_tokens = 0, positions = 0, micro_batches = 0;  // per epoch (the first shard counts them)
   double kl_penalty = 0;
   MismatchSums mismatch;
   std::vector<double*> fields() {
     std::vector<double*> f = {&reward, &clipped, &tokens, &approx_kl, &ratio, &ref_kl, &entropy, &entropy_tokens,
-                              &truncated, &malformed, &no_valid_action, &zero_variance_groups,
-                              &zero_variance_trajectories, &groups, &kept_groups, &infra, &infra_groups,
-                              &spared_answers, &trained_tokens, &positions, &micro_batches, &kl_penalty};
+                              &trained_tokens, &positions, &micro_batches, &kl_penalty};
+    for (double& c : filter) f.push_back(&c);
     for (double* m : mismatch.fields()) f.push_back(m);
     return f;
   }
@@ -403,19 +411,14 @@ void reduce_statistics(const Step& step, const PassCounts& pass, GrpoStepStats& 
   std::vector<StepSums> local;
   for (size_t si = 0; si < step.shards.size(); ++si) {
     const Shard& sh = step.shards[si];
-    const FilterCounts& f = sh.sel.counts;
+    FilterCounts counts = sh.sel.counts;
     StepSums& s = local.emplace_back();
     s.reward = sh.reward_part;
     s.clipped = sh.totals.clipped, s.tokens = sh.totals.tokens, s.approx_kl = sh.totals.approx_kl;
     s.ratio = sh.totals.ratio, s.ref_kl = sh.totals.ref_kl;
     s.entropy = sh.entropy_sum, s.entropy_tokens = sh.entropy_tokens;
-    s.truncated = static_cast<double>(f.truncated), s.malformed = static_cast<double>(f.malformed);
-    s.no_valid_action = static_cast<double>(f.no_valid_action);
-    s.zero_variance_groups = static_cast<double>(f.zero_variance_groups);
-    s.zero_variance_trajectories = static_cast<double>(f.zero_variance_trajectories);
-    s.groups = static_cast<double>(f.groups), s.kept_groups = static_cast<double>(f.kept_groups);
-    s.infra = static_cast<double>(f.infra), s.infra_groups = static_cast<double>(f.infra_groups);
-    s.spared_answers = static_cast<double>(f.spared_answers);
+    const std::vector<int64_t*> f = filter_fields(counts);
+    for (size_t i = 0; i < f.size(); ++i) s.filter[i] = static_cast<double>(*f[i]);
     if (si == 0) {
       s.trained_tokens = static_cast<double>(pass.tokens), s.positions = static_cast<double>(pass.positions);
       s.micro_batches = static_cast<double>(pass.micro_batches);
@@ -426,14 +429,8 @@ void reduce_statistics(const Step& step, const PassCounts& pass, GrpoStepStats& 
   const StepSums a = sum_fields(step.dp, local);
   stats.reward_mean = a.reward;
   if (a.entropy_tokens > 0) stats.entropy = a.entropy / a.entropy_tokens;
-  FilterCounts& f = stats.filtered;
-  f.truncated = static_cast<int64_t>(a.truncated), f.malformed = static_cast<int64_t>(a.malformed);
-  f.no_valid_action = static_cast<int64_t>(a.no_valid_action);
-  f.zero_variance_groups = static_cast<int64_t>(a.zero_variance_groups);
-  f.zero_variance_trajectories = static_cast<int64_t>(a.zero_variance_trajectories);
-  f.groups = static_cast<int64_t>(a.groups), f.kept_groups = static_cast<int64_t>(a.kept_groups);
-  f.infra = static_cast<int64_t>(a.infra), f.infra_groups = static_cast<int64_t>(a.infra_groups);
-  f.spared_answers = static_cast<int64_t>(a.spared_answers);
+  const std::vector<int64_t*> f = filter_fields(stats.filtered);
+  for (size_t i = 0; i < f.size(); ++i) *f[i] = static_cast<int64_t>(a.filter[i]);
   stats.tokens = static_cast<int64_t>(a.trained_tokens), stats.positions = static_cast<int64_t>(a.positions);
   stats.micro_batches = static_cast<int64_t>(a.micro_batches);
   if (step.config.kl_reward_coef > 0) {
