@@ -121,23 +121,34 @@ PolicyTerm cispo(float logp, float log_ratio, bool /*inside*/, float adv, float 
 // The tables
 // ============================================================================================
 
-const std::vector<AdvantageEstimator> kAdvantage = {
-    {"grpo", "(r - group mean) / (group std + adv-eps); r - mean with adv-std false (Dr. GRPO)", grpo_advantage},
-};
+// A function-local table: built on first use, so a config made during static initialization
+// elsewhere finds it.
+const std::vector<AdvantageEstimator>& advantage_rows() {
+  static const std::vector<AdvantageEstimator> rows = {
+      {"grpo", "(r - group mean) / (group std + adv-eps); r - mean with adv-std false (Dr. GRPO)", grpo_advantage},
+  };
+  return rows;
+}
 
-const std::vector<KlEstimator> kKl = {
-    {"k1", "logp - ref", kl_k1},
-    {"k2", "(logp - ref)^2 / 2", kl_k2},
-    {"k3", "exp(ref - logp) - (ref - logp) - 1, clamped: verl's low_var_kl", kl_k3},
-};
+const std::vector<KlEstimator>& kl_rows() {
+  static const std::vector<KlEstimator> rows = {
+      {"k1", "logp - ref", kl_k1},
+      {"k2", "(logp - ref)^2 / 2", kl_k2},
+      {"k3", "exp(ref - logp) - (ref - logp) - 1, clamped: verl's low_var_kl", kl_k3},
+  };
+  return rows;
+}
 
-const std::vector<PolicyLoss> kPolicy = {
-    {"grpo", "PPO's clipped surrogate on token ratios, with clip-higher and dual-clip", clipped_ratio, nullptr},
-    {"gspo", "each token takes its sequence's ratio exp(mean log ratio), clipped as a whole (GSPO, arXiv 2507.18071; "
-             "its clip ranges are ~3e-4 / 4e-4)", clipped_ratio, gspo_sequence_old},
-    {"cispo", "every token trains, under a clipped stop-gradient weight clip(ratio, 1 - clip-low, 1 + clip-high) "
-              "(MiniMax-M1's CISPO, arXiv 2506.13585; the paper: clip-low 1 or more, no lower bound)", cispo, nullptr},
-};
+const std::vector<PolicyLoss>& policy_rows() {
+  static const std::vector<PolicyLoss> rows = {
+      {"grpo", "PPO's clipped surrogate on token ratios, with clip-higher and dual-clip", clipped_ratio, nullptr},
+      {"gspo", "each token takes its sequence's ratio exp(mean log ratio), clipped as a whole (GSPO, arXiv 2507.18071; "
+               "its clip ranges are ~3e-4 / 4e-4)", clipped_ratio, gspo_sequence_old},
+      {"cispo", "every token trains, under a clipped stop-gradient weight clip(ratio, 1 - clip-low, 1 + clip-high) "
+                "(MiniMax-M1's CISPO, arXiv 2506.13585; the paper: clip-low 1 or more, no lower bound)", cispo, nullptr},
+  };
+  return rows;
+}
 
 template <class Row>
 std::string row_names(const std::vector<Row>& rows) {
@@ -162,26 +173,26 @@ const Row& find_row(const std::vector<Row>& rows, const std::string& name, const
 
 }  // namespace
 
-const std::vector<AdvantageEstimator>& advantage_estimators() { return kAdvantage; }
-const std::vector<KlEstimator>& kl_estimators() { return kKl; }
-const std::vector<PolicyLoss>& policy_losses() { return kPolicy; }
+const std::vector<AdvantageEstimator>& advantage_estimators() { return advantage_rows(); }
+const std::vector<KlEstimator>& kl_estimators() { return kl_rows(); }
+const std::vector<PolicyLoss>& policy_losses() { return policy_rows(); }
 
 const AdvantageEstimator& find_advantage_estimator(const std::string& name) {
-  return find_row(kAdvantage, name, "advantage");
+  return find_row(advantage_rows(), name, "advantage");
 }
-const KlEstimator& find_kl_estimator(const std::string& name, const char* key) { return find_row(kKl, name, key); }
-const PolicyLoss& find_policy_loss(const std::string& name) { return find_row(kPolicy, name, "policy-loss"); }
+const KlEstimator& find_kl_estimator(const std::string& name, const char* key) { return find_row(kl_rows(), name, key); }
+const PolicyLoss& find_policy_loss(const std::string& name) { return find_row(policy_rows(), name, "policy-loss"); }
 
 const char* advantage_estimator_help() {
-  static const std::string help = row_help(kAdvantage);
+  static const std::string help = row_help(advantage_rows());
   return help.c_str();
 }
 const char* kl_estimator_help() {
-  static const std::string help = row_help(kKl);
+  static const std::string help = row_help(kl_rows());
   return help.c_str();
 }
 const char* policy_loss_help() {
-  static const std::string help = row_help(kPolicy);
+  static const std::string help = row_help(policy_rows());
   return help.c_str();
 }
 

@@ -10,8 +10,7 @@
 #include <string>
 
 #include "rl/grpo/train.h"
-#include "sql/data/synth.h"
-#include "tests/test_util.h"
+#include "tests/rl_sft/sft_fixture.h"
 
 namespace sqlrl::rl {
 namespace {
@@ -23,20 +22,12 @@ uint64_t fnv1a(const std::string& text) {
 }
 
 TEST(EmbeddedTokenizer, CorpusIsUnchangedSinceTheDemoFiguresWereMeasured) {
-  const std::string bench = sqlrl::testing::process_temp_path("sqlrl_embedded_tokenizer").string();
-  sql::SynthOptions so;
-  so.seed = 1;
-  so.train_databases = 1;
-  so.dev_databases = 1;
-  so.questions_per_database = 12;
-  so.dialogues_per_database = 2;
-  sql::write_synth_benchmark(bench, so);
   sql::LoadOptions lo;
-  lo.dir = bench;
+  lo.dir = sqlrl::testing::small_bench();  // 2 databases, 16 questions each (tests/rl_sft)
   const std::vector<sql::Example> examples = sql::load_dataset(lo).examples;
   sql::Pool pool;
   const std::string json = train_embedded_tokenizer(examples, pool, 512);
-  EXPECT_EQ(fnv1a(json), 6956773434947983533ull) << "the embedded tokenizer changed: hash " << fnv1a(json);
+  EXPECT_EQ(fnv1a(json), 13371251410785567203ull) << "the embedded tokenizer changed: hash " << fnv1a(json);
 }
 
 }  // namespace

@@ -3,8 +3,13 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "rl/optimizer.h"
+#include "rl/sft/sft.h"
 #include "runtime/comm.h"
 #include "runtime/device.h"
 #include "tests/rl_train/train_fixture.h"
@@ -17,6 +22,42 @@ inline Comm g_comm;
 inline std::string shared_dir(const std::string& name) {
   std::string mine = g_comm.is_root() ? fresh_dir(name) : "";
   return comm_all_gather_bytes(g_comm, mine)[0];
+}
+
+// `count` toy SFT sequences of min_len + [0, span) tokens, the same draws on every rank and platform
+// (a fixed LCG): an untrained prompt (the first third), then trained tokens.
+inline std::vector<SftSequence> toy_sft_data(int64_t vocab, int count, int64_t min_len, int64_t span) {
+  std::vector<SftSequence> data;
+  uint32_t x = 11;
+  auto next = [&x] { return x = x * 1664525u + 1013904223u, x >> 8; };
+  for (int i = 0; i < count; ++i) {
+    SftSequence s;
+    const int64_t len = min_len + static_cast<int64_t>(next() % static_cast<uint32_t>(span));
+    for (int64_t t = 0; t < len; ++t) {
+      s.tokens.push_back(static_cast<int32_t>(next() % static_cast<uint32_t>(vocab)));
+      s.mask.push_back(t >= len / 3);
+    }
+    s.source = "toy:" + std::to_string(i);
+    data.push_back(std::move(s));
+  }
+  return data;
+}
+
+// One SFT run of `model` (a copy) into `out` (comm null: one process), with grad_accum micro-batch
+// shards per update. Returns this rank's moment count and the parameter count.
+inline std::pair<int64_t, int64_t> run_toy_sft(QwenModel model, const std::vector<SftSequence>& data, SftConfig c,
+                                               int64_t grad_accum, const std::string& out, const Comm* comm,
+                                               int64_t zero_stage, const std::string& device = "cpu") {
+  OptimizerState opt;
+  c.grad_accum = grad_accum;
+  SftRunOptions ro;
+  ro.out_dir = out;
+  ro.comm = comm;
+  ro.zero_stage = zero_stage;
+  ro.device = device;
+  ro.tensorboard = false;
+  run_sft(model, opt, data, c, ro);
+  return {moments_size(opt), model.num_params};
 }
 
 // bind_gpu: where a GPU is present, each rank binds one as `train --device cuda` does

@@ -9,7 +9,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <nlohmann/json.hpp>
 
 #include "rl/grpo/train.h"
@@ -130,22 +129,6 @@ INSTANTIATE_TEST_SUITE_P(Zero, RanksTimesGradAccum, ::testing::Values(0, 3));
 // With --grad-accum A on every rank: N x A micro-batches per update against one process's N x A.
 class SftRanksVsGradAccum : public ::testing::TestWithParam<std::pair<int, int>> {};
 
-std::vector<SftSequence> sft_toy_data(int64_t vocab) {
-  std::vector<SftSequence> data;
-  std::mt19937 rng(11);  // the same draws on every rank and platform
-  for (int i = 0; i < 24; ++i) {
-    SftSequence s;
-    const int64_t len = 12 + static_cast<int64_t>(rng() % 20);
-    for (int64_t t = 0; t < len; ++t) {
-      s.tokens.push_back(static_cast<int32_t>(rng() % vocab));
-      s.mask.push_back(t >= len / 3);  // an untrained prompt, then trained tokens
-    }
-    s.source = "toy:" + std::to_string(i);
-    data.push_back(std::move(s));
-  }
-  return data;
-}
-
 TEST_P(SftRanksVsGradAccum, BitIdenticalCheckpoints) {
   const auto [zero, accum] = GetParam();
   QwenConfig qc;
@@ -158,18 +141,10 @@ TEST_P(SftRanksVsGradAccum, BitIdenticalCheckpoints) {
   cfg.max_steps = 3;
   cfg.micro_batch_tokens = 64;  // several micro-batches: each rank gets its own
   cfg.save_every = 1;
+  const QwenModel start = sqlrl::testing::random_model(qc, 7, 0.05f);
+  const std::vector<SftSequence> data = toy_sft_data(qc.vocab_size, 24, 12, 20);
   auto run = [&](const std::string& out, const Comm* comm, int64_t grad_accum) {
-    QwenModel model = sqlrl::testing::random_model(qc, 7, 0.05f);
-    OptimizerState opt;
-    SftConfig c = cfg;
-    c.grad_accum = grad_accum;
-    SftRunOptions ro;
-    ro.out_dir = out;
-    ro.comm = comm;
-    ro.zero_stage = zero;
-    ro.tensorboard = false;
-    run_sft(model, opt, sft_toy_data(qc.vocab_size), c, ro);
-    return std::pair{moments_size(opt), model.num_params};
+    return run_toy_sft(start, data, cfg, grad_accum, out, comm, zero);
   };
   const std::string name = str_cat(zero, "_x", accum);
   const std::string dp = shared_dir("sft_dp_zero" + name);

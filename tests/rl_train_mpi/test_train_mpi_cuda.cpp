@@ -186,23 +186,6 @@ INSTANTIATE_TEST_SUITE_P(Zero, GrpoRanksOnDevice,
                          case_name);
 
 // SFT: one micro-batch per rank per update against one rank's N micro-batches per update.
-std::vector<SftSequence> sft_data(int64_t vocab) {
-  std::vector<SftSequence> data;
-  uint32_t x = 11;  // a fixed LCG: the same draws on every rank and platform
-  auto next = [&x] { return x = x * 1664525u + 1013904223u, x >> 8; };
-  for (int i = 0; i < 16; ++i) {
-    SftSequence s;
-    const int64_t len = 16 + static_cast<int64_t>(next() % 24);
-    for (int64_t t = 0; t < len; ++t) {
-      s.tokens.push_back(static_cast<int32_t>(next() % vocab));
-      s.mask.push_back(t >= len / 3);
-    }
-    s.source = "toy:" + std::to_string(i);
-    data.push_back(std::move(s));
-  }
-  return data;
-}
-
 class SftRanksOnDevice : public ::testing::TestWithParam<DeviceCase> {};
 
 TEST_P(SftRanksOnDevice, MatchOneRankWithGradAccum) {
@@ -216,18 +199,9 @@ TEST_P(SftRanksOnDevice, MatchOneRankWithGradAccum) {
   cfg.max_steps = 2;
   cfg.micro_batch_tokens = 64;
   cfg.save_every = 1;
+  const std::vector<SftSequence> data = toy_sft_data(base.model.config.vocab_size, 16, 16, 24);
   auto run = [&](const std::string& out, const Comm* comm, int64_t grad_accum) {
-    QwenModel model = base.model;
-    OptimizerState opt;
-    SftConfig c = cfg;
-    c.grad_accum = grad_accum;
-    SftRunOptions ro;
-    ro.out_dir = out;
-    ro.comm = comm;
-    ro.zero_stage = zero;
-    ro.device = device;
-    ro.tensorboard = false;
-    run_sft(model, opt, sft_data(model.config.vocab_size), c, ro);
+    run_toy_sft(base.model, data, cfg, grad_accum, out, comm, zero, device);
   };
   const std::string dp = shared_dir(name + "_dp");
   run(dp, &g_comm, 1);
