@@ -17,6 +17,7 @@
 #include "rl/eval/eval.h"
 #include "rl/options.h"
 #include "rl/policy.h"
+#include "rl/policy_backend.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/gemm.h"
@@ -105,9 +106,9 @@ void run_eval_command(EvalArgs& args) {
   if (!job.is_root()) args.quiet = true;
   // The answers must not depend on the core count or the number of ranks (runtime/gemm.h).
   set_gemm_thread_independent(true);
-  const bool cuda = a.device == "cuda";
-  if (cuda) check(cuda_device_count() > 0, "eval: --device cuda: ", cuda_unavailable_reason());
-  const int gpu = cuda ? join_job_gpu() : 0;  // each rank on GPU local_rank
+  const rl::PolicyBackend& backend = rl::find_backend(a.device);
+  rl::check_backend_usable(backend, "eval");
+  const int gpu = join_job_device(backend.device);  // each rank on GPU local_rank
   std::unique_ptr<rl::Protocol> protocol = rl::make_protocol(a.protocol, a);
   const sql::LoadOptions load = rl::eval_load_options(a.dataset, a.split, "eval: --dataset");
   const sql::CompareMode compare = rl::eval_compare_mode(a.compare, load.format, "eval: --compare");
@@ -141,7 +142,7 @@ void run_eval_command(EvalArgs& args) {
   rl::EvalInfo info{a.dataset, a.split, a.protocol, a.weights, bird ? "bird" : "spider", a.seed, a.device, a.adapter};
   // CUDA: bf16 weights on the device (rl/policy.h); it fails naming the model's head_dim when the
   // CUDA attention does not take it.
-  rl::Policy policy = cuda ? rl::cuda_frozen_policy(model, gpu) : rl::cpu_policy(model);
+  rl::Policy policy = rl::frozen_policy(backend, model, gpu);
   // The adapter runs unmerged on either device (CUDA: uploaded beside the frozen base, no
   // gradients: eval never trains).
   rl::policy_attach_lora(policy, adapter.get(), /*grads=*/false);

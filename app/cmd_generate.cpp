@@ -12,11 +12,11 @@
 
 #include "app/commands.h"
 #include "app/options.h"
-#include "model/cuda_model.h"
 #include "model/infer.h"
 #include "model/model.h"
 #include "rl/options.h"
 #include "rl/policy.h"
+#include "rl/policy_backend.h"
 #include "runtime/error.h"
 #include "runtime/json_depth.h"
 #include "tokenizer/chat_template.h"
@@ -70,7 +70,8 @@ void run_generate(GenerateArgs& args) {
   const GenerateSettings s = resolve_options(args.flags, args.settings, GenerateSettings{}, generate_options);
   rl::validate_groups(s, "generate");
   check(!s.weights.empty(), "generate: --weights is required (a checkpoint file or folder)");
-  if (s.device == "cuda") check(cuda_device_count() > 0, "generate: --device cuda: ", cuda_unavailable_reason());
+  const rl::PolicyBackend& backend = rl::find_backend(s.device);
+  rl::check_backend_usable(backend, "generate");
   check(s.max_new_tokens > 0 && s.block_size > 0, "generate: max-new-tokens and block-size must be positive");
   check(args.resave.empty() || s.adapter.empty(), "generate: --resave writes the weights alone; to write them with "
         "the adapter merged in: llm_sqlrl merge --weights ", s.weights, " --adapter ", s.adapter, " --out DIR");
@@ -129,18 +130,11 @@ void run_generate(GenerateArgs& args) {
     std::fflush(stdout);
     return step.stop < 0;
   };
-  std::vector<GeneratedSample> samples;
-  if (s.device == "cuda") {
-    // Fails in one line naming why: no device, or a head_dim the CUDA attention does not take.
-    rl::Policy policy = rl::cuda_frozen_policy(model);
-    // The adapter (if any) unmerged, as on the CPU: uploaded beside the base, no gradients.
-    rl::policy_attach_lora(policy, adapter.get(), /*grads=*/false);
-    CudaKVCache cache = make_cuda_kv_cache(policy.cuda, blocks, s.block_size);
-    samples = generate_cuda(policy.cuda, cache, prompt, 1, options, on_token, adapter ? &policy.cuda_lora : nullptr);
-  } else {
-    PagedKVCache cache = make_kv_cache(model.config, blocks, s.block_size);
-    samples = generate(model, cache, prompt, 1, options, on_token, adapter.get());
-  }
+  // Fails in one line naming why: no device, or a head_dim the CUDA attention does not take.
+  rl::Policy policy = rl::frozen_policy(backend, model);
+  // The adapter (if any) unmerged on either device (CUDA: uploaded beside the base, no gradients).
+  rl::policy_attach_lora(policy, adapter.get(), /*grads=*/false);
+  const std::vector<GeneratedSample> samples = rl::policy_generate(policy, prompt, blocks, s.block_size, options, on_token);
   if (stream) {
     if (!stream->stopped) {
       TokenStream::Step step = stream->finish();

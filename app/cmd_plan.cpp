@@ -10,6 +10,7 @@
 #include "app/options.h"
 #include "model/memory_plan.h"
 #include "rl/options.h"
+#include "rl/policy.h"
 #include "runtime/error.h"
 #include "weights/checkpoint.h"
 
@@ -68,7 +69,7 @@ void add_plan_command(CLI::App& app) {
       config = checkpoint_config(open_checkpoint(args->weights));
     }
     MemoryPlanOptions options;
-    options.device = args->device == "cpu" ? PlanDevice::Cpu : PlanDevice::Cuda;
+    options.device = rl::parse_device_type(args->device);
     // As train sizes it (rl/grpo/train_loop.cpp): one whole trajectory fits a micro-batch.
     options.tokens_per_micro_batch = std::max(args->seq, args->rollout_seq);
     options.logprob_chunk_tokens = args->chunk;

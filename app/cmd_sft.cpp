@@ -25,6 +25,7 @@
 #include "rl/sft/sft_demos.h"
 #include "rl/sft/sft_self_taught.h"
 #include "rl/tb_log.h"
+#include "rl/policy_backend.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
@@ -157,7 +158,8 @@ rl::SftCheckpoint prepare_resume(const SftArgs& args, SftSettings& a, QwenModel&
   const nlohmann::json saved_state = rl::read_trainer_state(ckpt, "sft");
   const std::string note = rl::blas_threads_note(saved_state, ckpt);
   if (!note.empty()) std::printf("%s\n", note.c_str());
-  if (const std::string core = a.device == "cuda" ? "" : rl::check_blas_core(saved_state, ckpt); !core.empty())
+  if (const std::string core = rl::find_backend(a.device).host_blas ? rl::check_blas_core(saved_state, ckpt) : "";
+      !core.empty())
     std::printf("%s\n", core.c_str());
   const std::string state_file = (fs::path(ckpt) / "trainer_state.json").string();
   auto recorded = [&](const char* key) {
@@ -197,8 +199,9 @@ void run_sft_command(SftArgs& args) {
   // Several processes: each reads the data, rank 0 alone prints and writes the run folder.
   const Comm& job = join_job(args.launch);
   if (!job.is_root()) check(std::freopen("/dev/null", "w", stdout) != nullptr, "sft: rank ", job.rank, ": /dev/null");
-  if (a.device == "cuda") check(cuda_device_count() > 0, "sft: --device cuda: ", cuda_unavailable_reason());
-  if (a.device == "cuda") join_job_gpu();  // each rank on GPU local_rank, NCCL between them
+  const rl::PolicyBackend& backend = rl::find_backend(a.device);
+  rl::check_backend_usable(backend, "sft");
+  join_job_device(backend.device);  // each rank on GPU local_rank, NCCL between them
   QwenModel model;
   rl::OptimizerState opt;
   std::unique_ptr<LoraAdapter> adapter;  // a LoRA run's (the base frozen)
@@ -212,12 +215,10 @@ void run_sft_command(SftArgs& args) {
   if (!resume) {
     model = load_model(a.weights);
     adapter = rl::training_adapter(a, a, model, a.config.seed, fs::absolute(a.weights).string(), "sft");
-    // CUDA: moments on the device
-    if (a.device == "cpu") opt = rl::make_optimizer_state(adapter ? adapter->num_params : model.num_params);
+    opt = rl::fresh_optimizer_state(backend, adapter ? adapter->num_params : model.num_params);
   }
   // Refused before the data is read and anything printed.
-  check(a.device != "cuda" || cuda_attention_takes_head_dim(model.config.head_dim), "sft: --device cuda: the model's head_dim is ",
-        model.config.head_dim, "; the CUDA attention kernels take 64 or 128");
+  rl::check_backend_usable(backend, "sft", model.config.head_dim);
   std::unique_ptr<Tokenizer> tok = load_tokenizer(a.tokenizer);
   ChatOptions chat;
   chat.chat_template = resume ? chat_template_from_name(a.chat_template) : template_for(a.chat_template, a.tokenizer);
@@ -235,7 +236,7 @@ void run_sft_command(SftArgs& args) {
   ro.progress = true;  // a progress line per update; the update's JSON is in OUT/metrics.jsonl
   ro.comm = &job;
   ro.resume = resume ? &*resume : nullptr;
-  ro.device = a.device;
+  ro.device = backend.device;
   ro.memory = a;
   ro.zero_stage = static_cast<int>(a.zero_stage);
   ro.tensorboard = a.tensorboard;
@@ -406,8 +407,8 @@ void run_self_taught(SelfTaughtArgs& args) {
   rl::validate_groups(a, "sft self-taught");
   check(a.rounds > 0 && a.samples > 0 && a.easy_keep >= 0 && a.hard_keep >= 0 && a.limit >= 0,
         "sft self-taught: rounds and samples must be positive, easy-keep, hard-keep and limit >= 0");
-  if (a.device == "cuda")
-    check(cuda_device_count() > 0, "sft self-taught: --device cuda: ", cuda_unavailable_reason());
+  const rl::PolicyBackend& backend = rl::find_backend(a.device);
+  rl::check_backend_usable(backend, "sft self-taught");
   finish_sft_training(a, "sft self-taught");
   rl::SelfTaughtConfig config;
   config.rounds = static_cast<int>(a.rounds);
@@ -430,7 +431,7 @@ void run_self_taught(SelfTaughtArgs& args) {
   if (a.limit > 0 && static_cast<int64_t>(ds.examples.size()) > a.limit) ds.examples.resize(static_cast<size_t>(a.limit));
   sql::Pool pool(sql::model_sql_pool_options());
   rl::SelfTaughtOptions so{a.out, a.tokenizer, log_line};
-  so.device = a.device;
+  so.device = backend.device;
   const std::unique_ptr<LoraAdapter> adapter =
       rl::training_adapter(a, a, model, a.config.seed, fs::absolute(a.weights).string(), "sft self-taught");
   so.adapter = adapter.get();

@@ -105,7 +105,7 @@ void run_train(TrainArgs& args) {
   // Several processes (mpirun, srun, RANK/WORLD_SIZE): rank 0 prints, writes the run folder
   // and its cache first; the others then read that cache (rl/grpo/train.h TrainEnv::comm).
   const Comm& job = join_job(args.launch);
-  if (config.device == "cuda") join_job_gpu();  // each rank on GPU local_rank, NCCL between them
+  join_job_device(rl::parse_device_type(config.device));  // each rank on GPU local_rank, NCCL between them
   const bool root = job.is_root();
   if (root) print_sources(config, sources);
   if (job.world_size > 1 && root)

@@ -27,6 +27,8 @@ int join_job_gpu() {
   return comm_bind_gpu(*g_job);
 }
 
+int join_job_device(DeviceType device) { return device == DeviceType::CUDA ? join_job_gpu() : 0; }
+
 const Comm* joined_job() { return g_job.get(); }
 
 void leave_job() {

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "runtime/comm.h"
+#include "runtime/device.h"
 
 namespace sqlrl {
 
@@ -18,6 +19,9 @@ void add_launch_flags(CLI::App* cmd, CommOptions& options);
 const Comm& join_job(const CommOptions& options);
 // runtime/comm.h comm_bind_gpu on the job's communicator. Call after join_job.
 int join_job_gpu();
+// The rank's device for a command run on `device`: join_job_gpu on CUDA (each rank on its GPU,
+// NCCL or host staging between them), nothing on the CPU. Returns the GPU index (0 on the CPU).
+int join_job_device(DeviceType device);
 // The joined job, or null when the command runs alone.
 const Comm* joined_job();
 // MPI_Finalize (and NCCL teardown) at a normal exit.

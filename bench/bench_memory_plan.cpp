@@ -68,7 +68,8 @@ void run_mode(const Setup& su, const Mode& mode) {
   knobs.recompute = mode.recompute;
   knobs.bf16_moments = mode.bf16;
   knobs.memory_gb = su.memory_gb;
-  MemoryPlanOptions o = rl::memory_plan_options(knobs, su.cuda);
+  const rl::PolicyBackend& backend = rl::policy_backend(su.cuda ? DeviceType::CUDA : DeviceType::CPU);
+  MemoryPlanOptions o = rl::memory_plan_options(knobs, backend);
   o.tokens_per_micro_batch = tokens;
   o.rollout_sequence_tokens = su.cuda ? 8192 : tokens;
   o.rollout_sequences = su.cuda ? 64 : 4;
@@ -79,12 +80,10 @@ void run_mode(const Setup& su, const Mode& mode) {
 
   QwenModel model = make_model(config);
   init_random_weights(model, 1, 0.02f);
-  rl::Policy policy = su.cuda ? rl::cuda_policy(model, 0, /*grads=*/false) : rl::cpu_policy(model);
+  rl::Policy policy = rl::training_policy(backend, model, {});
   rl::Policy reference;
-  if (su.kl) reference = su.cuda ? rl::cuda_frozen_policy(model) : rl::cpu_policy(model);
-  rl::OptimizerState opt;
-  opt.bf16 = plan.modes.bf16_moments;
-  if (!su.cuda) opt = rl::make_optimizer_state(model.num_params, plan.modes.bf16_moments);
+  if (su.kl) reference = rl::frozen_policy(backend, model);
+  rl::OptimizerState opt = rl::fresh_optimizer_state(backend, model.num_params, plan.modes.bf16_moments);
   TrainOptions to;
   to.max_tokens = o.tokens_per_micro_batch;
   to.logprob_chunk = o.logprob_chunk_tokens;

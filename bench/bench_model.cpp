@@ -87,7 +87,7 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t stream) {
 // nothing recomputed, fp32 AdamW moments the bench does not allocate): what the two cases compare.
 int64_t planned_bytes(const QwenConfig& config, int64_t T, const LoraConfig* lora) {
   MemoryPlanOptions o;
-  o.device = PlanDevice::Cpu;
+  o.device = DeviceType::CPU;
   o.device_bytes = int64_t(1) << 50;
   o.reserve_bytes = 0;
   o.tokens_per_micro_batch = T;

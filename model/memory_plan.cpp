@@ -117,7 +117,7 @@ MemoryPlan plan_memory(const QwenConfig& config, const MemoryPlanOptions& o) {
   check(o.reserve_bytes >= 0, "memory plan: the reserve must not be negative, got ", o.reserve_bytes);
   check(o.world_size >= 1, "memory plan: world size must be at least 1, got ", o.world_size);
   check(o.zero_stage >= 0 && o.zero_stage <= 3, "memory plan: zero stage ", o.zero_stage, " is not 0, 1, 2 or 3");
-  const bool cuda = o.device == PlanDevice::Cuda;
+  const bool cuda = o.device == DeviceType::CUDA;
   check(cuda || o.offload_optimizer != Choice::On,
         "memory plan: offloading the optimizer is a CUDA mode (on the CPU the moments are in host memory already)");
   MemoryPlan p;
@@ -269,7 +269,7 @@ std::string format_memory_plan(const QwenConfig& config, const MemoryPlan& p, co
     out += str_cat("LoRA rank ", o.lora->rank, ": ", p.trainable_params, " trainable parameters, the base frozen (alpha ",
                    o.lora->alpha, o.lora->use_rslora ? ", rsLoRA" : "", ": scale ", scale, "; targets ", targets, ")\n");
   }
-  const bool cuda = p.device == PlanDevice::Cuda;
+  const bool cuda = p.device == DeviceType::CUDA;
   out += str_cat(cuda ? "device cuda " : "device cpu (host memory) ", gib(o.device_bytes), ", reserve ",
                  gib(o.reserve_bytes), ": ", gib(p.usable_bytes), " usable\n");
   if (o.world_size > 1)

@@ -26,17 +26,17 @@
 #include <vector>
 
 #include "model/lora.h"
+#include "runtime/device.h"
 #include "weights/config.h"
 
 namespace sqlrl {
 
-enum class PlanDevice : uint8_t { Cpu, Cuda };
 enum class Choice : uint8_t { Auto, Off, On };
 // "auto" | "on" | "off"; what names the flag/key in the error.
 Choice parse_choice(const std::string& value, const std::string& what);
 
 struct MemoryPlanOptions {
-  PlanDevice device = PlanDevice::Cuda;
+  DeviceType device = DeviceType::CUDA;
   int64_t device_bytes = int64_t(80) * 1000 * 1000 * 1000;  // an "80 GB" H100
   int64_t reserve_bytes = int64_t(2) << 30;  // CUDA context, cuBLASLt workspaces, fragmentation
   int64_t tokens_per_micro_batch = 8192;     // packed tokens in one forward/backward (TrainOptions.max_tokens)
@@ -89,7 +89,7 @@ struct MemoryLine {
 };
 
 struct MemoryPlan {
-  PlanDevice device = PlanDevice::Cuda;
+  DeviceType device = DeviceType::CUDA;
   int64_t num_params = 0;
   int64_t trainable_params = 0;      // num_params, or the LoRA adapter's
   TrainModes modes;

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "rl/agent/paper.h"
+#include "rl/policy.h"
 #include "runtime/error.h"
 
 namespace sqlrl::rl {
@@ -35,7 +36,8 @@ void validate(const MemoryOptions& o) {
 
 void add_device_options(OptionTable& t, DeviceOptions& o) {
   const size_t first = t.size();
-  t.push_back({"device", "cpu (f32) | cuda (one GPU, bf16 weights; head_dim 64 or 128)", &o.device});
+  static const std::string help = backend_help();  // the rows of rl/policy_backend.h
+  t.push_back({"device", help.c_str(), &o.device});
   // How it runs, not what it trains: a resumed run may change them (Option::resumable).
   for (size_t i = first; i < t.size(); ++i) t[i].resumable = true;
 }
@@ -280,9 +282,7 @@ void validate_zero_stage(int64_t zero_stage) {
   check(zero_stage >= 0 && zero_stage <= 3, "zero-stage must be 0, 1, 2 or 3, got ", zero_stage);
 }
 
-void validate(const DeviceOptions& o) {
-  check(o.device == "cpu" || o.device == "cuda", "device '", o.device, "' is not cpu or cuda");
-}
+void validate(const DeviceOptions& o) { find_backend(o.device); }  // fails naming the rows
 
 void validate(const ProtocolOptions& o) {
   bool known = false;

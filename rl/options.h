@@ -40,7 +40,7 @@ struct OutputOptions {
   std::string out;  // the command's output (run) folder
 };
 struct DeviceOptions {
-  std::string device = "cpu";  // cpu | cuda
+  std::string device = "cpu";  // a row of rl/policy_backend.h (find_backend): cpu | cuda
 };
 struct ModelOptions {
   std::string weights;    // HF checkpoint file or folder

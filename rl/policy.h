@@ -1,11 +1,13 @@
 // The policy as rollout(), grpo_step() and run_eval() see it: the host QwenModel (CPU, f32) or a
 // CudaModel (bf16 weights, f32 master and gradients, AdamW moments on the device) behind the
 // same few free functions, so the engine and the trainer are one code path on either device.
-// A plain struct with both halves; `on_cuda` says which one is live. The CPU functions call
-// exactly what rollout/grpo called before (bit-identical results); the CUDA ones are
-// model/cuda_model.h's.
+// A plain struct with both halves; `backend`, the row of rl/policy_backend.h it was made with,
+// implements every call for its device (rl/policy_cpu.cpp: the CPU's model/ functions, bit for
+// bit what rollout and grpo called before; rl/policy_cuda*.cpp: model/cuda_model.h's). The
+// functions below dispatch through it: chosen once, when the policy is made.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -19,24 +21,44 @@
 #include "model/model.h"
 #include "model/train.h"
 #include "rl/optimizer.h"
+#include "runtime/device.h"
 
 namespace sqlrl::rl {
+
+// ---- the devices (rows of rl/policy_backend.h)
+struct PolicyBackend;
+const PolicyBackend& cpu_backend();
+const PolicyBackend& cuda_backend();
+// The row of a --device value; an unknown name fails listing the rows.
+const PolicyBackend& find_backend(const std::string& name);
+const PolicyBackend& policy_backend(DeviceType device);
+DeviceType parse_device_type(const std::string& name);  // find_backend(name)'s device
+const char* device_type_name(DeviceType device);         // its row's name: "cpu", "cuda"
+std::string backend_help();  // --device's help: each row's name and line
+// One line naming what is missing when `backend` cannot run a model of this head_dim (0: not
+// known yet), "<who>: --device cuda: ..." (who "": "device cuda: ..."); nothing on the CPU.
+// hint: how to get a head_dim it takes, or which model it is.
+void check_backend_usable(const PolicyBackend& backend, const std::string& who, int64_t head_dim = 0,
+                          const std::string& hint = "");
+// A fresh optimizer state for `moments` trainable parameters: zero host moments where the backend
+// keeps them on the host, else the counters alone (start_train_memory makes the device's).
+OptimizerState fresh_optimizer_state(const PolicyBackend& backend, int64_t moments, bool bf16 = false);
 
 struct Policy {
   // CPU: the model itself (trained in place). CUDA: the shape, and the staging buffer that
   // policy_download fills for checkpoints. Never owned. Read-only users (rollout, eval) take a
   // const Policy&.
   QwenModel* host = nullptr;
-  bool on_cuda = false;
-  CudaModel cuda;       // on_cuda: weights, master, grads
-  CudaAdamW cuda_adamw;  // on_cuda, after policy_init_training: m, v (OptimizerState's m/v stay empty)
+  const PolicyBackend* backend = &cpu_backend();  // the device: every call below goes through it
+  CudaModel cuda;       // CUDA: weights, master, grads
+  CudaAdamW cuda_adamw;  // CUDA, after policy_init_training: m, v (OptimizerState's m/v stay empty)
   // Never owned: a LoRA adapter every forward applies unmerged (model/lora.h); null: the model
   // alone. With one, training updates the adapter alone: the gradients, their norm and
   // all-reduce, AdamW and its ZeRO slices act on the adapter's buffers (policy_trainable) and the
   // base model stays frozen, bit for bit. On CUDA set it with policy_attach_lora, which uploads it
   // into cuda_lora; then `lora` is the host copy policy_download refreshes for checkpoints.
   LoraAdapter* lora = nullptr;
-  // on_cuda with lora: the adapter on the device (master, bf16 copy, grads; model/cuda_lora.h),
+  // CUDA with lora: the adapter on the device (master, bf16 copy, grads; model/cuda_lora.h),
   // passed to every CUDA model call. cuda_adamw then holds the adapter's moments, not the base's.
   CudaLora cuda_lora;
   // ZeRO 1-3 over several ranks (rl/data_parallel.h): the trainable parameters whose AdamW moments
@@ -45,6 +67,19 @@ struct Policy {
   int64_t moments_lo = 0, moments_hi = -1;
   const QwenConfig& config() const { return host->config; }
 };
+DeviceType policy_device(const Policy& policy);
+
+// The backend's policies for a model: inference only (eval, generate, rollouts outside training,
+// a KL reference), and a trainer's (its adapter attached, its ZeRO slice; the gradients left for
+// start_train_memory to place).
+Policy frozen_policy(const PolicyBackend& backend, QwenModel& model, int gpu = 0);
+struct TrainingPolicySpec {
+  LoraAdapter* adapter = nullptr;       // trained on the frozen model; null: the whole model trains
+  int64_t slice_lo = 0, slice_hi = -1;  // ZeRO 1-3: this rank's moments cover [lo, hi); -1: all
+  bool shard_master = false;            // ZeRO 3 over several ranks: the slice's fp32 master only (CUDA)
+  int gpu = 0;                          // the device index (CUDA)
+};
+Policy training_policy(const PolicyBackend& backend, QwenModel& model, const TrainingPolicySpec& spec);
 
 // Wraps a host model (no copy). The const overload is for read-only use (rollout, eval).
 Policy cpu_policy(QwenModel& model);
@@ -76,10 +111,10 @@ Policy policy_base(const Policy& policy);
 // ---- inference: a paged KV cache on the policy's device and one batched forward ----
 struct PolicyKV {
   PagedKVCache host;  // CPU cache (f32)
-  CudaKVCache cuda;   // on_cuda: bookkeeping in cuda.book, K/V bf16 on the device
-  bool on_cuda = false;
-  PagedKVCache& book() { return on_cuda ? cuda.book : host; }
-  const PagedKVCache& book() const { return on_cuda ? cuda.book : host; }
+  CudaKVCache cuda;   // CUDA: bookkeeping in cuda.book, K/V bf16 on the device
+  const PolicyBackend* backend = &cpu_backend();
+  PagedKVCache& book();  // the block tables and lengths, on either device
+  const PagedKVCache& book() const;
 };
 // Bytes one cache block takes on the policy's device (f32 on the CPU, bf16 on CUDA).
 int64_t policy_kv_block_bytes(const Policy& policy, int64_t block_size);
@@ -106,6 +141,11 @@ void policy_forward_cached(const Policy& policy, PolicyKV& cache, const std::vec
 // drawn (a padded vocabulary). CPU: sample_token_cpu row by row; CUDA: sample_tokens_cuda.
 std::vector<SampledToken> policy_sample(const Policy& policy, PolicyLogits& logits, const std::vector<int64_t>& rows,
                                         const std::vector<SamplingRequest>& requests, int64_t vocab_limit);
+// Generates from one prompt as model/infer.h generate() does, on the policy's device, with a KV
+// cache of its own of `blocks` blocks of block_size tokens (`llm_sqlrl generate`).
+std::vector<GeneratedSample> policy_generate(const Policy& policy, const std::vector<int32_t>& prompt, int64_t blocks,
+                                             int64_t block_size, const GenerateOptions& options,
+                                             const TokenCallback& on_token = {});
 
 // ---- training ----
 // The host buffers training updates: a LoRA adapter's A and B (params, grads) when one is
@@ -128,8 +168,9 @@ void policy_shard_moments(Policy& policy, int64_t lo, int64_t hi);
 struct PolicyActivations {
   TrainState host;
   CudaTrainState cuda;
-  bool on_cuda = false;
-  int64_t max_tokens() const { return on_cuda ? cuda.options.max_tokens : host.options.max_tokens; }
+  const PolicyBackend* backend = &cpu_backend();
+  const TrainOptions& options() const;  // what they were made for, on either device
+  int64_t max_tokens() const { return options().max_tokens; }
 };
 // Allocates the gradients (CPU: alloc_grads, or the adapter's alloc_lora_grads; CUDA: a buffer
 // of its own when the upload made none) and, on CUDA, the AdamW moments (zero) of the trainable

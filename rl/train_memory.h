@@ -22,11 +22,11 @@
 namespace sqlrl::rl {
 
 // The budget: memory_gb as given (nothing held back), else the device's memory (CUDA: the GPU's
-// total; CPU: physical RAM) less a reserve (2 GiB on CUDA for the context and workspaces, 1 GiB
-// on the CPU for the process itself: code, tokenizer, data, SQLite). comm (nullable): on CUDA the
-// rank's GPU (comm_gpu), and where ranks share it (comm.device_sharers) this rank's equal share.
-MemoryPlanOptions memory_plan_options(const MemoryOptions& m, bool cuda, const Comm* comm = nullptr);
-int64_t device_memory_bytes(bool cuda, int device = 0);
+// total; CPU: physical RAM) less the backend's reserve (2 GiB on CUDA for the context and
+// workspaces, 1 GiB on the CPU for the process itself: code, tokenizer, data, SQLite). comm
+// (nullable): on CUDA the rank's GPU (comm_gpu), and where ranks share it (comm.device_sharers)
+// this rank's equal share.
+MemoryPlanOptions memory_plan_options(const MemoryOptions& m, const PolicyBackend& backend, const Comm* comm = nullptr);
 
 struct TrainMemory {
   MemoryPlan plan;
@@ -38,7 +38,7 @@ struct TrainMemory {
   enum class Phase : uint8_t { None, Rollout, Train } phase = Phase::None;
 };
 
-// After the policy is made (cuda_policy(..., grads = false) on CUDA) and the optimizer state is
+// After the policy is made (training_policy: on CUDA without gradients) and the optimizer state is
 // loaded or fresh: allocates what the plan says. `optimizer` must hold the moments in the plan's
 // precision (make_optimizer_state / load_optimizer with plan.modes.bf16_moments); on CUDA without
 // offload they go to the device and the host vectors are emptied. Fails with the plan's problem

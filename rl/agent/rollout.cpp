@@ -545,7 +545,7 @@ std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer
   live_samples = (live_samples + G - 1) / G * G;
   int64_t blocks = kv ? kv->book().num_blocks : options.kv_cache_blocks;
   if (kv) {
-    check(kv->on_cuda == policy.on_cuda, "rollout: the KV cache given is on another device than the policy");
+    check(kv->backend == policy.backend, "rollout: the KV cache given is on another device than the policy");
     check(kv->book().block_size == options.kv_block_size, "rollout: the KV cache given has blocks of ",
           kv->book().block_size, " tokens, the options say ", options.kv_block_size);
     check(kv_free_block_count(kv->book()) == blocks, "rollout: the KV cache given holds ",

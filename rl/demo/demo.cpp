@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "rl/policy.h"
+#include "rl/policy_backend.h"
 #include "kernels/attention.h"
 #include "rl/sft/sft.h"
 #include "rl/sft/sft_demos.h"
@@ -290,13 +291,8 @@ DemoReport run_demo(const DemoConfig& config) {
   rep.config = config;
   const DemoSizes& s = config.sizes;
   // Before anything is written: a CUDA run that cannot run says so now, not after the benchmark.
-  check(config.device == "cpu" || config.device == "cuda", "demo: device '", config.device, "' is not cpu or cuda");
-  const bool cuda = config.device == "cuda";
-  if (cuda) {
-    check(cuda_device_count() > 0, "demo: --device cuda: ", cuda_unavailable_reason());
-    check(cuda_attention_takes_head_dim(s.head_dim), "demo: --device cuda: the model's head_dim is ", s.head_dim,
-          "; the CUDA attention kernels take 64 or 128 (add --set head_dim=64)");
-  }
+  const PolicyBackend& backend = find_backend(config.device);
+  check_backend_usable(backend, "demo", s.head_dim, "add --set head_dim=64");
   TrainConfig tc = train_config(config);
   std::unique_ptr<Protocol> protocol = make_protocol(config.protocol);
   const fs::path out = config.out, cache = out / "cache";
@@ -370,7 +366,7 @@ DemoReport run_demo(const DemoConfig& config) {
   double eval_seconds = 0;
   auto eval_stage = [&](const std::string& name, const std::vector<sql::Example>& questions) {
     DemoStage st{name, {}, {}};
-    Policy policy = cuda ? cuda_frozen_policy(model) : cpu_policy(model);
+    Policy policy = frozen_policy(backend, model);
     st.multi = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, questions, name, false);
     eval_seconds += end_phase("eval " + name + " multi-turn");
     st.single = evaluate(config, policy, *tok, *protocol, pool, eval_ctx, questions, name, true);
@@ -391,13 +387,12 @@ DemoReport run_demo(const DemoConfig& config) {
   sc.micro_batch_tokens = s.sft_micro_batch_tokens;
   sc.share_group = s.sft_share_group;
   sc.seed = config.seed;
-  OptimizerState sft_opt;  // CUDA: the moments live on the device
-  if (!cuda) sft_opt = make_optimizer_state(model.num_params);
+  OptimizerState sft_opt = fresh_optimizer_state(backend, model.num_params);
   SftRunStats ss;
   if (config.sft_from.empty()) {
     SftRunOptions so;
     so.out_dir = (out / "sft").string(), so.tokenizer_path = tok_path;
-    so.device = config.device;
+    so.device = backend.device;
     so.tb_dir = (out / "tb" / "sft").string();
     if (config.log) {
       // SFT is the longest phase (~60% of the default's time): show it moving.

@@ -5,6 +5,7 @@
 
 #include "rl/demo/demo.h"
 #include "rl/demo/demo_format.h"
+#include "rl/policy.h"
 #include "runtime/error.h"
 
 namespace sqlrl::rl {
@@ -172,7 +173,7 @@ nlohmann::ordered_json demo_settings_json(const DemoConfig& c) {
 std::string demo_table(const DemoReport& r) {
   std::string s = str_cat("EX (%) on the held-out synthetic dev split: ", r.dev_questions,
                           " questions on databases unseen in training, greedy pass@1, protocol ", r.config.protocol,
-                          ", seed ", r.config.seed, r.config.device == "cpu" ? "" : ", device " + r.config.device,
+                          ", seed ", r.config.seed, parse_device_type(r.config.device) == DeviceType::CPU ? "" : ", device " + r.config.device,
                           "\n\nTrained x evaluated (SkyRL-SQL's 2x2; single-turn: no execution, the first SQL "
                           "written is the answer)\n\n| Model | evaluated single-turn | evaluated multi-turn | multi - single |"
                           "\n|---|---:|---:|---:|\n");

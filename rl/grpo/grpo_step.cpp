@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "rl/grpo/grpo.h"
+#include "rl/policy_backend.h"
 #include "runtime/error.h"
 
 namespace sqlrl::rl {
@@ -196,10 +197,10 @@ void check_inputs(const Step& step, const OptimizerState& optimizer) {
         "grpo: the reference model has ", reference ? reference->host->num_params : 0, " parameters, the policy ",
         policy.host->num_params, " (the same architecture is required: they share the activation plan)");
   const int64_t n = policy_num_trainable(policy);  // a LoRA adapter's parameters, or the model's
-  check(reference == nullptr || reference->on_cuda == policy.on_cuda, "grpo: the reference model is on ",
-        reference && reference->on_cuda ? "cuda" : "cpu", ", the policy on ", policy.on_cuda ? "cuda" : "cpu");
+  check(reference == nullptr || reference->backend == policy.backend, "grpo: the reference model is on ",
+        reference ? reference->backend->name : "", ", the policy on ", policy.backend->name);
   const auto [slice_lo, slice_hi] = optimizer_slice(dp, n);
-  check(policy.on_cuda || moments_size(optimizer) == slice_hi - slice_lo, "grpo: optimizer state has ",
+  check(!policy.backend->host_moments || moments_size(optimizer) == slice_hi - slice_lo, "grpo: optimizer state has ",
         moments_size(optimizer), " moments for ", slice_hi - slice_lo, " parameters",
         dp.zero_stage > 0 && dp.distributed() ? " (this rank's ZeRO slice)" : "");
   check(!step.is_on || !config.use_sampler_logprobs, "grpo: rollout-is ", rollout_is_mode_name(config.rollout_is.mode),
@@ -361,6 +362,7 @@ void update(Step& step, OptimizerState& optimizer, GrpoStepStats& stats) {
   const GrpoConfig& config = step.config;
   Policy& policy = step.policy;
   std::vector<Shard>& shards = step.shards;
+  const bool apart = policy.backend->shard_gradients_apart;  // rl/policy_backend.h
   const int64_t M = static_cast<int64_t>(shards[0].minis.size());
   Scratch scratch;
   for (int64_t epoch = 0; epoch < config.ppo_epochs; ++epoch) {
@@ -374,13 +376,13 @@ void update(Step& step, OptimizerState& optimizer, GrpoStepStats& stats) {
         std::vector<MicroBatch>& mini = sh.minis[b];
         const LossWeights weights = loss_weights_of_total(mini, config.agg, all_units, step.dropped_share,
                                                           static_cast<double>(config.loss_norm_tokens));
-        // CUDA: every shard's backward adds into the one device buffer (rl/data_parallel.h).
-        if (si == 0 || !policy.on_cuda) policy_zero_grads(policy);
+        // Each shard's gradient from zero, or every shard's backward into one buffer (CUDA).
+        if (si == 0 || apart) policy_zero_grads(policy);
         sh.loss = 0;
         if (weights.own_units > 0)
           for (size_t k = 0; k < mini.size(); ++k)
             train_micro_batch(step, sh, mini[k], weights.per_micro[k].data(), epoch, b == 0, scratch);
-        if (shards.size() > 1 && !policy.on_cuda) {  // this shard's gradient, from zero
+        if (shards.size() > 1 && apart) {  // this shard's gradient, from zero
           const TrainableBuffers t = policy_trainable(policy);
           sh.grads.assign(t.grads, t.grads + t.n);
         }
@@ -388,7 +390,7 @@ void update(Step& step, OptimizerState& optimizer, GrpoStepStats& stats) {
       // ---- the step's gradient and its squared norm
       std::vector<std::vector<float>> shard_grads;
       for (Shard& sh : shards)
-        if (shards.size() > 1 && !policy.on_cuda) shard_grads.push_back(std::move(sh.grads));
+        if (shards.size() > 1 && apart) shard_grads.push_back(std::move(sh.grads));
       const float* own_grads = nullptr;
       const double sq = reduce_gradients(policy, step.dp, shard_grads, scratch.grad_slice, &own_grads);
       for (size_t si = 0; si < shard_grads.size(); ++si) shards[si].grads = std::move(shard_grads[si]);

@@ -71,12 +71,11 @@ TrainEnv make_train_env(const TrainConfig& config, bool owner) {
   env.config = config;
   TrainConfig& c = env.config;
   validate_config(c);
-  // --device cuda: a device must be there, and the model's head_dim one the CUDA attention takes.
-  const bool cuda = c.device == "cuda";
-  if (cuda) check(cuda_device_count() > 0, "device cuda: ", cuda_unavailable_reason());
+  // The device must be there, and the model's head_dim one it takes (rl/policy_backend.h).
+  const PolicyBackend& backend = find_backend(c.device);
+  check_backend_usable(backend, "");
   auto check_head_dim = [&](int64_t head_dim, const std::string& model) {
-    check(!cuda || cuda_attention_takes_head_dim(head_dim), "device cuda: ", model, " has head_dim ", head_dim,
-          "; the CUDA attention kernels take 64 or 128", c.weights.empty() ? " (set --tiny-head-dim 64)" : "");
+    check_backend_usable(backend, "", head_dim, c.weights.empty() ? "set --tiny-head-dim 64" : model);
   };
   if (c.weights.empty()) check_head_dim(c.tiny_head_dim, "the embedded model");
 

@@ -16,6 +16,7 @@
 #include "rl/grpo/train_data.h"
 #include "rl/grpo/train_log.h"
 #include "rl/tb_log.h"
+#include "rl/policy_backend.h"
 #include "rl/train_memory.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
@@ -137,7 +138,7 @@ int64_t rank_samples(const TrainEnv& env) {
 
 MemoryPlanOptions grpo_memory_plan_options(const TrainEnv& env) {
   const TrainConfig& c = env.config;
-  MemoryPlanOptions mo = memory_plan_options(c, c.device == "cuda", env.comm);
+  MemoryPlanOptions mo = memory_plan_options(c, find_backend(c.device), env.comm);
   const int64_t cap = std::min(c.max_total_tokens, env.model.config.max_position_embeddings);
   mo.tokens_per_micro_batch = std::max(c.micro_batch_tokens, cap);  // one whole trajectory fits a micro-batch
   mo.rollout_sequence_tokens = cap;
@@ -176,11 +177,12 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   const bool owner = comm.is_root();
   quiet = quiet || !owner;
   const DataParallel dp{&comm, c.grad_accum, c.deterministic_reduce, static_cast<int>(c.zero_stage)};
-  check(c.device != "cuda" || !dp.distributed() || c.zero_stage == 0 || !env.adapter, "train: --zero-stage ",
-        c.zero_stage, " with a LoRA adapter on cuda: the adapter trains whole there (ZeRO 0: its state is small); "
-        "--zero-stage shards a full fine-tuning run");
-  check(c.device != "cuda" || !dp.distributed() || comm_has_device_transport(comm),
-        "train: several ranks on cuda need the job's NCCL communicator or host staging (app/launch.h join_job_gpu)");
+  const PolicyBackend& backend = find_backend(c.device);  // rl/policy_backend.h
+  check(backend.zero_shards_adapter || !dp.distributed() || c.zero_stage == 0 || !env.adapter, "train: --zero-stage ",
+        c.zero_stage, " with a LoRA adapter on ", backend.name, ": the adapter trains whole there (ZeRO 0: its state "
+        "is small); --zero-stage shards a full fine-tuning run");
+  check(!backend.device_collectives || !dp.distributed() || comm_has_device_transport(comm), "train: several ranks on ",
+        backend.name, " need the job's NCCL communicator or host staging (app/launch.h join_job_gpu)");
   // Each rank drives the GPU join_job_gpu chose (local_rank, or shared round-robin) and made current.
   const int gpu = comm_gpu(comm);
   // N ranks (each bound to its own cores by mpirun) and one process with --grad-accum N must
@@ -196,7 +198,6 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   const int64_t n_examples = static_cast<int64_t>(env.examples.size());
 
   // The memory plan (rl/train_memory.h): modes and sizes, refused before the run folder changes.
-  const bool cuda = c.device == "cuda";
   GrpoConfig gc = grpo_config(c);
   const MemoryPlanOptions mo = grpo_memory_plan_options(env);
   TrainOptions to;
@@ -240,12 +241,11 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       truncate_tb_log(tb_dir, 0);
       fs::create_directories(run / "checkpoints");
     }
-    optimizer.bf16 = plan.modes.bf16_moments;
-    if (!cuda) optimizer = make_optimizer_state(moments, plan.modes.bf16_moments);
+    optimizer = fresh_optimizer_state(backend, moments, plan.modes.bf16_moments);
   } else if (!c.resume.empty()) {
     const nlohmann::json saved = read_trainer_state(ckpt, "grpo");
     if (const std::string note = blas_threads_note(saved, ckpt); owner && !note.empty()) std::printf("%s\n", note.c_str());
-    if (const std::string note = cuda ? "" : check_blas_core(saved, ckpt); owner && !note.empty())
+    if (const std::string note = backend.host_blas ? check_blas_core(saved, ckpt) : ""; owner && !note.empty())
       std::printf("%s\n", note.c_str());
     // Another number of shards sums the gradient in another grouping: a valid run, not the bits of
     // the one that saved (ranks x grad-accum decide it; rl/data_parallel.h).
@@ -288,8 +288,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       fs::create_directories(run / "checkpoints");
     }
     // On CUDA the moments start on the device (start_train_memory), or on the host when offloaded.
-    optimizer.bf16 = plan.modes.bf16_moments;
-    if (!cuda) optimizer = make_optimizer_state(moments, plan.modes.bf16_moments);
+    optimizer = fresh_optimizer_state(backend, moments, plan.modes.bf16_moments);
   }
   // The best evaluation so far, from the metrics lines kept (resume) or none; every rank takes
   // rank 0's, since a new best saves a checkpoint, which every rank takes part in.
@@ -326,20 +325,15 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
                 c.max_batch_sequences > 0 ? "" : " (max-batch-sequences auto)");
   // Upload once (after a resume loaded its weights); the host model is then only the shape and
   // the staging buffer of each checkpoint's download.
-  // LoRA on CUDA: the base frozen (bf16 weights only, as the plan prices it), the adapter trained
-  // (its gradients placed in the phase region by start_train_memory: attached without).
+  // LoRA: the base frozen (on CUDA bf16 weights only, as the plan prices it), the adapter trained.
   // ZeRO 3 on CUDA: the fp32 master of this rank's slice only (every bf16 weight, for rollouts).
-  Policy policy = !cuda                                  ? cpu_policy(env.model)
-                  : env.adapter                          ? cuda_frozen_policy(env.model, gpu)
-                  : c.zero_stage == 3 && dp.distributed() ? cuda_policy_sharded(env.model, slice_lo, slice_hi, gpu)
-                                                         : cuda_policy(env.model, gpu, /*grads=*/false);
-  policy_attach_lora(policy, env.adapter.get(), /*grads=*/false);
-  if (cuda && !env.adapter) policy_shard_moments(policy, slice_lo, slice_hi);
+  Policy policy = training_policy(backend, env.model, {env.adapter.get(), slice_lo, slice_hi,
+                                                       c.zero_stage == 3 && dp.distributed(), gpu});
   // LoRA: the reference is the frozen base itself, run without the adapter (on CUDA the same
   // device weights: policy_base uploads nothing).
   const bool has_reference = mo.reference_model;
   Policy reference;
-  if (env.reference) reference = cuda ? cuda_frozen_policy(*env.reference, gpu) : cpu_policy(*env.reference);
+  if (env.reference) reference = frozen_policy(backend, *env.reference, gpu);
   else if (has_reference) reference = policy_base(policy);
   TrainMemory memory = start_train_memory(policy, plan, to, base.kv_block_size, gc.adamw, optimizer);
   SchemaCache schemas;
@@ -438,10 +432,10 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       eo.kv = &memory_for_rollout(policy, memory, optimizer);
       // `eval`'s GEMMs (runtime/gemm.h: a row's bits do not depend on the batch), then the run's again.
       const bool thread_independent = gemm_thread_independent();
-      if (!cuda && !thread_independent) set_gemm_thread_independent(true);
+      if (backend.host_blas && !thread_independent) set_gemm_thread_independent(true);
       const EvalRun ev = run_eval(policy, *env.tokenizer, *env.protocol, *env.pool, env.eval_examples, eo,
                                   *env.eval_context, comm);
-      if (!cuda && !thread_independent) set_gemm_thread_independent(false);
+      if (backend.host_blas && !thread_independent) set_gemm_thread_independent(false);
       const double ex = ev.summary.total.ex();
       new_best = is_new_best(best, ex);
       const bool saved = scheduled_save || new_best;
@@ -469,8 +463,9 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       memory_for_rollout(policy, memory, optimizer);
       // Moments resident on the device: their host copy is only ever the checkpoint's, so they go
       // straight into the writer's buffers (rl/checkpoint_writer.h staged_optimizer).
+      const bool moments_on_device = !backend.host_moments && !plan.modes.offload_optimizer;
       OptimizerState* saved = &optimizer;
-      if (with_optimizer && cuda && !plan.modes.offload_optimizer && writer) saved = &writer->staged_optimizer(optimizer);
+      if (with_optimizer && moments_on_device && writer) saved = &writer->staged_optimizer(optimizer);
       if (with_optimizer) memory_optimizer_to_host(policy, memory, *saved);
       // ZeRO 1-3: every rank writes its slice of the moments (no gather); any world size
       // resumes from the shards.
@@ -482,7 +477,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
                      grpo_trainer_state(optimizer, c, n_examples, cursor, dp.shards()), env.adapter.get(),
                      std::move(after));
       comm_barrier(comm);  // no rank runs ahead of a save that failed (the previous write's error is raised here)
-      if (cuda && !plan.modes.offload_optimizer) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
+      if (moments_on_device) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
       rec.checkpoint_seconds = seconds_since(save_start);
     }
     if (owner) {

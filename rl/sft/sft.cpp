@@ -13,6 +13,7 @@
 #include "runtime/gemm.h"
 #include "runtime/interrupt.h"
 #include "runtime/progress.h"
+#include "rl/policy_backend.h"
 #include "rl/run_folder.h"
 #include "rl/tb_log.h"
 #include "rl/train_memory.h"
@@ -140,7 +141,7 @@ SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActiv
                           const DataParallel& dp) {
   check(policy_training_ready(policy), "sft: gradients are not allocated (policy_init_training)");
   const auto [slice_lo, slice_hi] = optimizer_slice(dp, policy_num_trainable(policy));
-  check(policy.on_cuda || moments_size(optimizer) == slice_hi - slice_lo, "sft: optimizer state has ",
+  check(!policy.backend->host_moments || moments_size(optimizer) == slice_hi - slice_lo, "sft: optimizer state has ",
         moments_size(optimizer), " moments for ", slice_hi - slice_lo, " parameters",
         dp.zero_stage > 0 && dp.distributed() ? " (this rank's ZeRO slice)" : "");
   SftUpdateStats st;
@@ -165,9 +166,10 @@ SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActiv
   std::vector<float> logp, dlogp;
   std::vector<std::vector<double>> nlls;
   std::vector<std::vector<float>> shard_grads;
+  const bool apart = policy.backend->shard_gradients_apart;  // rl/policy_backend.h
   for (const auto& part : mine) {
-    // CUDA: every shard's backward adds into the one device buffer (rl/data_parallel.h).
-    if (&part == &mine.front() || !policy.on_cuda) policy_zero_grads(policy);
+    // Each shard's gradient from zero, or every shard's backward into one buffer (CUDA).
+    if (&part == &mine.front() || apart) policy_zero_grads(policy);
     double nll = 0;
     for (const MicroBatch* mb : part) {
       const size_t T = mb->targets.size();
@@ -180,7 +182,7 @@ SftUpdateStats sft_update(Policy& policy, OptimizerState& optimizer, PolicyActiv
       policy_backward_logprobs(policy, acts, mb->batch, mb->targets, dlogp.data());
     }
     nlls.push_back({nll});
-    if (mine.size() > 1 && !policy.on_cuda) {  // this shard's gradient, from zero
+    if (mine.size() > 1 && apart) {  // this shard's gradient, from zero
       const TrainableBuffers t = policy_trainable(policy);
       shard_grads.emplace_back(t.grads, t.grads + t.n);
     }
@@ -223,20 +225,18 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   const bool owner = comm.is_root();
   check(options.zero_stage >= 0 && options.zero_stage <= 3, "sft: zero stage ", options.zero_stage,
         " is not 0, 1, 2 or 3");
-  check(options.device == "cpu" || comm.world_size == 1 || options.zero_stage == 0 || !options.adapter,
-        "sft: --zero-stage ", options.zero_stage, " with a LoRA adapter on cuda: the adapter trains whole there (ZeRO "
-        "0: its state is small); --zero-stage shards a full fine-tuning run");
-  check(comm.world_size == 1 || options.device == "cpu" || comm_has_device_transport(comm),
-        "sft: several ranks on cuda need the job's NCCL communicator or host staging (app/launch.h join_job_gpu)");
+  const PolicyBackend& backend = policy_backend(options.device);
+  check(backend.zero_shards_adapter || comm.world_size == 1 || options.zero_stage == 0 || !options.adapter,
+        "sft: --zero-stage ", options.zero_stage, " with a LoRA adapter on ", backend.name, ": the adapter trains whole "
+        "there (ZeRO 0: its state is small); --zero-stage shards a full fine-tuning run");
+  check(comm.world_size == 1 || !backend.device_collectives || comm_has_device_transport(comm), "sft: several ranks on ",
+        backend.name, " need the job's NCCL communicator or host staging (app/launch.h join_job_gpu)");
   // Each rank drives the GPU join_job_gpu chose (local_rank, or shared round-robin) and made current.
   const int gpu = comm_gpu(comm);
   const int64_t per_update = config.grad_accum * comm.world_size;  // micro-batches per update
   check(!data.empty(), "sft: no training sequence (every line had no trained token?)");
-  check(options.device == "cpu" || options.device == "cuda", "sft: device '", options.device,
-        "' is not cpu or cuda");
-  const bool cuda = options.device == "cuda";
   // The memory plan (no rollout phase): recomputed layers and the moments' precision.
-  MemoryPlanOptions mo = memory_plan_options(options.memory, cuda, &comm);
+  MemoryPlanOptions mo = memory_plan_options(options.memory, backend, &comm);
   mo.rollout = false;
   mo.tokens_per_micro_batch = config.micro_batch_tokens;
   if (options.adapter) mo.lora = options.adapter->config;
@@ -254,7 +254,7 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   // ZeRO 1-3: this rank's moments cover its slice of the parameters only.
   const auto [slice_lo, slice_hi] = optimizer_slice(dp, trainable);
   // (CUDA: a fresh run's moments start on the device, none on the host.)
-  if ((!cuda || moments_size(optimizer) > 0) && moments_size(optimizer) != slice_hi - slice_lo) {
+  if ((backend.host_moments || moments_size(optimizer) > 0) && moments_size(optimizer) != slice_hi - slice_lo) {
     check(!resume || moments_size(optimizer) == trainable, "sft: the resumed optimizer holds ", moments_size(optimizer),
           " moments, the run trains ", trainable, options.adapter ? " adapter parameters" : " parameters");
     optimizer = resume ? optimizer_slice_of(optimizer, slice_lo, slice_hi)
@@ -313,15 +313,10 @@ SftRunStats run_sft(QwenModel& model, OptimizerState& optimizer, std::vector<Sft
   topt.logprob_chunk = mo.logprob_chunk_tokens;
   topt.recompute = mplan.modes.recompute;
   if (dp.shards() > 1) set_gemm_thread_independent(true);
-  // LoRA on CUDA: the base frozen (bf16 weights only), the adapter trained (gradients in the
-  // phase region: attached without).
-  // ZeRO 3 on CUDA: the fp32 master of this rank's slice only.
-  Policy policy = !cuda                                   ? cpu_policy(model)
-                  : options.adapter                       ? cuda_frozen_policy(model, gpu)
-                  : mo.zero_stage == 3 && dp.distributed() ? cuda_policy_sharded(model, slice_lo, slice_hi, gpu)
-                                                          : cuda_policy(model, gpu, /*grads=*/false);
-  policy_attach_lora(policy, options.adapter, /*grads=*/false);
-  if (cuda && !options.adapter) policy_shard_moments(policy, slice_lo, slice_hi);
+  // LoRA: the base frozen, the adapter trained. ZeRO 3 on CUDA: the fp32 master of this rank's
+  // slice only.
+  Policy policy = training_policy(backend, model, {options.adapter, slice_lo, slice_hi,
+                                                   mo.zero_stage == 3 && dp.distributed(), gpu});
   TrainMemory memory = start_train_memory(policy, mplan, topt, RolloutOptions{}.kv_block_size, config.adamw, optimizer);
   PolicyActivations& acts = memory_for_train(policy, memory, optimizer);
   run.modes = executed_modes(policy, memory, optimizer);

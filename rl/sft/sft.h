@@ -145,9 +145,9 @@ struct SftRunOptions {
   // OUT/tb: TensorBoard event files of the metrics.jsonl lines and config_toml (rl/tb_log.h).
   bool tensorboard = true;
   std::string tb_dir = "";  // their folder when not OUT/tb
-  // "cuda": train on CUDA device 0 (bf16 weights, f32 master, moments on the device; `model`
+  // CUDA: train on the rank's GPU (bf16 weights, f32 master, moments on the device; `model`
   // receives the trained master weights at the end, checkpoints download them).
-  std::string device = "cpu";
+  DeviceType device = DeviceType::CPU;
   // The memory plan's budget and modes (rl/train_memory.h; no rollout phase): recomputed layers
   // and bf16 moments as the plan chooses; OUT/memory_plan.txt records it.
   MemoryOptions memory = {};

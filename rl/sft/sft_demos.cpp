@@ -131,6 +131,9 @@ std::vector<PlannedStep> plan_steps(const Protocol& p, const std::vector<DemoTra
     s.push_back({Step::Answer});
     if (static_cast<int>(s.size()) + turns <= budget) return s;
     if (memory && (first != Step::Gold || !traps.empty())) memory = false;
+    // A single-turn protocol (Arctic-Text2SQL-R1): the answer alone, written without a look at the
+    // data; a question that needs a probe or a repair cannot be shown in one turn.
+    else if (budget == 1 && first == Step::Gold && traps.empty()) return {{Step::Answer}};
     else return {};
   }
 }
@@ -249,8 +252,10 @@ Built build_demo(Builder& b, const std::vector<DemoTrap>& traps, const std::vect
         verdicts = p.verdict(DemoAction::Memory, true);
         break;
       case Step::Answer:
-        b.add(write_turn(p, lead + "This answers the question, so it is the final SQL.", s.step, ex.gold_sql, verdicts,
-                         ex.db_id),
+        // The first turn only in a single-turn protocol's demonstration: no observation to cite.
+        b.add(write_turn(p, b.turn == 0 ? to_answer(b, ex) + "I write the query that selects it."
+                                        : lead + "This answers the question, so it is the final SQL.",
+                         s.step, ex.gold_sql, verdicts, ex.db_id),
               ActionKind::Answer, ex.gold_sql);
         b.demo.final_sql = ex.gold_sql;
         break;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "rl/policy.h"
+#include "rl/policy_backend.h"
 #include "rl/agent/reward.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
@@ -76,10 +77,10 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
                                          const SelfTaughtConfig& config, const SelfTaughtOptions& options) {
   check(config.rounds >= 1, "self-taught: rounds must be at least 1, got ", config.rounds);
   check(config.rollout.group_size >= 1, "self-taught: samples per question must be at least 1");
-  check(options.device == "cpu" || options.device == "cuda", "self-taught: device '", options.device,
-        "' is not cpu or cuda");
-  const bool cuda = options.device == "cuda";
-  check(!cuda || !options.adapter, "sft self-taught: a LoRA adapter runs on the CPU only for now (--device cpu)");
+  const PolicyBackend& backend = policy_backend(options.device);
+  // Its rollouts set policy.lora by hand (the host adapter, not uploaded beside a device base).
+  check(backend.device == DeviceType::CPU || !options.adapter, "sft self-taught: a LoRA adapter runs on the CPU only "
+        "for now (--device cpu)");
   RunLock lock;  // the whole self-taught folder; each round's SFT locks its own round-<i>/ too
   if (!options.out_dir.empty()) {
     lock = lock_run_folder(options.out_dir);
@@ -115,7 +116,7 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
     std::vector<Trajectory> trajs;
     {
       // This round's weights: the previous round's SFT changed them.
-      Policy policy = cuda ? cuda_frozen_policy(model) : cpu_policy(model);
+      Policy policy = frozen_policy(backend, model);
       policy.lora = options.adapter;
       Progress bar = progress_start(round_label + ": rollouts", "samples",
                                     static_cast<int64_t>(requests.size()) * ro.group_size);
@@ -172,8 +173,7 @@ std::vector<SelfTaughtRound> self_taught(QwenModel& model, const Tokenizer& tok,
     // S3: fine-tune on the cumulative set (a fresh optimizer per round, as one SFT run each).
     rr.sft_sequences = static_cast<int64_t>(kept_all.size());
     if (!kept_all.empty()) {
-      OptimizerState opt;  // CUDA: the moments live on the device
-      if (!cuda) opt = make_optimizer_state(options.adapter ? options.adapter->num_params : model.num_params);
+      OptimizerState opt = fresh_optimizer_state(backend, options.adapter ? options.adapter->num_params : model.num_params);
       SftRunOptions so;
       so.device = options.device;
       so.adapter = options.adapter;

@@ -69,9 +69,9 @@ struct SelfTaughtOptions {
   std::string out_dir;            // round-<i>/: kept.jsonl (T so far, {tokens, mask}) and the SFT run folder; "" = none
   std::string tokenizer_path;     // copied into checkpoints
   std::function<void(const std::string&)> log;
-  // "cuda": each round's rollouts and SFT on CUDA device 0 (rl/policy.h; head_dim 64 or 128);
+  // CUDA: each round's rollouts and SFT on CUDA device 0 (rl/policy.h; head_dim 64 or 128);
   // `model` holds the trained master weights after every round, as on the CPU.
-  std::string device = "cpu";
+  DeviceType device = DeviceType::CPU;
   std::string config_toml = "";  // written as out_dir/config.toml once the folder is locked ("" = none)
   // Progress lines (runtime/progress.h): each round's rollouts (samples) and SFT (updates), then
   // the rounds with an ETA. Off: nothing drawn (log still gets the round lines).

@@ -100,7 +100,7 @@ TEST(MemoryPlan, SmallModelNeedsNoModeAndKeepsMomentsOnTheDevice) {
 // A CPU plan of short sequences: 512-token micro-batches, 4 rollouts of 1024 tokens.
 MemoryPlanOptions small_cpu_options(int64_t device_bytes) {
   MemoryPlanOptions o;
-  o.device = PlanDevice::Cpu;
+  o.device = DeviceType::CPU;
   o.device_bytes = device_bytes;
   o.reserve_bytes = 0;
   o.tokens_per_micro_batch = 512;
@@ -329,7 +329,7 @@ TEST(MemoryPlan, ZeroStagesPriceOneRanksSlice) {
   EXPECT_NE(format_memory_plan(config, zero3, o).find("ZeRO 3 holds what ZeRO 2 does"), std::string::npos);
 
   // CUDA, every mode fixed so that the stages differ only in what they shard.
-  o.device = PlanDevice::Cuda;
+  o.device = DeviceType::CUDA;
   o.device_bytes = 80'000'000'000;
   o.bf16_moments = Choice::Off, o.recompute = Choice::Off, o.offload_optimizer = Choice::Off;
   std::vector<MemoryPlan> cuda;

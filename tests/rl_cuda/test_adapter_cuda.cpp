@@ -57,7 +57,7 @@ double l2(const std::vector<double>& v) {
 
 std::vector<float> logits_row(const Policy& p, const PolicyLogits& logits) {
   const int64_t V = p.config().vocab_size;
-  if (!p.on_cuda) return std::vector<float>(logits.host.begin(), logits.host.begin() + V);
+  if (policy_device(p) == DeviceType::CPU) return std::vector<float>(logits.host.begin(), logits.host.begin() + V);
   std::vector<float> row(static_cast<size_t>(V));
   model_copy(row.data(), logits.cuda.data(), sizeof(float) * V, CopyKind::DeviceToHost, p.cuda.stream);
   return row;

@@ -75,7 +75,7 @@ TEST(SelfTaughtCuda, RoundsRollOutAndTrainOnTheDevice) {
   SQLRL_REQUIRE_CUDA();
   QwenModel model = start;
   SelfTaughtOptions o{base, "", {}};
-  o.device = "cuda";
+  o.device = DeviceType::CUDA;
   std::vector<SelfTaughtRound> r = self_taught(model, tok, protocol, pool, examples, c, o);
   expect_rounds(r, base, "cuda");
   EXPECT_NE(model.params, start.params) << "the model did not receive the trained weights";

@@ -78,7 +78,7 @@ TEST(SftCuda, FirstUpdateMovesEachParameterAsTheCpuDoes) {
 
   SQLRL_REQUIRE_CUDA();
   SftRunOptions dopt;
-  dopt.device = "cuda";
+  dopt.device = DeviceType::CUDA;
   run_sft(dev, dev_opt, pattern_data(vocab), cfg, dopt);
   double diff = 0, norm = 0;
   int64_t flipped = 0;
@@ -130,7 +130,7 @@ TEST(SftCuda, LoraFirstUpdateMovesEachAdapterParameterAsTheCpuDoes) {
               loss_budget);
   SQLRL_REQUIRE_CUDA();
   SftRunOptions dopt;
-  dopt.device = "cuda";
+  dopt.device = DeviceType::CUDA;
   dopt.adapter = &dev_ad;
   const SftRunStats ds = run_sft(dev, dev_opt, pattern_data(vocab), cfg, dopt);
   std::printf("LoRA sft first loss: cuda %.4f\n", ds.first_loss);
@@ -185,7 +185,7 @@ TEST(SftCuda, FollowsTheCpuRunWithinBf16AndCheckpointsWhatItTrained) {
   OptimizerState dev_opt;
   SftRunOptions dopt;
   dopt.out_dir = out;
-  dopt.device = "cuda";
+  dopt.device = DeviceType::CUDA;
   dopt.log = [&](const std::string& l) { dev_lines.push_back(l); };
   SftRunStats ds = run_sft(dev, dev_opt, data, cfg, dopt);
 

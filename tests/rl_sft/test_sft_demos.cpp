@@ -161,6 +161,42 @@ TEST(SynthDemos, ReplayOnTheDatabaseInEveryProtocol) {
       if (make_protocol(name)->max_turns() > 1) replay(name, dialogues);
 }
 
+// A one-turn protocol (arctic) has no turn to look at the data in: its demonstration is the prompt
+// and one answer turn with the gold SQL (a plan of two turns wrote none at all), the protocol's own parse of it; questions that need a
+// probe (a trap) or open with a repair are skipped for the budget, never written half.
+TEST(SynthDemos, AOneTurnProtocolWritesTheAnswerAlone) {
+  const sql::Dataset ds = train_split();
+  int one_turn = 0;
+  for (const std::string& name : protocol_names()) {
+    auto p = make_protocol(name);
+    if (p->max_turns() != 1) continue;
+    ++one_turn;
+    SCOPED_TRACE(name);
+    sql::Pool pool;
+    SynthDemoStats st;
+    SynthDemoOptions options;
+    options.repair_share = 0.5;
+    const std::vector<Demo> demos = synth_demos(*p, pool, ds, options, &st);
+    ASSERT_FALSE(demos.empty()) << "skipped " << st.skipped_budget << " for the budget";
+    EXPECT_EQ(st.trap_demos, 0);
+    EXPECT_EQ(st.repair_demos, 0);
+    EXPECT_GT(st.skipped_budget, 0) << "trap and repair questions cannot be shown in one turn";
+    for (const Demo& d : demos) {
+      const sql::Example& ex = ds.examples[d.example];
+      ASSERT_EQ(d.segments.size(), 3u);  // the prompt, the answer turn, its <|im_end|>
+      EXPECT_FALSE(d.segments[0].train);
+      EXPECT_TRUE(d.segments[1].train && d.segments[2].train);
+      EXPECT_EQ(d.segments[2].text, "<|im_end|>");
+      const Action a = p->parse(d.segments[1].text);
+      EXPECT_EQ(a.kind, ActionKind::Answer) << d.segments[1].text;
+      EXPECT_EQ(a.sql, ex.gold_sql);
+      EXPECT_EQ(d.final_sql, ex.gold_sql);
+      EXPECT_EQ(d.exec_turns, 0);
+    }
+  }
+  EXPECT_GE(one_turn, 1) << "no one-turn protocol registered (arctic)";
+}
+
 TEST(SynthDemos, JsonlLinesLoadAsMaskedSequences) {
   const sql::Dataset ds = train_split();
   auto p = make_protocol("mtir");

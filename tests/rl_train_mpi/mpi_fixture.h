@@ -47,7 +47,7 @@ inline std::vector<SftSequence> toy_sft_data(int64_t vocab, int count, int64_t m
 // shards per update. Returns this rank's moment count and the parameter count.
 inline std::pair<int64_t, int64_t> run_toy_sft(QwenModel model, const std::vector<SftSequence>& data, SftConfig c,
                                                int64_t grad_accum, const std::string& out, const Comm* comm,
-                                               int64_t zero_stage, const std::string& device = "cpu") {
+                                               int64_t zero_stage, DeviceType device = DeviceType::CPU) {
   OptimizerState opt;
   c.grad_accum = grad_accum;
   SftRunOptions ro;

@@ -201,7 +201,7 @@ TEST_P(SftRanksOnDevice, MatchOneRankWithGradAccum) {
   cfg.save_every = 1;
   const std::vector<SftSequence> data = toy_sft_data(base.model.config.vocab_size, 16, 16, 24);
   auto run = [&](const std::string& out, const Comm* comm, int64_t grad_accum) {
-    run_toy_sft(base.model, data, cfg, grad_accum, out, comm, zero, device);
+    run_toy_sft(base.model, data, cfg, grad_accum, out, comm, zero, parse_device_type(device));
   };
   const std::string dp = shared_dir(name + "_dp");
   run(dp, &g_comm, 1);
