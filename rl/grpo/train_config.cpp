@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "rl/grpo/algos.h"
+#include "rl/grpo/async.h"
 #include "rl/grpo/loss_agg.h"
 #include "rl/grpo/rollout_is.h"
 #include "rl/tb_log.h"
@@ -153,6 +154,7 @@ OptionTable config_fields(TrainConfig& c) {
        &c.rollout_is_level},
       {"rollout-is-upper", "rollout-is cap (truncate) or upper bound (mask); > 1", &c.rollout_is_upper},
       {"rollout-is-lower", "rollout-is lower bound (mask); 0 = 1 / upper", &c.rollout_is_lower},
+      {"async", async_mode_help(), &c.async},
       {"ppo-epochs", "passes over each rollout batch", &c.ppo_epochs},
       {"mini-batches", "optimizer updates per epoch", &c.mini_batches},
       {"max-grad-norm", "gradient-norm clip (<= 0 = off)", &c.max_grad_norm},
@@ -251,6 +253,7 @@ void validate_config(const TrainConfig& c) {
   check(c.dual_clip == 0 || c.dual_clip > 1, "config: dual-clip must be 0 (off) or above 1, got ", c.dual_clip);
   check(c.entropy_coef >= 0 && std::isfinite(c.entropy_coef), "config: entropy-coef must be a finite number >= 0, got ",
         c.entropy_coef);
+  find_async_mode(c.async);  // fails naming the rows
   {
     const RolloutIsConfig is = rollout_is_config(c);
     validate_rollout_is(is);

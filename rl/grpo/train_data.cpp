@@ -120,9 +120,11 @@ StepBatch sample_step_batch(TrainEnv& env, const Policy& policy, PolicyKV& kv, c
   for (int64_t t = 0; t < tries && (t == 0 || informative_before < B); ++t) {
     // Every rank draws the whole batch (the cursor stays the same everywhere) and rolls out its share.
     const int64_t first_draw = cursor.draws;
-    std::vector<sql::Example> drawn;
-    for (int64_t i = 0; i < B; ++i) drawn.push_back(env.examples[static_cast<size_t>(draw_example(schedule, cursor, c.seed))]);
-    std::vector<sql::Example> mine(drawn.begin() + first_prompt, drawn.begin() + end_prompt);
+    std::vector<int64_t> drawn;
+    for (int64_t i = 0; i < B; ++i) drawn.push_back(draw_example(schedule, cursor, c.seed));
+    const std::vector<int64_t> mine_ids(drawn.begin() + first_prompt, drawn.begin() + end_prompt);
+    std::vector<sql::Example> mine;
+    for (int64_t id : mine_ids) mine.push_back(env.examples[static_cast<size_t>(id)]);
     RolloutOptions ro = base;
     ro.first_sample_id = static_cast<uint64_t>((first_draw + first_prompt) * G);
     std::vector<RolloutRequest> requests;
@@ -141,7 +143,7 @@ StepBatch sample_step_batch(TrainEnv& env, const Policy& policy, PolicyKV& kv, c
     ++out.dynamic.tries;
     out.dynamic.prompts += B;
     if (!c.dynamic_sampling) {
-      out.examples = std::move(mine), out.trajs = std::move(trajs), out.ex = std::move(ex);
+      out.examples = std::move(mine), out.example_ids = mine_ids, out.trajs = std::move(trajs), out.ex = std::move(ex);
       break;
     }
     // Which of this rank's groups vary, and how many every rank has (in rank order).
@@ -163,7 +165,10 @@ StepBatch sample_step_batch(TrainEnv& env, const Policy& policy, PolicyKV& kv, c
     int64_t quota = std::clamp<int64_t>(B - before_me, 0, mine_informative);
     std::vector<int64_t> new_index(static_cast<size_t>(P), -1);
     for (int64_t p = 0; p < P && quota > 0; ++p)
-      if (varies[p]) new_index[p] = static_cast<int64_t>(out.examples.size()), out.examples.push_back(mine[p]), --quota;
+      if (varies[p]) {
+        new_index[p] = static_cast<int64_t>(out.examples.size());
+        out.examples.push_back(mine[p]), out.example_ids.push_back(mine_ids[p]), --quota;
+      }
     for (size_t i = 0; i < trajs.size(); ++i) {
       const int64_t to = new_index[static_cast<size_t>(trajs[i].example_index)];
       if (to < 0) continue;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "rl/grpo/data_schedule.h"
@@ -30,6 +31,7 @@ struct DynamicSamplingStats {
 
 struct StepBatch {
   std::vector<sql::Example> examples;  // this rank's trained prompts; trajs' example_index points here
+  std::vector<int64_t> example_ids;    // their indices in TrainEnv::examples
   std::vector<Trajectory> trajs;       // G samples per prompt, in prompt order
   std::vector<uint8_t> ex;             // EX of each trajectory
   // trajectory_sums over every trajectory sampled this step on this rank (all tries), so the
@@ -39,12 +41,20 @@ struct StepBatch {
   double score_seconds = 0;
   DynamicSamplingStats dynamic;
   int64_t first_draw = 0, epoch = 0, level = 0;  // the cursor before the step
+  int64_t version = 0;  // trainer steps done when it was sampled: the sampling weights' version
 };
 
 // Rolls out batch-size prompts from the cursor (rank r takes prompts [rB/W, (r+1)B/W) of each
 // draw; sample s of draw d uses Philox stream d * G + s on any rank) and scores them. With
 // dynamic sampling it rolls out further batches until batch-size groups over every rank have
 // reward variance or max-tries is reached, and keeps the first batch-size of them in draw order.
+// The whole batch as JSON and back (rl/grpo/step_batch_json.cpp): --async checkpoints keep the
+// batches sampled ahead. `examples` is TrainEnv::examples (example_ids index it); errors name
+// `where` and the field.
+nlohmann::ordered_json step_batch_json(const StepBatch& batch);
+StepBatch step_batch_from_json(const nlohmann::json& j, const std::vector<sql::Example>& examples,
+                               const std::string& where);
+
 StepBatch sample_step_batch(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
                             const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas, const Comm& comm);
 

@@ -56,6 +56,7 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
   j["epoch"] = r.epoch;
   j["data_position"] = r.data_position;
   if (r.level > 0) j["curriculum_level"] = r.level;
+  if (r.staleness >= 0) j["staleness"] = r.staleness;
   if (r.dynamic)
     j["dynamic_sampling"] = {{"tries", r.dynamic->tries},
                              {"prompts", r.dynamic->prompts},

@@ -33,6 +33,9 @@ struct StepRecord {
   const nlohmann::ordered_json* eval = nullptr;
   double eval_seconds = 0;
   double checkpoint_seconds = 0;  // this step's save (0: none)
+  // --async other than off: trainer steps between the weights that sampled the batch and those
+  // it trains (metrics.jsonl "staleness"); -1: the synchronous loop (no field written).
+  int64_t staleness = -1;
 };
 
 // What metrics_json reports as means over the step's trajectories, as sums in one vector, so

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -11,6 +12,7 @@
 
 #include "rl/checkpoint_writer.h"
 #include "rl/eval/eval.h"
+#include "rl/grpo/async.h"
 #include "rl/grpo/grpo.h"
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_data.h"
@@ -104,8 +106,9 @@ nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const
 // Data parallel: the step's figures over every rank (counts summed in rank order, wall-clock
 // figures the slowest rank's), so rank 0 logs the job, not itself. The caches' sizes and peaks
 // add up (each rank has its own), as do the samples decoded per step and their steps.
+// The step's figures over every rank (its trajectory sums are reduced before it trains: they move
+// the curriculum).
 void reduce_step_record(const Comm& comm, StepRecord& rec) {
-  comm_sum_in_rank_order(comm, rec.sums);
   RolloutStats& s = rec.rollout;
   std::vector<int64_t*> summed{&s.sampled_tokens, &s.injected_tokens, &s.prompt_tokens,   &s.sql_calls,
                                &s.sql_errors,     &s.kv_blocks,       &s.sql_infra_errors, &s.prefill_tokens,
@@ -124,6 +127,16 @@ void reduce_step_record(const Comm& comm, StepRecord& rec) {
   comm_all_reduce_max(comm, slowest.data(), static_cast<int64_t>(slowest.size()));
   for (size_t i = 0; i < seconds.size(); ++i) *seconds[i] = slowest[i];
   for (size_t i = 0; i < most.size(); ++i) *most[i] = static_cast<int64_t>(slowest[seconds.size() + i]);
+}
+
+// trainer_state.json's "ahead": every rank's batches sampled ahead ([rank][batch]), so that a
+// resumed run trains on the samples the uninterrupted one would (a collective: every rank calls it).
+nlohmann::ordered_json ahead_json(const std::deque<StepBatch>& ahead, const Comm& comm) {
+  nlohmann::ordered_json mine = nlohmann::ordered_json::array();
+  for (const StepBatch& b : ahead) mine.push_back(step_batch_json(b));
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  for (const std::string& rank : comm_all_gather_bytes(comm, mine.dump())) all.push_back(nlohmann::ordered_json::parse(rank));
+  return all;
 }
 
 // The samples one rollout of this rank holds: its share of a step's prompts (at most ceil(B / N)
@@ -199,6 +212,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
 
   // The memory plan (rl/train_memory.h): modes and sizes, refused before the run folder changes.
   GrpoConfig gc = grpo_config(c);
+  const AsyncMode& async = find_async_mode(c.async);
   const MemoryPlanOptions mo = grpo_memory_plan_options(env);
   TrainOptions to;
   to.max_tokens = mo.tokens_per_micro_batch;
@@ -227,6 +241,9 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   OptimizerState optimizer;
   int64_t step = 0;
   DataCursor cursor;
+  // --async: batches sampled ahead of their step by the weights of the step that sampled them
+  // (rl/grpo/async.h), their data drawn in the synchronous run's order; checkpoints keep them.
+  std::deque<StepBatch> ahead;
   const std::string ckpt = c.resume.empty() ? "" : latest_checkpoint(dir);
   if (!c.resume.empty() && ckpt.empty()) {
     // Stopped before its first checkpoint: nothing to continue from, so the run starts again at
@@ -276,6 +293,24 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     optimizer = load_optimizer_range(ckpt, trainable, slice_lo, slice_hi, plan.modes.bf16_moments);
     step = saved["step"].get<int64_t>();
     cursor = cursor_from_json(saved, step * c.batch_size);
+    // --async: the batches sampled ahead by older weights, this rank's (the checkpoint holds every rank's).
+    const auto it = saved.find("ahead");
+    if (async.lag > 0 && it != saved.end() && it->is_array() && it->size() == static_cast<size_t>(comm.world_size)) {
+      const std::string where = str_cat(ckpt, "/trainer_state.json: ahead[", comm.rank, "]");
+      const nlohmann::json& mine = (*it)[static_cast<size_t>(comm.rank)];
+      check(mine.is_array(), where, " is not an array");
+      for (size_t i = 0; i < mine.size(); ++i)
+        ahead.push_back(step_batch_from_json(mine[i], env.examples, str_cat(where, "[", i, "]")));
+    } else if (const auto before = saved.find("ahead_cursor"); before != saved.end()) {
+      // The batches ahead are drawn again, from where they were drawn.
+      nlohmann::json head;
+      head["data_cursor"] = *before;
+      cursor = cursor_from_json(head, step * c.batch_size);
+    }
+    if (async.lag > 0 && ahead.empty() && step < c.max_steps && !quiet)
+      std::printf("resume: %s holds no batch sampled ahead for this run (it ended there, ran on another number of "
+                  "ranks, or without --async): step %lld's is sampled now, by the checkpoint's weights\n",
+                  ckpt.c_str(), static_cast<long long>(step + 1));
     if (owner) {
       truncate_jsonl((run / "metrics.jsonl").string(), step);
       truncate_jsonl((run / "trajectories.jsonl").string(), step);
@@ -376,11 +411,17 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   TrainSummary summary;
   summary.first_step = step;
   auto run_start = std::chrono::steady_clock::now();
+
   for (; step < c.max_steps; ++step) {
     auto step_start = std::chrono::steady_clock::now();
     const double comm_start = comm.seconds;
     PolicyKV& kv = memory_for_rollout(policy, memory, optimizer);
-    StepBatch sb = sample_step_batch(env, policy, kv, base, schedule, cursor, schemas, comm);
+    if (ahead.empty()) {  // sampled now: the synchronous loop, or the first step of an async run
+      ahead.push_back(sample_step_batch(env, policy, kv, base, schedule, cursor, schemas, comm));
+      ahead.back().version = step;
+    }
+    StepBatch sb = std::move(ahead.front());
+    ahead.pop_front();
     const std::vector<sql::Example>& batch = sb.examples;
     const std::vector<Trajectory>& trajs = sb.trajs;
 
@@ -393,18 +434,28 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     rec.ppo_epochs = c.ppo_epochs;
     rec.rollout = sb.rollout;
     rec.score_seconds = sb.score_seconds;
+    rec.staleness = async.lag > 0 ? step - sb.version : -1;
+    // The curriculum moves on by the step's training EX over every rank's samples, before the
+    // next batch is drawn (as the synchronous loop draws it, whatever the lag).
+    rec.sums = sb.sums;
+    if (dp.distributed()) comm_sum_in_rank_order(comm, rec.sums);
+    if (observe_step(schedule, cursor, rec.sums[0] > 0 ? rec.sums[3] / rec.sums[0] : 0.0) && !quiet)
+      std::printf("curriculum: level %lld of %zu from step %lld\n", static_cast<long long>(cursor.level + 1),
+                  schedule.levels.size(), static_cast<long long>(step + 2));
+    // A checkpoint of this step records the cursor past this step's own batch: a resumed run
+    // draws the batches ahead again (with its own weights).
+    const DataCursor step_cursor = cursor;
+    while (static_cast<int64_t>(ahead.size()) < async.lag && step + 1 + static_cast<int64_t>(ahead.size()) < c.max_steps) {
+      ahead.push_back(sample_step_batch(env, policy, kv, base, schedule, cursor, schemas, comm));
+      ahead.back().version = step;  // the weights this step starts from
+    }
     PolicyActivations& state = memory_for_train(policy, memory, optimizer);
     if (summary.modes.recompute.empty()) summary.modes = executed_modes(policy, memory, optimizer);
     rec.grpo = grpo_step(policy, has_reference ? &reference : nullptr, optimizer, state, trajs, gc, dp);
     rec.examples = &batch;
     rec.trajs = &trajs;
     rec.ex = &sb.ex;
-    rec.sums = sb.sums;
     if (dp.distributed()) reduce_step_record(comm, rec);
-    // The curriculum moves on by the step's training EX over every rank's samples.
-    if (observe_step(schedule, cursor, rec.sums[0] > 0 ? rec.sums[3] / rec.sums[0] : 0.0) && !quiet)
-      std::printf("curriculum: level %lld of %zu from step %lld\n", static_cast<long long>(cursor.level + 1),
-                  schedule.levels.size(), static_cast<long long>(step + 2));
     rec.step_seconds = seconds_since(step_start);
     rec.comm_seconds = comm.seconds - comm_start;
 
@@ -472,10 +523,11 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       // best.json is written once the checkpoint it names is in place (the writer's `after`).
       std::function<void(const std::string&)> after;
       if (new_best) after = [dir, b = BestEval{done, last_eval_ex}](const std::string&) { write_best_json(dir, b); };
-      if (writer)
-        writer->save(done, env.model, with_optimizer ? saved : nullptr,
-                     grpo_trainer_state(optimizer, c, n_examples, cursor, dp.shards()), env.adapter.get(),
-                     std::move(after));
+      // --async: the cursor past the batches ahead, which the checkpoint holds (and the cursor
+      // before them, for a resume that cannot take them: another number of ranks).
+      nlohmann::ordered_json state = grpo_trainer_state(optimizer, c, n_examples, cursor, dp.shards());
+      if (async.lag > 0) state["ahead"] = ahead_json(ahead, comm), state["ahead_cursor"] = cursor_json(step_cursor);
+      if (writer) writer->save(done, env.model, with_optimizer ? saved : nullptr, state, env.adapter.get(), std::move(after));
       comm_barrier(comm);  // no rank runs ahead of a save that failed (the previous write's error is raised here)
       if (moments_on_device) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
       rec.checkpoint_seconds = seconds_since(save_start);

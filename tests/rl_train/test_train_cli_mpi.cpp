@@ -81,6 +81,34 @@ TEST(TrainCliMpi, TwoRanksWriteTheBytesOfGradAccumTwo) {
   EXPECT_NE(a.out.find("rank 0 of 2 (mpirun)"), std::string::npos) << a.out;
 }
 
+// --async one-step (rl/grpo/async.h) on 2 ranks: each rank samples its share of the next batch
+// ahead and keeps it in the checkpoint; the job writes what one process with --grad-accum 2
+// writes, and a job killed after step 2 resumes onto the same step 3 (each rank takes its own
+// batch ahead back).
+TEST(TrainCliMpi, AsyncOneStepOnTwoRanksWritesTheBytesOfGradAccumTwoAndResumes) {
+  SQLRL_REQUIRE_MPI();
+  const std::string dp = fresh_dir("cli_mpi_async_np2"), one = fresh_dir("cli_mpi_async_accum2");
+  const std::string args = fixture_args(3) + "--async one-step --save-every 1 --out ";
+  CliRun a = run_command(mpirun(2) + SQLRL_BINARY + " train " + args + dp, "async_np2");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  CliRun b = run_command(std::string(SQLRL_BINARY) + " train " + args + one + " --grad-accum 2", "async_acc2");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  for (int step = 1; step <= 3; ++step) expect_same_checkpoint(dp, one, step);
+  const std::vector<nlohmann::json> m = metric_lines(dp);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0]["staleness"], 0);
+  EXPECT_EQ(m[2]["staleness"], 1);
+  const nlohmann::json state = nlohmann::json::parse(bytes(dp + "/checkpoints/step-2/trainer_state.json"));
+  ASSERT_EQ(state["ahead"].size(), 2u) << "one list of batches ahead per rank";
+  const std::string killed = fresh_dir("cli_mpi_async_killed");
+  fs::copy(dp, killed, fs::copy_options::recursive);
+  fs::remove_all(killed + "/checkpoints/step-3");
+  CliRun r = run_command(mpirun(2) + SQLRL_BINARY + " train --resume " + killed, "async_resume");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(bytes(killed + "/checkpoints/step-3/model.safetensors") == bytes(dp + "/checkpoints/step-3/model.safetensors"))
+      << "the resumed step 3 did not train on the batches sampled ahead";
+}
+
 // ZeRO 3 checkpoints are written by every rank (its slice of the moments, no gather) and resume on
 // another world size bit for bit, keeping the step's 4 shards: 4 ranks' step 2 continued by one
 // process with --grad-accum 4, or by 2 ranks with --grad-accum 2 (each rank's new slice read

@@ -1,0 +1,131 @@
+// --async one-step on one process (rl/grpo/async.h): each batch after the first is sampled by the
+// weights one update older than those it trains, on the synchronous run's data; the batches
+// sampled ahead travel with a checkpoint, so a resumed run continues bit for bit.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "rl/grpo/train_config.h"
+#include "tests/rl_train/train_fixture.h"
+#include "tests/test_util.h"
+
+namespace sqlrl::rl::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Lines {
+  std::vector<nlohmann::ordered_json> metrics;  // wall-clock figures and staleness removed
+  std::vector<int64_t> staleness;               // -1: no field
+  std::vector<std::string> trajectories;        // trajectories.jsonl, line by line
+};
+
+Lines read_run(const std::string& dir) {
+  Lines out;
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(line);
+    out.staleness.push_back(j.contains("staleness") ? j["staleness"].get<int64_t>() : -1);
+    j.erase("time"), j.erase("rollout"), j.erase("staleness");
+    out.metrics.push_back(j);
+  }
+  std::ifstream t(dir + "/trajectories.jsonl");
+  while (std::getline(t, line)) out.trajectories.push_back(line);
+  return out;
+}
+
+Lines run(const std::string& name, const std::string& async, double lr, int64_t steps, int64_t save_every = 0) {
+  TrainConfig c = toy_config(fresh_dir(name));
+  c.async = async;
+  c.lr = lr;
+  c.max_steps = steps;
+  c.save_every = save_every;
+  TrainEnv env = toy_env(c);
+  run_training(env, true);
+  return read_run(c.out);
+}
+
+// The figures of a batch, not of its training: what the sampling weights and the draw decide.
+nlohmann::ordered_json sampled(const nlohmann::ordered_json& m) {
+  nlohmann::ordered_json s;
+  for (const char* key : {"step", "data_position", "trajectories", "reward_mean", "reward_std", "ex",
+                          "generated_tokens_mean"})
+    if (m.contains(key)) s[key] = m[key];
+  return s;
+}
+
+// With the weights frozen (lr 0) the lag changes nothing: the same draws, the same samples, the
+// same losses. A batch paired with the wrong step, or drawn from the wrong cursor, fails here.
+TEST(TrainAsync, OneStepWithFrozenWeightsIsTheSynchronousRun) {
+  const Lines off = run("async_frozen_off", "off", 0.0, 3), one = run("async_frozen_one", "one-step", 0.0, 3);
+  ASSERT_EQ(off.metrics.size(), 3u);
+  EXPECT_EQ(off.staleness, (std::vector<int64_t>{-1, -1, -1})) << "the synchronous loop writes no staleness";
+  EXPECT_EQ(one.staleness, (std::vector<int64_t>{0, 1, 1}));
+  for (size_t i = 0; i < off.metrics.size(); ++i) EXPECT_EQ(one.metrics[i], off.metrics[i]) << "step " << i + 1;
+  EXPECT_EQ(one.trajectories, off.trajectories);
+}
+
+// Training for real: step 1 is the synchronous step (w0 samples and trains); step 2's batch was
+// sampled by w0 too (the frozen run's step 2, sample for sample) but trains w1; step 3's by w1,
+// not w0. Two runs write the same bytes.
+TEST(TrainAsync, OneStepSamplesEachBatchWithTheWeightsBeforeTheLastUpdate) {
+  const double lr = 1e-2;
+  const Lines one = run("async_one", "one-step", lr, 3), again = run("async_one_again", "one-step", lr, 3);
+  const Lines off = run("async_off", "off", lr, 3), frozen = run("async_frozen", "off", 0.0, 3);
+  ASSERT_EQ(one.metrics.size(), 3u);
+  EXPECT_EQ(one.metrics, again.metrics);
+  EXPECT_EQ(one.trajectories, again.trajectories);
+  EXPECT_EQ(one.metrics[0], off.metrics[0]);
+  EXPECT_EQ(sampled(one.metrics[1]), sampled(frozen.metrics[1]));
+  EXPECT_EQ(one.trajectories[1], frozen.trajectories[1]);
+  EXPECT_NE(one.metrics[1], frozen.metrics[1]) << "step 2 trains w1, not w0: its loss differs";
+  EXPECT_NE(one.trajectories[2], frozen.trajectories[2]) << "step 3's batch is sampled by w1";
+  EXPECT_NE(one.trajectories[1], off.trajectories[1]) << "the synchronous step 2 samples with w1";
+}
+
+// Killed after the checkpoint of step 4 (steps 5-7 lost): the resumed run trains step 5 on the
+// batch w3 sampled (kept in the checkpoint), not on one sampled again by w4, and ends on the
+// uninterrupted run's bytes.
+TEST(TrainAsync, ResumeTrainsOnTheBatchSampledAheadBitForBit) {
+  using sql::testing::file_bytes;
+  const int64_t total = 7;
+  const Lines full = run("async_resume_full", "one-step", 1e-2, total, 2);
+  const std::string full_dir = sql::testing::temp_dir() + "/async_resume_full";  // run()'s folder
+  const std::string part = fresh_dir("async_resume_part");
+  fs::copy(full_dir, part, fs::copy_options::recursive);
+  for (int64_t s : {6, 7}) fs::remove_all(checkpoint_dir(part, s));
+  const nlohmann::json state = nlohmann::json::parse(file_bytes(checkpoint_dir(part, 4) + "/trainer_state.json"));
+  ASSERT_TRUE(state.contains("ahead"));
+  ASSERT_EQ(state["ahead"].size(), 1u);     // one rank
+  ASSERT_EQ(state["ahead"][0].size(), 1u);  // one batch ahead
+  EXPECT_EQ(state["ahead"][0][0]["version"], 3);
+  TrainConfig c = toy_config(part);
+  c.async = "one-step", c.lr = 1e-2, c.max_steps = total, c.save_every = 2, c.resume = part;
+  {
+    TrainEnv env = toy_env(c);
+    EXPECT_EQ(run_training(env, true).first_step, 4);
+  }
+  const Lines resumed = read_run(part);
+  EXPECT_EQ(resumed.staleness, full.staleness);
+  ASSERT_EQ(resumed.metrics.size(), full.metrics.size());
+  for (size_t i = 0; i < full.metrics.size(); ++i) EXPECT_EQ(resumed.metrics[i], full.metrics[i]) << "step " << i + 1;
+  EXPECT_EQ(resumed.trajectories, full.trajectories);
+  EXPECT_TRUE(file_bytes(checkpoint_dir(part, total) + "/model.safetensors") ==
+              file_bytes(checkpoint_dir(full_dir, total) + "/model.safetensors"))
+      << "the final weights differ";
+}
+
+TEST(TrainAsync, AnUnknownModeNamesTheRows) {
+  TrainConfig c = toy_config(fresh_dir("async_bad"));
+  c.async = "two-step";
+  try {
+    validate_config(c);
+    ADD_FAILURE() << "async two-step was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("async 'two-step' is not one of off | one-step"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sqlrl::rl::testing
