@@ -122,6 +122,9 @@ const std::vector<ChartSpec>& chart_specs() {
       spec("kl", "KL",
        {fig("approx KL (old vs new)", "approx_kl"), fig("KL to reference", "ref_kl"), fig("KL penalty in reward", "kl_penalty"),
         fig("sampler vs trainer (k1)", "mismatch/kl")}),
+      // --async runs only (rl/grpo/async.h): trainer steps between the sampling weights and the trained ones.
+      spec("staleness", "Staleness (updates between the weights that sampled a batch and those it trains)",
+           {fig("staleness", "staleness")}, "", false),
       spec("grad_norm", "Gradient norm (before clipping)", {fig("grad norm", "grad_norm")}),
       spec("lr", "Learning rate", {fig("lr", "lr")}),
       spec("loss", "Loss", {fig("loss", "loss")}),

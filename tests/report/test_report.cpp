@@ -151,6 +151,27 @@ Parsed parse_html(const std::string& html) {
 }
 #endif
 
+// An --async run's staleness gets its chart, unsmoothed (0, then 1); a synchronous run (the
+// fixture's) logs none and gets none.
+TEST(Report, AnAsyncRunChartsItsStaleness) {
+  ReportRun run = load_report_run(fixture_run());
+  auto staleness = [](const std::vector<ReportChart>& charts) -> const ReportChart* {
+    for (const ReportChart& c : charts)
+      if (c.id == "staleness") return &c;
+    return nullptr;
+  };
+  EXPECT_EQ(staleness(report_charts({run})), nullptr);
+  ASSERT_GE(run.metrics.size(), 2u);
+  for (size_t i = 0; i < run.metrics.size(); ++i) run.metrics[i]["staleness"] = i == 0 ? 0 : 1;
+  const std::vector<ReportChart> charts = report_charts({run});
+  const ReportChart* c = staleness(charts);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->series.size(), 1u);
+  ASSERT_EQ(c->series[0].points.size(), run.metrics.size());
+  EXPECT_EQ(c->series[0].points[0].second, 0.0);
+  EXPECT_EQ(c->series[0].points.back().second, 1.0);
+}
+
 TEST(Report, HtmlParsesWithOneSvgPerChartAndTheFixturesNumbers) {
 #ifndef SQLRL_HAVE_GUMBO
   GTEST_SKIP() << "built without gumbo (Debian libgumbo-dev): the HTML parser test needs it";
