@@ -54,6 +54,14 @@ void read(const nlohmann::json& j, const char* key, T& out, const std::string& w
   }
 }
 
+// Field `key` of `j`, which must be an array.
+const nlohmann::json& array_at(const nlohmann::json& j, const char* key, const std::string& where) {
+  const auto it = j.find(key);
+  check(it != j.end(), where, ": no field '", key, "'");
+  check(it->is_array(), where, ": field '", key, "' is not an array");
+  return *it;
+}
+
 TurnRecord turn_from_json(const nlohmann::json& j, const std::string& where) {
   TurnRecord t;
   int kind = 0;
@@ -87,14 +95,8 @@ Trajectory trajectory_from_json(const nlohmann::json& j, int64_t examples, const
   check(t.policy_mask.size() == t.tokens.size() && t.sampler_logprobs.size() == t.tokens.size(), where, ": ",
         t.tokens.size(), " tokens, ", t.policy_mask.size(), " mask entries, ", t.sampler_logprobs.size(), " log-probs");
   read(j, "prompt_length", t.prompt_length, where);
-  const nlohmann::json* turns = nullptr;
-  try {
-    turns = &j.at("turns");
-  } catch (const nlohmann::json::exception& e) {
-    fail(where, ": field 'turns': ", e.what());
-  }
-  check(turns->is_array(), where, ": field 'turns' is not an array");
-  for (size_t i = 0; i < turns->size(); ++i) t.turns.push_back(turn_from_json((*turns)[i], str_cat(where, ".turns[", i, "]")));
+  const nlohmann::json& turns = array_at(j, "turns", where);
+  for (size_t i = 0; i < turns.size(); ++i) t.turns.push_back(turn_from_json(turns[i], str_cat(where, ".turns[", i, "]")));
   read(j, "answered", t.answered, where);
   read(j, "answer_fallback", t.answer_fallback, where);
   read(j, "final_sql", t.final_sql, where);
@@ -149,15 +151,9 @@ StepBatch step_batch_from_json(const nlohmann::json& j, const std::vector<sql::E
           examples.size());
     b.examples.push_back(examples[static_cast<size_t>(id)]);
   }
-  const nlohmann::json* trajs = nullptr;
-  try {
-    trajs = &j.at("trajectories");
-  } catch (const nlohmann::json::exception& e) {
-    fail(where, ": field 'trajectories': ", e.what());
-  }
-  check(trajs->is_array(), where, ": field 'trajectories' is not an array");
-  for (size_t i = 0; i < trajs->size(); ++i)
-    b.trajs.push_back(trajectory_from_json((*trajs)[i], static_cast<int64_t>(b.examples.size()),
+  const nlohmann::json& trajs = array_at(j, "trajectories", where);
+  for (size_t i = 0; i < trajs.size(); ++i)
+    b.trajs.push_back(trajectory_from_json(trajs[i], static_cast<int64_t>(b.examples.size()),
                                            str_cat(where, ".trajectories[", i, "]")));
   read(j, "ex", b.ex, where);
   check(b.ex.size() == b.trajs.size(), where, ": ", b.ex.size(), " EX flags for ", b.trajs.size(), " trajectories");

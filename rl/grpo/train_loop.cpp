@@ -105,9 +105,9 @@ nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const
 
 // Data parallel: the step's figures over every rank (counts summed in rank order, wall-clock
 // figures the slowest rank's), so rank 0 logs the job, not itself. The caches' sizes and peaks
-// add up (each rank has its own), as do the samples decoded per step and their steps.
-// The step's figures over every rank (its trajectory sums are reduced before it trains: they move
-// the curriculum).
+// add up (each rank has its own), as do the samples decoded per step and their steps. The
+// trajectory sums are not here: the loop reduces them before the step trains (they move the
+// curriculum before the next batch is drawn).
 void reduce_step_record(const Comm& comm, StepRecord& rec) {
   RolloutStats& s = rec.rollout;
   std::vector<int64_t*> summed{&s.sampled_tokens, &s.injected_tokens, &s.prompt_tokens,   &s.sql_calls,
@@ -137,6 +137,27 @@ nlohmann::ordered_json ahead_json(const std::deque<StepBatch>& ahead, const Comm
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
   for (const std::string& rank : comm_all_gather_bytes(comm, mine.dump())) all.push_back(nlohmann::ordered_json::parse(rank));
   return all;
+}
+
+// --async resume: this rank's batches sampled ahead, from the checkpoint that holds every rank's;
+// without them (another number of ranks) the cursor goes back to where they were drawn, to draw
+// them again with the checkpoint's weights.
+void resume_ahead(const nlohmann::json& saved, const std::string& ckpt, const TrainEnv& env, const Comm& comm,
+                  int64_t step, bool quiet, std::deque<StepBatch>& ahead, DataCursor& cursor) {
+  const auto it = saved.find("ahead");
+  if (it != saved.end() && it->is_array() && it->size() == static_cast<size_t>(comm.world_size)) {
+    const std::string where = str_cat(ckpt, "/trainer_state.json: ahead[", comm.rank, "]");
+    const nlohmann::json& mine = (*it)[static_cast<size_t>(comm.rank)];
+    check(mine.is_array(), where, " is not an array");
+    for (size_t i = 0; i < mine.size(); ++i)
+      ahead.push_back(step_batch_from_json(mine[i], env.examples, str_cat(where, "[", i, "]")));
+  } else if (const auto before = saved.find("ahead_cursor"); before != saved.end()) {
+    cursor = cursor_from_json(nlohmann::json{{"data_cursor", *before}}, step * env.config.batch_size);
+  }
+  if (ahead.empty() && step < env.config.max_steps && !quiet)
+    std::printf("resume: %s holds no batch sampled ahead for this run (it ended there, ran on another number of "
+                "ranks, or without --async): step %lld's is sampled now, by the checkpoint's weights\n",
+                ckpt.c_str(), static_cast<long long>(step + 1));
 }
 
 // The samples one rollout of this rank holds: its share of a step's prompts (at most ceil(B / N)
@@ -293,24 +314,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     optimizer = load_optimizer_range(ckpt, trainable, slice_lo, slice_hi, plan.modes.bf16_moments);
     step = saved["step"].get<int64_t>();
     cursor = cursor_from_json(saved, step * c.batch_size);
-    // --async: the batches sampled ahead by older weights, this rank's (the checkpoint holds every rank's).
-    const auto it = saved.find("ahead");
-    if (async.lag > 0 && it != saved.end() && it->is_array() && it->size() == static_cast<size_t>(comm.world_size)) {
-      const std::string where = str_cat(ckpt, "/trainer_state.json: ahead[", comm.rank, "]");
-      const nlohmann::json& mine = (*it)[static_cast<size_t>(comm.rank)];
-      check(mine.is_array(), where, " is not an array");
-      for (size_t i = 0; i < mine.size(); ++i)
-        ahead.push_back(step_batch_from_json(mine[i], env.examples, str_cat(where, "[", i, "]")));
-    } else if (const auto before = saved.find("ahead_cursor"); before != saved.end()) {
-      // The batches ahead are drawn again, from where they were drawn.
-      nlohmann::json head;
-      head["data_cursor"] = *before;
-      cursor = cursor_from_json(head, step * c.batch_size);
-    }
-    if (async.lag > 0 && ahead.empty() && step < c.max_steps && !quiet)
-      std::printf("resume: %s holds no batch sampled ahead for this run (it ended there, ran on another number of "
-                  "ranks, or without --async): step %lld's is sampled now, by the checkpoint's weights\n",
-                  ckpt.c_str(), static_cast<long long>(step + 1));
+    if (async.lag > 0) resume_ahead(saved, ckpt, env, comm, step, quiet, ahead, cursor);
     if (owner) {
       truncate_jsonl((run / "metrics.jsonl").string(), step);
       truncate_jsonl((run / "trajectories.jsonl").string(), step);

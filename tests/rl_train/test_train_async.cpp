@@ -116,6 +116,27 @@ TEST(TrainAsync, ResumeTrainsOnTheBatchSampledAheadBitForBit) {
       << "the final weights differ";
 }
 
+// A damaged batch ahead in the checkpoint is refused naming the file and the field, before any step.
+TEST(TrainAsync, ADamagedBatchAheadNamesItsField) {
+  run("async_damaged", "one-step", 1e-2, 3, 2);
+  const std::string dir = sql::testing::temp_dir() + "/async_damaged";
+  fs::remove_all(checkpoint_dir(dir, 3));
+  const std::string path = checkpoint_dir(dir, 2) + "/trainer_state.json";
+  nlohmann::json state = nlohmann::json::parse(sql::testing::file_bytes(path));
+  state["ahead"][0][0]["trajectories"][1].erase("turns");
+  std::ofstream(path) << state.dump();
+  TrainConfig c = toy_config(dir);
+  c.async = "one-step", c.lr = 1e-2, c.max_steps = 3, c.save_every = 2, c.resume = dir;
+  TrainEnv env = toy_env(c);
+  try {
+    run_training(env, true);
+    ADD_FAILURE() << "a batch ahead without its turns was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("trainer_state.json: ahead[0][0].trajectories[1]: no field 'turns'"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(TrainAsync, AnUnknownModeNamesTheRows) {
   TrainConfig c = toy_config(fresh_dir("async_bad"));
   c.async = "two-step";
