@@ -100,7 +100,7 @@ struct Timed {
 void reduce(const Comm& c, void* data, int64_t n, mpi::Type type, bool max) {
   if (c.world_size == 1 || n == 0) return;
   Timed timed{c};
-  if (c.mpi) return mpi::all_reduce(data, n, type, max);
+  if (c.mpi) return mpi::all_reduce(c.group, data, n, type, max);
   if (c.nccl) return nccl_host_all_reduce(c, data, n, static_cast<int>(type), max);
   fail_no_transport(c, "all-reduce");
 }
@@ -195,7 +195,7 @@ void comm_barrier(const Comm& comm) {
   if (comm.world_size == 1) return;
   if (comm.mpi) {
     Timed timed{comm};
-    return mpi::barrier();
+    return mpi::barrier(comm.group);
   }
   int64_t one = 1;
   reduce(comm, &one, 1, mpi::Type::I64, false);
@@ -205,9 +205,65 @@ void comm_broadcast(const Comm& comm, void* data, int64_t bytes, int root) {
   check(root >= 0 && root < comm.world_size, "broadcast: root ", root, " is not a rank of ", comm.world_size);
   if (comm.world_size == 1 || bytes == 0) return;
   Timed timed{comm};
-  if (comm.mpi) return mpi::broadcast(data, bytes, root);
+  if (comm.mpi) return mpi::broadcast(comm.group, data, bytes, root);
   if (comm.nccl) return nccl_host_broadcast(comm, data, bytes, root);
   fail_no_transport(comm, "broadcast");
+}
+
+Comm comm_split(const Comm& comm, int color) {
+  check(color >= 0, "comm split: color ", color, " is negative");
+  Comm g = comm;
+  g.nccl = nullptr, g.stream = nullptr, g.staging = nullptr, g.staging_bytes = 0, g.seconds = 0;
+  if (!comm.mpi) {  // one process (or no MPI): every rank is its own group
+    check(comm.world_size == 1, "comm split: rank ", comm.rank, " of ", comm.world_size, " (", comm.source,
+          ") has no MPI to split the job with");
+    return g;
+  }
+  Timed timed{comm};
+  g.group = mpi::split(comm.group, color, g.rank, g.world_size);
+  return g;
+}
+
+namespace {
+void check_peer(const Comm& comm, int peer, const char* what) {
+  check(peer >= 0 && peer < comm.world_size && peer != comm.rank, what, ": rank ", peer, " is not another rank of ",
+        comm.world_size, " (this is rank ", comm.rank, ")");
+  if (!comm.mpi) fail_no_transport(comm, what);
+}
+}  // namespace
+
+void comm_send(const Comm& comm, const void* data, int64_t bytes, int to) {
+  check_peer(comm, to, "send");
+  Timed timed{comm};
+  mpi::send(comm.group, data, bytes, to);
+}
+
+void comm_recv(const Comm& comm, void* data, int64_t bytes, int from) {
+  check_peer(comm, from, "receive");
+  Timed timed{comm};
+  mpi::recv(comm.group, data, bytes, from);
+}
+
+void comm_send_bytes(const Comm& comm, const std::string& bytes, int to) {
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  comm_send(comm, &size, sizeof size, to);
+  comm_send(comm, bytes.data(), size, to);
+}
+
+std::string comm_recv_bytes(const Comm& comm, int from) {
+  int64_t size = 0;
+  comm_recv(comm, &size, sizeof size, from);
+  check(size >= 0, "receive from rank ", from, ": a message of ", size, " bytes");
+  std::string out(static_cast<size_t>(size), '\0');
+  comm_recv(comm, out.data(), size, from);
+  return out;
+}
+
+void comm_broadcast_bytes(const Comm& comm, std::string& bytes, int root) {
+  int64_t size = static_cast<int64_t>(bytes.size());
+  comm_broadcast(comm, &size, sizeof size, root);
+  bytes.resize(static_cast<size_t>(size));
+  comm_broadcast(comm, bytes.data(), size, root);
 }
 
 void comm_all_reduce_sum(const Comm& comm, float* data, int64_t n) { reduce(comm, data, n, mpi::Type::F32, false); }
@@ -293,7 +349,7 @@ void comm_reduce_scatter_sum(const Comm& comm, const std::vector<const float*>& 
   if (!ordered) {  // the local parts first (in order), then MPI's reduction
     const float* local = parts[0];
     if (A > 1) summed.resize(static_cast<size_t>(n)), add_in_rank_order(summed.data(), parts, n), local = summed.data();
-    return mpi::reduce_scatter(local, shard, counts);
+    return mpi::reduce_scatter(comm.group, local, shard, counts);
   }
   // Rank q receives, from every rank in rank order, each of its parts' pieces of q's shard: the
   // pieces arrive in shard order (rank, then part), and their sum is add_in_rank_order's.
@@ -309,7 +365,7 @@ void comm_reduce_scatter_sum(const Comm& comm, const std::vector<const float*>& 
   std::vector<int64_t> send_counts(counts);
   for (int64_t& c : send_counts) c *= A;
   std::vector<float> received(static_cast<size_t>(count * A) * W);
-  mpi::all_to_all(send, send_counts, received.data(), count * A);
+  mpi::all_to_all(comm.group, send, send_counts, received.data(), count * A);
   for (int64_t k = 0; k < A * W; ++k) mine.push_back(received.data() + k * count);
   if (count > 0) add_in_rank_order(shard, mine, count);
 }
@@ -324,7 +380,7 @@ void comm_all_gather(const Comm& comm, float* full, const std::vector<int64_t>& 
   Timed timed{comm};
   std::vector<int64_t> counts(comm.world_size);
   for (int r = 0; r < comm.world_size; ++r) counts[r] = bounds[r + 1] - bounds[r];
-  mpi::all_gather(full, counts);
+  mpi::all_gather(comm.group, full, counts);
 }
 
 void comm_all_reduce_sum_ordered(const Comm& comm, float* data, int64_t n) {

@@ -43,7 +43,10 @@ struct CommOptions {
 struct Comm {
   int rank = 0, world_size = 1, local_rank = 0;
   std::string source = "single process";
-  bool mpi = false;          // host collectives through MPI_COMM_WORLD
+  bool mpi = false;          // host collectives through MPI
+  // The MPI communicator of the ranks this Comm spans: 0 is MPI_COMM_WORLD, others come from
+  // comm_split (rollout and trainer ranks, each their own group).
+  int group = 0;
   // Device collectives through host memory and MPI instead of NCCL: set (on every rank alike) by
   // app/launch.h join_job_gpu when ranks of one machine outnumber its GPUs.
   bool host_staged = false;
@@ -75,6 +78,22 @@ Comm comm_init(const CommOptions& options = {});
 void comm_finalize(Comm& comm);  // MPI_Finalize / ncclCommDestroy; safe on a world-1 comm
 // Ends every rank of the job with `code` (MPI_Abort); a plain exit when there is no MPI.
 [[noreturn]] void comm_abort(const Comm& comm, int code);
+
+// Splits `comm` by color (a collective over comm): the ranks of one color form a group, ranked in
+// comm's order. The group's Comm has its own rank and world size and keeps the local rank and the
+// device; its host collectives go through MPI only (a group has no NCCL communicator), so a job
+// of one process or without MPI splits into groups of one. Fails for a negative color.
+Comm comm_split(const Comm& comm, int color);
+
+// ---- point to point (MPI, host buffers): messages from one rank to another arrive in the order sent ----
+// `bytes` bytes to rank `to` of comm; that rank receives them with comm_recv of the same size.
+void comm_send(const Comm& comm, const void* data, int64_t bytes, int to);
+void comm_recv(const Comm& comm, void* data, int64_t bytes, int from);
+// A message of any size: its size, then its bytes.
+void comm_send_bytes(const Comm& comm, const std::string& bytes, int to);
+std::string comm_recv_bytes(const Comm& comm, int from);
+// A broadcast of any size from root: every other rank's `bytes` is replaced by root's.
+void comm_broadcast_bytes(const Comm& comm, std::string& bytes, int root);
 
 // ---- host collectives (every rank calls them in the same order) ----
 void comm_barrier(const Comm& comm);
@@ -184,13 +203,18 @@ enum class Type : uint8_t { F32, F64, I64, Bytes };
 bool init(int& rank, int& world_size);  // false: this build has no MPI
 void finalize();
 [[noreturn]] void abort(int code);
-void barrier();
-void broadcast(void* data, int64_t bytes, int root);
-void all_reduce(void* data, int64_t n, Type type, bool max);
+// Every call below runs on communicator `group` (Comm::group: 0 is MPI_COMM_WORLD).
+// A new group of the ranks of `group` with one color; its rank and size.
+int split(int group, int color, int& rank, int& world_size);
+void barrier(int group);
+void broadcast(int group, void* data, int64_t bytes, int root);
+void all_reduce(int group, void* data, int64_t n, Type type, bool max);
+void send(int group, const void* data, int64_t bytes, int to);
+void recv(int group, void* data, int64_t bytes, int from);
 // send: world blocks, block r of counts[r] floats for rank r; recv: world blocks of counts[rank].
-void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv, int64_t recv_count);
-void reduce_scatter(const float* full, float* shard, const std::vector<int64_t>& counts);
-void all_gather(float* full, const std::vector<int64_t>& counts);  // in place, shard r at its offset
+void all_to_all(int group, const float* send, const std::vector<int64_t>& send_counts, float* recv, int64_t recv_count);
+void reduce_scatter(int group, const float* full, float* shard, const std::vector<int64_t>& counts);
+void all_gather(int group, float* full, const std::vector<int64_t>& counts);  // in place, shard r at its offset
 }  // namespace mpi
 
 }  // namespace sqlrl

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/comm.h"
+#include "runtime/error.h"
 #include "runtime/philox.h"
 
 namespace sqlrl {
@@ -69,6 +70,55 @@ TEST(CommMpi, BroadcastFromEveryRoot) {
     comm_broadcast(g_comm, bytes.data(), static_cast<int64_t>(bytes.size()), root);
     EXPECT_EQ(bytes, std::vector<uint8_t>(1000, static_cast<uint8_t>(root))) << "root " << root;
   }
+}
+
+// The ranks split by parity: each group numbers its ranks in job order, and its collectives see
+// its own ranks only (a sum over the job would count the other group's too).
+TEST(CommMpi, SplitGroupsRankInJobOrderAndReduceAmongThemselves) {
+  const int W = g_comm.world_size, r = g_comm.rank;
+  const Comm g = comm_split(g_comm, r % 2);
+  EXPECT_EQ(g.rank, r / 2);
+  EXPECT_EQ(g.world_size, (W - r % 2 + 1) / 2);
+  int64_t sum = r;
+  comm_all_reduce_sum(g, &sum, 1);
+  int64_t expected = 0;
+  for (int q = r % 2; q < W; q += 2) expected += q;
+  EXPECT_EQ(sum, expected);
+  // A broadcast of any size from the group's last rank; the job's collectives still span the job.
+  std::string bytes = g.rank == g.world_size - 1 ? std::string(3 * r + 1, static_cast<char>('a' + r)) : "";
+  comm_broadcast_bytes(g, bytes, g.world_size - 1);
+  const int last = r % 2 + 2 * (g.world_size - 1);
+  EXPECT_EQ(bytes, std::string(3 * last + 1, static_cast<char>('a' + last)));
+  int64_t all = 1;
+  comm_all_reduce_sum(g_comm, &all, 1);
+  EXPECT_EQ(all, W);
+}
+
+// Around a ring, two messages to the next rank (the first empty on rank 0; NULs inside), received
+// whole and in the order sent; then raw floats from rank 0 to the last rank.
+TEST(CommMpi, PointToPointMessagesArriveWholeAndInOrder) {
+  const int W = g_comm.world_size, r = g_comm.rank;
+  const int next = (r + 1) % W, prev = (r + W - 1) % W;
+  auto message = [](int from, int k) {
+    std::string m;
+    for (int i = 0; i < from * 7 * k + k * 1000; ++i) m.push_back(static_cast<char>(i % 5 == 0 ? 0 : 'a' + from));
+    return m;
+  };
+  // Even ranks send first, odd ranks receive first: no two ranks wait on each other's send.
+  auto sends = [&] { comm_send_bytes(g_comm, message(r, 0), next), comm_send_bytes(g_comm, message(r, 1), next); };
+  std::string first, second;
+  auto receives = [&] { first = comm_recv_bytes(g_comm, prev), second = comm_recv_bytes(g_comm, prev); };
+  if (r % 2 == 0) sends(), receives();
+  else receives(), sends();
+  EXPECT_EQ(first, message(prev, 0));
+  EXPECT_EQ(second, message(prev, 1));
+  std::vector<float> x = rank_buffer(r, 333), got(333);
+  if (r == 0) comm_send(g_comm, x.data(), 333 * 4, W - 1);
+  if (r == W - 1) {
+    comm_recv(g_comm, got.data(), 333 * 4, 0);
+    EXPECT_EQ(got, rank_buffer(0, 333));
+  }
+  EXPECT_THROW(comm_send(g_comm, x.data(), 4, r), Error) << "a rank sending to itself would wait forever";
 }
 
 TEST(CommMpi, AllGatherBytesKeepsRankOrderAndSizes) {
