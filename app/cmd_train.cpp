@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "app/commands.h"
 #include "app/launch.h"
 #include "app/options.h"
 #include "app/recipes.h"
+#include "rl/grpo/rollout_ranks.h"
 #include "rl/grpo/train.h"
 #include "runtime/error.h"
 #include "runtime/interrupt.h"
@@ -108,7 +110,18 @@ void run_train(TrainArgs& args) {
   join_job_device(rl::parse_device_type(config.device));  // each rank on GPU local_rank, NCCL between them
   const bool root = job.is_root();
   if (root) print_sources(config, sources);
-  if (job.world_size > 1 && root)
+  // --rollout-ranks: the last R ranks only roll out, the others only train (rl/grpo/rollout_ranks.h).
+  std::optional<rl::RankLayout> layout;
+  if (config.rollout_ranks > 0) layout = rl::split_rollout_ranks(job, config.rollout_ranks);
+  auto ranks = [](int lo, int hi, const char* one, const char* many) {
+    return lo == hi ? str_cat("rank ", lo, " ", one) : str_cat("ranks ", lo, "-", hi, " ", many);
+  };
+  if (layout && root)
+    std::printf("train: rank 0 of %d (%s); %s %lld/%d of every step's prompts each, %s them out\n", job.world_size,
+                job.source.c_str(), ranks(0, layout->trainers - 1, "trains", "train").c_str(),
+                static_cast<long long>(config.batch_size), layout->trainers,
+                ranks(layout->trainers, job.world_size - 1, "rolls", "roll").c_str());
+  else if (job.world_size > 1 && root)
     std::printf("train: rank 0 of %d (%s); each rank rolls out and trains %lld/%d of every step's prompts\n",
                 job.world_size, job.source.c_str(), static_cast<long long>(config.batch_size), job.world_size);
   rl::TrainEnv env = [&] {
@@ -121,7 +134,9 @@ void run_train(TrainArgs& args) {
     return rl::make_train_env(config, /*owner=*/false);
   }();
   env.config_sources = sources;
-  env.comm = &job;
+  env.comm = layout ? &layout->group : &job;
+  env.layout = layout ? &*layout : nullptr;
+  if (layout && layout->rolls_out()) return rl::run_rollout_rank(env, *layout);
   if (root) {
     std::printf("train: %s\n", env.description.c_str());
     if (env.config.epochs > 0)

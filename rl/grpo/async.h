@@ -2,14 +2,18 @@
 // batch with the weights that step trains (on-policy, the synchronous loop); `one-step` samples the
 // next step's batch before this step's update, with the weights this step starts from, so every
 // batch after the first is trained one update after the weights that sampled it (verl's
-// one_step_off policy, NeMo-RL's and AReaL's bounded staleness 1). The trainer's own old log-probs
-// are the proximal policy; --rollout-is corrects the sampler's staleness exactly, token by token
-// (Fu et al., "AReaL", arXiv 2505.24298, decoupled PPO).
+// one_step_off policy, NeMo-RL's and AReaL's bounded staleness 1); `full` keeps K = max-staleness
+// batches ahead, so batch t is sampled by the weights of update t - K (those of the first step
+// for t <= K): the bound itself, reached on every batch, because a version chosen by whichever
+// update happened to arrive first would make the bits depend on timing. Trajectories are sampled
+// whole by one version (partial rollout, a version switch mid-trajectory, is not built). The
+// trainer's own old log-probs are the proximal policy; --rollout-is corrects the sampler's
+// staleness exactly, token by token (Fu et al., "AReaL", arXiv 2505.24298, decoupled PPO).
 //
-// The data order is the synchronous run's whatever the lag: a step's EX moves the curriculum
-// before the next batch is drawn (rl/grpo/train_loop.cpp), and a batch's Philox streams are its
-// draw's. On one process the batches ahead are sampled in turn with the training (no overlap);
-// rollout ranks that sample while trainer ranks train are the next step of this design.
+// Data order: a step's EX moves the curriculum before the batch `lag` steps later is drawn
+// (rl/grpo/train_loop.cpp), which for off and one-step is the synchronous run's order; a batch's
+// Philox streams are its draw's. On one process the batches ahead are sampled in turn with the
+// training (no overlap); rollout ranks (rl/grpo/rollout_ranks.h) sample them while the trainers train.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,11 +23,14 @@ namespace sqlrl::rl {
 struct AsyncMode {
   const char* name;
   const char* help;
-  int64_t lag;  // updates between the weights that sample a batch and those that train on it
+  // Updates between the weights that sample a batch and those that train on it, for --max-staleness K.
+  int64_t (*lag)(int64_t max_staleness);
 };
 
 // The row of `name`; an unknown name fails listing the rows.
 const AsyncMode& find_async_mode(const std::string& name);
+// The row's lag for --max-staleness K.
+int64_t async_lag(const std::string& name, int64_t max_staleness);
 const char* async_mode_help();  // the key's help: each row's name and line
 
 }  // namespace sqlrl::rl

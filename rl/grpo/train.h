@@ -56,6 +56,8 @@
 
 namespace sqlrl::rl {
 
+struct RankLayout;  // rl/grpo/rollout_ranks.h
+
 // Scores a rollout batch: fills traj.reward / reward_terms for trajs[i] against
 // examples[trajs[i].example_index]; *ex_out[i] = 1 when the final SQL's result matches the gold.
 using ScoreFn = std::function<void(const std::vector<sql::Example>& examples, std::vector<Trajectory>& trajs,
@@ -94,6 +96,9 @@ struct TrainEnv {
   // Data parallel (runtime/comm.h): this rank's place in the job; null = one process. Rank 0
   // alone writes the run folder; every rank rolls out and trains its shard of each step's prompts.
   const Comm* comm = nullptr;
+  // --rollout-ranks: the job's split into trainers and rollout ranks (comm is then this rank's
+  // side); null: every rank trains and rolls out.
+  const RankLayout* layout = nullptr;
 };
 
 // Checks every input (config values, weights, tokenizer, vocab sizes, dataset, protocol, reward
@@ -133,6 +138,8 @@ MemoryPlanOptions grpo_memory_plan_options(const TrainEnv& env);
 // the plan's cache holds at mo.rollout_mean_tokens each (kv_sequences_at), in whole groups, at
 // least one group and at most a step's samples of this rank.
 int64_t live_samples(const TrainEnv& env, const MemoryPlan& plan, const MemoryPlanOptions& mo);
+// The rollout options of the run's steps, `live` samples at most at once (live_samples).
+RolloutOptions train_rollout_options(const TrainConfig& c, ChatTemplate chat_template, int64_t live);
 
 // Runs steps until config.max_steps, writing the run folder (resuming when config.resume is
 // set). Progress goes to stderr on a terminal (one updating line), else a plain line per step

@@ -8,6 +8,7 @@
 #include "rl/grpo/async.h"
 #include "rl/grpo/loss_agg.h"
 #include "rl/grpo/rollout_is.h"
+#include "rl/policy.h"
 #include "rl/tb_log.h"
 #include "runtime/error.h"
 
@@ -155,6 +156,8 @@ OptionTable config_fields(TrainConfig& c) {
       {"rollout-is-upper", "rollout-is cap (truncate) or upper bound (mask); > 1", &c.rollout_is_upper},
       {"rollout-is-lower", "rollout-is lower bound (mask); 0 = 1 / upper", &c.rollout_is_lower},
       {"async", async_mode_help(), &c.async},
+      {"max-staleness", "--async full: K, the updates between the weights that sample a batch and those that train "
+                        "on it (K batches are held ahead, in memory and in checkpoints)", &c.max_staleness},
       {"ppo-epochs", "passes over each rollout batch", &c.ppo_epochs},
       {"mini-batches", "optimizer updates per epoch", &c.mini_batches},
       {"max-grad-norm", "gradient-norm clip (<= 0 = off)", &c.max_grad_norm},
@@ -181,6 +184,11 @@ OptionTable config_fields(TrainConfig& c) {
   });
   add_memory_options(t, c);
   add_parallel_options(t, c);
+  t.push_back({"rollout-ranks", "several ranks: the last R ranks of the job only roll out (sampling, SQL, scoring) and "
+               "stream each step's batch to the others, which only train and send them the new weights after each "
+               "update (rl/grpo/rollout_ranks.h; with --async one-step both sides work at once); 0: every rank does "
+               "both. cpu only for now", &c.rollout_ranks});
+  t.back().resumable = true;  // where it runs, not what it trains
   return t;
 }
 
@@ -254,6 +262,12 @@ void validate_config(const TrainConfig& c) {
   check(c.entropy_coef >= 0 && std::isfinite(c.entropy_coef), "config: entropy-coef must be a finite number >= 0, got ",
         c.entropy_coef);
   find_async_mode(c.async);  // fails naming the rows
+  check(c.max_staleness >= 1 && c.max_staleness <= 64, "config: max-staleness must be in [1, 64], got ", c.max_staleness);
+  check(c.rollout_ranks >= 0, "config: rollout-ranks must be >= 0, got ", c.rollout_ranks);
+  check(c.rollout_ranks == 0 || !c.dynamic_sampling, "config: rollout-ranks with dynamic-sampling: the ranks that roll "
+        "out would have to agree on each further try's groups; not built yet (turn one of them off)");
+  check(c.rollout_ranks == 0 || parse_device_type(c.device) == DeviceType::CPU, "config: rollout-ranks on ", c.device,
+        ": the weights' broadcast to the rollout ranks is built for the cpu (MPI) only so far");
   {
     const RolloutIsConfig is = rollout_is_config(c);
     validate_rollout_is(is);

@@ -129,7 +129,9 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   int64_t loss_norm_tokens = 0;         // seq-mean-token-sum-norm's constant; 0 = max-total-tokens
   bool sampler_logprobs = false;        // old log-probs from the sampler instead of a training forward
   std::string rollout_is = "off";        // off | truncate | mask (rl/grpo/rollout_is.h)
-  std::string async = "off";             // off | one-step: how far the rollout runs ahead (rl/grpo/async.h)
+  std::string async = "off";             // off | one-step | full: how far the rollout runs ahead (rl/grpo/async.h)
+  int64_t max_staleness = 2;             // --async full: batches sampled ahead, the staleness of each
+  int64_t rollout_ranks = 0;             // ranks of the job that only roll out (rl/grpo/rollout_ranks.h); 0: every rank trains
   std::string rollout_is_level = "token";  // token | sequence | geometric
   double rollout_is_upper = 2.0, rollout_is_lower = 0;  // lower 0: 1 / upper
   int64_t ppo_epochs = 1;

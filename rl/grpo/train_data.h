@@ -42,6 +42,10 @@ struct StepBatch {
   DynamicSamplingStats dynamic;
   int64_t first_draw = 0, epoch = 0, level = 0;  // the cursor before the step
   int64_t version = 0;  // trainer steps done when it was sampled: the sampling weights' version
+  // --rollout-ranks (rl/grpo/rollout_ranks.h; not in checkpoints): the seconds a trainer waited to
+  // receive it, and the seconds its rollout rank waited for the trainers while sampling it, of
+  // that rank's wall seconds.
+  double wait_seconds = 0, sampler_idle_seconds = 0, sampler_wall_seconds = 0;
 };
 
 // Rolls out batch-size prompts from the cursor (rank r takes prompts [rB/W, (r+1)B/W) of each

@@ -145,6 +145,13 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
                {"train_tokens_per_s", rate(static_cast<double>(r.grpo.positions * r.ppo_epochs), r.grpo.seconds)}};
   if (r.eval) j["time"]["eval_s"] = r.eval_seconds;
   if (r.checkpoint_seconds > 0) j["time"]["checkpoint_s"] = r.checkpoint_seconds;
+  if (r.trainer_idle_seconds >= 0) {
+    j["time"]["trainer_idle_s"] = r.trainer_idle_seconds;
+    j["time"]["trainer_idle_fraction"] = ratio(r.trainer_idle_seconds, r.step_seconds);
+    j["time"]["rollout_idle_s"] = r.rollout_idle_seconds;
+    j["time"]["rollout_idle_fraction"] = ratio(r.rollout_idle_seconds, r.rollout_wall_seconds);
+    j["time"]["weight_sync_s"] = r.weight_sync_seconds;
+  }
   return j;
 }
 

@@ -36,6 +36,11 @@ struct StepRecord {
   // --async other than off: trainer steps between the weights that sampled the batch and those
   // it trains (metrics.jsonl "staleness"); -1: the synchronous loop (no field written).
   int64_t staleness = -1;
+  // --rollout-ranks (rl/grpo/rollout_ranks.h), metrics.jsonl "time": the seconds the trainers
+  // waited for this step's batch (the slowest trainer's) and the rollout ranks waited for the
+  // trainers while sampling it (the slowest rollout rank's), each over its side's wall time of the
+  // step, and trainer rank 0's seconds sending the new weights; negative: no rollout ranks.
+  double trainer_idle_seconds = -1, rollout_idle_seconds = -1, rollout_wall_seconds = -1, weight_sync_seconds = -1;
 };
 
 // What metrics_json reports as means over the step's trajectories, as sums in one vector, so

@@ -14,6 +14,7 @@
 #include "rl/eval/eval.h"
 #include "rl/grpo/async.h"
 #include "rl/grpo/grpo.h"
+#include "rl/grpo/rollout_ranks.h"
 #include "rl/grpo/train.h"
 #include "rl/grpo/train_data.h"
 #include "rl/grpo/train_log.h"
@@ -65,8 +66,9 @@ GrpoConfig grpo_config(const TrainConfig& c) {
   return g;
 }
 
-// live: max-batch-sequences resolved (live_samples).
-RolloutOptions rollout_options(const TrainConfig& c, ChatTemplate chat_template, int64_t live) {
+}  // namespace
+
+RolloutOptions train_rollout_options(const TrainConfig& c, ChatTemplate chat_template, int64_t live) {
   RolloutOptions o;
   o.group_size = c.group_size;
   apply_to_rollout(o, c, c.seed, c, c);
@@ -82,6 +84,8 @@ RolloutOptions rollout_options(const TrainConfig& c, ChatTemplate chat_template,
   }
   return o;
 }
+
+namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -153,6 +157,11 @@ void resume_ahead(const nlohmann::json& saved, const std::string& ckpt, const Tr
       ahead.push_back(step_batch_from_json(mine[i], env.examples, str_cat(where, "[", i, "]")));
   } else if (const auto before = saved.find("ahead_cursor"); before != saved.end()) {
     cursor = cursor_from_json(nlohmann::json{{"data_cursor", *before}}, step * env.config.batch_size);
+  } else if (it != saved.end() && step < env.config.max_steps) {
+    // Several batches ahead: the curriculum moved between their draws, so only the cursor past
+    // them is known, and drawing on from it would skip them.
+    fail("resume: ", ckpt, " holds batches sampled ahead by ", it->is_array() ? it->size() : 0, " ranks; this run "
+         "has ", comm.world_size, " (resume an --async full run on the number of ranks that saved it)");
   }
   if (ahead.empty() && step < env.config.max_steps && !quiet)
     std::printf("resume: %s holds no batch sampled ahead for this run (it ended there, ran on another number of "
@@ -210,6 +219,9 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   const Comm& comm = env.comm ? *env.comm : single;
   const bool owner = comm.is_root();
   quiet = quiet || !owner;
+  // --rollout-ranks: this rank trains; the job's rollout ranks sample every step's batch.
+  const RankLayout* layout = env.layout;
+  check(!layout || !layout->rolls_out(), "train: run_training on a rollout rank (run_rollout_rank runs those)");
   const DataParallel dp{&comm, c.grad_accum, c.deterministic_reduce, static_cast<int>(c.zero_stage)};
   const PolicyBackend& backend = find_backend(c.device);  // rl/policy_backend.h
   check(backend.zero_shards_adapter || !dp.distributed() || c.zero_stage == 0 || !env.adapter, "train: --zero-stage ",
@@ -221,7 +233,8 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   const int gpu = comm_gpu(comm);
   // N ranks (each bound to its own cores by mpirun) and one process with --grad-accum N must
   // compute the same bits: GEMMs whose bits do not depend on the thread count (runtime/gemm.h).
-  if (dp.shards() > 1 && c.deterministic_reduce) set_gemm_thread_independent(true);
+  // Rollout ranks take the same mode, so a rollout's bits do not depend on which process runs it.
+  if ((dp.shards() > 1 || layout) && c.deterministic_reduce) set_gemm_thread_independent(true);
   check(env.protocol && env.tokenizer && env.score, "train: the environment lacks a protocol, tokenizer or scorer");
   check(!env.examples.empty(), "train: no training examples");
   check(c.eval_every == 0 || (env.eval_context && !env.eval_examples.empty()), "train: eval-every ", c.eval_every,
@@ -233,7 +246,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
 
   // The memory plan (rl/train_memory.h): modes and sizes, refused before the run folder changes.
   GrpoConfig gc = grpo_config(c);
-  const AsyncMode& async = find_async_mode(c.async);
+  const int64_t lag = async_lag(c.async, c.max_staleness);  // rl/grpo/async.h
   const MemoryPlanOptions mo = grpo_memory_plan_options(env);
   TrainOptions to;
   to.max_tokens = mo.tokens_per_micro_batch;
@@ -242,7 +255,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   check(plan.fits, "train: the memory plan does not fit: ", plan.problem, " (`llm_sqlrl plan` shows it; memory-gb, ",
         "micro-batch-tokens, max-total-tokens, max-batch-sequences and kv-cache-blocks size it)");
   to.recompute = plan.modes.recompute;
-  const RolloutOptions base = rollout_options(c, env.chat_template, live_samples(env, plan, mo));
+  const RolloutOptions base = train_rollout_options(c, env.chat_template, live_samples(env, plan, mo));
 
   RunLock own_lock;
   if (owner && env.lock.fd < 0) own_lock = lock_run_folder(dir);
@@ -314,7 +327,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     optimizer = load_optimizer_range(ckpt, trainable, slice_lo, slice_hi, plan.modes.bf16_moments);
     step = saved["step"].get<int64_t>();
     cursor = cursor_from_json(saved, step * c.batch_size);
-    if (async.lag > 0) resume_ahead(saved, ckpt, env, comm, step, quiet, ahead, cursor);
+    if (lag > 0) resume_ahead(saved, ckpt, env, comm, step, quiet, ahead, cursor);
     if (owner) {
       truncate_jsonl((run / "metrics.jsonl").string(), step);
       truncate_jsonl((run / "trajectories.jsonl").string(), step);
@@ -412,6 +425,17 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   eval_options.dialogue = env.eval_dialogue;
   double last_eval_ex = -1;
 
+  if (layout)
+    send_rollout_start(*layout, env, {step, env.config.max_steps, base.max_batch_sequences, plan.kv_blocks,
+                                      gemm_thread_independent(), static_cast<int64_t>(ahead.size()), cursor, schedule});
+  // A batch sampled on this rank now, by the weights of `version` (sampled ahead or not).
+  auto sample_here = [&](int64_t version) {
+    StepBatch b = sample_step_batch(env, policy, memory_for_rollout(policy, memory, optimizer), base, schedule, cursor,
+                                    schemas, comm);
+    b.version = version;
+    return b;
+  };
+
   TrainSummary summary;
   summary.first_step = step;
   auto run_start = std::chrono::steady_clock::now();
@@ -419,10 +443,11 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   for (; step < c.max_steps; ++step) {
     auto step_start = std::chrono::steady_clock::now();
     const double comm_start = comm.seconds;
-    PolicyKV& kv = memory_for_rollout(policy, memory, optimizer);
-    if (ahead.empty()) {  // sampled now: the synchronous loop, or the first step of an async run
-      ahead.push_back(sample_step_batch(env, policy, kv, base, schedule, cursor, schemas, comm));
-      ahead.back().version = step;
+    double waited = 0;  // --rollout-ranks: this step's wait for batches
+    // Sampled now: the synchronous loop, or the first step of an async run.
+    if (ahead.empty()) {
+      ahead.push_back(layout ? receive_step_batch(*layout, env, cursor) : sample_here(step));
+      waited += ahead.back().wait_seconds;
     }
     StepBatch sb = std::move(ahead.front());
     ahead.pop_front();
@@ -438,28 +463,41 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     rec.ppo_epochs = c.ppo_epochs;
     rec.rollout = sb.rollout;
     rec.score_seconds = sb.score_seconds;
-    rec.staleness = async.lag > 0 ? step - sb.version : -1;
+    rec.staleness = lag > 0 ? step - sb.version : -1;
     // The curriculum moves on by the step's training EX over every rank's samples, before the
-    // next batch is drawn (as the synchronous loop draws it, whatever the lag).
+    // batch `lag` steps on is drawn (for off and one-step: the synchronous loop's order).
     rec.sums = sb.sums;
     if (dp.distributed()) comm_sum_in_rank_order(comm, rec.sums);
-    if (observe_step(schedule, cursor, rec.sums[0] > 0 ? rec.sums[3] / rec.sums[0] : 0.0) && !quiet)
+    const double step_ex = rec.sums[0] > 0 ? rec.sums[3] / rec.sums[0] : 0.0;
+    if (layout) send_step_ex(*layout, step_ex);
+    if (observe_step(schedule, cursor, step_ex) && !quiet)
       std::printf("curriculum: level %lld of %zu from step %lld\n", static_cast<long long>(cursor.level + 1),
                   schedule.levels.size(), static_cast<long long>(step + 2));
     // A checkpoint of this step records the cursor past this step's own batch: a resumed run
     // draws the batches ahead again (with its own weights).
     const DataCursor step_cursor = cursor;
-    while (static_cast<int64_t>(ahead.size()) < async.lag && step + 1 + static_cast<int64_t>(ahead.size()) < c.max_steps) {
-      ahead.push_back(sample_step_batch(env, policy, kv, base, schedule, cursor, schemas, comm));
-      ahead.back().version = step;  // the weights this step starts from
-    }
+    auto more_ahead = [&] {
+      return static_cast<int64_t>(ahead.size()) < lag && step + 1 + static_cast<int64_t>(ahead.size()) < c.max_steps;
+    };
+    while (!layout && more_ahead()) ahead.push_back(sample_here(step));  // by the weights this step starts from
     PolicyActivations& state = memory_for_train(policy, memory, optimizer);
     if (summary.modes.recompute.empty()) summary.modes = executed_modes(policy, memory, optimizer);
     rec.grpo = grpo_step(policy, has_reference ? &reference : nullptr, optimizer, state, trajs, gc, dp);
+    // Rollout ranks sampled the batches ahead while this step trained.
+    while (layout && more_ahead()) {
+      ahead.push_back(receive_step_batch(*layout, env, cursor));
+      waited += ahead.back().wait_seconds;
+    }
     rec.examples = &batch;
     rec.trajs = &trajs;
     rec.ex = &sb.ex;
     if (dp.distributed()) reduce_step_record(comm, rec);
+    if (layout) {  // the slowest trainer's and rollout rank's
+      double idle[3] = {waited, sb.sampler_idle_seconds, sb.sampler_wall_seconds};
+      comm_all_reduce_max(comm, idle, 3);
+      rec.trainer_idle_seconds = idle[0], rec.rollout_idle_seconds = idle[1], rec.rollout_wall_seconds = idle[2];
+      rec.weight_sync_seconds = 0;
+    }
     rec.step_seconds = seconds_since(step_start);
     rec.comm_seconds = comm.seconds - comm_start;
 
@@ -527,15 +565,18 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       // best.json is written once the checkpoint it names is in place (the writer's `after`).
       std::function<void(const std::string&)> after;
       if (new_best) after = [dir, b = BestEval{done, last_eval_ex}](const std::string&) { write_best_json(dir, b); };
-      // --async: the cursor past the batches ahead, which the checkpoint holds (and the cursor
-      // before them, for a resume that cannot take them: another number of ranks).
+      // --async: the cursor past the batches ahead, which the checkpoint holds (and, one batch
+      // ahead, the cursor before it, for a resume that cannot take it: another number of ranks).
       nlohmann::ordered_json state = grpo_trainer_state(optimizer, c, n_examples, cursor, dp.shards());
-      if (async.lag > 0) state["ahead"] = ahead_json(ahead, comm), state["ahead_cursor"] = cursor_json(step_cursor);
+      if (lag > 0) state["ahead"] = ahead_json(ahead, comm);
+      if (lag == 1) state["ahead_cursor"] = cursor_json(step_cursor);
       if (writer) writer->save(done, env.model, with_optimizer ? saved : nullptr, state, env.adapter.get(), std::move(after));
       comm_barrier(comm);  // no rank runs ahead of a save that failed (the previous write's error is raised here)
       if (moments_on_device) optimizer.m = {}, optimizer.v = {}, optimizer.m16 = {}, optimizer.v16 = {};
       rec.checkpoint_seconds = seconds_since(save_start);
     }
+    // The rollout ranks go on with the new weights, or stop with the trainers.
+    if (layout && done < c.max_steps) rec.weight_sync_seconds = send_rollout_weights(*layout, env, interrupted);
     if (owner) {
       const nlohmann::ordered_json line = metrics_json(rec, env.panel);
       metrics->append(line.dump());

@@ -1,6 +1,7 @@
-// --async one-step on one process (rl/grpo/async.h): each batch after the first is sampled by the
-// weights one update older than those it trains, on the synchronous run's data; the batches
-// sampled ahead travel with a checkpoint, so a resumed run continues bit for bit.
+// --async one-step and full on one process (rl/grpo/async.h): each batch after the first is
+// sampled by the weights one (full: max-staleness) update older than those it trains, on the
+// synchronous run's data; the batches sampled ahead travel with a checkpoint, so a resumed run
+// continues bit for bit.
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -35,9 +36,11 @@ Lines read_run(const std::string& dir) {
   return out;
 }
 
-Lines run(const std::string& name, const std::string& async, double lr, int64_t steps, int64_t save_every = 0) {
+Lines run(const std::string& name, const std::string& async, double lr, int64_t steps, int64_t save_every = 0,
+          int64_t max_staleness = 2) {
   TrainConfig c = toy_config(fresh_dir(name));
   c.async = async;
+  c.max_staleness = max_staleness;
   c.lr = lr;
   c.max_steps = steps;
   c.save_every = save_every;
@@ -116,6 +119,62 @@ TEST(TrainAsync, ResumeTrainsOnTheBatchSampledAheadBitForBit) {
       << "the final weights differ";
 }
 
+// --async full --max-staleness 2: two batches ahead, so the staleness climbs 0, 1, 2 and stays at
+// the bound (batch t sampled by w(t-2)); with frozen weights that is the synchronous run. Killed
+// after step 4's checkpoint (which keeps two batches, by w2 and w3), the run resumes onto the
+// uninterrupted run's bytes.
+TEST(TrainAsync, FullKeepsMaxStalenessBatchesAheadAndResumesBitForBit) {
+  using sql::testing::file_bytes;
+  const Lines frozen = run("async_full_frozen", "full", 0.0, 4), off = run("async_full_off", "off", 0.0, 4);
+  EXPECT_EQ(frozen.staleness, (std::vector<int64_t>{0, 1, 2, 2}));
+  EXPECT_EQ(frozen.metrics, off.metrics);
+  EXPECT_EQ(frozen.trajectories, off.trajectories);
+  const Lines three = run("async_full_k3", "full", 0.0, 5, 0, 3);
+  EXPECT_EQ(three.staleness, (std::vector<int64_t>{0, 1, 2, 3, 3}));
+
+  const int64_t total = 6;
+  const Lines full = run("async_full", "full", 1e-2, total, 2);
+  const Lines one = run("async_full_vs_one", "one-step", 1e-2, total);
+  EXPECT_EQ(full.metrics[1], one.metrics[1]) << "step 2: w0 samples and w1 trains in both";
+  EXPECT_NE(full.trajectories[2], one.trajectories[2]) << "step 3's batch: w0's, not w1's";
+  const std::string full_dir = sql::testing::temp_dir() + "/async_full";
+  const std::string part = fresh_dir("async_full_part");
+  fs::copy(full_dir, part, fs::copy_options::recursive);
+  fs::remove_all(checkpoint_dir(part, 6));
+  const nlohmann::json state = nlohmann::json::parse(file_bytes(checkpoint_dir(part, 4) + "/trainer_state.json"));
+  ASSERT_EQ(state["ahead"][0].size(), 2u);
+  EXPECT_EQ(state["ahead"][0][0]["version"], 2);
+  EXPECT_EQ(state["ahead"][0][1]["version"], 3);
+  EXPECT_FALSE(state.contains("ahead_cursor")) << "two batches ahead have no one cursor before them";
+  TrainConfig c = toy_config(part);
+  c.async = "full", c.lr = 1e-2, c.max_steps = total, c.save_every = 2, c.resume = part;
+  {
+    TrainEnv env = toy_env(c);
+    EXPECT_EQ(run_training(env, true).first_step, 4);
+  }
+  const Lines resumed = read_run(part);
+  EXPECT_EQ(resumed.staleness, full.staleness);
+  EXPECT_EQ(resumed.metrics, full.metrics);
+  EXPECT_EQ(resumed.trajectories, full.trajectories);
+  EXPECT_TRUE(file_bytes(checkpoint_dir(part, total) + "/model.safetensors") ==
+              file_bytes(checkpoint_dir(full_dir, total) + "/model.safetensors"));
+
+  // Another number of ranks could not take the batches: refused, not resumed with them skipped.
+  fs::remove_all(checkpoint_dir(part, 6));
+  const std::string path = checkpoint_dir(part, 4) + "/trainer_state.json";
+  nlohmann::json two_ranks = state;
+  two_ranks["ahead"].push_back(state["ahead"][0]);
+  std::ofstream(path) << two_ranks.dump();
+  TrainEnv env = toy_env(c);
+  try {
+    run_training(env, true);
+    ADD_FAILURE() << "a full run's batches ahead of 2 ranks were skipped on 1";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("holds batches sampled ahead by 2 ranks; this run has 1"), std::string::npos)
+        << e.what();
+  }
+}
+
 // A damaged batch ahead in the checkpoint is refused naming the file and the field, before any step.
 TEST(TrainAsync, ADamagedBatchAheadNamesItsField) {
   run("async_damaged", "one-step", 1e-2, 3, 2);
@@ -144,7 +203,8 @@ TEST(TrainAsync, AnUnknownModeNamesTheRows) {
     validate_config(c);
     ADD_FAILURE() << "async two-step was accepted";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("async 'two-step' is not one of off | one-step"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("async 'two-step' is not one of off | one-step | full"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -109,6 +109,114 @@ TEST(TrainCliMpi, AsyncOneStepOnTwoRanksWritesTheBytesOfGradAccumTwoAndResumes) 
       << "the resumed step 3 did not train on the batches sampled ahead";
 }
 
+// metrics.jsonl without its wall-clock figures ("time", the rollout's rates): what two runs of one
+// seed and layout must log alike. Without "mismatch" too (trained): the sampler-vs-trainer figures
+// of one process with --grad-accum 2 differ from 2 ranks' in their last bits (their sums are
+// grouped by process), the weights and every other figure do not.
+std::vector<nlohmann::json> untimed_metrics(const std::string& dir, bool trained = false) {
+  std::vector<nlohmann::json> m = metric_lines(dir);
+  for (nlohmann::json& j : m) {
+    j.erase("time"), j.erase("rollout");
+    if (trained) j.erase("mismatch");
+  }
+  return m;
+}
+
+// --rollout-ranks (rl/grpo/rollout_ranks.h): of 3 ranks the last only rolls out and the first two
+// only train; it samples each trainer's share as that trainer would, so the job writes the bytes
+// of the two trainers run alone (mpirun -np 2, which writes those of --grad-accum 2: above), and
+// logs how long each side waited.
+TEST(TrainCliMpi, RolloutRanksWriteTheBytesOfTheTrainersAlone) {
+  SQLRL_REQUIRE_MPI();
+  const std::string split = fresh_dir("cli_mpi_rollout_off"), two = fresh_dir("cli_mpi_rollout_off_np2");
+  const std::string args = fixture_args(2) + "--save-every 1 --out ";
+  CliRun a = run_command(mpirun(3) + SQLRL_BINARY + " train --rollout-ranks 1 " + args + split, "rollout_off");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  EXPECT_NE(a.out.find("ranks 0-1 train 4/2 of every step's prompts each, rank 2 rolls them out"), std::string::npos)
+      << a.out;
+  CliRun b = run_command(mpirun(2) + SQLRL_BINARY + " train " + args + two, "rollout_off_np2");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  for (int step = 1; step <= 2; ++step) expect_same_checkpoint(split, two, step);
+  EXPECT_EQ(untimed_metrics(split), untimed_metrics(two));
+  EXPECT_EQ(bytes(split + "/trajectories.jsonl"), bytes(two + "/trajectories.jsonl"));
+  const std::vector<nlohmann::json> m = metric_lines(split);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[1]["trajectories"], 24);
+  for (const char* key : {"trainer_idle_s", "trainer_idle_fraction", "rollout_idle_s", "rollout_idle_fraction", "weight_sync_s"})
+    EXPECT_TRUE(m[0]["time"].contains(key)) << key;
+  // Synchronous: the trainers wait for every batch, the rollout rank for every update.
+  EXPECT_GT(m[1]["time"]["trainer_idle_fraction"].get<double>(), 0.0);
+  EXPECT_GT(m[1]["time"]["rollout_idle_s"].get<double>(), 0.0);
+  EXPECT_FALSE(metric_lines(two)[0]["time"].contains("trainer_idle_s"));
+}
+
+// --async one-step with a rollout rank: step s+1 is sampled while step s trains, by the weights
+// step s started from, which is what one process with --async one-step computes; a second run
+// writes the same bytes, and a job killed after step 2 resumes onto the same step 3 (the
+// checkpoint holds the trainers' batches sampled ahead; the rollout rank reads nothing of it).
+TEST(TrainCliMpi, RolloutRanksOneStepAheadRepeatAndResumeBitForBit) {
+  SQLRL_REQUIRE_MPI();
+  const std::string root = fresh_dir("cli_mpi_rollout_async");
+  const std::string a = root + "/a", again = root + "/again", one = root + "/one", killed = root + "/killed";
+  const std::string args = fixture_args(3) + "--async one-step --save-every 1 --out ";
+  const std::string split = mpirun(3) + SQLRL_BINARY + " train --rollout-ranks 1 " + args;
+  CliRun r1 = run_command(split + a, "rollout_async");
+  ASSERT_EQ(r1.rc, 0) << r1.err;
+  CliRun r2 = run_command(split + again, "rollout_async_again");
+  ASSERT_EQ(r2.rc, 0) << r2.err;
+  CliRun r3 = run_command(std::string(SQLRL_BINARY) + " train --grad-accum 2 " + args + one, "rollout_async_one");
+  ASSERT_EQ(r3.rc, 0) << r3.err;
+  for (int step = 1; step <= 3; ++step) {
+    expect_same_checkpoint(a, again, step);
+    expect_same_checkpoint(a, one, step);
+  }
+  EXPECT_EQ(untimed_metrics(a), untimed_metrics(again));
+  EXPECT_EQ(untimed_metrics(a, true), untimed_metrics(one, true));
+  const std::vector<nlohmann::json> m = metric_lines(a);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0]["staleness"], 0);
+  EXPECT_EQ(m[2]["staleness"], 1);
+  fs::copy(a, killed, fs::copy_options::recursive);
+  fs::remove_all(killed + "/checkpoints/step-3");
+  CliRun r = run_command(mpirun(3) + SQLRL_BINARY + " train --resume " + killed, "rollout_async_resume");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  expect_same_checkpoint(killed, a, 3);
+  EXPECT_EQ(untimed_metrics(killed), untimed_metrics(a));
+}
+
+// --async full --max-staleness 2 with a rollout rank: two batches ahead of the trainers, the bytes
+// of the two trainers run alone (not quite one process's with --grad-accum 2: its rollouts hold
+// all 24 samples at once, the ranks' 12, and without --batch-invariant that may change a sampled
+// token, as it does here at step 3); a job killed after step 2 resumes with both batches kept.
+TEST(TrainCliMpi, RolloutRanksTwoStepsAheadResumeBitForBit) {
+  SQLRL_REQUIRE_MPI();
+  const std::string root = fresh_dir("cli_mpi_rollout_full");
+  const std::string a = root + "/a", two = root + "/two", killed = root + "/killed";
+  const std::string args = fixture_args(4) + "--async full --max-staleness 2 --save-every 2 --out ";
+  CliRun r1 = run_command(mpirun(3) + SQLRL_BINARY + " train --rollout-ranks 1 " + args + a, "rollout_full");
+  ASSERT_EQ(r1.rc, 0) << r1.err;
+  CliRun r2 = run_command(mpirun(2) + SQLRL_BINARY + " train " + args + two, "rollout_full_np2");
+  ASSERT_EQ(r2.rc, 0) << r2.err;
+  for (int step : {2, 4}) expect_same_checkpoint(a, two, step);
+  EXPECT_EQ(untimed_metrics(a), untimed_metrics(two));
+  std::vector<int64_t> staleness;
+  for (const nlohmann::json& j : metric_lines(a)) staleness.push_back(j["staleness"].get<int64_t>());
+  EXPECT_EQ(staleness, (std::vector<int64_t>{0, 1, 2, 2}));
+  fs::copy(a, killed, fs::copy_options::recursive);
+  fs::remove_all(killed + "/checkpoints/step-4");
+  CliRun r = run_command(mpirun(3) + SQLRL_BINARY + " train --resume " + killed, "rollout_full_resume");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  expect_same_checkpoint(killed, a, 4);
+  EXPECT_EQ(untimed_metrics(killed), untimed_metrics(a));
+}
+
+TEST(TrainCliMpi, RolloutRanksNeedATrainer) {
+  CliRun r = run_command(std::string(SQLRL_BINARY) + " train --rollout-ranks 1 " + fixture_args(1) + "--out " +
+                             fresh_dir("cli_rollout_alone"), "rollout_alone");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--rollout-ranks 1 in a job of 1 ranks leaves 0 to train"), std::string::npos) << r.err;
+}
+
 // ZeRO 3 checkpoints are written by every rank (its slice of the moments, no gather) and resume on
 // another world size bit for bit, keeping the step's 4 shards: 4 ranks' step 2 continued by one
 // process with --grad-accum 4, or by 2 ranks with --grad-accum 2 (each rank's new slice read

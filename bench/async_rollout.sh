@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Rollout ranks with and without overlap: `mpirun -np 2 train --rollout-ranks 1` (one rank rolls
+# out, one trains) with --async off (the two take turns) and --async one-step (step t+1 is sampled
+# while step t trains), from the SFT-trained tiny fixture (tests/fixtures/sft_tiny), per seed.
+# Prints each run's mean step time (steps 2.. : step 1 has nothing to overlap with), the trainer's
+# and the rollout rank's idle fractions, the final greedy EX on the dev split, and the speedup.
+#   bench/async_rollout.sh [BUILD] [STEPS] [B] [G] [SEEDS...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}; steps=${2:-8}; B=${3:-8}; G=${4:-8}
+shift $(( $# < 4 ? $# : 4 ))
+seeds=("$@"); [ ${#seeds[@]} -gt 0 ] || seeds=(1)
+bin=$build/llm_sqlrl
+command -v mpirun >/dev/null || { echo "async_rollout: no mpirun (Debian: openmpi-bin)"; exit 0; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+args="--config tiny --weights tests/fixtures/sft_tiny --max-steps $steps --batch-size $B --group-size $G --save-every 0 --eval-every $steps --eval-limit 40"
+summary() {
+  python3 - "$1" <<'PY' 2>/dev/null || echo "(python3 missing: see metrics.jsonl)"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+timed = rows[1:] or rows
+mean = lambda k: sum(r["time"][k] for r in timed) / len(timed)
+ex = rows[-1].get("eval", {}).get("ex", float("nan"))
+print(f"{mean('step_s'):.3f} {mean('trainer_idle_fraction'):.3f} {mean('rollout_idle_fraction'):.3f} {ex:.4f}")
+PY
+}
+echo "async_rollout: mpirun -np 2 --rollout-ranks 1, $steps steps of $B x $G, $(nproc) cores, $(git rev-parse --short HEAD 2>/dev/null)"
+printf '%-6s %-10s %10s %13s %13s %8s\n' seed async "s/step" "trainer idle" "rollout idle" "final EX"
+for seed in "${seeds[@]}"; do
+  declare -A step_s=()
+  for mode in off one-step; do
+    out="$work/$mode-$seed"
+    mpirun -np 2 --oversubscribe "$bin" train $args --seed "$seed" --rollout-ranks 1 --async "$mode" --out "$out" >/dev/null
+    read -r s ti ri ex <<<"$(summary "$out")"
+    step_s[$mode]=$s
+    printf '%-6s %-10s %10s %13s %13s %8s\n' "$seed" "$mode" "$s" "$ti" "$ri" "$ex"
+  done
+  python3 -c "print(f'seed $seed: one-step is {${step_s[off]} / ${step_s[one-step]}:.2f}x off per step')" 2>/dev/null || true
+done

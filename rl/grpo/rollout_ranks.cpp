@@ -1,0 +1,209 @@
+// Disaggregated rollout: the job's split, the messages between trainers and rollout ranks, and a
+// rollout rank's loop (see rl/grpo/rollout_ranks.h for the protocol).
+#include "rl/grpo/rollout_ranks.h"
+
+#include <chrono>
+#include <vector>
+#include <nlohmann/json.hpp>
+
+#include "rl/grpo/async.h"
+#include "rl/grpo/train.h"
+#include "rl/policy.h"
+#include "rl/policy_backend.h"
+#include "runtime/error.h"
+#include "runtime/gemm.h"
+
+namespace sqlrl::rl {
+namespace {
+
+constexpr int kTrainerRoot = 0;  // job rank of trainer 0, who speaks for the trainers
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The messages are our own processes' JSON: a missing or mistyped field is a bug or a mismatch of
+// builds, named with the message it came in.
+template <class F>
+auto parse_message(const std::string& text, const char* what, F&& read) {
+  try {
+    return read(nlohmann::json::parse(text));
+  } catch (const nlohmann::json::exception& e) {
+    fail("rollout ranks: the ", what, " message: ", e.what(), " (every rank must run the same llm_sqlrl build)");
+  }
+}
+
+std::string start_text(const RolloutStart& s) {
+  const DataSchedule& d = s.schedule;
+  nlohmann::ordered_json j;
+  j["step"] = s.step;
+  j["max_steps"] = s.max_steps;
+  j["live"] = s.live;
+  j["kv_blocks"] = s.kv_blocks;
+  j["thread_independent"] = s.thread_independent;
+  j["ahead"] = s.ahead;
+  j["data_cursor"] = cursor_json(s.cursor);
+  j["schedule"] = {{"levels", d.levels}, {"level_epochs", d.level_epochs}, {"promote_at", d.promote_at},
+                   {"window", d.window}};
+  return j.dump();
+}
+
+RolloutStart start_from_text(const std::string& text) {
+  return parse_message(text, "start", [](const nlohmann::json& j) {
+    RolloutStart s;
+    s.step = j.at("step").get<int64_t>();
+    s.max_steps = j.at("max_steps").get<int64_t>();
+    s.live = j.at("live").get<int64_t>();
+    s.kv_blocks = j.at("kv_blocks").get<int64_t>();
+    s.thread_independent = j.at("thread_independent").get<bool>();
+    s.ahead = j.at("ahead").get<int64_t>();
+    s.cursor = cursor_from_json(j, 0);
+    const nlohmann::json& d = j.at("schedule");
+    s.schedule.levels = d.at("levels").get<std::vector<std::vector<int64_t>>>();
+    s.schedule.level_epochs = d.at("level_epochs").get<int64_t>();
+    s.schedule.promote_at = d.at("promote_at").get<double>();
+    s.schedule.window = d.at("window").get<int64_t>();
+    return s;
+  });
+}
+
+// Trainer 0 -> the rollout root -> every rollout rank (a broadcast in their group).
+void relay(const RankLayout& layout, void* data, int64_t bytes) {
+  if (layout.group.rank == 0) comm_recv(*layout.job, data, bytes, kTrainerRoot);
+  comm_broadcast(layout.group, data, bytes, 0);
+}
+
+std::string relay_bytes(const RankLayout& layout) {
+  std::string m;
+  if (layout.group.rank == 0) m = comm_recv_bytes(*layout.job, kTrainerRoot);
+  comm_broadcast_bytes(layout.group, m, 0);
+  return m;
+}
+
+}  // namespace
+
+RankLayout split_rollout_ranks(const Comm& job, int64_t rollout_ranks) {
+  const int64_t trainers = job.world_size - rollout_ranks;
+  check(rollout_ranks >= 1 && trainers >= 1, "train: --rollout-ranks ", rollout_ranks, " in a job of ", job.world_size,
+        " ranks leaves ", trainers, " to train (run more ranks: mpirun -np N with N > rollout-ranks)");
+  check(rollout_ranks <= trainers, "train: --rollout-ranks ", rollout_ranks, " with ", trainers, " trainer ranks: each ",
+        "rollout rank samples whole trainers' shares, so some would have none (at most as many rollout ranks as trainers)");
+  RankLayout l;
+  l.job = &job;
+  l.trainers = static_cast<int>(trainers);
+  l.rollout = static_cast<int>(rollout_ranks);
+  l.group = comm_split(job, job.rank >= l.trainers ? 1 : 0);
+  return l;
+}
+
+float* rollout_weights(TrainEnv& env) { return env.adapter ? env.adapter->params.data() : env.model.params.data(); }
+int64_t rollout_weight_count(const TrainEnv& env) { return env.adapter ? env.adapter->num_params : env.model.num_params; }
+
+void send_rollout_start(const RankLayout& layout, TrainEnv& env, const RolloutStart& start) {
+  if (layout.job->rank != kTrainerRoot) return;
+  comm_send_bytes(*layout.job, start_text(start), layout.rollout_root());
+  comm_send(*layout.job, rollout_weights(env), rollout_weight_count(env) * 4, layout.rollout_root());
+}
+
+StepBatch receive_step_batch(const RankLayout& layout, const TrainEnv& env, DataCursor& cursor) {
+  const auto t0 = Clock::now();
+  const int from = layout.sampler_of(layout.group.rank);
+  const std::string text = comm_recv_bytes(*layout.job, from);
+  const double wait = seconds_since(t0);
+  const std::string where = str_cat("rollout rank ", from, "'s batch");
+  StepBatch b = parse_message(text, "batch", [&](const nlohmann::json& j) {
+    cursor = cursor_from_json(j, 0);
+    StepBatch out = step_batch_from_json(j.at("batch"), env.examples, where);
+    out.sampler_idle_seconds = j.at("idle_s").get<double>();
+    out.sampler_wall_seconds = j.at("wall_s").get<double>();
+    return out;
+  });
+  b.wait_seconds = wait;
+  return b;
+}
+
+void send_step_ex(const RankLayout& layout, double ex) {
+  if (layout.job->rank == kTrainerRoot) comm_send(*layout.job, &ex, sizeof ex, layout.rollout_root());
+}
+
+double send_rollout_weights(const RankLayout& layout, TrainEnv& env, bool stop) {
+  if (layout.job->rank != kTrainerRoot) return 0;
+  const auto t0 = Clock::now();
+  const int64_t flag = stop ? 1 : 0;
+  comm_send(*layout.job, &flag, sizeof flag, layout.rollout_root());
+  if (!stop) comm_send(*layout.job, rollout_weights(env), rollout_weight_count(env) * 4, layout.rollout_root());
+  return seconds_since(t0);
+}
+
+void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
+  const TrainConfig& c = env.config;
+  const int64_t lag = async_lag(c.async, c.max_staleness);
+  const RolloutStart start = start_from_text(relay_bytes(layout));
+  relay(layout, rollout_weights(env), rollout_weight_count(env) * 4);
+  // The trainers' GEMM mode: their synchronous run's rollouts computed these bits.
+  set_gemm_thread_independent(start.thread_independent);
+  const PolicyBackend& backend = find_backend(c.device);
+  Policy policy = frozen_policy(backend, env.model);
+  if (env.adapter) policy_attach_lora(policy, env.adapter.get(), /*grads=*/false);
+  const RolloutOptions base = train_rollout_options(c, env.chat_template, start.live);
+  PolicyKV kv = make_policy_kv(policy, start.kv_blocks, base.kv_block_size);
+  SchemaCache schemas;
+  DataCursor cursor = start.cursor;
+  std::vector<int> shares;  // the trainers whose shares this rank samples
+  for (int k = 0; k < layout.trainers; ++k)
+    if (layout.sampler_of(k) == layout.job->rank) shares.push_back(k);
+
+  // Per batch sent, the window since the previous one: its wall seconds and those spent waiting
+  // for the trainers (their messages, and the previous batch's send until they took it).
+  double idle = 0;
+  auto since = Clock::now();
+  auto wait = [&](auto&& receive) {
+    const auto t0 = Clock::now();
+    receive();
+    idle += seconds_since(t0);
+  };
+  // The next batch, by the weights of update `version`: each share drawn from the same cursor, as
+  // trainer k of a synchronous run draws the whole batch and rolls out its part (rl/grpo/train_data.h).
+  auto sample = [&](int64_t version) {
+    std::vector<StepBatch> batches;
+    DataCursor after = cursor;
+    for (int k : shares) {
+      Comm share;
+      share.rank = k, share.world_size = layout.trainers;
+      after = cursor;
+      batches.push_back(sample_step_batch(env, policy, kv, base, start.schedule, after, schemas, share));
+      batches.back().version = version;
+    }
+    const auto sent = Clock::now();
+    for (size_t i = 0; i < shares.size(); ++i) {
+      nlohmann::ordered_json m;
+      m["data_cursor"] = cursor_json(after);
+      m["idle_s"] = idle;
+      m["wall_s"] = std::chrono::duration<double>(sent - since).count();
+      m["batch"] = step_batch_json(batches[i]);
+      comm_send_bytes(*layout.job, m.dump(), shares[i]);
+    }
+    cursor = after;
+    idle = seconds_since(sent), since = sent;
+  };
+
+  int64_t step = start.step;
+  int64_t next = step + start.ahead;  // the next batch to sample
+  if (next == step && step < start.max_steps) sample(step), ++next;
+  for (; step < start.max_steps; ++step) {
+    double ex = 0;
+    wait([&] { relay(layout, &ex, sizeof ex); });
+    observe_step(start.schedule, cursor, ex);
+    // Ahead (one-step, full): the batches up to step s+lag, by the weights step s starts from.
+    while (next <= step + lag && next < start.max_steps) sample(step), ++next;
+    if (step + 1 >= start.max_steps) break;
+    int64_t stop = 0;
+    wait([&] {
+      relay(layout, &stop, sizeof stop);
+      if (stop == 0) relay(layout, rollout_weights(env), rollout_weight_count(env) * 4);
+    });
+    if (stop != 0) break;
+    if (lag == 0) sample(step + 1), ++next;
+  }
+}
+
+}  // namespace sqlrl::rl

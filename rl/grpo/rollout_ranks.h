@@ -1,0 +1,79 @@
+// Disaggregated rollout (`train --rollout-ranks R` under `mpirun -np N`): job ranks [0, N-R) only
+// train, data parallel among themselves (their group is TrainEnv::comm: gradients, checkpoints,
+// evaluation, logs stay among them), and job ranks [N-R, N) only roll out. Rollout rank j samples
+// the shares of the trainers k with k % R == j, each exactly as trainer k of a synchronous run of
+// N-R ranks would (its prompts, its Philox sample ids, its live samples and KV blocks), and sends
+// each trainer its StepBatch. So `--async off` with rollout ranks writes the bytes of N-R ranks
+// without them, and with `--async one-step` the rollout of step s+1 runs while step s trains
+// (`full`: of step s+K): the bytes of the N-R trainers alone with the same --async.
+//
+// The messages, point to point over the job's communicator (runtime/comm.h), in this order:
+//   start     trainer 0 -> rollout root: RolloutStart and the weights (resume: the checkpoint's);
+//   batch s   rollout rank -> trainer k: its StepBatch of step s, the data cursor past its draws,
+//             and the rollout rank's idle and wall seconds while sampling it;
+//   ex s      trainer 0 -> rollout root: step s's training EX over every trainer's samples, which
+//             moves the curriculum before step s+1 is drawn (the synchronous loop's order);
+//   weights   trainer 0 -> rollout root after step s (when a step s+1 follows): stop or go on,
+//             and the new weights.
+// The rollout root relays what it receives to the other rollout ranks (broadcast in their group).
+// Per step the trainers receive batch s (off: after sending the weights of s; one-step and full
+// with K = max-staleness: during step s-K, sampled by the weights step s-K started from), then
+// send ex s, and weights. Resume:
+// the trainers' checkpoint holds what the rollout ranks need (cursor, batches sampled ahead); the
+// rollout ranks read nothing from the run folder.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "rl/grpo/data_schedule.h"
+#include "rl/grpo/train_data.h"
+#include "runtime/comm.h"
+
+namespace sqlrl::rl {
+
+struct TrainEnv;
+
+struct RankLayout {
+  const Comm* job = nullptr;  // every rank of the job
+  Comm group;                 // this rank's side: the trainers, or the rollout ranks
+  int trainers = 0, rollout = 0;
+  bool rolls_out() const { return job->rank >= trainers; }
+  int rollout_root() const { return trainers; }  // a job rank
+  // The job rank that samples trainer k's share of every step.
+  int sampler_of(int trainer) const { return trainers + trainer % rollout; }
+};
+
+// Splits the job (a collective over it): the last `rollout_ranks` ranks roll out. Fails when no
+// rank would be left to train, naming both numbers.
+RankLayout split_rollout_ranks(const Comm& job, int64_t rollout_ranks);
+
+// What the trainers tell the rollout ranks before the first step: where the run stands and how
+// its rollouts run.
+struct RolloutStart {
+  int64_t step = 0;       // the first step to run
+  int64_t max_steps = 0;  // epochs resolved
+  int64_t live = 0, kv_blocks = 0;  // max-batch-sequences and KV blocks, as the trainers planned them
+  bool thread_independent = false;  // the CPU GEMMs' mode (runtime/gemm.h)
+  int64_t ahead = 0;                // batches the trainers hold from step `step` on (a resumed --async checkpoint's)
+  DataCursor cursor;                // where the draws of step `step` + ahead begin
+  DataSchedule schedule;
+};
+
+// The floats the rollout ranks receive after every update: the adapter's in a LoRA run, else the model's.
+float* rollout_weights(TrainEnv& env);
+int64_t rollout_weight_count(const TrainEnv& env);
+
+// ---- the trainers' side (rl/grpo/train_loop.cpp); trainer 0 sends, the others do nothing ----
+void send_rollout_start(const RankLayout& layout, TrainEnv& env, const RolloutStart& start);
+// This trainer's batch of the next step; `cursor` becomes the sampler's past its draws. The
+// batch's wait / sampler seconds are filled in.
+StepBatch receive_step_batch(const RankLayout& layout, const TrainEnv& env, DataCursor& cursor);
+void send_step_ex(const RankLayout& layout, double ex);
+// stop: the trainers end here (interrupted) and the rollout ranks with them. Returns the seconds
+// the send took (trainer 0; 0 elsewhere).
+double send_rollout_weights(const RankLayout& layout, TrainEnv& env, bool stop);
+
+// ---- the rollout ranks' side: the whole life of a rollout rank, until the trainers' last step ----
+void run_rollout_rank(TrainEnv& env, const RankLayout& layout);
+
+}  // namespace sqlrl::rl
