@@ -125,6 +125,9 @@ const std::vector<ChartSpec>& chart_specs() {
       // --async runs only (rl/grpo/async.h): trainer steps between the sampling weights and the trained ones.
       spec("staleness", "Staleness (updates between the weights that sampled a batch and those it trains)",
            {fig("staleness", "staleness")}, "", false),
+      // --rollout-ranks runs only (rl/grpo/rollout_ranks.h): how much of its time each side waited for the other.
+      spec("idle", "Rollout ranks: idle fraction (trainers waiting for batches, rollout ranks for the trainers)",
+           {fig("trainers", "time/trainer_idle_fraction"), fig("rollout ranks", "time/rollout_idle_fraction")}),
       spec("grad_norm", "Gradient norm (before clipping)", {fig("grad norm", "grad_norm")}),
       spec("lr", "Learning rate", {fig("lr", "lr")}),
       spec("loss", "Loss", {fig("loss", "loss")}),
@@ -133,7 +136,8 @@ const std::vector<ChartSpec>& chart_specs() {
       spec("time", "Time per phase (s per step)",
        {fig("step", "time/step_s"), fig("rollout decode", "time/decode_s"), fig("rollout prefill", "time/prefill_s"),
         fig("SQL", "time/sql_s"), fig("reward", "time/score_s"), fig("train fwd/bwd + optimizer", "time/train_s"),
-        fig("of which optimizer", "time/optimizer_s"), fig("collectives", "time/comm_s"), fig("eval", "time/eval_s"),
+        fig("of which optimizer", "time/optimizer_s"), fig("collectives", "time/comm_s"),
+        fig("weights to the rollout ranks", "time/weight_sync_s"), fig("eval", "time/eval_s"),
         fig("checkpoint", "time/checkpoint_s"), fig("SFT step", "seconds")}),
   };
   return specs;

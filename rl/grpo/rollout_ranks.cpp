@@ -2,12 +2,14 @@
 // rollout rank's loop (see rl/grpo/rollout_ranks.h for the protocol).
 #include "rl/grpo/rollout_ranks.h"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 #include <nlohmann/json.hpp>
 
 #include "rl/grpo/async.h"
 #include "rl/grpo/train.h"
+#include "rl/grpo/train_log.h"
 #include "rl/policy.h"
 #include "rl/policy_backend.h"
 #include "runtime/error.h"
@@ -79,14 +81,66 @@ std::string relay_bytes(const RankLayout& layout) {
   return m;
 }
 
+// Prompts [lo, hi) of a step's batch of B.
+struct Range {
+  int64_t lo = 0, hi = 0;
+};
+Range unit_prompts(const RankLayout& l, int unit, int64_t B) {
+  return {unit * B / l.units(), (unit + 1) * B / l.units()};
+}
+Range trainer_prompts(const RankLayout& l, int trainer, int64_t B) {
+  return {trainer * B / l.trainers, (trainer + 1) * B / l.trainers};
+}
+bool overlap(const Range& a, const Range& b) { return std::max(a.lo, b.lo) < std::min(a.hi, b.hi); }
+
+// Prompts [lo, hi) of a unit's batch (indices into its examples) with their trajectories. The
+// unit's rollout figures go with its first piece only, so the trainers' sums count them once.
+StepBatch piece_of(const StepBatch& unit, int64_t lo, int64_t hi, bool first) {
+  StepBatch p;
+  p.examples.assign(unit.examples.begin() + lo, unit.examples.begin() + hi);
+  p.example_ids.assign(unit.example_ids.begin() + lo, unit.example_ids.begin() + hi);
+  for (size_t i = 0; i < unit.trajs.size(); ++i) {
+    const int64_t e = unit.trajs[i].example_index;
+    if (e < lo || e >= hi) continue;
+    p.trajs.push_back(unit.trajs[i]);
+    p.trajs.back().example_index = e - lo;
+    p.ex.push_back(unit.ex[i]);
+  }
+  if (first) p.rollout = unit.rollout, p.score_seconds = unit.score_seconds;
+  p.dynamic = unit.dynamic;
+  p.first_draw = unit.first_draw, p.epoch = unit.epoch, p.level = unit.level, p.version = unit.version;
+  return p;
+}
+
+// A trainer's batch from its pieces, in unit order: what it would hold had it sampled them (its
+// trajectory sums over its own trajectories, in its prompts' order).
+StepBatch merge_pieces(std::vector<StepBatch> pieces, const TrainEnv& env) {
+  StepBatch b = std::move(pieces[0]);
+  for (size_t i = 1; i < pieces.size(); ++i) {
+    StepBatch& p = pieces[i];
+    const int64_t offset = static_cast<int64_t>(b.examples.size());
+    b.examples.insert(b.examples.end(), p.examples.begin(), p.examples.end());
+    b.example_ids.insert(b.example_ids.end(), p.example_ids.begin(), p.example_ids.end());
+    for (Trajectory& t : p.trajs) {
+      t.example_index += offset;
+      b.trajs.push_back(std::move(t));
+    }
+    b.ex.insert(b.ex.end(), p.ex.begin(), p.ex.end());
+    add_rollout_stats(b.rollout, p.rollout);
+    b.score_seconds += p.score_seconds;
+    b.sampler_idle_seconds = std::max(b.sampler_idle_seconds, p.sampler_idle_seconds);
+    b.sampler_wall_seconds = std::max(b.sampler_wall_seconds, p.sampler_wall_seconds);
+  }
+  b.sums = trajectory_sums(b.trajs, &b.ex, env.panel);  // sample_step_batch's, for one unit whole
+  return b;
+}
+
 }  // namespace
 
 RankLayout split_rollout_ranks(const Comm& job, int64_t rollout_ranks) {
   const int64_t trainers = job.world_size - rollout_ranks;
   check(rollout_ranks >= 1 && trainers >= 1, "train: --rollout-ranks ", rollout_ranks, " in a job of ", job.world_size,
         " ranks leaves ", trainers, " to train (run more ranks: mpirun -np N with N > rollout-ranks)");
-  check(rollout_ranks <= trainers, "train: --rollout-ranks ", rollout_ranks, " with ", trainers, " trainer ranks: each ",
-        "rollout rank samples whole trainers' shares, so some would have none (at most as many rollout ranks as trainers)");
   RankLayout l;
   l.job = &job;
   l.trainers = static_cast<int>(trainers);
@@ -105,19 +159,26 @@ void send_rollout_start(const RankLayout& layout, TrainEnv& env, const RolloutSt
 }
 
 StepBatch receive_step_batch(const RankLayout& layout, const TrainEnv& env, DataCursor& cursor) {
+  const int64_t B = env.config.batch_size;
+  const Range mine = trainer_prompts(layout, layout.group.rank, B);
   const auto t0 = Clock::now();
-  const int from = layout.sampler_of(layout.group.rank);
-  const std::string text = comm_recv_bytes(*layout.job, from);
-  const double wait = seconds_since(t0);
-  const std::string where = str_cat("rollout rank ", from, "'s batch");
-  StepBatch b = parse_message(text, "batch", [&](const nlohmann::json& j) {
-    cursor = cursor_from_json(j, 0);
-    StepBatch out = step_batch_from_json(j.at("batch"), env.examples, where);
-    out.sampler_idle_seconds = j.at("idle_s").get<double>();
-    out.sampler_wall_seconds = j.at("wall_s").get<double>();
-    return out;
-  });
-  b.wait_seconds = wait;
+  std::vector<StepBatch> pieces;
+  for (int u = 0; u < layout.units(); ++u) {
+    if (!overlap(unit_prompts(layout, u, B), mine)) continue;
+    const int from = layout.sampler_of_unit(u);
+    const std::string text = comm_recv_bytes(*layout.job, from);
+    const std::string where = str_cat("rollout rank ", from, "'s batch");
+    pieces.push_back(parse_message(text, "batch", [&](const nlohmann::json& j) {
+      cursor = cursor_from_json(j, 0);
+      StepBatch out = step_batch_from_json(j.at("batch"), env.examples, where);
+      out.sampler_idle_seconds = j.at("idle_s").get<double>();
+      out.sampler_wall_seconds = j.at("wall_s").get<double>();
+      return out;
+    }));
+  }
+  check(!pieces.empty(), "rollout ranks: trainer ", layout.group.rank, " holds no prompt of a batch of ", B);
+  StepBatch b = merge_pieces(std::move(pieces), env);
+  b.wait_seconds = seconds_since(t0);
   return b;
 }
 
@@ -148,9 +209,9 @@ void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
   PolicyKV kv = make_policy_kv(policy, start.kv_blocks, base.kv_block_size);
   SchemaCache schemas;
   DataCursor cursor = start.cursor;
-  std::vector<int> shares;  // the trainers whose shares this rank samples
-  for (int k = 0; k < layout.trainers; ++k)
-    if (layout.sampler_of(k) == layout.job->rank) shares.push_back(k);
+  std::vector<int> units;  // the units of each batch this rank samples
+  for (int u = 0; u < layout.units(); ++u)
+    if (layout.sampler_of_unit(u) == layout.job->rank) units.push_back(u);
 
   // Per batch sent, the window since the previous one: its wall seconds and those spent waiting
   // for the trainers (their messages, and the previous batch's send until they took it).
@@ -161,26 +222,36 @@ void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
     receive();
     idle += seconds_since(t0);
   };
-  // The next batch, by the weights of update `version`: each share drawn from the same cursor, as
-  // trainer k of a synchronous run draws the whole batch and rolls out its part (rl/grpo/train_data.h).
+  // The next batch, by the weights of update `version`: each unit drawn from the same cursor, as
+  // rank u of a synchronous run draws the whole batch and rolls out its part (rl/grpo/train_data.h),
+  // then each trainer sent its piece, units and trainers in order.
   auto sample = [&](int64_t version) {
+    const int64_t B = c.batch_size;
     std::vector<StepBatch> batches;
     DataCursor after = cursor;
-    for (int k : shares) {
-      Comm share;
-      share.rank = k, share.world_size = layout.trainers;
+    for (int u : units) {
+      Comm unit;
+      unit.rank = u, unit.world_size = layout.units();
       after = cursor;
-      batches.push_back(sample_step_batch(env, policy, kv, base, start.schedule, after, schemas, share));
+      batches.push_back(sample_step_batch(env, policy, kv, base, start.schedule, after, schemas, unit));
       batches.back().version = version;
     }
     const auto sent = Clock::now();
-    for (size_t i = 0; i < shares.size(); ++i) {
-      nlohmann::ordered_json m;
-      m["data_cursor"] = cursor_json(after);
-      m["idle_s"] = idle;
-      m["wall_s"] = std::chrono::duration<double>(sent - since).count();
-      m["batch"] = step_batch_json(batches[i]);
-      comm_send_bytes(*layout.job, m.dump(), shares[i]);
+    for (size_t i = 0; i < units.size(); ++i) {
+      const Range prompts = unit_prompts(layout, units[i], B);
+      bool first = true;
+      for (int k = 0; k < layout.trainers; ++k) {
+        const Range theirs = trainer_prompts(layout, k, B);
+        if (!overlap(prompts, theirs)) continue;
+        nlohmann::ordered_json m;
+        m["data_cursor"] = cursor_json(after);
+        m["idle_s"] = idle;
+        m["wall_s"] = std::chrono::duration<double>(sent - since).count();
+        m["batch"] = step_batch_json(piece_of(batches[i], std::max(prompts.lo, theirs.lo) - prompts.lo,
+                                              std::min(prompts.hi, theirs.hi) - prompts.lo, first));
+        comm_send_bytes(*layout.job, m.dump(), k);
+        first = false;
+      }
     }
     cursor = after;
     idle = seconds_since(sent), since = sent;

@@ -1,11 +1,16 @@
 // Disaggregated rollout (`train --rollout-ranks R` under `mpirun -np N`): job ranks [0, N-R) only
 // train, data parallel among themselves (their group is TrainEnv::comm: gradients, checkpoints,
-// evaluation, logs stay among them), and job ranks [N-R, N) only roll out. Rollout rank j samples
-// the shares of the trainers k with k % R == j, each exactly as trainer k of a synchronous run of
-// N-R ranks would (its prompts, its Philox sample ids, its live samples and KV blocks), and sends
-// each trainer its StepBatch. So `--async off` with rollout ranks writes the bytes of N-R ranks
-// without them, and with `--async one-step` the rollout of step s+1 runs while step s trains
-// (`full`: of step s+K): the bytes of the N-R trainers alone with the same --async.
+// evaluation, logs stay among them), and job ranks [N-R, N) only roll out. A step's batch is
+// sampled in V = max(N-R, R) units: unit u is what rank u of a synchronous run of V ranks would
+// sample (its prompts [uB/V, (u+1)B/V), its Philox sample ids, the trainers' live samples and KV
+// blocks), by rollout rank u % R, and goes to the trainers whose prompts it holds (split by prompt
+// when it straddles two); a trainer merges its pieces in unit order. With R <= N-R a unit is one
+// trainer's share, sampled exactly as that trainer would: `--async off` writes the bytes of the
+// N-R trainers alone, and with `--async one-step` the rollout of step s+1 runs while step s trains
+// (`full`: of step s+K), again their bytes with the same --async. With more rollout ranks than
+// trainers a trainer's share is sampled in several smaller rollouts, which changes no token under
+// --batch-invariant (otherwise a row's last bits may follow its batch), so such a job writes the
+// bytes of the trainers alone with --batch-invariant, and its own bytes every time in any case.
 //
 // The messages, point to point over the job's communicator (runtime/comm.h), in this order:
 //   start     trainer 0 -> rollout root: RolloutStart and the weights (resume: the checkpoint's);
@@ -39,8 +44,8 @@ struct RankLayout {
   int trainers = 0, rollout = 0;
   bool rolls_out() const { return job->rank >= trainers; }
   int rollout_root() const { return trainers; }  // a job rank
-  // The job rank that samples trainer k's share of every step.
-  int sampler_of(int trainer) const { return trainers + trainer % rollout; }
+  int units() const { return trainers > rollout ? trainers : rollout; }
+  int sampler_of_unit(int unit) const { return trainers + unit % rollout; }  // a job rank
 };
 
 // Splits the job (a collective over it): the last `rollout_ranks` ranks roll out. Fails when no

@@ -172,6 +172,28 @@ TEST(Report, AnAsyncRunChartsItsStaleness) {
   EXPECT_EQ(c->series[0].points.back().second, 1.0);
 }
 
+// A --rollout-ranks run charts each side's idle fraction; the fixture's run (no rollout ranks)
+// gets no such chart.
+TEST(Report, ARunWithRolloutRanksChartsItsIdleFractions) {
+  ReportRun run = load_report_run(fixture_run());
+  auto idle = [](const std::vector<ReportChart>& charts) -> const ReportChart* {
+    for (const ReportChart& c : charts)
+      if (c.id == "idle") return &c;
+    return nullptr;
+  };
+  EXPECT_EQ(idle(report_charts({run})), nullptr);
+  for (size_t i = 0; i < run.metrics.size(); ++i) {
+    run.metrics[i]["time"]["trainer_idle_fraction"] = 0.25;
+    run.metrics[i]["time"]["rollout_idle_fraction"] = 0.5;
+  }
+  const std::vector<ReportChart> charts = report_charts({run});
+  const ReportChart* c = idle(charts);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->series.size(), 2u);
+  EXPECT_EQ(c->series[0].points.back().second, 0.25);
+  EXPECT_EQ(c->series[1].points.back().second, 0.5);
+}
+
 TEST(Report, HtmlParsesWithOneSvgPerChartAndTheFixturesNumbers) {
 #ifndef SQLRL_HAVE_GUMBO
   GTEST_SKIP() << "built without gumbo (Debian libgumbo-dev): the HTML parser test needs it";

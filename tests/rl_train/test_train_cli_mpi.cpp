@@ -210,6 +210,36 @@ TEST(TrainCliMpi, RolloutRanksTwoStepsAheadResumeBitForBit) {
   EXPECT_EQ(untimed_metrics(killed), untimed_metrics(a));
 }
 
+// More rollout ranks than trainers: each batch is sampled in max(T, R) units (prompt ranges), each
+// by one rollout rank, and a trainer merges the pieces of its share in order, splitting a unit
+// that straddles two trainers. Under --batch-invariant the smaller rollouts change no token, so
+// one trainer with two rollout ranks writes one process's bytes (both with --grad-accum 2: the
+// data-parallel GEMMs), and two trainers with three rollout ranks, whose middle unit of a batch of
+// 5 holds prompts of both, write the bytes of the two trainers alone.
+TEST(TrainCliMpi, MoreRolloutRanksThanTrainersSplitTheShares) {
+  SQLRL_REQUIRE_MPI();
+  const std::string root = fresh_dir("cli_mpi_rollout_more");
+  const std::string args = "--config tiny --weights " + std::string(SQLRL_FIXTURES_DIR) + "/sft_tiny --max-steps 2 "
+                           "--group-size 4 --max-turn-tokens 64 --batch-invariant --save-every 2 --out ";
+  CliRun a = run_command(mpirun(3) + SQLRL_BINARY + " train --rollout-ranks 2 --batch-size 4 --grad-accum 2 " + args +
+                             root + "/r2", "rollout_more_r2");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  CliRun b = run_command(std::string(SQLRL_BINARY) + " train --batch-size 4 --grad-accum 2 " + args + root + "/one",
+                         "rollout_more_one");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  expect_same_checkpoint(root + "/r2", root + "/one", 2);
+  EXPECT_EQ(untimed_metrics(root + "/r2"), untimed_metrics(root + "/one"));
+
+  CliRun c = run_command(mpirun(5) + SQLRL_BINARY + " train --rollout-ranks 3 --batch-size 5 " + args + root + "/r3",
+                         "rollout_more_r3");
+  ASSERT_EQ(c.rc, 0) << c.err;
+  CliRun d = run_command(mpirun(2) + SQLRL_BINARY + " train --batch-size 5 " + args + root + "/two", "rollout_more_two");
+  ASSERT_EQ(d.rc, 0) << d.err;
+  expect_same_checkpoint(root + "/r3", root + "/two", 2);
+  EXPECT_EQ(untimed_metrics(root + "/r3"), untimed_metrics(root + "/two"));
+  EXPECT_EQ(metric_lines(root + "/r3")[1]["trajectories"], 20);
+}
+
 TEST(TrainCliMpi, RolloutRanksNeedATrainer) {
   CliRun r = run_command(std::string(SQLRL_BINARY) + " train --rollout-ranks 1 " + fixture_args(1) + "--out " +
                              fresh_dir("cli_rollout_alone"), "rollout_alone");

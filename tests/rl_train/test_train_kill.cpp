@@ -217,5 +217,33 @@ TEST(KillNine, ShardedTrainJobResumesToTheBytesOfAnUninterruptedJob) {
   kill_and_compare(job, dir, ref, 3, full_ms);
 }
 
+// A job of one trainer and one rollout rank (--rollout-ranks 1) two batches ahead (--async full
+// --max-staleness 2), killed whole after steps and inside checkpoint writes, then resumed: the
+// checkpoint must carry both batches sampled ahead (the trainer's), and the rollout rank must
+// take up sampling where the trainer's checkpoint says, or the run leaves the uninterrupted
+// job's bytes.
+TEST(KillNine, RolloutRanksJobTwoBatchesAheadResumesToTheBytesOfAnUninterruptedJob) {
+  if (std::string(SQLRL_MPIEXEC).empty()) GTEST_SKIP() << "built without MPI";
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+  const std::vector<std::string> mpirun{SQLRL_MPIEXEC, "-np", "2", "--oversubscribe"};
+  const std::string ref = fresh_dir("kill_rollout_ref"), dir = fresh_dir("kill_rollout");
+  auto args = [](const std::string& out) {
+    return std::vector<std::string>{"train", "--config", "tiny", "--weights",
+                                    std::string(SQLRL_FIXTURES_DIR) + "/sft_tiny", "--max-steps", "5",
+                                    "--batch-size", "4", "--group-size", "4", "--max-turn-tokens", "64",
+                                    "--rollout-ranks", "1", "--async", "full", "--max-staleness", "2",
+                                    "--save-every", "1", "--out", out};
+  };
+  const int64_t full_ms = timed_run_ms(args(ref), mpirun);
+  ASSERT_TRUE(fs::exists(checkpoint_dir(ref, 5)));
+  Job job{[&] {
+            return fs::exists(dir + "/config.toml") ? std::vector<std::string>{"train", "--resume", dir} : args(dir);
+          },
+          5, {"time", "rollout"}, mpirun};
+  kill_and_compare(job, dir, ref, 3, full_ms);
+}
+
 }  // namespace
 }  // namespace sqlrl::rl::testing
