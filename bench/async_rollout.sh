@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rollout ranks with and without overlap: `mpirun -np 2 train --rollout-ranks 1` (one rank rolls
-# out, one trains) with --async off (the two take turns) and --async one-step (step t+1 is sampled
-# while step t trains), from the SFT-trained tiny fixture (tests/fixtures/sft_tiny), per seed.
+# out, one trains) with --async off (the two take turns), one-step (step t+1 is sampled while step
+# t trains) and full --max-staleness 2 (two batches ahead), from the SFT-trained tiny fixture
+# (tests/fixtures/sft_tiny), per seed.
 # Prints each run's mean step time (steps 2.. : step 1 has nothing to overlap with), the trainer's
 # and the rollout rank's idle fractions, the final greedy EX on the dev split, and the speedup.
 #   bench/async_rollout.sh [BUILD] [STEPS] [B] [G] [SEEDS...]
@@ -30,12 +31,13 @@ echo "async_rollout: mpirun -np 2 --rollout-ranks 1, $steps steps of $B x $G, $(
 printf '%-6s %-10s %10s %13s %13s %8s\n' seed async "s/step" "trainer idle" "rollout idle" "final EX"
 for seed in "${seeds[@]}"; do
   declare -A step_s=()
-  for mode in off one-step; do
+  for mode in off one-step full; do
     out="$work/$mode-$seed"
-    mpirun -np 2 --oversubscribe "$bin" train $args --seed "$seed" --rollout-ranks 1 --async "$mode" --out "$out" >/dev/null
+    mpirun -np 2 --oversubscribe "$bin" train $args --seed "$seed" --rollout-ranks 1 --async "$mode" --max-staleness 2 \
+      --out "$out" >/dev/null
     read -r s ti ri ex <<<"$(summary "$out")"
     step_s[$mode]=$s
     printf '%-6s %-10s %10s %13s %13s %8s\n' "$seed" "$mode" "$s" "$ti" "$ri" "$ex"
   done
-  python3 -c "print(f'seed $seed: one-step is {${step_s[off]} / ${step_s[one-step]}:.2f}x off per step')" 2>/dev/null || true
+  python3 -c "print(f'seed $seed: per step, one-step is {${step_s[off]} / ${step_s[one-step]}:.2f}x off, full {${step_s[off]} / ${step_s[full]}:.2f}x')" 2>/dev/null || true
 done
