@@ -122,6 +122,13 @@ int64_t gemm_threads_for_bits() { return gemm_thread_independent() ? 0 : openbla
 
 }  // namespace
 
+std::string trainer_state_text(const nlohmann::ordered_json& state) {
+  std::string out = "{";
+  for (auto it = state.begin(); it != state.end(); ++it)
+    out += str_cat(it == state.begin() ? "\n" : ",\n", "  ", nlohmann::ordered_json(it.key()).dump(), ": ", it.value().dump());
+  return out + "\n}\n";
+}
+
 nlohmann::ordered_json trainer_state_head(const char* trainer, const OptimizerState& optimizer) {
   nlohmann::ordered_json j;
   j["version"] = kTrainerStateVersion;
@@ -220,7 +227,7 @@ std::string save_checkpoint(const std::string& run_dir, int64_t step, const Qwen
     else if (optimizer) save_optimizer(*optimizer, (tmp / "optimizer.safetensors").string());
     copy_tokenizer_files(tokenizer_path, tmp.string());
     if (sharded) collect_shards(shards, tmp, shard.world_size, cancel);
-    write_text_atomic((tmp / "trainer_state.json").string(), trainer_state.dump(2) + "\n");
+    write_text_atomic((tmp / "trainer_state.json").string(), trainer_state_text(trainer_state));
   } catch (...) {
     std::error_code ignored;  // a full disk: give the space back, keep the previous checkpoint
     fs::remove_all(tmp, ignored);

@@ -85,6 +85,9 @@ struct OptimizerShard {
   bool sharded() const { return world_size > 1; }
 };
 
+// trainer_state.json's text: a field per line, each value on its line (compact: --async's batches
+// ahead hold every token, and an indented array puts each on a line of its own, 3.6x the bytes).
+std::string trainer_state_text(const nlohmann::ordered_json& state);
 // The common head of trainer_state.json; the trainer adds its own fields after it.
 nlohmann::ordered_json trainer_state_head(const char* trainer, const OptimizerState& optimizer);
 // Writes checkpoints/step-<step>/ of run_dir atomically (see above); returns the folder.

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -107,6 +108,19 @@ void write_optimizer_state(const std::string& dir, const OptimizerState& full, i
 // The resume rule is each option row's `resumable` attribute (runtime/options.h): train's rows
 // that may change on resume are how far the run goes, where and how it runs, how it logs and
 // checkpoints; a changed value of any other row is named, a changed resumable one is not.
+// trainer_state.json: a line per field, whatever it holds (an --async checkpoint's batches ahead
+// hold every sampled token: one line each when indented), and it reads back as written.
+TEST(RunFolder, TrainerStateIsALinePerFieldAndReadsBack) {
+  nlohmann::ordered_json state;
+  state["version"] = 1;
+  state["data_cursor"] = {{"level", 0}, {"recent_ex", {0.25, 0.5}}};
+  state["ahead"] = nlohmann::ordered_json::array({nlohmann::ordered_json::array({{{"tokens", {1, 2, 3}}}})});
+  const std::string text = trainer_state_text(state);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5) << text;
+  EXPECT_NE(text.find("\n  \"ahead\": [[{\"tokens\":[1,2,3]}]]\n}"), std::string::npos) << text;
+  EXPECT_EQ(nlohmann::ordered_json::parse(text), state);
+}
+
 TEST(ResumeRule, TheRowsResumableAttributeDecides) {
   TrainConfig saved_config, asked_config;
   const OptionTable saved = config_fields(saved_config);
