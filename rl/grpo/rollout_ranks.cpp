@@ -93,9 +93,12 @@ Range trainer_prompts(const RankLayout& l, int trainer, int64_t B) {
 }
 bool overlap(const Range& a, const Range& b) { return std::max(a.lo, b.lo) < std::min(a.hi, b.hi); }
 
-// Prompts [lo, hi) of a unit's batch (indices into its examples) with their trajectories. The
-// unit's rollout figures go with its first piece only, so the trainers' sums count them once.
+// Prompts [lo, hi) of a unit's batch (indices into its examples) with their trajectories, without
+// trajectory sums (the trainer sums what it holds). The unit's rollout figures go with its first
+// piece only, so the trainers' totals count them once.
 StepBatch piece_of(const StepBatch& unit, int64_t lo, int64_t hi, bool first) {
+  check(0 <= lo && lo <= hi && hi <= static_cast<int64_t>(unit.examples.size()), "rollout ranks: prompts [", lo, ", ",
+        hi, ") of a unit of ", unit.examples.size());
   StepBatch p;
   p.examples.assign(unit.examples.begin() + lo, unit.examples.begin() + hi);
   p.example_ids.assign(unit.example_ids.begin() + lo, unit.example_ids.begin() + hi);
@@ -112,8 +115,7 @@ StepBatch piece_of(const StepBatch& unit, int64_t lo, int64_t hi, bool first) {
   return p;
 }
 
-// A trainer's batch from its pieces, in unit order: what it would hold had it sampled them (its
-// trajectory sums over its own trajectories, in its prompts' order).
+// A trainer's batch from its pieces, in unit order: what it would hold had it sampled them.
 StepBatch merge_pieces(std::vector<StepBatch> pieces, const TrainEnv& env) {
   StepBatch b = std::move(pieces[0]);
   for (size_t i = 1; i < pieces.size(); ++i) {
@@ -131,7 +133,9 @@ StepBatch merge_pieces(std::vector<StepBatch> pieces, const TrainEnv& env) {
     b.sampler_idle_seconds = std::max(b.sampler_idle_seconds, p.sampler_idle_seconds);
     b.sampler_wall_seconds = std::max(b.sampler_wall_seconds, p.sampler_wall_seconds);
   }
-  b.sums = trajectory_sums(b.trajs, &b.ex, env.panel);  // sample_step_batch's, for one unit whole
+  // One whole unit keeps its own sums (with dynamic sampling they count every try's trajectories,
+  // not only the kept ones); pieces (piece_of sends none) sum the trajectories they hold.
+  if (pieces.size() > 1 || b.sums.empty()) b.sums = trajectory_sums(b.trajs, &b.ex, env.panel);
   return b;
 }
 
@@ -195,8 +199,15 @@ double send_rollout_weights(const RankLayout& layout, TrainEnv& env, bool stop) 
   return seconds_since(t0);
 }
 
+void check_rollout_layout(const RankLayout& layout, const TrainConfig& c) {
+  check(!c.dynamic_sampling || layout.rollout <= layout.trainers, "train: --dynamic-sampling with --rollout-ranks ",
+        layout.rollout, " and ", layout.trainers, " trainers: a trainer's groups must come from one rollout rank, so at "
+        "most as many rollout ranks as trainers");
+}
+
 void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
   const TrainConfig& c = env.config;
+  check_rollout_layout(layout, c);
   const int64_t lag = async_lag(c.async, c.max_staleness);
   const RolloutStart start = start_from_text(relay_bytes(layout));
   relay(layout, rollout_weights(env), rollout_weight_count(env) * 4);
@@ -227,15 +238,14 @@ void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
   // then each trainer sent its piece, units and trainers in order.
   auto sample = [&](int64_t version) {
     const int64_t B = c.batch_size;
-    std::vector<StepBatch> batches;
     DataCursor after = cursor;
-    for (int u : units) {
-      Comm unit;
-      unit.rank = u, unit.world_size = layout.units();
-      after = cursor;
-      batches.push_back(sample_step_batch(env, policy, kv, base, start.schedule, after, schemas, unit));
-      batches.back().version = version;
-    }
+    // Dynamic sampling's counts of informative groups, each unit's slot filled by its rollout rank.
+    std::vector<StepBatch> batches =
+        sample_step_units(env, policy, kv, base, start.schedule, after, schemas, units, layout.units(),
+                          [&](std::vector<double>& per_unit) {
+                            comm_all_reduce_sum(layout.group, per_unit.data(), static_cast<int64_t>(per_unit.size()));
+                          });
+    for (StepBatch& b : batches) b.version = version;
     const auto sent = Clock::now();
     for (size_t i = 0; i < units.size(); ++i) {
       const Range prompts = unit_prompts(layout, units[i], B);
@@ -247,8 +257,12 @@ void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
         m["data_cursor"] = cursor_json(after);
         m["idle_s"] = idle;
         m["wall_s"] = std::chrono::duration<double>(sent - since).count();
-        m["batch"] = step_batch_json(piece_of(batches[i], std::max(prompts.lo, theirs.lo) - prompts.lo,
-                                              std::min(prompts.hi, theirs.hi) - prompts.lo, first));
+        // A unit that is the trainer's whole share goes whole (with dynamic sampling it holds only
+        // its kept groups, which no longer line up with prompt ranges: check_rollout_layout).
+        const bool whole = prompts.lo == theirs.lo && prompts.hi == theirs.hi;
+        m["batch"] = step_batch_json(whole ? batches[i]
+                                           : piece_of(batches[i], std::max(prompts.lo, theirs.lo) - prompts.lo,
+                                                      std::min(prompts.hi, theirs.hi) - prompts.lo, first));
         comm_send_bytes(*layout.job, m.dump(), k);
         first = false;
       }

@@ -11,6 +11,8 @@
 // trainers a trainer's share is sampled in several smaller rollouts, which changes no token under
 // --batch-invariant (otherwise a row's last bits may follow its batch), so such a job writes the
 // bytes of the trainers alone with --batch-invariant, and its own bytes every time in any case.
+// Dynamic sampling (R <= N-R only): each try's informative groups are counted per unit over the
+// rollout group (sample_step_units), so each unit keeps what its trainer alone would.
 //
 // The messages, point to point over the job's communicator (runtime/comm.h), in this order:
 //   start     trainer 0 -> rollout root: RolloutStart and the weights (resume: the checkpoint's);
@@ -37,6 +39,7 @@
 namespace sqlrl::rl {
 
 struct TrainEnv;
+struct TrainConfig;
 
 struct RankLayout {
   const Comm* job = nullptr;  // every rank of the job
@@ -77,6 +80,10 @@ void send_step_ex(const RankLayout& layout, double ex);
 // stop: the trainers end here (interrupted) and the rollout ranks with them. Returns the seconds
 // the send took (trainer 0; 0 elsewhere).
 double send_rollout_weights(const RankLayout& layout, TrainEnv& env, bool stop);
+
+// What a layout cannot run, refused on every rank before any message: --dynamic-sampling with
+// more rollout ranks than trainers (a trainer's kept groups would come from several units' tries).
+void check_rollout_layout(const RankLayout& layout, const TrainConfig& config);
 
 // ---- the rollout ranks' side: the whole life of a rollout rank, until the trainers' last step ----
 void run_rollout_rank(TrainEnv& env, const RankLayout& layout);

@@ -264,8 +264,6 @@ void validate_config(const TrainConfig& c) {
   find_async_mode(c.async);  // fails naming the rows
   check(c.max_staleness >= 1 && c.max_staleness <= 64, "config: max-staleness must be in [1, 64], got ", c.max_staleness);
   check(c.rollout_ranks >= 0, "config: rollout-ranks must be >= 0, got ", c.rollout_ranks);
-  check(c.rollout_ranks == 0 || !c.dynamic_sampling, "config: rollout-ranks with dynamic-sampling: the ranks that roll "
-        "out would have to agree on each further try's groups; not built yet (turn one of them off)");
   check(c.rollout_ranks == 0 || parse_device_type(c.device) == DeviceType::CPU, "config: rollout-ranks on ", c.device,
         ": the weights' broadcast to the rollout ranks is built for the cpu (MPI) only so far");
   {

@@ -110,77 +110,105 @@ DataSchedule make_data_schedule(TrainEnv& env, const Policy& policy, PolicyKV& k
 
 StepBatch sample_step_batch(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
                             const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas, const Comm& comm) {
+  return std::move(sample_step_units(env, policy, kv, base, schedule, cursor, schemas, {comm.rank}, comm.world_size,
+                                     [&](std::vector<double>& per_rank) { comm_sum_in_rank_order(comm, per_rank); })[0]);
+}
+
+std::vector<StepBatch> sample_step_units(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
+                                         const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas,
+                                         const std::vector<int>& units, int V, const SumCounts& sum_counts) {
   const TrainConfig& c = env.config;
-  const int64_t B = c.batch_size, G = c.group_size, W = comm.world_size;
-  const int64_t first_prompt = comm.rank * B / W, end_prompt = (comm.rank + 1) * B / W;
-  StepBatch out;
-  out.first_draw = cursor.draws, out.epoch = cursor_epoch(schedule, cursor), out.level = cursor.level;
+  const int64_t B = c.batch_size, G = c.group_size;
+  std::vector<StepBatch> outs(units.size());
+  for (StepBatch& out : outs)
+    out.first_draw = cursor.draws, out.epoch = cursor_epoch(schedule, cursor), out.level = cursor.level;
+  // What a unit's try leaves for the keep phase, once every unit's informative groups are counted.
+  struct Try {
+    std::vector<int64_t> ids;
+    std::vector<sql::Example> examples;
+    std::vector<Trajectory> trajs;
+    std::vector<uint8_t> ex, varies;
+    int64_t informative = 0;
+  };
   const int64_t tries = c.dynamic_sampling ? c.dynamic_sampling_max_tries : 1;
-  int64_t informative_before = 0;  // every rank's, in earlier tries
+  int64_t informative_before = 0;  // every unit's, in earlier tries
   for (int64_t t = 0; t < tries && (t == 0 || informative_before < B); ++t) {
-    // Every rank draws the whole batch (the cursor stays the same everywhere) and rolls out its share.
+    // The whole batch is drawn once (every rank draws it, so the cursor stays the same everywhere);
+    // each unit rolls out its share.
     const int64_t first_draw = cursor.draws;
     std::vector<int64_t> drawn;
     for (int64_t i = 0; i < B; ++i) drawn.push_back(draw_example(schedule, cursor, c.seed));
-    const std::vector<int64_t> mine_ids(drawn.begin() + first_prompt, drawn.begin() + end_prompt);
-    std::vector<sql::Example> mine;
-    for (int64_t id : mine_ids) mine.push_back(env.examples[static_cast<size_t>(id)]);
-    RolloutOptions ro = base;
-    ro.first_sample_id = static_cast<uint64_t>((first_draw + first_prompt) * G);
-    std::vector<RolloutRequest> requests;
-    for (const sql::Example& ex : mine)
-      requests.push_back({&ex, build_prompt_tokens(*env.protocol, *env.tokenizer, ex, schemas.get(*env.pool, ex.db_path), ro)});
-    RolloutStats stats;
-    std::vector<Trajectory> trajs = rollout(policy, *env.tokenizer, *env.protocol, *env.pool, requests, ro, &stats, &kv);
-    add_rollout_stats(out.rollout, stats);
-    const auto score_start = std::chrono::steady_clock::now();
-    std::vector<uint8_t> ex;
-    env.score(mine, trajs, &ex);
-    out.score_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - score_start).count();
-    const std::vector<double> sums = trajectory_sums(trajs, &ex, env.panel);
-    if (out.sums.empty()) out.sums.assign(sums.size(), 0.0);
-    for (size_t k = 0; k < sums.size(); ++k) out.sums[k] += sums[k];
-    ++out.dynamic.tries;
-    out.dynamic.prompts += B;
-    if (!c.dynamic_sampling) {
-      out.examples = std::move(mine), out.example_ids = mine_ids, out.trajs = std::move(trajs), out.ex = std::move(ex);
-      break;
-    }
-    // Which of this rank's groups vary, and how many every rank has (in rank order).
-    const int64_t P = static_cast<int64_t>(mine.size());
-    std::vector<std::vector<float>> rewards(static_cast<size_t>(P));
-    // As select_trajectories judges a group: over its samples that did not fail for the machine.
-    for (const Trajectory& tr : trajs)
-      if (!(c.exclude_infra_failures && tr.infra_failure))
-        rewards[static_cast<size_t>(tr.example_index)].push_back(static_cast<float>(tr.reward));
-    std::vector<uint8_t> varies(static_cast<size_t>(P));
-    int64_t mine_informative = 0;
-    for (int64_t p = 0; p < P; ++p) mine_informative += varies[p] = rewards[p].size() >= 2 && rewards_vary(rewards[p]);
-    std::vector<double> per_rank(static_cast<size_t>(W), 0.0);
-    per_rank[static_cast<size_t>(comm.rank)] = static_cast<double>(mine_informative);
-    comm_sum_in_rank_order(comm, per_rank);
-    int64_t before_me = informative_before;
-    for (int64_t r = 0; r < comm.rank; ++r) before_me += static_cast<int64_t>(per_rank[r]);
-    // Keep the first B informative groups of the step in draw order (tries, then ranks, then prompts).
-    int64_t quota = std::clamp<int64_t>(B - before_me, 0, mine_informative);
-    std::vector<int64_t> new_index(static_cast<size_t>(P), -1);
-    for (int64_t p = 0; p < P && quota > 0; ++p)
-      if (varies[p]) {
-        new_index[p] = static_cast<int64_t>(out.examples.size());
-        out.examples.push_back(mine[p]), out.example_ids.push_back(mine_ids[p]), --quota;
+    std::vector<Try> done(units.size());
+    std::vector<double> per_unit(static_cast<size_t>(V), 0.0);
+    for (size_t k = 0; k < units.size(); ++k) {
+      StepBatch& out = outs[k];
+      Try& d = done[k];
+      const int64_t first_prompt = units[k] * B / V, end_prompt = (units[k] + 1) * B / V;
+      d.ids.assign(drawn.begin() + first_prompt, drawn.begin() + end_prompt);
+      for (int64_t id : d.ids) d.examples.push_back(env.examples[static_cast<size_t>(id)]);
+      RolloutOptions ro = base;
+      ro.first_sample_id = static_cast<uint64_t>((first_draw + first_prompt) * G);
+      std::vector<RolloutRequest> requests;
+      for (const sql::Example& ex : d.examples)
+        requests.push_back({&ex, build_prompt_tokens(*env.protocol, *env.tokenizer, ex, schemas.get(*env.pool, ex.db_path), ro)});
+      RolloutStats stats;
+      d.trajs = rollout(policy, *env.tokenizer, *env.protocol, *env.pool, requests, ro, &stats, &kv);
+      add_rollout_stats(out.rollout, stats);
+      const auto score_start = std::chrono::steady_clock::now();
+      env.score(d.examples, d.trajs, &d.ex);
+      out.score_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - score_start).count();
+      const std::vector<double> sums = trajectory_sums(d.trajs, &d.ex, env.panel);
+      if (out.sums.empty()) out.sums.assign(sums.size(), 0.0);
+      for (size_t i = 0; i < sums.size(); ++i) out.sums[i] += sums[i];
+      ++out.dynamic.tries;
+      out.dynamic.prompts += B;
+      if (!c.dynamic_sampling) {
+        out.examples = std::move(d.examples), out.example_ids = d.ids, out.trajs = std::move(d.trajs);
+        out.ex = std::move(d.ex);
+        continue;
       }
-    for (size_t i = 0; i < trajs.size(); ++i) {
-      const int64_t to = new_index[static_cast<size_t>(trajs[i].example_index)];
-      if (to < 0) continue;
-      trajs[i].example_index = to;
-      out.trajs.push_back(std::move(trajs[i]));
-      out.ex.push_back(ex[i]);
+      // Which of this unit's groups vary: as select_trajectories judges a group, over its samples
+      // that did not fail for the machine.
+      const int64_t P = static_cast<int64_t>(d.examples.size());
+      std::vector<std::vector<float>> rewards(static_cast<size_t>(P));
+      for (const Trajectory& tr : d.trajs)
+        if (!(c.exclude_infra_failures && tr.infra_failure))
+          rewards[static_cast<size_t>(tr.example_index)].push_back(static_cast<float>(tr.reward));
+      d.varies.assign(static_cast<size_t>(P), 0);
+      for (int64_t p = 0; p < P; ++p) d.informative += d.varies[p] = rewards[p].size() >= 2 && rewards_vary(rewards[p]);
+      per_unit[static_cast<size_t>(units[k])] = static_cast<double>(d.informative);
     }
-    for (double x : per_rank) informative_before += static_cast<int64_t>(x);
+    if (!c.dynamic_sampling) break;
+    sum_counts(per_unit);  // how many every unit has, in unit order
+    for (size_t k = 0; k < units.size(); ++k) {
+      StepBatch& out = outs[k];
+      Try& d = done[k];
+      int64_t before_me = informative_before;
+      for (int r = 0; r < units[k]; ++r) before_me += static_cast<int64_t>(per_unit[r]);
+      // Keep the first B informative groups of the step in draw order (tries, then units, then prompts).
+      int64_t quota = std::clamp<int64_t>(B - before_me, 0, d.informative);
+      const int64_t P = static_cast<int64_t>(d.examples.size());
+      std::vector<int64_t> new_index(static_cast<size_t>(P), -1);
+      for (int64_t p = 0; p < P && quota > 0; ++p)
+        if (d.varies[p]) {
+          new_index[p] = static_cast<int64_t>(out.examples.size());
+          out.examples.push_back(d.examples[p]), out.example_ids.push_back(d.ids[p]), --quota;
+        }
+      for (size_t i = 0; i < d.trajs.size(); ++i) {
+        const int64_t to = new_index[static_cast<size_t>(d.trajs[i].example_index)];
+        if (to < 0) continue;
+        d.trajs[i].example_index = to;
+        out.trajs.push_back(std::move(d.trajs[i]));
+        out.ex.push_back(d.ex[i]);
+      }
+    }
+    for (double x : per_unit) informative_before += static_cast<int64_t>(x);
   }
-  out.dynamic.informative_groups = c.dynamic_sampling ? informative_before : 0;
-  out.dynamic.kept_groups = c.dynamic_sampling ? std::min(informative_before, B) : B;
-  return out;
+  for (StepBatch& out : outs) {
+    out.dynamic.informative_groups = c.dynamic_sampling ? informative_before : 0;
+    out.dynamic.kept_groups = c.dynamic_sampling ? std::min(informative_before, B) : B;
+  }
+  return outs;
 }
 
 }  // namespace sqlrl::rl

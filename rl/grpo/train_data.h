@@ -3,6 +3,7 @@
 // with DAPO's dynamic sampling. Internal to rl/grpo/train*.cpp.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -61,5 +62,13 @@ StepBatch step_batch_from_json(const nlohmann::json& j, const std::vector<sql::E
 
 StepBatch sample_step_batch(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
                             const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas, const Comm& comm);
+
+// The same for several ranks' shares on this process (--rollout-ranks: unit u of V samples what
+// rank u of V would), one after the other within each try. `sum_counts` adds a V-long vector of
+// per-unit counts, each unit's slot filled by the process that holds it, over every process.
+using SumCounts = std::function<void(std::vector<double>& per_unit)>;
+std::vector<StepBatch> sample_step_units(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
+                                         const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas,
+                                         const std::vector<int>& units, int V, const SumCounts& sum_counts);
 
 }  // namespace sqlrl::rl

@@ -222,6 +222,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   // --rollout-ranks: this rank trains; the job's rollout ranks sample every step's batch.
   const RankLayout* layout = env.layout;
   check(!layout || !layout->rolls_out(), "train: run_training on a rollout rank (run_rollout_rank runs those)");
+  if (layout) check_rollout_layout(*layout, c);
   const DataParallel dp{&comm, c.grad_accum, c.deterministic_reduce, static_cast<int>(c.zero_stage)};
   const PolicyBackend& backend = find_backend(c.device);  // rl/policy_backend.h
   check(backend.zero_shards_adapter || !dp.distributed() || c.zero_stage == 0 || !env.adapter, "train: --zero-stage ",

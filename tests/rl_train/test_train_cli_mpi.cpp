@@ -240,6 +240,33 @@ TEST(TrainCliMpi, MoreRolloutRanksThanTrainersSplitTheShares) {
   EXPECT_EQ(metric_lines(root + "/r3")[1]["trajectories"], 20);
 }
 
+// --dynamic-sampling with rollout ranks: two rollout ranks, one unit each, count every try's
+// informative groups together (an all-reduce in their group) and keep the groups the two trainers
+// alone keep. With more rollout ranks than trainers it is refused on every rank.
+TEST(TrainCliMpi, RolloutRanksKeepTheDynamicSamplingGroupsOfTheTrainersAlone) {
+  SQLRL_REQUIRE_MPI();
+  const std::string root = fresh_dir("cli_mpi_rollout_dynamic");
+  // Groups of 2 are often all wrong: 3 tries per step, and 5 informative groups for a batch of 4
+  // in step 1, so the quota cuts across the units.
+  const std::string args = "--config tiny --weights " + std::string(SQLRL_FIXTURES_DIR) + "/sft_tiny --max-steps 2 "
+                           "--batch-size 4 --group-size 2 --max-turn-tokens 96 --dynamic-sampling "
+                           "--dynamic-sampling-max-tries 3 --save-every 2 --out ";
+  CliRun a = run_command(mpirun(4) + SQLRL_BINARY + " train --rollout-ranks 2 " + args + root + "/r2", "rollout_dyn");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  CliRun b = run_command(mpirun(2) + SQLRL_BINARY + " train " + args + root + "/two", "rollout_dyn_two");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  expect_same_checkpoint(root + "/r2", root + "/two", 2);
+  const std::vector<nlohmann::json> m = untimed_metrics(root + "/r2");
+  EXPECT_EQ(m, untimed_metrics(root + "/two"));
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_GT(m[0]["dynamic_sampling"]["tries"].get<int64_t>(), 1)
+      << "step 1 filled its batch in one try: the exchange of counts went untested";
+  EXPECT_GT(m[0]["dynamic_sampling"]["informative_groups"].get<int64_t>(), 4) << "no group left out by the quota";
+  CliRun c = run_command(mpirun(3) + SQLRL_BINARY + " train --rollout-ranks 2 " + args + root + "/refused", "rollout_dyn_no");
+  EXPECT_NE(c.rc, 0);
+  EXPECT_NE(c.err.find("--dynamic-sampling with --rollout-ranks 2 and 1 trainers"), std::string::npos) << c.err;
+}
+
 TEST(TrainCliMpi, RolloutRanksNeedATrainer) {
   CliRun r = run_command(std::string(SQLRL_BINARY) + " train --rollout-ranks 1 " + fixture_args(1) + "--out " +
                              fresh_dir("cli_rollout_alone"), "rollout_alone");

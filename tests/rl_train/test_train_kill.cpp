@@ -53,10 +53,12 @@ bool run_and_kill(const std::vector<std::string>& args, const std::string& dir, 
                   const std::vector<std::string>& launcher = {}) {
   const int64_t lines_at_start = dir.empty() ? 0 : count_lines(dir + "/metrics.jsonl");
   std::optional<Clock::time_point> progressed;
+  // The run's errors, shown when it fails on its own (a kill leaves nothing worth reading).
+  const std::string err = sqlrl::testing::process_temp_path("sqlrl_kill_stderr").string();
   pid_t pid = fork();
   if (pid == 0) {
     setsid();
-    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
+    if (!freopen("/dev/null", "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(126);
     std::vector<char*> argv;
     for (const std::string& a : launcher) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(const_cast<char*>(SQLRL_BINARY));
@@ -68,7 +70,8 @@ bool run_and_kill(const std::vector<std::string>& args, const std::string& dir, 
   int status = 0;
   for (;;) {
     if (waitpid(pid, &status, WNOHANG) == pid) {
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a run ended on its own with status " << status;
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << "a run ended on its own with status " << status << ":\n" << sql::testing::file_bytes(err);
       return false;
     }
     if (!at_checkpoint && !dir.empty() && !progressed && count_lines(dir + "/metrics.jsonl") > lines_at_start)
