@@ -267,6 +267,23 @@ TEST(TrainCliMpi, RolloutRanksKeepTheDynamicSamplingGroupsOfTheTrainersAlone) {
   EXPECT_NE(c.err.find("--dynamic-sampling with --rollout-ranks 2 and 1 trainers"), std::string::npos) << c.err;
 }
 
+// A LoRA run with a rollout rank: the adapter is what travels after each update (the base stays
+// as loaded on every rank), and the rollout rank samples with it attached: np 3 writes the adapter
+// and moments of the two trainers alone.
+TEST(TrainCliMpi, RolloutRanksSampleWithTheTrainedAdapter) {
+  SQLRL_REQUIRE_MPI();
+  const std::string root = fresh_dir("cli_mpi_rollout_lora");
+  const std::string args = fixture_args(3) + "--lora-rank 4 --async one-step --save-every 3 --out ";
+  CliRun a = run_command(mpirun(3) + SQLRL_BINARY + " train --rollout-ranks 1 " + args + root + "/split", "rollout_lora");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  CliRun b = run_command(mpirun(2) + SQLRL_BINARY + " train " + args + root + "/two", "rollout_lora_two");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  const std::string ck = "/checkpoints/step-3/";
+  EXPECT_TRUE(bytes(root + "/split" + ck + "adapter_model.safetensors") == bytes(root + "/two" + ck + "adapter_model.safetensors"));
+  expect_same_optimizer(root + "/split" + ck, root + "/two" + ck, 1, "the adapter's moments");
+  EXPECT_EQ(untimed_metrics(root + "/split"), untimed_metrics(root + "/two"));
+}
+
 TEST(TrainCliMpi, RolloutRanksNeedATrainer) {
   CliRun r = run_command(std::string(SQLRL_BINARY) + " train --rollout-ranks 1 " + fixture_args(1) + "--out " +
                              fresh_dir("cli_rollout_alone"), "rollout_alone");
