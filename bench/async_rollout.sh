@@ -2,7 +2,7 @@
 # Rollout ranks with and without overlap: `mpirun -np 2 train --rollout-ranks 1` (one rank rolls
 # out, one trains) with --async off (the two take turns), one-step (step t+1 is sampled while step
 # t trains) and full --max-staleness 2 (two batches ahead), from the SFT-trained tiny fixture
-# (tests/fixtures/sft_tiny), per seed.
+# (tests/fixtures/sft_tiny), per seed, beside the two ranks as plain data parallel (np2 DP).
 # Prints each run's mean step time (steps 2.. : step 1 has nothing to overlap with), the trainer's
 # and the rollout rank's idle fractions, the final greedy EX on the dev split, and the speedup.
 #   bench/async_rollout.sh [BUILD] [STEPS] [B] [G] [SEEDS...]
@@ -22,7 +22,7 @@ summary() {
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
 timed = rows[1:] or rows
-mean = lambda k: sum(r["time"][k] for r in timed) / len(timed)
+mean = lambda k: sum(r["time"].get(k, 0) for r in timed) / len(timed)
 ex = rows[-1].get("eval", {}).get("ex", float("nan"))
 print(f"{mean('step_s'):.3f} {mean('trainer_idle_fraction'):.3f} {mean('rollout_idle_fraction'):.3f} {ex:.4f}")
 PY
@@ -31,6 +31,12 @@ echo "async_rollout: mpirun -np 2 --rollout-ranks 1, $steps steps of $B x $G, $(
 printf '%-6s %-10s %10s %13s %13s %8s\n' seed async "s/step" "trainer idle" "rollout idle" "final EX"
 for seed in "${seeds[@]}"; do
   declare -A step_s=()
+  # The same two processes as plain data parallel (each rolls out and trains half): the baseline
+  # a disaggregated layout has to beat on these cores.
+  out="$work/dp-$seed"
+  mpirun -np 2 --oversubscribe "$bin" train $args --seed "$seed" --out "$out" >/dev/null
+  read -r s ti ri ex <<<"$(summary "$out")"
+  printf '%-6s %-10s %10s %13s %13s %8s\n' "$seed" "np2 DP" "$s" "-" "-" "$ex"
   for mode in off one-step full; do
     out="$work/$mode-$seed"
     mpirun -np 2 --oversubscribe "$bin" train $args --seed "$seed" --rollout-ranks 1 --async "$mode" --max-staleness 2 \
