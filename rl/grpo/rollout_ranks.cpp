@@ -200,6 +200,8 @@ double send_rollout_weights(const RankLayout& layout, TrainEnv& env, bool stop) 
 }
 
 void check_rollout_layout(const RankLayout& layout, const TrainConfig& c) {
+  check(c.batch_size >= layout.units(), "train: batch-size ", c.batch_size, " with ", layout.trainers, " trainers and ",
+        layout.rollout, " rollout ranks leaves a rank without a prompt (at least ", layout.units(), ")");
   check(!c.dynamic_sampling || layout.rollout <= layout.trainers, "train: --dynamic-sampling with --rollout-ranks ",
         layout.rollout, " and ", layout.trainers, " trainers: a trainer's groups must come from one rollout rank, so at "
         "most as many rollout ranks as trainers");

@@ -81,8 +81,9 @@ void send_step_ex(const RankLayout& layout, double ex);
 // the send took (trainer 0; 0 elsewhere).
 double send_rollout_weights(const RankLayout& layout, TrainEnv& env, bool stop);
 
-// What a layout cannot run, refused on every rank before any message: --dynamic-sampling with
-// more rollout ranks than trainers (a trainer's kept groups would come from several units' tries).
+// What a layout cannot run, refused on every rank before any message: a batch smaller than the
+// units (a rank without a prompt), --dynamic-sampling with more rollout ranks than trainers (a
+// trainer's kept groups would come from several units' tries).
 void check_rollout_layout(const RankLayout& layout, const TrainConfig& config);
 
 // ---- the rollout ranks' side: the whole life of a rollout rank, until the trainers' last step ----

@@ -265,6 +265,12 @@ TEST(TrainCliMpi, RolloutRanksKeepTheDynamicSamplingGroupsOfTheTrainersAlone) {
   CliRun c = run_command(mpirun(3) + SQLRL_BINARY + " train --rollout-ranks 2 " + args + root + "/refused", "rollout_dyn_no");
   EXPECT_NE(c.rc, 0);
   EXPECT_NE(c.err.find("--dynamic-sampling with --rollout-ranks 2 and 1 trainers"), std::string::npos) << c.err;
+  CliRun d = run_command(mpirun(3) + SQLRL_BINARY + " train --rollout-ranks 1 --config tiny --weights " +
+                             std::string(SQLRL_FIXTURES_DIR) + "/sft_tiny --max-steps 1 --batch-size 1 --out " + root +
+                             "/small", "rollout_small_batch");
+  EXPECT_NE(d.rc, 0);
+  EXPECT_NE(d.err.find("batch-size 1 with 2 trainers and 1 rollout ranks leaves a rank without a prompt"),
+            std::string::npos) << d.err;
 }
 
 // A LoRA run with a rollout rank: the adapter is what travels after each update (the base stays
