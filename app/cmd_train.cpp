@@ -136,6 +136,9 @@ void run_train(TrainArgs& args) {
   env.config_sources = sources;
   env.comm = layout ? &layout->group : &job;
   env.layout = layout ? &*layout : nullptr;
+  // Every rank past make_train_env's checks (an existing run in the folder, ...) before the
+  // trainers write the run folder: run_training's own barrier spans the trainers only.
+  if (layout) comm_barrier(job);
   if (layout && layout->rolls_out()) return rl::run_rollout_rank(env, *layout);
   if (root) {
     std::printf("train: %s\n", env.description.c_str());
