@@ -16,7 +16,8 @@
 # Environment: SQLRL_COMMIT (the commit shown; the copy there has no .git), SQLRL_GPU_BUILD
 # (build folder, default build-gpu), SQLRL_GPU_DEPS, SQLRL_GPU_BUDGET_S, SQLRL_GPU_TESTS (a ctest
 # -R regex for the test stage, default every test; the GPU's own tests alone, about 40 s on an
-# H200: 'Cuda|_cuda|Lora|Nccl|Decode|MatmulRows'), SQLRL_GPU_BENCHES (the benchmarks to run, by
+# H200: 'Cuda|_cuda|Lora|Nccl|Decode|MatmulRows'), SQLRL_GPU_TEST_TIMEOUT (seconds per test,
+# default 300), SQLRL_GPU_BENCHES (the benchmarks to run, by
 # name, space-separated: e.g. "bench_model_cuda bench_ops_cuda"; default every one and the
 # memory plan), SQLRL_GPU_TARGETS (the build stage's targets, space-separated; default all: e.g.
 # "llm_sqlrl test_kernels test_model_cuda test_rl_cuda test_runtime test_comm_mpi bench_model_cuda
@@ -98,8 +99,16 @@ use_carried_deps() {
   export PKG_CONFIG_LIBDIR="$lib/pkgconfig:$lib/openblas-pthread/pkgconfig:$prefix/usr/lib/pkgconfig:$prefix/usr/share/pkgconfig"
   export PKG_CONFIG_SYSROOT_DIR="$prefix"
   export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  say "deps: $(ls "$deps"/*.deb | wc -l) carried packages unpacked into $prefix"
+  # Open MPI finds its plugins and help files under OPAL_PREFIX; CMake is handed its wrapper and
+  # launcher by name (Debian's plain `mpicc`/`mpirun` are links into /etc/alternatives).
+  mpi_args=()
+  if [ -x "$prefix/usr/bin/mpirun.openmpi" ]; then
+    export OPAL_PREFIX="$prefix/usr"
+    mpi_args=(-DMPI_C_COMPILER="$prefix/usr/bin/mpicc.openmpi" -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpirun.openmpi")
+  fi
+  say "deps: $(ls "$deps"/*.deb | wc -l) carried packages unpacked into $prefix${mpi_args:+ (Open MPI relocated there)}"
 }
+mpi_args=()
 
 # Every stage needs them: the tests and benchmarks load OpenBLAS and its libgfortran from there.
 if compgen -G "$deps/*.deb" > /dev/null; then
@@ -112,7 +121,7 @@ if has_stage build; then
   say "== build"
   b0=$(date +%s)
   # A configure that finds no nvcc would quietly build the CPU path only: here that is a failure.
-  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSQLRL_WITH_CUDA=ON -DSQLRL_WERROR=OFF \
+  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSQLRL_WITH_CUDA=ON -DSQLRL_WERROR=OFF "${mpi_args[@]}" \
          -DPKG_CONFIG_EXECUTABLE="$(command -v pkgconf || command -v pkg-config || echo pkg-config)" >>"$log" 2>&1 ||
      ! grep -q "^-- llm_sqlrl: CUDA" "$log" ||
      ! cmake --build "$build" -j "$(nproc)" ${SQLRL_GPU_TARGETS:+--target $SQLRL_GPU_TARGETS} >>"$log" 2>&1; then
@@ -126,6 +135,7 @@ if has_stage build; then
   # Warnings are not fatal here (the machine's compiler is not the project's); they are counted.
   warnings=$(grep -c "warning:" "$log" || true)
   stage_lines+=("build: $(($(date +%s) - b0)) s on $(nproc) cores, $warnings compiler warnings (gpu_check.log)")
+  stage_lines+=("mpi: $(grep -m1 -o 'llm_sqlrl: MPI.*' "$log" || echo 'none found: the multi-process tests are not built')")
   say "build: $(($(date +%s) - b0)) s"
   write_report
 fi
@@ -135,7 +145,7 @@ if has_stage test; then
   s0=$(date +%s)
   filter=()
   [ -z "${SQLRL_GPU_TESTS:-}" ] || filter=(-R "$SQLRL_GPU_TESTS")
-  SQLRL_REQUIRE_GPU=1 ctest --test-dir "$build" -j "$(nproc)" --timeout 300 --output-on-failure "${filter[@]}" \
+  SQLRL_REQUIRE_GPU=1 ctest --test-dir "$build" -j "$(nproc)" --timeout "${SQLRL_GPU_TEST_TIMEOUT:-300}" --output-on-failure "${filter[@]}" \
     > "$ctest_log" 2>&1 || status=1
   tests_summary=$(grep -E "tests passed|tests failed" "$ctest_log" | tail -1)
   [ -n "$tests_summary" ] || tests_summary="ctest printed no summary (see ctest.log)"

@@ -21,6 +21,12 @@ packages=(
   libprotobuf-dev libprotobuf32 libprotobuf-lite32 protobuf-compiler libprotoc32
   libisal-dev libisal2
   pkgconf pkgconf-bin libpkgconf3
+  # Open MPI and what its libraries and plugins load, so that the multi-process tests (ranks
+  # sharing the one GPU) build and run there; gpu_check.sh relocates it with OPAL_PREFIX.
+  openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libpmix2 libhwloc15 libhwloc-plugins
+  libevent-2.1-7 libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1 libucx0 libibverbs1
+  librdmacm1 ibverbs-providers libnl-3-200 libnl-route-3-200 libpsm-infinipath1 libpsm2-2 libltdl7
+  libmunge2 libxnvctrl0
 )
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
