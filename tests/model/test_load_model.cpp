@@ -26,7 +26,7 @@ TEST(LoadModel, NonFiniteWeightsAreRefusedNamingTheTensor) {
   fs::remove_all(dir);
   save_model(m, dir);
   EXPECT_NO_THROW(load_model(dir));  // the clean copy loads
-  const ParamView& up = find_param(m, "model.layers.1.mlp.up_proj.weight");
+  const ParamView up = find_param(m, "model.layers.1.mlp.up_proj.weight");
   m.params[up.offset + 7] = NAN;
   m.params[up.offset + 9] = INFINITY;
   save_model(m, dir);

@@ -44,7 +44,7 @@ TEST(DemoSeeds, AClaimHoldsOnlyWhenEverySeedsMarginExceedsTheBaselinesSpread) {
   // Multi x multi against single x single: margins 0.20 and 0.13, single x single moves 0.02
   // between the seeds. GRPO against SFT: margins 0.10 and 0.04, SFT moves 0.01.
   nlohmann::ordered_json s = demo_seeds_json({report(1, 0.30, 0.20, 0.40), report(2, 0.31, 0.22, 0.35)});
-  const auto& mvs = claim(s, "multi_turn_beats_single_turn");
+  const nlohmann::ordered_json mvs = claim(s, "multi_turn_beats_single_turn");
   EXPECT_NEAR(mvs["margins"][0].get<double>(), 0.20, 1e-12);
   EXPECT_NEAR(mvs["margins"][1].get<double>(), 0.13, 1e-12);
   EXPECT_NEAR(mvs["smallest_margin"].get<double>(), 0.13, 1e-12);
@@ -52,7 +52,7 @@ TEST(DemoSeeds, AClaimHoldsOnlyWhenEverySeedsMarginExceedsTheBaselinesSpread) {
   EXPECT_NEAR(mvs["baseline_spread"].get<double>(), 0.02, 1e-12);
   EXPECT_NEAR(mvs["treatment_spread"].get<double>(), 0.05, 1e-12);
   EXPECT_TRUE(mvs["holds"].get<bool>());
-  const auto& gvs = claim(s, "grpo_beats_sft");
+  const nlohmann::ordered_json gvs = claim(s, "grpo_beats_sft");
   EXPECT_NEAR(gvs["smallest_margin"].get<double>(), 0.04, 1e-12);
   EXPECT_NEAR(gvs["baseline_spread"].get<double>(), 0.01, 1e-12);
   EXPECT_TRUE(gvs["holds"].get<bool>());

@@ -325,8 +325,8 @@ TEST(TrainCli, SigintSavesTheStepAndSaysWhere) {
   std::string base = sql::testing::temp_dir() + "/sigint";
   pid_t pid = fork();
   if (pid == 0) {
-    freopen((base + ".out").c_str(), "w", stdout);
-    freopen((base + ".err").c_str(), "w", stderr);
+    if (!freopen((base + ".out").c_str(), "w", stdout)) _exit(127);
+    if (!freopen((base + ".err").c_str(), "w", stderr)) _exit(127);
     execl(SQLRL_BINARY, SQLRL_BINARY, "train", "--max-steps", "200", "--save-every", "0", "--out", dir.c_str(),
           static_cast<char*>(nullptr));
     _exit(127);
