@@ -6,17 +6,22 @@
 # Prints each run's mean step time (steps 2.. : step 1 has nothing to overlap with), the trainer's
 # and the rollout rank's idle fractions, the final greedy EX on the dev split, and the speedup.
 #   bench/async_rollout.sh [BUILD] [STEPS] [B] [G] [SEEDS...]
+# Environment: SQLRL_BENCH_MODEL_ARGS replaces the model and its settings (default: the tiny
+# fixture on the CPU; scripts/gpu_check.sh's `async` stage passes a Qwen3-0.6B on --device cuda,
+# every rank sharing the one GPU), MPIRUN the launcher (default mpirun).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}; steps=${2:-8}; B=${3:-8}; G=${4:-8}
 shift $(( $# < 4 ? $# : 4 ))
 seeds=("$@"); [ ${#seeds[@]} -gt 0 ] || seeds=(1)
 bin=$build/llm_sqlrl
-command -v mpirun >/dev/null || { echo "async_rollout: no mpirun (Debian: openmpi-bin)"; exit 0; }
+mpirun=${MPIRUN:-mpirun}
+command -v "$mpirun" >/dev/null || { echo "async_rollout: no $mpirun (Debian: openmpi-bin)"; exit 0; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-args="--config tiny --weights tests/fixtures/sft_tiny --max-steps $steps --batch-size $B --group-size $G --save-every 0 --eval-every $steps --eval-limit 40"
+model_args=${SQLRL_BENCH_MODEL_ARGS:-"--config tiny --weights tests/fixtures/sft_tiny --eval-every $steps --eval-limit 40"}
+args="$model_args --max-steps $steps --batch-size $B --group-size $G --save-every 0"
 summary() {
   python3 - "$1" <<'PY' 2>/dev/null || echo "(python3 missing: see metrics.jsonl)"
 import json, sys
@@ -28,18 +33,19 @@ print(f"{mean('step_s'):.3f} {mean('trainer_idle_fraction'):.3f} {mean('rollout_
 PY
 }
 echo "async_rollout: mpirun -np 2 --rollout-ranks 1, $steps steps of $B x $G, $(nproc) cores, $(git rev-parse --short HEAD 2>/dev/null)"
+echo "  model: $model_args"
 printf '%-6s %-10s %10s %13s %13s %8s\n' seed async "s/step" "trainer idle" "rollout idle" "final EX"
 for seed in "${seeds[@]}"; do
   declare -A step_s=()
   # The same two processes as plain data parallel (each rolls out and trains half): the baseline
   # a disaggregated layout has to beat on these cores.
   out="$work/dp-$seed"
-  mpirun -np 2 --oversubscribe "$bin" train $args --seed "$seed" --out "$out" >/dev/null
+  "$mpirun" -np 2 --oversubscribe "$bin" train $args --seed "$seed" --out "$out" >/dev/null
   read -r s ti ri ex <<<"$(summary "$out")"
   printf '%-6s %-10s %10s %13s %13s %8s\n' "$seed" "np2 DP" "$s" "-" "-" "$ex"
   for mode in off one-step full; do
     out="$work/$mode-$seed"
-    mpirun -np 2 --oversubscribe "$bin" train $args --seed "$seed" --rollout-ranks 1 --async "$mode" --max-staleness 2 \
+    "$mpirun" -np 2 --oversubscribe "$bin" train $args --seed "$seed" --rollout-ranks 1 --async "$mode" --max-staleness 2 \
       --out "$out" >/dev/null
     read -r s ti ri ex <<<"$(summary "$out")"
     step_s[$mode]=$s

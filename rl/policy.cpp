@@ -170,6 +170,10 @@ void policy_adamw_step_slice(Policy& policy, OptimizerState& optimizer, const fl
   policy.backend->adamw_step_slice(policy, optimizer, grads, lo, hi, config, lr, max_norm, grad_sq_sum);
 }
 
+int64_t policy_rollout_weight_bytes(const Policy& policy) { return policy.backend->rollout_weight_bytes(policy); }
+void policy_read_rollout_weights(const Policy& policy, void* out) { policy.backend->read_rollout_weights(policy, out); }
+void policy_write_rollout_weights(Policy& policy, const void* in) { policy.backend->write_rollout_weights(policy, in); }
+
 void policy_download(const Policy& policy, QwenModel& out) { policy.backend->download(policy, out); }
 void policy_download_optimizer(const Policy& policy, OptimizerState& out) {
   policy.backend->download_optimizer(policy, out);

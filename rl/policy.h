@@ -210,6 +210,14 @@ void policy_adamw_step(Policy& policy, OptimizerState& optimizer, const AdamWCon
 void policy_adamw_step_slice(Policy& policy, OptimizerState& optimizer, const float* grads, int64_t lo, int64_t hi,
                              const AdamWConfig& config, float lr, float max_norm, double grad_sq_sum);
 
+// ---- rollout ranks: the weights a rollout reads, as bytes (rl/policy_backend.h) ----
+int64_t policy_rollout_weight_bytes(const Policy& policy);
+// Into `out` (host, policy_rollout_weight_bytes of it), after the work queued on the policy.
+void policy_read_rollout_weights(const Policy& policy, void* out);
+// From `in` (host, as policy_read_rollout_weights wrote it on a policy of the same model): the
+// next rollout forward runs on them. Sizes are the caller's to agree on (the bytes travel).
+void policy_write_rollout_weights(Policy& policy, const void* in);
+
 // ---- checkpoints: master weights and moments to the host and back ----
 // CPU: copies params when out is another model. CUDA: the master into `out`; with an adapter the
 // adapter's master into *policy.lora instead (the frozen base has no master: the host copy is

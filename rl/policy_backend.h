@@ -89,6 +89,14 @@ struct PolicyBackend {
   void (*download_optimizer)(const Policy& policy, OptimizerState& out);
   void (*upload_optimizer)(Policy& policy, const OptimizerState& in);
 
+  // ---- rollout ranks (rl/grpo/rollout_ranks.h): the weights every rollout forward reads, as the
+  // bytes the trainers send after each update (CPU: the f32 host parameters; CUDA: the bf16 device
+  // copy, so the rollout ranks sample with the bits the trainers' own rollouts would use); an
+  // attached adapter's alone (the base never changes).
+  int64_t (*rollout_weight_bytes)(const Policy& policy);
+  void (*read_rollout_weights)(const Policy& policy, void* out);
+  void (*write_rollout_weights)(Policy& policy, const void* in);
+
   // ---- data parallel (rl/data_parallel.h)
   double (*reduce_gradients)(Policy& policy, const DataParallel& dp, const std::vector<std::vector<float>>& shard_grads,
                              std::vector<float>& slice_buffer, const float** own);

@@ -4,6 +4,7 @@
 // --grad-accum shards summed in rank order (rl/data_parallel.h).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/attention.h"
 #include "rl/policy_backend.h"
@@ -157,6 +158,27 @@ void download(const Policy& policy, QwenModel& out) {
   if (&out != policy.host) out.params = policy.host->params;
 }
 
+// The f32 parameters the CPU forward reads: the adapter's with one attached, else the model's.
+float* rollout_floats(const Policy& policy, int64_t& n) {
+  if (policy.lora) return n = policy.lora->num_params, policy.lora->params.data();
+  return n = policy.host->num_params, policy.host->params.data();
+}
+int64_t rollout_weight_bytes(const Policy& policy) {
+  int64_t n = 0;
+  rollout_floats(policy, n);
+  return n * static_cast<int64_t>(sizeof(float));
+}
+void read_rollout_weights(const Policy& policy, void* out) {
+  int64_t n = 0;
+  const float* w = rollout_floats(policy, n);
+  std::memcpy(out, w, static_cast<size_t>(n) * sizeof(float));
+}
+void write_rollout_weights(Policy& policy, const void* in) {
+  int64_t n = 0;
+  float* w = rollout_floats(policy, n);
+  std::memcpy(w, in, static_cast<size_t>(n) * sizeof(float));
+}
+
 void download_optimizer(const Policy&, OptimizerState&) {}  // the moments are OptimizerState's own
 void upload_optimizer(Policy&, const OptimizerState&) {}
 
@@ -270,6 +292,9 @@ const PolicyBackend& row() {
       .download = download,
       .download_optimizer = download_optimizer,
       .upload_optimizer = upload_optimizer,
+      .rollout_weight_bytes = rollout_weight_bytes,
+      .read_rollout_weights = read_rollout_weights,
+      .write_rollout_weights = write_rollout_weights,
       .reduce_gradients = reduce_gradients,
       .gather_update = gather_update,
       .gather_download = gather_download,

@@ -302,6 +302,24 @@ void upload_optimizer(Policy& policy, const OptimizerState& in) {
   model_copy(opt.v.data(), v, opt.v.nbytes(), CopyKind::HostToDevice, policy.cuda.stream);
 }
 
+// The bf16 copy every forward reads (the adapter's with one attached): what the trainers' own
+// rollouts sample with, so a rollout rank given these bytes samples the same bits. In place: the
+// decode graphs captured on these buffers stay valid.
+const Tensor& rollout_tensor(const Policy& policy) {
+  if (const CudaLora* lora = device_lora(policy, "rollout weights")) return lora->weights;
+  check(policy.cuda.weights.defined(), "rollout weights: the policy has no device weights");
+  return policy.cuda.weights;
+}
+int64_t rollout_weight_bytes(const Policy& policy) { return static_cast<int64_t>(rollout_tensor(policy).nbytes()); }
+void read_rollout_weights(const Policy& policy, void* out) {
+  const Tensor& w = rollout_tensor(policy);
+  model_copy(out, w.data(), w.nbytes(), CopyKind::DeviceToHost, policy.cuda.stream);
+}
+void write_rollout_weights(Policy& policy, const void* in) {
+  const Tensor& w = rollout_tensor(policy);
+  model_copy(w.data(), in, w.nbytes(), CopyKind::HostToDevice, policy.cuda.stream);
+}
+
 int64_t memory_bytes(int device) { return static_cast<int64_t>(cuda_device_info(device).total_memory); }
 
 const PolicyBackend& row() {
@@ -341,6 +359,9 @@ const PolicyBackend& row() {
       .download = download,
       .download_optimizer = download_optimizer,
       .upload_optimizer = upload_optimizer,
+      .rollout_weight_bytes = rollout_weight_bytes,
+      .read_rollout_weights = read_rollout_weights,
+      .write_rollout_weights = write_rollout_weights,
       .reduce_gradients = reduce_gradients,
       .gather_update = gather_update,
       .gather_download = gather_download,

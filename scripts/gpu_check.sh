@@ -6,7 +6,8 @@
 #   scripts/gpu_check.sh OUT_DIR [STAGES]     STAGES: comma list of build,test,bench (the default)
 #   and firstlight (scripts/gpu_first_light.sh: every model-running subcommand on a random
 #   Qwen3-0.6B, CPU beside CUDA; a few minutes, so run it as its own command after the build),
-#   and train4b (two GRPO steps on a random Qwen3-4B on the device, each phase's time)
+#   and train4b (two GRPO steps on a random Qwen3-4B on the device, each phase's time), and async
+#   (bench/async_rollout.sh on the device: rollout ranks sharing the GPU, a random Qwen3-0.6B)
 # Made for a borrowed GPU machine that stops a command at 10 minutes and has no network:
 #  * the report is rewritten after every stage and every benchmark, so a command stopped at its
 #    limit still leaves what ran; benchmarks not started before SQLRL_GPU_BUDGET_S seconds
@@ -230,6 +231,32 @@ if has_stage train4b; then
   fi
   rm -rf "$q/ckpt"
   stage_lines+=("train4b: $(($(date +%s) - q0)) s")
+  write_report
+fi
+
+if has_stage async; then
+  # Rollout ranks on the device (bench/async_rollout.sh): 1 trainer + 1 rollout rank sharing the
+  # GPU, --async off / one-step / full beside the two ranks as plain data parallel, on a random
+  # Qwen3-0.6B (2 turns of up to 256 tokens: random weights write to the cap), 4 steps of 4 x 8.
+  say "== async"
+  a0=$(date +%s)
+  q="$out/async"
+  rm -rf "$q" && mkdir -p "$q"
+  mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
+  if "$build/llm_sqlrl" init --preset qwen3-0.6b --tokenizer tests/fixtures/tokenizer/qwen3_tokenizer.json \
+       --out "$q/ckpt" --seed 1 >>"$log" 2>&1 &&
+     { echo "### async: rollout ranks on one GPU, random Qwen3-0.6B"; echo; echo '```';
+       MPIRUN="$mpiexec" SQLRL_BENCH_MODEL_ARGS="--weights $q/ckpt --device cuda --max-turns 2 --max-turn-tokens 256 \
+--max-total-tokens 2048 --enable-thinking=false --chat-template qwen3 --lr 1e-6 --filter-truncated=false \
+--filter-malformed=false --filter-no-valid-action=false --filter-zero-variance=false" \
+         bash bench/async_rollout.sh "$build" 4 4 8 1 2>>"$log"; echo '```'; } >> "$bench_md"; then
+    :
+  else
+    status=1
+    { echo "### async FAILED"; echo '```'; tail -20 "$log"; echo '```'; } >> "$bench_md"
+  fi
+  rm -rf "$q/ckpt"
+  stage_lines+=("async: $(($(date +%s) - a0)) s")
   write_report
 fi
 

@@ -43,6 +43,7 @@ std::string start_text(const RolloutStart& s) {
   j["kv_blocks"] = s.kv_blocks;
   j["thread_independent"] = s.thread_independent;
   j["ahead"] = s.ahead;
+  j["weight_bytes"] = s.weight_bytes;
   j["data_cursor"] = cursor_json(s.cursor);
   j["schedule"] = {{"levels", d.levels}, {"level_epochs", d.level_epochs}, {"promote_at", d.promote_at},
                    {"window", d.window}};
@@ -58,6 +59,7 @@ RolloutStart start_from_text(const std::string& text) {
     s.kv_blocks = j.at("kv_blocks").get<int64_t>();
     s.thread_independent = j.at("thread_independent").get<bool>();
     s.ahead = j.at("ahead").get<int64_t>();
+    s.weight_bytes = j.at("weight_bytes").get<int64_t>();
     s.cursor = cursor_from_json(j, 0);
     const nlohmann::json& d = j.at("schedule");
     s.schedule.levels = d.at("levels").get<std::vector<std::vector<int64_t>>>();
@@ -72,6 +74,19 @@ RolloutStart start_from_text(const std::string& text) {
 void relay(const RankLayout& layout, void* data, int64_t bytes) {
   if (layout.group.rank == 0) comm_recv(*layout.job, data, bytes, kTrainerRoot);
   comm_broadcast(layout.group, data, bytes, 0);
+}
+
+// Trainer 0's weights to the rollout root, through the layout's host staging.
+void send_weights(const RankLayout& layout, const Policy& policy) {
+  layout.staging.resize(static_cast<size_t>(policy_rollout_weight_bytes(policy)));
+  policy_read_rollout_weights(policy, layout.staging.data());
+  comm_send(*layout.job, layout.staging.data(), static_cast<int64_t>(layout.staging.size()), layout.rollout_root());
+}
+
+// A rollout rank's side: relayed into the staging (sized by the start message), then into its policy.
+void receive_weights(const RankLayout& layout, Policy& policy) {
+  relay(layout, layout.staging.data(), static_cast<int64_t>(layout.staging.size()));
+  policy_write_rollout_weights(policy, layout.staging.data());
 }
 
 std::string relay_bytes(const RankLayout& layout) {
@@ -150,16 +165,17 @@ RankLayout split_rollout_ranks(const Comm& job, int64_t rollout_ranks) {
   l.trainers = static_cast<int>(trainers);
   l.rollout = static_cast<int>(rollout_ranks);
   l.group = comm_split(job, job.rank >= l.trainers ? 1 : 0);
+  // NCCL spans the ranks it was made over: the trainers' collectives need a communicator of
+  // their own (the rollout ranks' exchanges are host messages).
+  if (job.nccl && !l.rolls_out()) comm_init_nccl(l.group, job.device);
   return l;
 }
 
-float* rollout_weights(TrainEnv& env) { return env.adapter ? env.adapter->params.data() : env.model.params.data(); }
-int64_t rollout_weight_count(const TrainEnv& env) { return env.adapter ? env.adapter->num_params : env.model.num_params; }
-
-void send_rollout_start(const RankLayout& layout, TrainEnv& env, const RolloutStart& start) {
+void send_rollout_start(const RankLayout& layout, const Policy& policy, RolloutStart start) {
   if (layout.job->rank != kTrainerRoot) return;
+  start.weight_bytes = policy_rollout_weight_bytes(policy);
   comm_send_bytes(*layout.job, start_text(start), layout.rollout_root());
-  comm_send(*layout.job, rollout_weights(env), rollout_weight_count(env) * 4, layout.rollout_root());
+  send_weights(layout, policy);
 }
 
 StepBatch receive_step_batch(const RankLayout& layout, const TrainEnv& env, DataCursor& cursor) {
@@ -190,12 +206,12 @@ void send_step_ex(const RankLayout& layout, double ex) {
   if (layout.job->rank == kTrainerRoot) comm_send(*layout.job, &ex, sizeof ex, layout.rollout_root());
 }
 
-double send_rollout_weights(const RankLayout& layout, TrainEnv& env, bool stop) {
+double send_rollout_weights(const RankLayout& layout, const Policy& policy, bool stop) {
   if (layout.job->rank != kTrainerRoot) return 0;
   const auto t0 = Clock::now();
   const int64_t flag = stop ? 1 : 0;
   comm_send(*layout.job, &flag, sizeof flag, layout.rollout_root());
-  if (!stop) comm_send(*layout.job, rollout_weights(env), rollout_weight_count(env) * 4, layout.rollout_root());
+  if (!stop) send_weights(layout, policy);
   return seconds_since(t0);
 }
 
@@ -212,12 +228,17 @@ void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
   check_rollout_layout(layout, c);
   const int64_t lag = async_lag(c.async, c.max_staleness);
   const RolloutStart start = start_from_text(relay_bytes(layout));
-  relay(layout, rollout_weights(env), rollout_weight_count(env) * 4);
   // The trainers' GEMM mode: their synchronous run's rollouts computed these bits.
   set_gemm_thread_independent(start.thread_independent);
   const PolicyBackend& backend = find_backend(c.device);
-  Policy policy = frozen_policy(backend, env.model);
+  // Made from the weights as loaded, then given the trainers' (a resume's, or an update's).
+  Policy policy = frozen_policy(backend, env.model, std::max(layout.job->device, 0));
   if (env.adapter) policy_attach_lora(policy, env.adapter.get(), /*grads=*/false);
+  check(policy_rollout_weight_bytes(policy) == start.weight_bytes, "rollout rank ", layout.job->rank, ": its weights "
+        "take ", policy_rollout_weight_bytes(policy), " bytes, the trainers send ", start.weight_bytes,
+        " (every rank must load the same model, adapter and device)");
+  layout.staging.resize(static_cast<size_t>(start.weight_bytes));
+  receive_weights(layout, policy);
   const RolloutOptions base = train_rollout_options(c, env.chat_template, start.live);
   PolicyKV kv = make_policy_kv(policy, start.kv_blocks, base.kv_block_size);
   SchemaCache schemas;
@@ -286,7 +307,7 @@ void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
     int64_t stop = 0;
     wait([&] {
       relay(layout, &stop, sizeof stop);
-      if (stop == 0) relay(layout, rollout_weights(env), rollout_weight_count(env) * 4);
+      if (stop == 0) receive_weights(layout, policy);
     });
     if (stop != 0) break;
     if (lag == 0) sample(step + 1), ++next;

@@ -16,6 +16,10 @@
 //
 // The messages, point to point over the job's communicator (runtime/comm.h), in this order:
 //   start     trainer 0 -> rollout root: RolloutStart and the weights (resume: the checkpoint's);
+//             the weights are what every rollout forward reads, as policy_read_rollout_weights
+//             gives them (rl/policy.h): the f32 parameters on the CPU, the bf16 device copy on
+//             CUDA (so a rollout rank samples the bits the trainers' own rollouts would), the
+//             adapter's alone in a LoRA run;
 //   batch s   rollout rank -> trainer k: its StepBatch of step s, the data cursor past its draws,
 //             and the rollout rank's idle and wall seconds while sampling it;
 //   ex s      trainer 0 -> rollout root: step s's training EX over every trainer's samples, which
@@ -31,6 +35,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "rl/grpo/data_schedule.h"
 #include "rl/grpo/train_data.h"
@@ -40,6 +45,7 @@ namespace sqlrl::rl {
 
 struct TrainEnv;
 struct TrainConfig;
+struct Policy;
 
 struct RankLayout {
   const Comm* job = nullptr;  // every rank of the job
@@ -49,10 +55,15 @@ struct RankLayout {
   int rollout_root() const { return trainers; }  // a job rank
   int units() const { return trainers > rollout ? trainers : rollout; }
   int sampler_of_unit(int unit) const { return trainers + unit % rollout; }  // a job rank
+  // The host copy of the weights that travel (trainer 0 and the rollout ranks), kept from update
+  // to update: a Qwen3-4B's bf16 copy is 8 GB, allocated once.
+  mutable std::vector<char> staging;
 };
 
 // Splits the job (a collective over it): the last `rollout_ranks` ranks roll out. Fails when no
-// rank would be left to train, naming both numbers.
+// rank would be left to train, naming both numbers. A job with an NCCL communicator (one GPU per
+// rank) gives the trainers one of their own for their device collectives; ranks sharing a GPU
+// keep the job's host staging (runtime/comm.h).
 RankLayout split_rollout_ranks(const Comm& job, int64_t rollout_ranks);
 
 // What the trainers tell the rollout ranks before the first step: where the run stands and how
@@ -63,23 +74,21 @@ struct RolloutStart {
   int64_t live = 0, kv_blocks = 0;  // max-batch-sequences and KV blocks, as the trainers planned them
   bool thread_independent = false;  // the CPU GEMMs' mode (runtime/gemm.h)
   int64_t ahead = 0;                // batches the trainers hold from step `step` on (a resumed --async checkpoint's)
+  int64_t weight_bytes = 0;         // of the weights that travel (a rollout rank checks its own against it)
   DataCursor cursor;                // where the draws of step `step` + ahead begin
   DataSchedule schedule;
 };
 
-// The floats the rollout ranks receive after every update: the adapter's in a LoRA run, else the model's.
-float* rollout_weights(TrainEnv& env);
-int64_t rollout_weight_count(const TrainEnv& env);
-
 // ---- the trainers' side (rl/grpo/train_loop.cpp); trainer 0 sends, the others do nothing ----
-void send_rollout_start(const RankLayout& layout, TrainEnv& env, const RolloutStart& start);
+// `policy`: the trainers' (its weights travel). start.weight_bytes is filled in here.
+void send_rollout_start(const RankLayout& layout, const Policy& policy, RolloutStart start);
 // This trainer's batch of the next step; `cursor` becomes the sampler's past its draws. The
 // batch's wait / sampler seconds are filled in.
 StepBatch receive_step_batch(const RankLayout& layout, const TrainEnv& env, DataCursor& cursor);
 void send_step_ex(const RankLayout& layout, double ex);
 // stop: the trainers end here (interrupted) and the rollout ranks with them. Returns the seconds
 // the send took (trainer 0; 0 elsewhere).
-double send_rollout_weights(const RankLayout& layout, TrainEnv& env, bool stop);
+double send_rollout_weights(const RankLayout& layout, const Policy& policy, bool stop);
 
 // What a layout cannot run, refused on every rank before any message: a batch smaller than the
 // units (a rank without a prompt), --dynamic-sampling with more rollout ranks than trainers (a

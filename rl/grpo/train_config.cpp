@@ -186,8 +186,8 @@ OptionTable config_fields(TrainConfig& c) {
   add_parallel_options(t, c);
   t.push_back({"rollout-ranks", "several ranks: the last R ranks of the job only roll out (sampling, SQL, scoring) and "
                "stream each step's batch to the others, which only train and send them the new weights after each "
-               "update (rl/grpo/rollout_ranks.h; with --async one-step both sides work at once); 0: every rank does "
-               "both. cpu only for now", &c.rollout_ranks});
+               "update (rl/grpo/rollout_ranks.h; with --async one-step both sides work at once; on cuda the bf16 "
+               "weights travel through host memory over MPI); 0: every rank does both", &c.rollout_ranks});
   t.back().resumable = true;  // where it runs, not what it trains
   return t;
 }
@@ -264,8 +264,6 @@ void validate_config(const TrainConfig& c) {
   find_async_mode(c.async);  // fails naming the rows
   check(c.max_staleness >= 1 && c.max_staleness <= 64, "config: max-staleness must be in [1, 64], got ", c.max_staleness);
   check(c.rollout_ranks >= 0, "config: rollout-ranks must be >= 0, got ", c.rollout_ranks);
-  check(c.rollout_ranks == 0 || parse_device_type(c.device) == DeviceType::CPU, "config: rollout-ranks on ", c.device,
-        ": the weights' broadcast to the rollout ranks is built for the cpu (MPI) only so far");
   {
     const RolloutIsConfig is = rollout_is_config(c);
     validate_rollout_is(is);

@@ -427,8 +427,9 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   double last_eval_ex = -1;
 
   if (layout)
-    send_rollout_start(*layout, env, {step, env.config.max_steps, base.max_batch_sequences, plan.kv_blocks,
-                                      gemm_thread_independent(), static_cast<int64_t>(ahead.size()), cursor, schedule});
+    send_rollout_start(*layout, policy, {step, env.config.max_steps, base.max_batch_sequences, plan.kv_blocks,
+                                         gemm_thread_independent(), static_cast<int64_t>(ahead.size()), 0, cursor,
+                                         schedule});
   // A batch sampled on this rank now, by the weights of `version` (sampled ahead or not).
   auto sample_here = [&](int64_t version) {
     StepBatch b = sample_step_batch(env, policy, memory_for_rollout(policy, memory, optimizer), base, schedule, cursor,
@@ -577,7 +578,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       rec.checkpoint_seconds = seconds_since(save_start);
     }
     // The rollout ranks go on with the new weights, or stop with the trainers.
-    if (layout && done < c.max_steps) rec.weight_sync_seconds = send_rollout_weights(*layout, env, interrupted);
+    if (layout && done < c.max_steps) rec.weight_sync_seconds = send_rollout_weights(*layout, policy, interrupted);
     if (owner) {
       const nlohmann::ordered_json line = metrics_json(rec, env.panel);
       metrics->append(line.dump());

@@ -51,6 +51,8 @@ TEST(PolicyBackend, EveryRowImplementsEveryCallAndIsFoundByItsName) {
         reinterpret_cast<const void*>(b->grad_sq_sum),       reinterpret_cast<const void*>(b->adamw_step),
         reinterpret_cast<const void*>(b->adamw_step_slice),  reinterpret_cast<const void*>(b->download),
         reinterpret_cast<const void*>(b->download_optimizer), reinterpret_cast<const void*>(b->upload_optimizer),
+        reinterpret_cast<const void*>(b->rollout_weight_bytes), reinterpret_cast<const void*>(b->read_rollout_weights),
+        reinterpret_cast<const void*>(b->write_rollout_weights),
         reinterpret_cast<const void*>(b->reduce_gradients),  reinterpret_cast<const void*>(b->gather_update),
         reinterpret_cast<const void*>(b->gather_download),   reinterpret_cast<const void*>(b->start_memory),
         reinterpret_cast<const void*>(b->memory_to_rollout), reinterpret_cast<const void*>(b->memory_to_train),

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/model_cuda/model_cuda_util.h"
+#include "weights/safetensors.h"
 #include "tests/rl_train/train_fixture.h"
 #include "tests/test_util.h"
 
@@ -288,6 +290,69 @@ TEST(TrainCliMpi, RolloutRanksSampleWithTheTrainedAdapter) {
   EXPECT_TRUE(bytes(root + "/split" + ck + "adapter_model.safetensors") == bytes(root + "/two" + ck + "adapter_model.safetensors"));
   expect_same_optimizer(root + "/split" + ck, root + "/two" + ck, 1, "the adapter's moments");
   EXPECT_EQ(untimed_metrics(root + "/split"), untimed_metrics(root + "/two"));
+}
+
+// --rollout-ranks on --device cuda, every rank on the one GPU (ranks sharing it exchange through
+// host memory over MPI): the trainers send their bf16 device weights after each update and the
+// rollout rank samples with them, so the job trains as the two trainers alone do: step 1's
+// trajectories (sampled by the loaded weights, before any update travelled) equal theirs byte for
+// byte, and the last checkpoint's weights agree within 1e-5 relative L2 (the bound the CUDA train
+// tests give two runs that should agree: tests/rl_cuda/test_train_cuda.cpp). A rollout rank
+// left on stale weights, or given the fp32 master rounded elsewhere, samples other tokens from
+// step 2 on, and the entropy bonus (the random embedded model's groups have no reward variance)
+// then moves the weights apart far beyond that. Off, one-step and a LoRA run.
+TEST(TrainCliMpiCuda, RolloutRankSharesTheGpuAndSamplesWhatTheTrainersWould) {
+  SQLRL_REQUIRE_MPI();
+  SQLRL_REQUIRE_CUDA();
+  const std::string root = fresh_dir("cli_mpi_rollout_cuda");
+  auto load = [](const std::string& dir, bool lora) {  // every tensor of the checkpoint's weights, in file order
+    const SafetensorsFile f = open_safetensors(dir + (lora ? "/adapter_model.safetensors" : "/model.safetensors"));
+    std::vector<float> out;
+    for (const TensorEntry& e : f.tensors) {
+      const Tensor t = load_tensor(f, e, DType::F32, cpu_device());
+      out.insert(out.end(), t.data_as<float>(), t.data_as<float>() + t.numel());
+    }
+    return out;
+  };
+  auto lines = [](const std::string& path, size_t n) {
+    std::ifstream in(path);
+    std::vector<std::string> out;
+    for (std::string line; out.size() < n && std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  struct Case {
+    const char* name;
+    std::string flags;
+    std::vector<int64_t> staleness;
+    bool lora;
+  };
+  for (const Case& k : {Case{"off", "--async off", {0, 0, 0}, false},
+                        Case{"one_step", "--async one-step", {0, 1, 1}, false},
+                        Case{"lora", "--async off --lora-rank 4", {0, 0, 0}, true}}) {
+    SCOPED_TRACE(k.name);
+    const std::string args = str_cat(" train --config tiny --tiny-head-dim 64 --device cuda --max-steps 3 --batch-size 4 "
+                                     "--group-size 4 --max-turn-tokens 64 --entropy-coef 0.01 "
+                                     "--filter-zero-variance=false --save-every 3 ", k.flags, " --out ");
+    const std::string split = str_cat(root, "/", k.name, "_split"), two = str_cat(root, "/", k.name, "_two");
+    CliRun a = run_command(mpirun(3) + SQLRL_BINARY + " " + args + split + " --rollout-ranks 1", str_cat("cuda_split_", k.name));
+    ASSERT_EQ(a.rc, 0) << a.err;
+    CliRun b = run_command(mpirun(2) + SQLRL_BINARY + " " + args + two, str_cat("cuda_two_", k.name));
+    ASSERT_EQ(b.rc, 0) << b.err;
+    EXPECT_EQ(lines(split + "/trajectories.jsonl", 16), lines(two + "/trajectories.jsonl", 16));
+    const std::string ck = "/checkpoints/step-3";
+    const std::vector<float> ws = load(split + ck, k.lora), wt = load(two + ck, k.lora);
+    const double diff = sqlrl::testing::relative_l2(ws, wt);
+    std::printf("%s: rollout rank vs trainers alone, step 3 %s relative L2 %.3g\n", k.name, k.lora ? "adapter" : "weights",
+                diff);
+    EXPECT_LE(diff, 1e-5);
+    std::vector<int64_t> staleness;
+    const std::vector<nlohmann::json> m = metric_lines(split);
+    for (const nlohmann::json& j : m) staleness.push_back(j["staleness"].get<int64_t>());
+    EXPECT_EQ(staleness, k.staleness);
+    ASSERT_EQ(m.size(), 3u);
+    EXPECT_GT(m[1]["time"]["weight_sync_s"].get<double>(), 0.0);
+    EXPECT_GT(m[2]["grad_norm"].get<double>(), 0.0) << "no update: the comparison would be vacuous";
+  }
 }
 
 TEST(TrainCliMpi, RolloutRanksNeedATrainer) {
