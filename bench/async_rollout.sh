@@ -32,7 +32,7 @@ ex = rows[-1].get("eval", {}).get("ex", float("nan"))
 print(f"{mean('step_s'):.3f} {mean('trainer_idle_fraction'):.3f} {mean('rollout_idle_fraction'):.3f} {ex:.4f}")
 PY
 }
-echo "async_rollout: mpirun -np 2 --rollout-ranks 1, $steps steps of $B x $G, $(nproc) cores, $(git rev-parse --short HEAD 2>/dev/null)"
+echo "async_rollout: mpirun -np 2 --rollout-ranks 1, $steps steps of $B x $G, $(nproc) cores, ${SQLRL_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
 echo "  model: $model_args"
 printf '%-6s %-10s %10s %13s %13s %8s\n' seed async "s/step" "trainer idle" "rollout idle" "final EX"
 for seed in "${seeds[@]}"; do
