@@ -111,6 +111,24 @@ void preempt(Engine& e, Sample& s, Trajectory& t) {
   s.feed = t.tokens;
 }
 
+// Partial rollout: the next weights from here on (RolloutOptions::switch_weights). A live sample
+// recomputed gives its blocks back and makes its history its feed, as preempt() does, but it is
+// not a preemption of the schedule: the cache did not run out.
+void switch_weights(Engine& e) {
+  if (!e.opt.switch_weights()) throw RolloutStopped{};
+  ++e.stats.weight_switches;
+  for (size_t k = 0; k < e.samples.size(); ++k) {
+    Sample& s = e.samples[k];
+    Trajectory& t = e.out[k];
+    if (s.phase == Phase::Done) continue;
+    t.switch_at = static_cast<int64_t>(t.tokens.size());  // the feed's head was drawn by the old weights
+    if (e.opt.partial_kv_keep || s.handle < 0) continue;
+    e.stats.switch_recomputed_tokens += static_cast<int64_t>(t.tokens.size() - s.feed.size());
+    release(e, s);
+    s.feed = t.tokens;
+  }
+}
+
 int turns_left(const Engine& e, const Trajectory& t) { return e.max_turns - static_cast<int>(t.turns.size()); }
 
 // A turn the protocol forces: the last the budget allows, after an injection (a first turn
@@ -502,6 +520,8 @@ void add_rollout_stats(RolloutStats& into, const RolloutStats& s) {
   into.kv_blocks_peak = std::max(into.kv_blocks_peak, s.kv_blocks_peak);
   into.preemptions += s.preemptions;
   into.preempted_tokens += s.preempted_tokens;
+  into.weight_switches += s.weight_switches;
+  into.switch_recomputed_tokens += s.switch_recomputed_tokens;
   into.live_sum += s.live_sum;
   into.live_steps += s.live_steps;
   into.live_max = std::max(into.live_max, s.live_max);
@@ -594,7 +614,9 @@ std::vector<Trajectory> rollout(const Policy& policy, const Tokenizer& tokenizer
 
   size_t next_request = 0;
   int64_t reported = 0;  // finished samples last passed to options.progress
+  bool switched = !options.switch_weights;
   for (;;) {
+    if (!switched && e.step >= options.switch_step) switched = true, switch_weights(e);
     admit(e, next_request, per_sample);
     collect_sql(e);
     const bool waiting =

@@ -6,6 +6,7 @@
 // prompt p draws with Philox stream (first_sample_id + p * G + s), whatever else is in flight.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -69,6 +70,18 @@ struct RolloutOptions {
   // (tests/rl_rollout SharedPromptPrefixesChangeNoBit), and none measured on the demo (the same
   // weights after GRPO). false: each prompt prefilled whole.
   bool share_prompt_prefixes = true;
+  // Partial rollout (rl/grpo/rollout_ranks.h): before the decode step numbered switch_step (the
+  // engine's count, the same every run of a reproducible schedule) switch_weights() is called once;
+  // it puts the next weights into the policy this rollout reads, or returns false when there are
+  // none to come (the trainers stopped), and the rollout then throws RolloutStopped. Every sample
+  // not done goes on under them and Trajectory::switch_at records from which token. Their cached
+  // tokens: partial_kv_keep keeps them as the old weights computed them (nothing recomputed; the
+  // new weights attend over old keys and values), false recomputes them (each live sample's
+  // history prefilled again under the new weights, as a preempted sample's is). Nothing happens
+  // when the rollout ends before that step; null: never.
+  int64_t switch_step = 0;
+  std::function<bool()> switch_weights;
+  bool partial_kv_keep = false;
   // Finished samples reported after each decode step that finished some (runtime/progress.h;
   // sft self-taught). Null: nothing. It does not change what is sampled.
   Progress* progress = nullptr;
@@ -97,7 +110,13 @@ struct RolloutStats {
   // sum over live_steps such steps (summed over data-parallel ranks), and the most at once. A step
   // runs them in decode_steps calls of at most max_batch_sequences.
   int64_t live_sum = 0, live_steps = 0, live_max = 0;
+  // Partial rollout: the weights switched mid-rollout (0 or 1 per rollout; summed over rollouts),
+  // and the cached tokens recomputed under the new ones (0 with partial_kv_keep).
+  int64_t weight_switches = 0, switch_recomputed_tokens = 0;
 };
+
+// Thrown by rollout() when RolloutOptions::switch_weights says no weights will come.
+struct RolloutStopped {};
 // Several rollouts' figures as one: counts and times add, cache sizes and maxima take the largest.
 void add_rollout_stats(RolloutStats& into, const RolloutStats& s);
 

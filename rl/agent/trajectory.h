@@ -68,6 +68,9 @@ struct Trajectory {
   // history prefilled again when readmitted). Like the times, a fact of the schedule: what was
   // sampled does not depend on it.
   int64_t preemptions = 0;
+  // Partial rollout (RolloutOptions::switch_weights): tokens [switch_at, end) were sampled by the
+  // next weights, the ones before by the weights the rollout began with; -1: one version only.
+  int64_t switch_at = -1;
   // Some SQL of this trajectory failed for the infrastructure's reason (sql::Result::infra_error):
   // a turn's query (set by the rollout) or, at scoring, the final answer's or the gold's (set by
   // the reward). Its reward says nothing about the model: GRPO leaves it out of its group's

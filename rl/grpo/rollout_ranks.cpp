@@ -202,9 +202,14 @@ StepBatch receive_step_batch(const RankLayout& layout, const TrainEnv& env, Data
   return b;
 }
 
-void send_step_ex(const RankLayout& layout, double ex) {
-  if (layout.job->rank == kTrainerRoot) comm_send(*layout.job, &ex, sizeof ex, layout.rollout_root());
+// The EX message: step s's training EX, or (--partial-rollout) the order to stop.
+void send_ex_message(const RankLayout& layout, double ex, bool stop) {
+  const double m[2] = {ex, stop ? 1.0 : 0.0};
+  if (layout.job->rank == kTrainerRoot) comm_send(*layout.job, m, sizeof m, layout.rollout_root());
 }
+
+void send_step_ex(const RankLayout& layout, double ex) { send_ex_message(layout, ex, false); }
+void send_rollout_stop(const RankLayout& layout) { send_ex_message(layout, 0, true); }
 
 double send_rollout_weights(const RankLayout& layout, const Policy& policy, bool stop) {
   if (layout.job->rank != kTrainerRoot) return 0;
@@ -221,12 +226,18 @@ void check_rollout_layout(const RankLayout& layout, const TrainConfig& c) {
   check(!c.dynamic_sampling || layout.rollout <= layout.trainers, "train: --dynamic-sampling with --rollout-ranks ",
         layout.rollout, " and ", layout.trainers, " trainers: a trainer's groups must come from one rollout rank, so at "
         "most as many rollout ranks as trainers");
+  check(c.partial_rollout == 0 || layout.trainers <= layout.rollout, "train: --partial-rollout with --rollout-ranks ",
+        layout.rollout, " and ", layout.trainers, " trainers: a rollout rank sampling two units would start the second "
+        "on the switched weights, so at least as many rollout ranks as trainers");
 }
 
-void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
+namespace {
+
+void rollout_rank_loop(TrainEnv& env, const RankLayout& layout) {
   const TrainConfig& c = env.config;
   check_rollout_layout(layout, c);
   const int64_t lag = async_lag(c.async, c.max_staleness);
+  const bool partial = c.partial_rollout > 0;
   const RolloutStart start = start_from_text(relay_bytes(layout));
   // The trainers' GEMM mode: their synchronous run's rollouts computed these bits.
   set_gemm_thread_independent(start.thread_independent);
@@ -256,15 +267,42 @@ void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
     receive();
     idle += seconds_since(t0);
   };
+  // The messages of the batches sampled, each to its trainer; --partial-rollout holds them until
+  // this rank has the step's weights (rl/grpo/rollout_ranks.h).
+  std::vector<std::pair<int, std::string>> pending;
+  auto flush = [&] {
+    const auto t0 = Clock::now();
+    for (const auto& [k, text] : pending) comm_send_bytes(*layout.job, text, k);
+    pending.clear();
+    idle += seconds_since(t0);
+  };
+  // The weights of the update in progress (the trainers' stop-or-go, then the bytes); false: stop.
+  bool weights_taken = false;
+  auto take_weights = [&] {
+    int64_t stop = 0;
+    wait([&] {
+      relay(layout, &stop, sizeof stop);
+      if (stop == 0) receive_weights(layout, policy);
+    });
+    weights_taken = true;
+    return stop == 0;
+  };
   // The next batch, by the weights of update `version`: each unit drawn from the same cursor, as
   // rank u of a synchronous run draws the whole batch and rolls out its part (rl/grpo/train_data.h),
-  // then each trainer sent its piece, units and trainers in order.
-  auto sample = [&](int64_t version) {
+  // then each trainer sent its piece, units and trainers in order. switch_to_next: the batch takes
+  // the next weights at decode step c.partial_rollout (its trajectories' switch_at).
+  auto sample = [&](int64_t version, bool switch_to_next) {
     const int64_t B = c.batch_size;
     DataCursor after = cursor;
+    RolloutOptions options = base;
+    if (switch_to_next) {
+      options.switch_step = c.partial_rollout;
+      options.switch_weights = take_weights;
+      options.partial_kv_keep = find_partial_kv(c.partial_kv).keep;
+    }
     // Dynamic sampling's counts of informative groups, each unit's slot filled by its rollout rank.
     std::vector<StepBatch> batches =
-        sample_step_units(env, policy, kv, base, start.schedule, after, schemas, units, layout.units(),
+        sample_step_units(env, policy, kv, options, start.schedule, after, schemas, units, layout.units(),
                           [&](std::vector<double>& per_unit) {
                             comm_all_reduce_sum(layout.group, per_unit.data(), static_cast<int64_t>(per_unit.size()));
                           });
@@ -286,31 +324,46 @@ void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
         m["batch"] = step_batch_json(whole ? batches[i]
                                            : piece_of(batches[i], std::max(prompts.lo, theirs.lo) - prompts.lo,
                                                       std::min(prompts.hi, theirs.hi) - prompts.lo, first));
-        comm_send_bytes(*layout.job, m.dump(), k);
+        pending.emplace_back(k, m.dump());
         first = false;
       }
     }
     cursor = after;
-    idle = seconds_since(sent), since = sent;
+    idle = 0, since = sent;
+    if (!partial) flush();
   };
 
   int64_t step = start.step;
   int64_t next = step + start.ahead;  // the next batch to sample
-  if (next == step && step < start.max_steps) sample(step), ++next;
+  if (next == step && step < start.max_steps) sample(step, false), ++next, flush();
   for (; step < start.max_steps; ++step) {
-    double ex = 0;
-    wait([&] { relay(layout, &ex, sizeof ex); });
-    observe_step(start.schedule, cursor, ex);
-    // Ahead (one-step, full): the batches up to step s+lag, by the weights step s starts from.
-    while (next <= step + lag && next < start.max_steps) sample(step), ++next;
-    if (step + 1 >= start.max_steps) break;
-    int64_t stop = 0;
-    wait([&] {
-      relay(layout, &stop, sizeof stop);
-      if (stop == 0) receive_weights(layout, policy);
-    });
-    if (stop != 0) break;
-    if (lag == 0) sample(step + 1), ++next;
+    double ex[2] = {0, 0};  // step s's training EX; stop (--partial-rollout, interrupted)
+    wait([&] { relay(layout, ex, sizeof ex); });
+    if (ex[1] != 0) return;
+    observe_step(start.schedule, cursor, ex[0]);
+    // Ahead (one-step, full): the batches up to step s+lag, by the weights step s starts from; with
+    // --partial-rollout the newest of them takes the next weights mid-way (when a step follows).
+    weights_taken = false;
+    for (; next <= step + lag && next < start.max_steps; ++next)
+      sample(step, partial && next == step + lag && step + 1 < start.max_steps);
+    if (step + 1 >= start.max_steps) {
+      flush();
+      break;
+    }
+    const bool go = weights_taken || take_weights();
+    flush();
+    if (!go) break;
+    if (lag == 0) sample(step + 1, false), ++next;
+  }
+}
+
+}  // namespace
+
+void run_rollout_rank(TrainEnv& env, const RankLayout& layout) {
+  try {
+    rollout_rank_loop(env, layout);
+  } catch (const RolloutStopped&) {
+    // --partial-rollout: the trainers ended while a batch waited for their weights.
   }
 }
 

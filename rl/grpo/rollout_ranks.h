@@ -26,6 +26,12 @@
 //             moves the curriculum before step s+1 is drawn (the synchronous loop's order);
 //   weights   trainer 0 -> rollout root after step s (when a step s+1 follows): stop or go on,
 //             and the new weights.
+// --partial-rollout N (rl/grpo/async.h; each rollout rank samples one unit, so R >= N-R): the
+// weights of step s go right after its update (always "go on": the ex message of step s+1 says
+// stop instead), before the trainers take the batches ahead; the newest of those, batch s+K, takes
+// them at its decode step N (RolloutOptions::switch_weights), or after its rollout when that ended
+// sooner, and the batches a rollout rank sampled in step s are sent once it holds the weights (a
+// batch sent while trainer 0 sends the weights would leave both waiting on the other).
 // The rollout root relays what it receives to the other rollout ranks (broadcast in their group).
 // Per step the trainers receive batch s (off: after sending the weights of s; one-step and full
 // with K = max-staleness: during step s-K, sampled by the weights step s-K started from), then
@@ -86,13 +92,16 @@ void send_rollout_start(const RankLayout& layout, const Policy& policy, RolloutS
 // batch's wait / sampler seconds are filled in.
 StepBatch receive_step_batch(const RankLayout& layout, const TrainEnv& env, DataCursor& cursor);
 void send_step_ex(const RankLayout& layout, double ex);
+// --partial-rollout, interrupted: in place of the next step's EX, the rollout ranks end.
+void send_rollout_stop(const RankLayout& layout);
 // stop: the trainers end here (interrupted) and the rollout ranks with them. Returns the seconds
 // the send took (trainer 0; 0 elsewhere).
 double send_rollout_weights(const RankLayout& layout, const Policy& policy, bool stop);
 
 // What a layout cannot run, refused on every rank before any message: a batch smaller than the
 // units (a rank without a prompt), --dynamic-sampling with more rollout ranks than trainers (a
-// trainer's kept groups would come from several units' tries).
+// trainer's kept groups would come from several units' tries), --partial-rollout with fewer
+// (a rollout rank's second unit would start on the switched weights).
 void check_rollout_layout(const RankLayout& layout, const TrainConfig& config);
 
 // ---- the rollout ranks' side: the whole life of a rollout rank, until the trainers' last step ----

@@ -40,6 +40,7 @@ json trajectory_json_whole(const Trajectory& t) {
           {"truncated", t.truncated},         {"out_of_turns", t.out_of_turns},
           {"invalid_actions", t.invalid_actions}, {"decode_seconds", t.decode_seconds},
           {"sql_seconds", t.sql_seconds},     {"preemptions", t.preemptions},
+          {"switch_at", t.switch_at},
           {"infra_failure", t.infra_failure}, {"infra_reason", t.infra_reason},
           {"reward", t.reward},               {"reward_terms", terms}};
 }
@@ -106,6 +107,7 @@ Trajectory trajectory_from_json(const nlohmann::json& j, int64_t examples, const
   read(j, "decode_seconds", t.decode_seconds, where);
   read(j, "sql_seconds", t.sql_seconds, where);
   read(j, "preemptions", t.preemptions, where);
+  if (j.contains("switch_at")) read(j, "switch_at", t.switch_at, where);  // absent before partial rollout
   read(j, "infra_failure", t.infra_failure, where);
   read(j, "infra_reason", t.infra_reason, where);
   read(j, "reward", t.reward, where);
@@ -128,7 +130,8 @@ nlohmann::ordered_json step_batch_json(const StepBatch& b) {
                         {"kv_blocks", r.kv_blocks},           {"kv_blocks_peak", r.kv_blocks_peak},
                         {"preemptions", r.preemptions},       {"preempted_tokens", r.preempted_tokens},
                         {"live_sum", r.live_sum},             {"live_steps", r.live_steps},
-                        {"live_max", r.live_max}};
+                        {"live_max", r.live_max},             {"weight_switches", r.weight_switches},
+                        {"switch_recomputed_tokens", r.switch_recomputed_tokens}};
   return {{"example_ids", b.example_ids},
           {"trajectories", trajs},
           {"ex", b.ex},
@@ -171,6 +174,9 @@ StepBatch step_batch_from_json(const nlohmann::json& j, const std::vector<sql::E
                             {"live_sum", &s.live_sum},                 {"live_steps", &s.live_steps},
                             {"live_max", &s.live_max}})
     read(r, key, *field, rw);
+  for (auto [key, field] : {std::pair{"weight_switches", &s.weight_switches},
+                            {"switch_recomputed_tokens", &s.switch_recomputed_tokens}})
+    if (r.contains(key)) read(r, key, *field, rw);  // absent before partial rollout
   for (auto [key, field] : {std::pair{"decode_seconds", &s.decode_seconds}, {"prefill_seconds", &s.prefill_seconds},
                             {"sql_seconds", &s.sql_seconds},             {"wall_seconds", &s.wall_seconds}})
     read(r, key, *field, rw);

@@ -158,6 +158,12 @@ OptionTable config_fields(TrainConfig& c) {
       {"async", async_mode_help(), &c.async},
       {"max-staleness", "--async full: K, the updates between the weights that sample a batch and those that train "
                         "on it (K batches are held ahead, in memory and in checkpoints)", &c.max_staleness},
+      {"partial-rollout", "with --rollout-ranks and --async one-step or full: N > 0 makes the newest batch sampled "
+                          "ahead take the weights of the update in progress before its decode step N (at a step "
+                          "count, not on arrival, so the bits never depend on timing), its samples then holding "
+                          "tokens of two versions (metrics.jsonl staleness_mean); about the decode steps one update "
+                          "lasts. 0: each trajectory sampled whole by one version", &c.partial_rollout},
+      {"partial-kv", partial_kv_help(), &c.partial_kv},
       {"ppo-epochs", "passes over each rollout batch", &c.ppo_epochs},
       {"mini-batches", "optimizer updates per epoch", &c.mini_batches},
       {"max-grad-norm", "gradient-norm clip (<= 0 = off)", &c.max_grad_norm},
@@ -264,6 +270,13 @@ void validate_config(const TrainConfig& c) {
   find_async_mode(c.async);  // fails naming the rows
   check(c.max_staleness >= 1 && c.max_staleness <= 64, "config: max-staleness must be in [1, 64], got ", c.max_staleness);
   check(c.rollout_ranks >= 0, "config: rollout-ranks must be >= 0, got ", c.rollout_ranks);
+  find_partial_kv(c.partial_kv);  // fails naming the rows
+  check(c.partial_rollout >= 0, "config: partial-rollout must be >= 0 (0 = off), got ", c.partial_rollout);
+  check(c.partial_rollout == 0 || (c.rollout_ranks > 0 && async_lag(c.async, c.max_staleness) > 0),
+        "config: partial-rollout needs --rollout-ranks and --async one-step or full (a weight update reaches the "
+        "rollout ranks while they sample ahead); got rollout-ranks ", c.rollout_ranks, ", async ", c.async);
+  check(c.partial_rollout == 0 || !c.dynamic_sampling, "config: partial-rollout with --dynamic-sampling: a batch of "
+        "several tries would switch weights in one of them only");
   {
     const RolloutIsConfig is = rollout_is_config(c);
     validate_rollout_is(is);

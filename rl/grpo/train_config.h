@@ -132,6 +132,8 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   std::string async = "off";             // off | one-step | full: how far the rollout runs ahead (rl/grpo/async.h)
   int64_t max_staleness = 2;             // --async full: batches sampled ahead, the staleness of each
   int64_t rollout_ranks = 0;             // ranks of the job that only roll out (rl/grpo/rollout_ranks.h); 0: every rank trains
+  int64_t partial_rollout = 0;           // rollout ranks: the newest batch ahead takes the next weights before this decode step; 0: off
+  std::string partial_kv = "recompute";  // recompute | keep: the cached tokens at that switch (rl/grpo/async.h)
   std::string rollout_is_level = "token";  // token | sequence | geometric
   double rollout_is_upper = 2.0, rollout_is_lower = 0;  // lower 0: 1 / upper
   int64_t ppo_epochs = 1;

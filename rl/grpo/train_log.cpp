@@ -57,6 +57,7 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
   j["data_position"] = r.data_position;
   if (r.level > 0) j["curriculum_level"] = r.level;
   if (r.staleness >= 0) j["staleness"] = r.staleness;
+  if (r.staleness_mean >= 0) j["staleness_mean"] = r.staleness_mean;
   if (r.dynamic)
     j["dynamic_sampling"] = {{"tries", r.dynamic->tries},
                              {"prompts", r.dynamic->prompts},
@@ -130,6 +131,8 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
                   {"kv_peak_fraction", ratio(static_cast<double>(s.kv_blocks_peak), static_cast<double>(s.kv_blocks))},
                   {"preemptions", s.preemptions},
                   {"preempted_tokens", s.preempted_tokens}};
+  if (s.weight_switches > 0)  // --partial-rollout
+    j["rollout"]["weight_switches"] = s.weight_switches, j["rollout"]["switch_recomputed_tokens"] = s.switch_recomputed_tokens;
   if (r.eval) j["eval"] = *r.eval;
   auto rate = [](double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; };
   j["time"] = {{"step_s", r.step_seconds},
@@ -239,6 +242,11 @@ std::vector<nlohmann::ordered_json> trajectory_json(const StepRecord& r, int64_t
     for (const auto& [name, value] : t.reward_terms) terms[name] = value;
     j["reward_terms"] = terms;
     j["generated_tokens"] = t.generated_tokens();
+    if (t.switch_at >= 0) {  // --partial-rollout: of them, sampled by the next weights
+      int64_t after = 0;
+      for (size_t i = static_cast<size_t>(t.switch_at); i < t.tokens.size(); ++i) after += t.policy_mask[i];
+      j["tokens_after_switch"] = after;
+    }
     out.push_back(std::move(j));
   }
   return out;

@@ -36,6 +36,9 @@ struct StepRecord {
   // --async other than off: trainer steps between the weights that sampled the batch and those
   // it trains (metrics.jsonl "staleness"); -1: the synchronous loop (no field written).
   int64_t staleness = -1;
+  // --partial-rollout: the mean over the step's sampled tokens (those after a switch one less);
+  // negative: not logged.
+  double staleness_mean = -1;
   // --rollout-ranks (rl/grpo/rollout_ranks.h), metrics.jsonl "time": the seconds the trainers
   // waited for this step's batch (the slowest trainer's) and the rollout ranks waited for the
   // trainers while sampling it (the slowest rollout rank's), each over its side's wall time of the

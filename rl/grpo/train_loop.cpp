@@ -112,12 +112,23 @@ nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const
 // add up (each rank has its own), as do the samples decoded per step and their steps. The
 // trajectory sums are not here: the loop reduces them before the step trains (they move the
 // curriculum before the next batch is drawn).
+// --partial-rollout: the staleness of the step's sampled tokens on average over every rank's, those
+// after a trajectory's switch_at being one update fresher than the batch's oldest.
+double mean_staleness(const std::vector<Trajectory>& trajs, int64_t staleness, const DataParallel& dp, const Comm& comm) {
+  std::vector<double> n{0, 0};  // sampled tokens; of them, sampled after the switch
+  for (const Trajectory& t : trajs)
+    for (size_t i = 0; i < t.tokens.size(); ++i)
+      if (t.policy_mask[i]) ++n[0], n[1] += t.switch_at >= 0 && static_cast<int64_t>(i) >= t.switch_at;
+  if (dp.distributed()) comm_sum_in_rank_order(comm, n);
+  return static_cast<double>(staleness) - (n[0] > 0 ? n[1] / n[0] : 0.0);
+}
+
 void reduce_step_record(const Comm& comm, StepRecord& rec) {
   RolloutStats& s = rec.rollout;
   std::vector<int64_t*> summed{&s.sampled_tokens, &s.injected_tokens, &s.prompt_tokens,   &s.sql_calls,
                                &s.sql_errors,     &s.kv_blocks,       &s.sql_infra_errors, &s.prefill_tokens,
                                &s.kv_blocks_peak, &s.preemptions,     &s.preempted_tokens, &s.live_sum,
-                               &s.live_steps};
+                               &s.live_steps,     &s.weight_switches, &s.switch_recomputed_tokens};
   std::vector<double> counts;
   for (const int64_t* c : summed) counts.push_back(static_cast<double>(*c));
   comm_sum_in_rank_order(comm, counts);
@@ -248,6 +259,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
   // The memory plan (rl/train_memory.h): modes and sizes, refused before the run folder changes.
   GrpoConfig gc = grpo_config(c);
   const int64_t lag = async_lag(c.async, c.max_staleness);  // rl/grpo/async.h
+  const bool partial = layout && c.partial_rollout > 0;
   const MemoryPlanOptions mo = grpo_memory_plan_options(env);
   TrainOptions to;
   to.max_tokens = mo.tokens_per_micro_batch;
@@ -466,6 +478,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     rec.rollout = sb.rollout;
     rec.score_seconds = sb.score_seconds;
     rec.staleness = lag > 0 ? step - sb.version : -1;
+    if (partial) rec.staleness_mean = mean_staleness(trajs, rec.staleness, dp, comm);
     // The curriculum moves on by the step's training EX over every rank's samples, before the
     // batch `lag` steps on is drawn (for off and one-step: the synchronous loop's order).
     rec.sums = sb.sums;
@@ -485,6 +498,11 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     PolicyActivations& state = memory_for_train(policy, memory, optimizer);
     if (summary.modes.recompute.empty()) summary.modes = executed_modes(policy, memory, optimizer);
     rec.grpo = grpo_step(policy, has_reference ? &reference : nullptr, optimizer, state, trajs, gc, dp);
+    // --partial-rollout: the new weights go now, before the batches ahead, the newest of which
+    // waits for them mid-way (rl/grpo/rollout_ranks.h); an interruption then stops the rollout
+    // ranks in place of the next step's EX.
+    double weight_sync = 0;
+    if (partial && step + 1 < c.max_steps) weight_sync = send_rollout_weights(*layout, policy, false);
     // Rollout ranks sampled the batches ahead while this step trained.
     while (layout && more_ahead()) {
       ahead.push_back(receive_step_batch(*layout, env, cursor));
@@ -498,7 +516,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       double idle[3] = {waited, sb.sampler_idle_seconds, sb.sampler_wall_seconds};
       comm_all_reduce_max(comm, idle, 3);
       rec.trainer_idle_seconds = idle[0], rec.rollout_idle_seconds = idle[1], rec.rollout_wall_seconds = idle[2];
-      rec.weight_sync_seconds = 0;
+      rec.weight_sync_seconds = weight_sync;
     }
     rec.step_seconds = seconds_since(step_start);
     rec.comm_seconds = comm.seconds - comm_start;
@@ -578,7 +596,8 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
       rec.checkpoint_seconds = seconds_since(save_start);
     }
     // The rollout ranks go on with the new weights, or stop with the trainers.
-    if (layout && done < c.max_steps) rec.weight_sync_seconds = send_rollout_weights(*layout, policy, interrupted);
+    if (layout && done < c.max_steps && !partial) rec.weight_sync_seconds = send_rollout_weights(*layout, policy, interrupted);
+    if (layout && done < c.max_steps && partial && interrupted) send_rollout_stop(*layout);
     if (owner) {
       const nlohmann::ordered_json line = metrics_json(rec, env.panel);
       metrics->append(line.dump());

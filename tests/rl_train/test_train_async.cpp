@@ -208,5 +208,30 @@ TEST(TrainAsync, AnUnknownModeNamesTheRows) {
   }
 }
 
+// --partial-rollout needs what it switches between: rollout ranks sampling ahead, one rollout per
+// batch (no dynamic sampling); --partial-kv names its rows.
+TEST(TrainAsync, PartialRolloutIsRefusedWhereNoUpdateArrivesMidRollout) {
+  auto refusal = [](auto&& edit) {
+    TrainConfig c = toy_config(fresh_dir("async_partial_bad"));
+    c.partial_rollout = 8, c.rollout_ranks = 1, c.async = "full";
+    edit(c);
+    try {
+      validate_config(c);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal([](TrainConfig&) {}), "accepted");
+  EXPECT_NE(refusal([](TrainConfig& c) { c.rollout_ranks = 0; }).find("partial-rollout needs --rollout-ranks and --async "
+                                                                     "one-step or full"), std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.async = "off"; }).find("got rollout-ranks 1, async off"), std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.dynamic_sampling = true; }).find("partial-rollout with --dynamic-sampling"),
+            std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.partial_kv = "drop"; }).find("partial-kv 'drop' is not one of recompute | keep"),
+            std::string::npos);
+  EXPECT_NE(refusal([](TrainConfig& c) { c.partial_rollout = -1; }).find("partial-rollout must be >= 0"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sqlrl::rl::testing

@@ -292,6 +292,61 @@ TEST(TrainCliMpi, RolloutRanksSampleWithTheTrainedAdapter) {
   EXPECT_EQ(untimed_metrics(root + "/split"), untimed_metrics(root + "/two"));
 }
 
+// --partial-rollout with a rollout rank (1 trainer, 1 rollout rank; --async full K = 2): the newest
+// batch ahead takes the weights of the update in progress at its decode step 8, so batches 3 and 4
+// hold tokens of two versions: their staleness is still the bound (2: the oldest token's) and the
+// mean over their sampled tokens less. A second run writes the same bytes; a job killed after
+// step 2 resumes onto the same step 4 (the checkpoint keeps the batches ahead with their switch
+// points). Kept caches recompute nothing; the layout with more trainers than rollout ranks is
+// refused.
+TEST(TrainCliMpi, PartialRolloutSwitchesTheNewestBatchAheadAndResumesBitForBit) {
+  SQLRL_REQUIRE_MPI();
+  const std::string root = fresh_dir("cli_mpi_partial");
+  const std::string a = root + "/a", again = root + "/again", killed = root + "/killed", keep = root + "/keep";
+  const std::string args = fixture_args(4) + "--async full --max-staleness 2 --partial-rollout 8 --save-every 2 --out ";
+  const std::string split = mpirun(2) + SQLRL_BINARY + " train --rollout-ranks 1 " + args;
+  CliRun r1 = run_command(split + a, "partial");
+  ASSERT_EQ(r1.rc, 0) << r1.err;
+  CliRun r2 = run_command(split + again, "partial_again");
+  ASSERT_EQ(r2.rc, 0) << r2.err;
+  for (int step : {2, 4}) expect_same_checkpoint(a, again, step);
+  EXPECT_EQ(untimed_metrics(a), untimed_metrics(again));
+  EXPECT_EQ(bytes(a + "/trajectories.jsonl"), bytes(again + "/trajectories.jsonl"));
+  const std::vector<nlohmann::json> m = metric_lines(a);
+  ASSERT_EQ(m.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(m[i]["staleness"], std::min(i, 2));
+    const double mean = m[i]["staleness_mean"].get<double>();
+    if (i < 2) {
+      EXPECT_EQ(mean, i);  // sampled whole before any update
+      EXPECT_FALSE(m[i]["rollout"].contains("weight_switches"));
+    } else {
+      EXPECT_LT(mean, 2.0) << "no token of the next weights";
+      EXPECT_GT(mean, 1.0) << "no token of the old weights: the switch came before decode step 8";
+      EXPECT_EQ(m[i]["rollout"]["weight_switches"], 1);
+      EXPECT_GT(m[i]["rollout"]["switch_recomputed_tokens"].get<int64_t>(), 0);
+    }
+  }
+  EXPECT_NE(bytes(a + "/trajectories.jsonl").find("\"tokens_after_switch\""), std::string::npos);
+  fs::copy(a, killed, fs::copy_options::recursive);
+  fs::remove_all(killed + "/checkpoints/step-4");
+  CliRun r = run_command(mpirun(2) + SQLRL_BINARY + " train --resume " + killed, "partial_resume");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  expect_same_checkpoint(killed, a, 4);
+  EXPECT_EQ(untimed_metrics(killed), untimed_metrics(a));
+
+  CliRun k = run_command(split + keep + " --partial-kv keep", "partial_keep");
+  ASSERT_EQ(k.rc, 0) << k.err;
+  const std::vector<nlohmann::json> mk = metric_lines(keep);
+  ASSERT_EQ(mk.size(), 4u);
+  EXPECT_EQ(mk[3]["rollout"]["weight_switches"], 1);
+  EXPECT_EQ(mk[3]["rollout"]["switch_recomputed_tokens"], 0);
+  CliRun no = run_command(mpirun(3) + SQLRL_BINARY + " train --rollout-ranks 1 " + args + root + "/refused", "partial_no");
+  EXPECT_NE(no.rc, 0);
+  EXPECT_NE(no.err.find("--partial-rollout with --rollout-ranks 1 and 2 trainers"), std::string::npos) << no.err;
+}
+
 // --rollout-ranks on --device cuda, every rank on the one GPU (ranks sharing it exchange through
 // host memory over MPI): the trainers send their bf16 device weights after each update and the
 // rollout rank samples with them, so the job trains as the two trainers alone do: step 1's
