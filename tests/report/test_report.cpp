@@ -170,6 +170,12 @@ TEST(Report, AnAsyncRunChartsItsStaleness) {
   ASSERT_EQ(c->series[0].points.size(), run.metrics.size());
   EXPECT_EQ(c->series[0].points[0].second, 0.0);
   EXPECT_EQ(c->series[0].points.back().second, 1.0);
+  // --partial-rollout: the mean over the sampled tokens beside it.
+  for (size_t i = 0; i < run.metrics.size(); ++i) run.metrics[i]["staleness_mean"] = i == 0 ? 0.0 : 0.75;
+  const std::vector<ReportChart> partial = report_charts({run});
+  ASSERT_NE(staleness(partial), nullptr);
+  ASSERT_EQ(staleness(partial)->series.size(), 2u);
+  EXPECT_EQ(staleness(partial)->series[1].points.back().second, 0.75);
 }
 
 // A --rollout-ranks run charts each side's idle fraction; the fixture's run (no rollout ranks)
