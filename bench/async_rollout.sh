@@ -4,7 +4,8 @@
 # t trains) and full --max-staleness 2 (two batches ahead), from the SFT-trained tiny fixture
 # (tests/fixtures/sft_tiny), per seed, beside the two ranks as plain data parallel (np2 DP).
 # Prints each run's mean step time (steps 2.. : step 1 has nothing to overlap with), the trainer's
-# and the rollout rank's idle fractions, the final greedy EX on the dev split, and the speedup.
+# and the rollout rank's idle fractions, the final greedy EX on the dev split, and the speedup;
+# `partial` is full with --partial-rollout PARTIAL_STEP (default 32), its mean staleness beside.
 #   bench/async_rollout.sh [BUILD] [STEPS] [B] [G] [SEEDS...]
 # Environment: SQLRL_BENCH_MODEL_ARGS replaces the model and its settings (default: the tiny
 # fixture on the CPU; scripts/gpu_check.sh's `async` stage passes a Qwen3-0.6B on --device cuda,
@@ -29,27 +30,33 @@ rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
 timed = rows[1:] or rows
 mean = lambda k: sum(r["time"].get(k, 0) for r in timed) / len(timed)
 ex = rows[-1].get("eval", {}).get("ex", float("nan"))
-print(f"{mean('step_s'):.3f} {mean('trainer_idle_fraction'):.3f} {mean('rollout_idle_fraction'):.3f} {ex:.4f}")
+# The staleness of the trained tokens over the steps past the first K (the bound reached).
+late = [r for r in rows if r.get("staleness", 0) == max(r.get("staleness", 0) for r in rows)]
+stale = sum(r.get("staleness_mean", r.get("staleness", 0)) for r in late) / len(late)
+print(f"{mean('step_s'):.3f} {mean('trainer_idle_fraction'):.3f} {mean('rollout_idle_fraction'):.3f} {ex:.4f} {stale:.2f}")
 PY
 }
 echo "async_rollout: mpirun -np 2 --rollout-ranks 1, $steps steps of $B x $G, $(nproc) cores, ${SQLRL_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
 echo "  model: $model_args"
-printf '%-6s %-10s %10s %13s %13s %8s\n' seed async "s/step" "trainer idle" "rollout idle" "final EX"
+printf '%-6s %-10s %10s %13s %13s %8s %10s\n' seed async "s/step" "trainer idle" "rollout idle" "final EX" staleness
 for seed in "${seeds[@]}"; do
   declare -A step_s=()
   # The same two processes as plain data parallel (each rolls out and trains half): the baseline
   # a disaggregated layout has to beat on these cores.
   out="$work/dp-$seed"
   "$mpirun" -np 2 --oversubscribe "$bin" train $args --seed "$seed" --out "$out" >/dev/null
-  read -r s ti ri ex <<<"$(summary "$out")"
-  printf '%-6s %-10s %10s %13s %13s %8s\n' "$seed" "np2 DP" "$s" "-" "-" "$ex"
-  for mode in off one-step full; do
+  read -r s ti ri ex st <<<"$(summary "$out")"
+  printf '%-6s %-10s %10s %13s %13s %8s %10s\n' "$seed" "np2 DP" "$s" "-" "-" "$ex" "$st"
+  # partial: full, the newest batch ahead taking the next weights at decode step PARTIAL_STEP.
+  for mode in off one-step full partial; do
     out="$work/$mode-$seed"
-    "$mpirun" -np 2 --oversubscribe "$bin" train $args --seed "$seed" --rollout-ranks 1 --async "$mode" --max-staleness 2 \
+    extra=(--async "$mode")
+    [ "$mode" != partial ] || extra=(--async full --partial-rollout "${PARTIAL_STEP:-32}")
+    "$mpirun" -np 2 --oversubscribe "$bin" train $args --seed "$seed" --rollout-ranks 1 "${extra[@]}" --max-staleness 2 \
       --out "$out" >/dev/null
-    read -r s ti ri ex <<<"$(summary "$out")"
+    read -r s ti ri ex st <<<"$(summary "$out")"
     step_s[$mode]=$s
-    printf '%-6s %-10s %10s %13s %13s %8s\n' "$seed" "$mode" "$s" "$ti" "$ri" "$ex"
+    printf '%-6s %-10s %10s %13s %13s %8s %10s\n' "$seed" "$mode" "$s" "$ti" "$ri" "$ex" "$st"
   done
-  python3 -c "print(f'seed $seed: per step, one-step is {${step_s[off]} / ${step_s[one-step]}:.2f}x off, full {${step_s[off]} / ${step_s[full]}:.2f}x')" 2>/dev/null || true
+  python3 -c "print(f'seed $seed: per step, one-step is {${step_s[off]} / ${step_s[one-step]}:.2f}x off, full {${step_s[off]} / ${step_s[full]}:.2f}x, partial {${step_s[off]} / ${step_s[partial]}:.2f}x')" 2>/dev/null || true
 done

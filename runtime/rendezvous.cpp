@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/socket_io.h"
 
@@ -24,7 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 const char* env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);

@@ -32,6 +32,7 @@
 
 #include "model/infer.h"
 #include "rl/agent/untrusted.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "sql/exec/format.h"
 #include "tokenizer/stream.h"
@@ -41,7 +42,6 @@ namespace sqlrl::rl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 enum class Phase : uint8_t { Waiting, Decode, WaitSql, Done };  // Waiting = not admitted yet
 

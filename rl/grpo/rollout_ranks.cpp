@@ -12,6 +12,7 @@
 #include "rl/grpo/train_log.h"
 #include "rl/policy.h"
 #include "rl/policy_backend.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/gemm.h"
 
@@ -21,7 +22,6 @@ namespace {
 constexpr int kTrainerRoot = 0;  // job rank of trainer 0, who speaks for the trainers
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The messages are our own processes' JSON: a missing or mistyped field is a bug or a mismatch of
 // builds, named with the message it came in.

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "rl/checkpoint_writer.h"
+#include "runtime/clock.h"
 #include "rl/eval/eval.h"
 #include "rl/grpo/async.h"
 #include "rl/grpo/grpo.h"
@@ -87,9 +88,6 @@ RolloutOptions train_rollout_options(const TrainConfig& c, ChatTemplate chat_tem
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // trainer_state.json (rl/run_folder.h) with what resume checks and, for reading, what the next
 // step draws (the loop derives both from step and seed).

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <future>
 
+#include "runtime/clock.h"
 #include "runtime/thread_pool.h"
 #include "sql/exec/pool.h"
 #include "sql/exec/sandbox.h"
@@ -28,9 +29,6 @@ SandboxOptions test_sandbox(size_t workers = 2) {
   return o;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Every field of a result crosses the pipe: rows of every cell type, the column names and
 // declared types, truncation, the ignored tail, errors. Catches a field the wire drops.
