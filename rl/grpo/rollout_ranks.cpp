@@ -267,15 +267,6 @@ void rollout_rank_loop(TrainEnv& env, const RankLayout& layout) {
     receive();
     idle += seconds_since(t0);
   };
-  // The messages of the batches sampled, each to its trainer; --partial-rollout holds them until
-  // this rank has the step's weights (rl/grpo/rollout_ranks.h).
-  std::vector<std::pair<int, std::string>> pending;
-  auto flush = [&] {
-    const auto t0 = Clock::now();
-    for (const auto& [k, text] : pending) comm_send_bytes(*layout.job, text, k);
-    pending.clear();
-    idle += seconds_since(t0);
-  };
   // The weights of the update in progress (the trainers' stop-or-go, then the bytes); false: stop.
   bool weights_taken = false;
   auto take_weights = [&] {
@@ -308,6 +299,7 @@ void rollout_rank_loop(TrainEnv& env, const RankLayout& layout) {
                           });
     for (StepBatch& b : batches) b.version = version;
     const auto sent = Clock::now();
+    std::vector<std::pair<int, std::string>> messages;  // trainer, text
     for (size_t i = 0; i < units.size(); ++i) {
       const Range prompts = unit_prompts(layout, units[i], B);
       bool first = true;
@@ -324,18 +316,23 @@ void rollout_rank_loop(TrainEnv& env, const RankLayout& layout) {
         m["batch"] = step_batch_json(whole ? batches[i]
                                            : piece_of(batches[i], std::max(prompts.lo, theirs.lo) - prompts.lo,
                                                       std::min(prompts.hi, theirs.hi) - prompts.lo, first));
-        pending.emplace_back(k, m.dump());
+        messages.emplace_back(k, m.dump());
         first = false;
       }
     }
     cursor = after;
+    // A switched batch that ended before its switch step takes the weights now: trainer 0 sends
+    // them before it takes this batch (rl/grpo/rollout_ranks.h).
+    if (switch_to_next && !weights_taken && !take_weights()) throw RolloutStopped{};
     idle = 0, since = sent;
-    if (!partial) flush();
+    const auto t0 = Clock::now();
+    for (const auto& [k, text] : messages) comm_send_bytes(*layout.job, text, k);
+    idle += seconds_since(t0);
   };
 
   int64_t step = start.step;
   int64_t next = step + start.ahead;  // the next batch to sample
-  if (next == step && step < start.max_steps) sample(step, false), ++next, flush();
+  if (next == step && step < start.max_steps) sample(step, false), ++next;
   for (; step < start.max_steps; ++step) {
     double ex[2] = {0, 0};  // step s's training EX; stop (--partial-rollout, interrupted)
     wait([&] { relay(layout, ex, sizeof ex); });
@@ -346,13 +343,8 @@ void rollout_rank_loop(TrainEnv& env, const RankLayout& layout) {
     weights_taken = false;
     for (; next <= step + lag && next < start.max_steps; ++next)
       sample(step, partial && next == step + lag && step + 1 < start.max_steps);
-    if (step + 1 >= start.max_steps) {
-      flush();
-      break;
-    }
-    const bool go = weights_taken || take_weights();
-    flush();
-    if (!go) break;
+    if (step + 1 >= start.max_steps) break;
+    if (!weights_taken && !take_weights()) break;
     if (lag == 0) sample(step + 1, false), ++next;
   }
 }

@@ -26,12 +26,13 @@
 //             moves the curriculum before step s+1 is drawn (the synchronous loop's order);
 //   weights   trainer 0 -> rollout root after step s (when a step s+1 follows): stop or go on,
 //             and the new weights.
-// --partial-rollout N (rl/grpo/async.h; each rollout rank samples one unit, so R >= N-R): the
-// weights of step s go right after its update (always "go on": the ex message of step s+1 says
-// stop instead), before the trainers take the batches ahead; the newest of those, batch s+K, takes
-// them at its decode step N (RolloutOptions::switch_weights), or after its rollout when that ended
-// sooner, and the batches a rollout rank sampled in step s are sent once it holds the weights (a
-// batch sent while trainer 0 sends the weights would leave both waiting on the other).
+// --partial-rollout N (rl/grpo/async.h; each rollout rank samples one unit, so R >= N-R): after
+// step s's update the trainers take the batches ahead but the newest, then trainer 0 sends the
+// weights (always "go on": the EX message of step s+1 says stop instead); the newest, batch s+K,
+// takes them at its decode step N (RolloutOptions::switch_weights), or after its rollout when that
+// ended sooner, and is sent after that; the trainers take it at the end of step s+1 (its rest runs
+// while step s+1 trains), or at once before a save (a checkpoint keeps every batch ahead). Every
+// send is blocking, so each side takes the other's messages in the order they are sent.
 // The rollout root relays what it receives to the other rollout ranks (broadcast in their group).
 // Per step the trainers receive batch s (off: after sending the weights of s; one-step and full
 // with K = max-staleness: during step s-K, sampled by the weights step s-K started from), then

@@ -496,16 +496,20 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     PolicyActivations& state = memory_for_train(policy, memory, optimizer);
     if (summary.modes.recompute.empty()) summary.modes = executed_modes(policy, memory, optimizer);
     rec.grpo = grpo_step(policy, has_reference ? &reference : nullptr, optimizer, state, trajs, gc, dp);
-    // --partial-rollout: the new weights go now, before the batches ahead, the newest of which
-    // waits for them mid-way (rl/grpo/rollout_ranks.h); an interruption then stops the rollout
+    // Rollout ranks sampled the batches ahead while this step trained. --partial-rollout: all but
+    // the newest, then the new weights, which the newest waits for mid-way: it is taken at the end
+    // of the next step (or before a save, which keeps every batch ahead), so that its rest runs
+    // while that step trains (rl/grpo/rollout_ranks.h). An interruption then stops the rollout
     // ranks in place of the next step's EX.
+    auto receive_ahead = [&](int64_t hold) {
+      while (static_cast<int64_t>(ahead.size()) < hold && more_ahead()) {
+        ahead.push_back(receive_step_batch(*layout, env, cursor));
+        waited += ahead.back().wait_seconds;
+      }
+    };
     double weight_sync = 0;
+    if (layout) receive_ahead(partial ? lag - 1 : lag);
     if (partial && step + 1 < c.max_steps) weight_sync = send_rollout_weights(*layout, policy, false);
-    // Rollout ranks sampled the batches ahead while this step trained.
-    while (layout && more_ahead()) {
-      ahead.push_back(receive_step_batch(*layout, env, cursor));
-      waited += ahead.back().wait_seconds;
-    }
     rec.examples = &batch;
     rec.trajs = &trajs;
     rec.ex = &sb.ex;
@@ -564,6 +568,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     }
     // A new best evaluation is saved too, so best.json always names a checkpoint.
     // Before the metrics line, so that the line carries the save's time.
+    if (partial && (scheduled_save || new_best)) receive_ahead(lag);
     if (scheduled_save || new_best) {
       const auto save_start = std::chrono::steady_clock::now();
       // CUDA: the master weights to the host model; the moments to the host (offloaded: they

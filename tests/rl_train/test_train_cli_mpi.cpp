@@ -410,6 +410,33 @@ TEST(TrainCliMpiCuda, RolloutRankSharesTheGpuAndSamplesWhatTheTrainersWould) {
   }
 }
 
+// --partial-rollout on the GPU (1 trainer, 1 rollout rank, both on the one device): the switch
+// writes the next bf16 weights in place under the decode graphs mid-batch; a second run writes
+// the same bytes (the switch point is a step count, and the device kernels are deterministic),
+// and batches 3 and 4 hold tokens of both versions.
+TEST(TrainCliMpiCuda, PartialRolloutOnTheGpuRepeatsBitForBit) {
+  SQLRL_REQUIRE_MPI();
+  SQLRL_REQUIRE_CUDA();
+  const std::string root = fresh_dir("cli_mpi_partial_cuda");
+  const std::string args = " train --rollout-ranks 1 --config tiny --tiny-head-dim 64 --device cuda --max-steps 4 "
+                           "--batch-size 4 --group-size 4 --max-turn-tokens 64 --entropy-coef 0.01 "
+                           "--filter-zero-variance=false --async full --max-staleness 2 --partial-rollout 8 "
+                           "--save-every 4 --out ";
+  CliRun a = run_command(mpirun(2) + SQLRL_BINARY + args + root + "/a", "cuda_partial");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  CliRun b = run_command(mpirun(2) + SQLRL_BINARY + args + root + "/b", "cuda_partial_again");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  expect_same_checkpoint(root + "/a", root + "/b", 4);
+  EXPECT_EQ(untimed_metrics(root + "/a"), untimed_metrics(root + "/b"));
+  EXPECT_EQ(bytes(root + "/a/trajectories.jsonl"), bytes(root + "/b/trajectories.jsonl"));
+  const std::vector<nlohmann::json> m = metric_lines(root + "/a");
+  ASSERT_EQ(m.size(), 4u);
+  for (int i : {2, 3}) {
+    EXPECT_LT(m[i]["staleness_mean"].get<double>(), 2.0) << i;
+    EXPECT_EQ(m[i]["rollout"]["weight_switches"], 1) << i;
+  }
+}
+
 TEST(TrainCliMpi, RolloutRanksNeedATrainer) {
   CliRun r = run_command(std::string(SQLRL_BINARY) + " train --rollout-ranks 1 " + fixture_args(1) + "--out " +
                              fresh_dir("cli_rollout_alone"), "rollout_alone");
