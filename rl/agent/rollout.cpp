@@ -111,24 +111,6 @@ void preempt(Engine& e, Sample& s, Trajectory& t) {
   s.feed = t.tokens;
 }
 
-// Partial rollout: the next weights from here on (RolloutOptions::switch_weights). A live sample
-// recomputed gives its blocks back and makes its history its feed, as preempt() does, but it is
-// not a preemption of the schedule: the cache did not run out.
-void switch_weights(Engine& e) {
-  if (!e.opt.switch_weights()) throw RolloutStopped{};
-  ++e.stats.weight_switches;
-  for (size_t k = 0; k < e.samples.size(); ++k) {
-    Sample& s = e.samples[k];
-    Trajectory& t = e.out[k];
-    if (s.phase == Phase::Done) continue;
-    t.switch_at = static_cast<int64_t>(t.tokens.size());  // the feed's head was drawn by the old weights
-    if (e.opt.partial_kv_keep || s.handle < 0) continue;
-    e.stats.switch_recomputed_tokens += static_cast<int64_t>(t.tokens.size() - s.feed.size());
-    release(e, s);
-    s.feed = t.tokens;
-  }
-}
-
 int turns_left(const Engine& e, const Trajectory& t) { return e.max_turns - static_cast<int>(t.turns.size()); }
 
 // A turn the protocol forces: the last the budget allows, after an injection (a first turn
@@ -325,6 +307,50 @@ void prefill_prompts(Engine& e, const std::vector<size_t>& groups, std::vector<C
   }
   policy_forward_cached(e.policy, e.cache, inputs, e.logits, e.opt.batch_invariant);
   for (int64_t h : handle) kv_free(book, h);
+}
+
+// Partial rollout: the next weights from here on (RolloutOptions::switch_weights). Recomputed, a
+// live sample gives its blocks back as a preempted one does (not a preemption of the schedule:
+// the cache did not run out), but its group's prompt is prefilled once more and forked, as at
+// admission (prefill_prompts: stretches shared across prompts once too), and its feed is its
+// history past the prompt; what the plain readmission of a preempted sample would prefill alone,
+// each sample its whole history, costs up to G times more. The same bits either way under
+// batch_invariant (a token's K/V depend on the tokens up to it only).
+void switch_weights(Engine& e) {
+  if (!e.opt.switch_weights()) throw RolloutStopped{};
+  ++e.stats.weight_switches;
+  std::vector<std::vector<size_t>> by_request(e.requests.size());
+  for (size_t k = 0; k < e.samples.size(); ++k) {
+    Sample& s = e.samples[k];
+    Trajectory& t = e.out[k];
+    if (s.phase == Phase::Done) continue;
+    t.switch_at = static_cast<int64_t>(t.tokens.size());  // the feed's head was drawn by the old weights
+    if (e.opt.partial_kv_keep || s.handle < 0) continue;
+    e.stats.switch_recomputed_tokens += static_cast<int64_t>(t.tokens.size() - s.feed.size());
+    release(e, s);
+    s.feed = t.tokens;
+    by_request[static_cast<size_t>(s.request)].push_back(k);
+  }
+  std::vector<size_t> groups;
+  std::vector<CachedInput> inputs;
+  for (size_t r = 0; r < by_request.size(); ++r)
+    if (!by_request[r].empty()) groups.push_back(r), inputs.push_back({kv_new_sequence(e.cache.book()), e.requests[r].prompt_tokens});
+  if (groups.empty()) return;
+  // Their prompts' blocks were all theirs (every live sample of those requests let go of them), so
+  // the prefill fits; the feeds past them are make_room's to fit, as any step's.
+  const auto t0 = Clock::now();
+  prefill_prompts(e, groups, inputs);
+  e.stats.prefill_seconds += seconds_since(t0);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const int64_t prompt = static_cast<int64_t>(e.requests[groups[i]].prompt_tokens.size());
+    for (size_t k : by_request[groups[i]]) {
+      Sample& s = e.samples[k];
+      s.handle = kv_fork(e.cache.book(), inputs[i].sequence);
+      ++e.live;
+      s.feed.erase(s.feed.begin(), s.feed.begin() + prompt);
+    }
+    kv_free(e.cache.book(), inputs[i].sequence);
+  }
 }
 
 // Live samples at most: the batch cap, but always one whole group.

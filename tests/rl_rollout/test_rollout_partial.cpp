@@ -75,7 +75,8 @@ TEST(RolloutPartial, SwitchingToTheSameWeightsChangesNoBit) {
   World w(kMixed);
   const RolloutOptions o = partial_options();
   const auto requests = w.requests(o);
-  const std::vector<Trajectory> plain = rollout(w.model, w.tok, w.protocol, w.pool, requests, o);
+  RolloutStats plain_stats;
+  const std::vector<Trajectory> plain = rollout(w.model, w.tok, w.protocol, w.pool, requests, o, &plain_stats);
   for (const bool keep : {false, true}) {
     SCOPED_TRACE(keep ? "keep" : "recompute");
     RolloutOptions p = o;
@@ -90,8 +91,17 @@ TEST(RolloutPartial, SwitchingToTheSameWeightsChangesNoBit) {
     const std::vector<Trajectory> got = rollout(w.model, w.tok, w.protocol, w.pool, requests, p, &stats);
     EXPECT_EQ(calls, 1);
     EXPECT_EQ(stats.weight_switches, 1);
-    if (keep) EXPECT_EQ(stats.switch_recomputed_tokens, 0);
-    else EXPECT_GT(stats.switch_recomputed_tokens, 0);
+    // Recomputed, each group's prompt is prefilled once more and forked (a prefill of prompt
+    // tokens beside the plain run's), the rest of each history as its feed.
+    const int64_t again = stats.prefill_tokens - plain_stats.prefill_tokens;
+    if (keep) {
+      EXPECT_EQ(stats.switch_recomputed_tokens, 0);
+      EXPECT_EQ(again, 0);
+    } else {
+      EXPECT_GT(stats.switch_recomputed_tokens, 0);
+      EXPECT_GT(again, 0) << "no prompt prefilled again: each sample recomputed its whole history alone";
+      EXPECT_LT(again, stats.switch_recomputed_tokens);
+    }
     ASSERT_EQ(got.size(), plain.size());
     int64_t in_flight = 0;
     for (size_t k = 0; k < got.size(); ++k) {

@@ -104,6 +104,18 @@ std::vector<std::string> metric_lines(const std::string& path, const std::vector
   return out;
 }
 
+// The shortest time/step_s of a run's metrics.jsonl, in ms (INT64_MAX when no line has one).
+int64_t fastest_step_ms(const std::string& run) {
+  std::ifstream in(run + "/metrics.jsonl");
+  int64_t best = INT64_MAX;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("time") && j["time"].contains("step_s"))
+      best = std::min(best, static_cast<int64_t>(j["time"]["step_s"].get<double>() * 1000));
+  }
+  return best;
+}
+
 struct Job {
   std::function<std::vector<std::string>()> next;  // the command that starts or continues the run in DIR
   int64_t steps;
@@ -120,8 +132,10 @@ void kill_and_compare(const Job& job, const std::string& dir, const std::string&
   for (int k = 0; k < kills + 20 && killed < kills; ++k) {
     std::vector<std::string> args = job.next();
     const bool at_checkpoint = k % 2 == 1;
-    // Within a step of the one that was just logged: an uninterrupted run's time per step.
-    const int64_t per_step = std::max<int64_t>(10, full_ms / job.steps);
+    // Within a step of the one that was just logged: the uninterrupted run's fastest step where
+    // its metrics time the steps (an average would count the start and a first step that samples
+    // the batches ahead, and a kill that long after a later step may come after the run's end).
+    const int64_t per_step = std::max<int64_t>(10, std::min(full_ms / job.steps, fastest_step_ms(ref)));
     const int delay = static_cast<int>(std::uniform_int_distribution<int64_t>(0, per_step)(rng));
     if (!run_and_kill(args, dir, delay, at_checkpoint, job.launcher)) break;  // it finished before the kill
     ++killed;
