@@ -22,8 +22,8 @@ const std::vector<AsyncMode>& rows() {
 
 const std::vector<PartialKvMode>& kv_rows() {
   static const std::vector<PartialKvMode> r{
-      {"recompute", "the live samples' cached tokens are computed again under the new weights (exact, costs a "
-                    "prefill of each history)", false},
+      {"recompute", "the live samples' cached tokens are computed again under the new weights (exact; each "
+                    "group's prompt is prefilled once more, the rest of each history fed)", false},
       {"keep", "the cached tokens stay as the old weights computed them (no recompute; the new weights attend over "
                "old keys and values)", true},
   };

@@ -161,8 +161,9 @@ OptionTable config_fields(TrainConfig& c) {
       {"partial-rollout", "with --rollout-ranks and --async one-step or full: N > 0 makes the newest batch sampled "
                           "ahead take the weights of the update in progress before its decode step N (at a step "
                           "count, not on arrival, so the bits never depend on timing), its samples then holding "
-                          "tokens of two versions (metrics.jsonl staleness_mean); about the decode steps one update "
-                          "lasts. 0: each trajectory sampled whole by one version", &c.partial_rollout},
+                          "tokens of two versions (metrics.jsonl staleness_mean); the trainers wait for the steps before "
+                          "N, the rest runs while the next step trains, so a small N overlaps most. 0: each "
+                          "trajectory sampled whole by one version", &c.partial_rollout},
       {"partial-kv", partial_kv_help(), &c.partial_kv},
       {"ppo-epochs", "passes over each rollout batch", &c.ppo_epochs},
       {"mini-batches", "optimizer updates per epoch", &c.mini_batches},
