@@ -261,6 +261,7 @@ void run_sft_command(SftArgs& args) {
                 static_cast<long long>(st.updates), st.checkpoints.empty() ? "(none: no --out)" : st.checkpoints.back().c_str(),
                 a.out.c_str());
     std::fflush(stdout);
+    leave_job();  // MPI_Finalize: std::exit skips main's
     std::exit(128 + interrupt_signal());
   }
   std::printf("sft: %lld updates over %lld epochs, loss %.4f -> %.4f, %lld trained tokens, %lld sequences cut "

@@ -158,6 +158,7 @@ void run_train(TrainArgs& args) {
                 static_cast<long long>(s.last_step), rl::checkpoint_dir(env.config.out, s.last_step).c_str(),
                 env.config.out.c_str());
     std::fflush(stdout);
+    leave_job();  // MPI_Finalize: std::exit skips main's
     std::exit(128 + interrupt_signal());
   }
   std::printf("train: %lld steps (%lld -> %lld) in %.1f s (%.3f steps/s); checkpoints in %s/checkpoints\n",

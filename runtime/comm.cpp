@@ -44,6 +44,12 @@ struct Watchdog {
   std::atomic<int64_t> entered_ms{0};  // steady-clock ms when the current collective began; 0 = none
   std::atomic<bool> stop{false};
   std::thread thread;
+  // A process that ends by std::exit (an interrupted train or sft) destroys this at exit: a
+  // joinable thread would call std::terminate there.
+  ~Watchdog() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+  }
 };
 Watchdog g_watchdog;
 

@@ -585,22 +585,24 @@ TEST(TrainCliMpi, AFailingRankNamesItselfAndEndsTheJob) {
 
 // A rank killed by SIGKILL in the middle of training (no error message, no MPI_Abort of its
 // own): mpirun sees it and ends the others within seconds, never a hang.
-TEST(TrainCliMpi, AKilledRankEndsTheJobInBoundedTime) {
-  SQLRL_REQUIRE_MPI();
-  const std::string dir = fresh_dir("cli_mpi_kill");
-  const std::string base = sql::testing::temp_dir() + "/kill";
+// `mpirun -np 2 ... train ARGS --out DIR` started in a process group of its own, its output in
+// BASE.out / BASE.err; returns the shell's pid once DIR/metrics.jsonl exists (training under way).
+pid_t start_job(const std::string& args, const std::string& dir, const std::string& base) {
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
-    std::string cmd = mpirun(2) + SQLRL_BINARY + " train " + fixture_args(500) + "--save-every 0 --out " +
-                      dir + " > " + base + ".out 2> " + base + ".err";
+    std::string cmd = mpirun(2) + SQLRL_BINARY + " train " + args + "--out " + dir + " > " + base + ".out 2> " + base +
+                      ".err";
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  // Wait for training to be under way, then kill -9 the rank-1 process (found by its environment).
   for (int i = 0; i < 1200 && !fs::exists(dir + "/metrics.jsonl"); ++i) usleep(50'000);
   usleep(500'000);
-  pid_t victim = -1;
+  return pid;
+}
+
+// The pid of the job's rank `rank` (an llm_sqlrl writing DIR, found by its environment); -1: none.
+pid_t rank_process(const std::string& dir, int rank) {
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -609,20 +611,62 @@ TEST(TrainCliMpi, AKilledRankEndsTheJobInBoundedTime) {
     std::ifstream cmdline(e.path() / "cmdline", std::ios::binary);
     std::string cmd((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
     if (cmd.find("llm_sqlrl") != std::string::npos && cmd.find(dir) != std::string::npos &&
-        text.find(std::string("OMPI_COMM_WORLD_RANK=1") + '\0') != std::string::npos)
-      victim = std::stoi(name);
+        text.find(str_cat("OMPI_COMM_WORLD_RANK=", rank) + '\0') != std::string::npos)
+      return std::stoi(name);
   }
-  ASSERT_GT(victim, 0) << "rank 1 not found; " << sql::testing::file_bytes(base + ".err");
+  return -1;
+}
+
+// Waits up to `limit_s` for the job started by start_job (killing its group past that); returns
+// the seconds it took and its status.
+double wait_job(pid_t pid, int& status, double limit_s) {
   const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < limit_s * 10 && waitpid(pid, &status, WNOHANG) == 0; ++i) usleep(100'000);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (seconds >= limit_s) kill(-pid, SIGKILL), waitpid(pid, &status, 0);
+  return seconds;
+}
+
+TEST(TrainCliMpi, AKilledRankEndsTheJobInBoundedTime) {
+  SQLRL_REQUIRE_MPI();
+  const std::string dir = fresh_dir("cli_mpi_kill");
+  const std::string base = sql::testing::temp_dir() + "/kill";
+  const pid_t pid = start_job(fixture_args(500) + "--save-every 0 ", dir, base);
+  // Training under way: kill -9 the rank-1 process.
+  const pid_t victim = rank_process(dir, 1);
+  ASSERT_GT(victim, 0) << "rank 1 not found; " << sql::testing::file_bytes(base + ".err");
   kill(victim, SIGKILL);
   int status = 0;
-  for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; ++i) usleep(100'000);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (seconds >= 60) kill(-pid, SIGKILL), waitpid(pid, &status, 0);
-  EXPECT_LT(seconds, 60.0) << "the job did not end after its rank 1 was killed";
+  EXPECT_LT(wait_job(pid, status, 60), 60.0) << "the job did not end after its rank 1 was killed";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
   const std::string err = sql::testing::file_bytes(base + ".err");
   EXPECT_NE(err.find("signal 9"), std::string::npos) << err;  // mpirun's report names the killed process
+}
+
+// SIGINT to trainer rank 0 of a job with a rollout rank two batches ahead, switching weights
+// mid-batch (--partial-rollout): the trainer finishes its step, takes the batch in flight, saves,
+// tells the rollout rank to stop (in place of the next EX) and both end: no rank waits, and rank 0
+// leaves MPI before std::exit (its watchdog thread, joinable at exit, once made it abort).
+TEST(TrainCliMpi, AnInterruptedJobSavesItsStepAndEndsCleanly) {
+  SQLRL_REQUIRE_MPI();
+  const std::string dir = fresh_dir("cli_mpi_sigint");
+  const std::string base = sql::testing::temp_dir() + "/sigint_mpi";
+  const pid_t pid = start_job(fixture_args(500) + "--save-every 0 --rollout-ranks 1 --async full --max-staleness 2 "
+                              "--partial-rollout 8 ", dir, base);
+  const pid_t trainer = rank_process(dir, 0);
+  ASSERT_GT(trainer, 0) << "rank 0 not found; " << sql::testing::file_bytes(base + ".err");
+  kill(trainer, SIGINT);
+  int status = 0;
+  EXPECT_LT(wait_job(pid, status, 120), 120.0) << "the job did not end after SIGINT";
+  const std::string out = sql::testing::file_bytes(base + ".out"), err = sql::testing::file_bytes(base + ".err");
+  const size_t at = out.find("train: interrupted after step ");
+  ASSERT_NE(at, std::string::npos) << out << err;
+  EXPECT_EQ(err.find("terminate called"), std::string::npos) << err;
+  EXPECT_EQ(err.find("Aborted"), std::string::npos) << err;
+  const int64_t step = std::stoll(out.substr(at + std::string("train: interrupted after step ").size()));
+  const nlohmann::json state = nlohmann::json::parse(bytes(checkpoint_dir(dir, step) + "/trainer_state.json"));
+  ASSERT_EQ(state["ahead"].size(), 1u);
+  EXPECT_EQ(state["ahead"][0].size(), 2u) << "the checkpoint lacks a batch ahead (the one switching weights)";
 }
 
 }  // namespace
