@@ -139,6 +139,9 @@ void run_train(TrainArgs& args) {
   // Every rank past make_train_env's checks (an existing run in the folder, ...) before the
   // trainers write the run folder: run_training's own barrier spans the trainers only.
   if (layout) comm_barrier(job);
+  // A first SIGINT/SIGTERM on a rollout rank is noted and left to the trainers, who stop the job
+  // at a step's end (a scheduler's SIGTERM reaches every rank; a second signal ends this one).
+  install_interrupt_handlers();
   if (layout && layout->rolls_out()) return rl::run_rollout_rank(env, *layout);
   if (root) {
     std::printf("train: %s\n", env.description.c_str());
@@ -149,7 +152,6 @@ void run_train(TrainArgs& args) {
       std::printf("train: run folder %s, steps %lld\n", env.config.out.c_str(), static_cast<long long>(env.config.max_steps));
     std::fflush(stdout);
   }
-  install_interrupt_handlers();
   rl::TrainSummary s = rl::run_training(env);
   if (!root) return;
   int64_t steps = s.last_step - s.first_step;

@@ -646,7 +646,8 @@ TEST(TrainCliMpi, AKilledRankEndsTheJobInBoundedTime) {
 // SIGINT to trainer rank 0 of a job with a rollout rank two batches ahead, switching weights
 // mid-batch (--partial-rollout): the trainer finishes its step, takes the batch in flight, saves,
 // tells the rollout rank to stop (in place of the next EX) and both end: no rank waits, and rank 0
-// leaves MPI before std::exit (its watchdog thread, joinable at exit, once made it abort).
+// leaves MPI before std::exit (its watchdog thread, joinable at exit, once made it abort). Then
+// SIGTERM to both ranks of a one-step job, as a scheduler sends it.
 TEST(TrainCliMpi, AnInterruptedJobSavesItsStepAndEndsCleanly) {
   SQLRL_REQUIRE_MPI();
   const std::string dir = fresh_dir("cli_mpi_sigint");
@@ -667,6 +668,20 @@ TEST(TrainCliMpi, AnInterruptedJobSavesItsStepAndEndsCleanly) {
   const nlohmann::json state = nlohmann::json::parse(bytes(checkpoint_dir(dir, step) + "/trainer_state.json"));
   ASSERT_EQ(state["ahead"].size(), 1u);
   EXPECT_EQ(state["ahead"][0].size(), 2u) << "the checkpoint lacks a batch ahead (the one switching weights)";
+
+  // A scheduler's SIGTERM reaches every rank: the rollout rank leaves it to the trainer (without
+  // a handler it died at once and mpirun ended the job before the save).
+  const std::string dir2 = fresh_dir("cli_mpi_sigterm");
+  const pid_t job = start_job(fixture_args(500) + "--save-every 0 --rollout-ranks 1 --async one-step ", dir2, base);
+  const pid_t r0 = rank_process(dir2, 0), r1 = rank_process(dir2, 1);
+  ASSERT_GT(r0, 0);
+  ASSERT_GT(r1, 0);
+  kill(r1, SIGTERM);
+  kill(r0, SIGTERM);
+  EXPECT_LT(wait_job(job, status, 120), 120.0) << "the job did not end after SIGTERM";
+  const std::string out2 = sql::testing::file_bytes(base + ".out"), err2 = sql::testing::file_bytes(base + ".err");
+  EXPECT_NE(out2.find("train: interrupted after step "), std::string::npos) << out2 << err2;
+  EXPECT_EQ(err2.find("signal 15"), std::string::npos) << err2;
 }
 
 }  // namespace
