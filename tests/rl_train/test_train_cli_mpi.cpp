@@ -124,6 +124,18 @@ std::vector<nlohmann::json> untimed_metrics(const std::string& dir, bool trained
   return m;
 }
 
+// Run `a` without its checkpoint of step `last`, as a job killed after the one before, resumed by
+// `np` ranks: it must write that checkpoint and `a`'s metrics again (the batches sampled ahead
+// taken back from the checkpoint, bit for bit).
+void expect_resume_rewrites(const std::string& a, const std::string& killed, int last, int np, const std::string& name) {
+  fs::copy(a, killed, fs::copy_options::recursive);
+  fs::remove_all(str_cat(killed, "/checkpoints/step-", last));
+  CliRun r = run_command(mpirun(np) + SQLRL_BINARY + " train --resume " + killed, name);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  expect_same_checkpoint(killed, a, last);
+  EXPECT_EQ(untimed_metrics(killed), untimed_metrics(a));
+}
+
 // --rollout-ranks (rl/grpo/rollout_ranks.h): of 3 ranks the last only rolls out and the first two
 // only train; it samples each trainer's share as that trainer would, so the job writes the bytes
 // of the two trainers run alone (mpirun -np 2, which writes those of --grad-accum 2: above), and
@@ -178,12 +190,7 @@ TEST(TrainCliMpi, RolloutRanksOneStepAheadRepeatAndResumeBitForBit) {
   ASSERT_EQ(m.size(), 3u);
   EXPECT_EQ(m[0]["staleness"], 0);
   EXPECT_EQ(m[2]["staleness"], 1);
-  fs::copy(a, killed, fs::copy_options::recursive);
-  fs::remove_all(killed + "/checkpoints/step-3");
-  CliRun r = run_command(mpirun(3) + SQLRL_BINARY + " train --resume " + killed, "rollout_async_resume");
-  ASSERT_EQ(r.rc, 0) << r.err;
-  expect_same_checkpoint(killed, a, 3);
-  EXPECT_EQ(untimed_metrics(killed), untimed_metrics(a));
+  expect_resume_rewrites(a, killed, 3, 3, "rollout_async_resume");
 }
 
 // --async full --max-staleness 2 with a rollout rank: two batches ahead of the trainers, the bytes
@@ -204,12 +211,7 @@ TEST(TrainCliMpi, RolloutRanksTwoStepsAheadResumeBitForBit) {
   std::vector<int64_t> staleness;
   for (const nlohmann::json& j : metric_lines(a)) staleness.push_back(j["staleness"].get<int64_t>());
   EXPECT_EQ(staleness, (std::vector<int64_t>{0, 1, 2, 2}));
-  fs::copy(a, killed, fs::copy_options::recursive);
-  fs::remove_all(killed + "/checkpoints/step-4");
-  CliRun r = run_command(mpirun(3) + SQLRL_BINARY + " train --resume " + killed, "rollout_full_resume");
-  ASSERT_EQ(r.rc, 0) << r.err;
-  expect_same_checkpoint(killed, a, 4);
-  EXPECT_EQ(untimed_metrics(killed), untimed_metrics(a));
+  expect_resume_rewrites(a, killed, 4, 3, "rollout_full_resume");
 }
 
 // More rollout ranks than trainers: each batch is sampled in max(T, R) units (prompt ranges), each
@@ -329,12 +331,7 @@ TEST(TrainCliMpi, PartialRolloutSwitchesTheNewestBatchAheadAndResumesBitForBit) 
     }
   }
   EXPECT_NE(bytes(a + "/trajectories.jsonl").find("\"tokens_after_switch\""), std::string::npos);
-  fs::copy(a, killed, fs::copy_options::recursive);
-  fs::remove_all(killed + "/checkpoints/step-4");
-  CliRun r = run_command(mpirun(2) + SQLRL_BINARY + " train --resume " + killed, "partial_resume");
-  ASSERT_EQ(r.rc, 0) << r.err;
-  expect_same_checkpoint(killed, a, 4);
-  EXPECT_EQ(untimed_metrics(killed), untimed_metrics(a));
+  expect_resume_rewrites(a, killed, 4, 2, "partial_resume");
 
   CliRun k = run_command(split + keep + " --partial-kv keep", "partial_keep");
   ASSERT_EQ(k.rc, 0) << k.err;
