@@ -16,7 +16,8 @@
 // Data order: a step's EX moves the curriculum before the batch `lag` steps later is drawn
 // (rl/grpo/train_loop.cpp), which for off and one-step is the synchronous run's order; a batch's
 // Philox streams are its draw's. On one process the batches ahead are sampled in turn with the
-// training (no overlap); rollout ranks (rl/grpo/rollout_ranks.h) sample them while the trainers train.
+// training, their scoring overlapping it (--overlap-scoring, rl/grpo/train_loop.cpp); rollout
+// ranks (rl/grpo/rollout_ranks.h) sample them while the trainers train.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -132,6 +132,8 @@ nlohmann::ordered_json step_batch_json(const StepBatch& b) {
                         {"live_sum", r.live_sum},             {"live_steps", r.live_steps},
                         {"live_max", r.live_max},             {"weight_switches", r.weight_switches},
                         {"switch_recomputed_tokens", r.switch_recomputed_tokens}};
+  // A checkpoint keeps scores: a batch still being scored (--overlap-scoring) is waited for first.
+  check(b.scored, "step_batch_json: the batch sampled by version ", b.version, " is not scored yet");
   return {{"example_ids", b.example_ids},
           {"trajectories", trajs},
           {"ex", b.ex},

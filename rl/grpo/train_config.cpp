@@ -165,6 +165,10 @@ OptionTable config_fields(TrainConfig& c) {
                           "N, the rest runs while the next step trains, so a small N overlaps most. 0: each "
                           "trajectory sampled whole by one version", &c.partial_rollout},
       {"partial-kv", partial_kv_help(), &c.partial_kv},
+      {"overlap-scoring", "--async one-step or full on one process (no --rollout-ranks, no --dynamic-sampling): "
+                          "the batches sampled ahead are scored (their SQL run against the gold) on threads of "
+                          "their own while the step trains, instead of before it (the same bytes; metrics.jsonl "
+                          "time.overlap_s); false: in turn", &c.overlap_scoring, true},
       {"ppo-epochs", "passes over each rollout batch", &c.ppo_epochs},
       {"mini-batches", "optimizer updates per epoch", &c.mini_batches},
       {"max-grad-norm", "gradient-norm clip (<= 0 = off)", &c.max_grad_norm},

@@ -134,6 +134,7 @@ struct TrainConfig : OutputOptions, DeviceOptions, ModelOptions, TemplateOptions
   int64_t rollout_ranks = 0;             // ranks of the job that only roll out (rl/grpo/rollout_ranks.h); 0: every rank trains
   int64_t partial_rollout = 0;           // rollout ranks: the newest batch ahead takes the next weights before this decode step; 0: off
   std::string partial_kv = "recompute";  // recompute | keep: the cached tokens at that switch (rl/grpo/async.h)
+  bool overlap_scoring = true;           // --async on one process: the batch ahead is scored while the step trains
   std::string rollout_is_level = "token";  // token | sequence | geometric
   double rollout_is_upper = 2.0, rollout_is_lower = 0;  // lower 0: 1 / upper
   int64_t ppo_epochs = 1;

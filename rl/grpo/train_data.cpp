@@ -41,7 +41,24 @@ std::vector<Difficulty> measure_difficulty(TrainEnv& env, const Policy& policy, 
   return difficulty_of(env.examples, run.results, c.difficulty_metric == "ex-em");
 }
 
+// Scores `trajs` (EX into `ex`) and adds their trajectory_sums and the seconds to `out`.
+void add_score(TrainEnv& env, const std::vector<sql::Example>& examples, std::vector<Trajectory>& trajs,
+               std::vector<uint8_t>& ex, StepBatch& out) {
+  const auto score_start = std::chrono::steady_clock::now();
+  env.score(examples, trajs, &ex);
+  out.score_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - score_start).count();
+  const std::vector<double> sums = trajectory_sums(trajs, &ex, env.panel);
+  if (out.sums.empty()) out.sums.assign(sums.size(), 0.0);
+  for (size_t i = 0; i < sums.size(); ++i) out.sums[i] += sums[i];
+}
+
 }  // namespace
+
+void score_step_batch(TrainEnv& env, StepBatch& b) {
+  if (b.scored) return;
+  add_score(env, b.examples, b.trajs, b.ex, b);
+  b.scored = true;
+}
 
 DataSchedule make_data_schedule(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
                                 const Comm& comm, bool owner, bool quiet, nlohmann::ordered_json* summary) {
@@ -109,14 +126,17 @@ DataSchedule make_data_schedule(TrainEnv& env, const Policy& policy, PolicyKV& k
 }
 
 StepBatch sample_step_batch(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
-                            const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas, const Comm& comm) {
-  return std::move(sample_step_units(env, policy, kv, base, schedule, cursor, schemas, {comm.rank}, comm.world_size,
-                                     [&](std::vector<double>& per_rank) { comm_sum_in_rank_order(comm, per_rank); })[0]);
+                            const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas, const Comm& comm,
+                            bool defer_score) {
+  return std::move(sample_step_units(
+      env, policy, kv, base, schedule, cursor, schemas, {comm.rank}, comm.world_size,
+      [&](std::vector<double>& per_rank) { comm_sum_in_rank_order(comm, per_rank); }, defer_score)[0]);
 }
 
 std::vector<StepBatch> sample_step_units(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
                                          const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas,
-                                         const std::vector<int>& units, int V, const SumCounts& sum_counts) {
+                                         const std::vector<int>& units, int V, const SumCounts& sum_counts,
+                                         bool defer_score) {
   const TrainConfig& c = env.config;
   const int64_t B = c.batch_size, G = c.group_size;
   std::vector<StepBatch> outs(units.size());
@@ -154,19 +174,15 @@ std::vector<StepBatch> sample_step_units(TrainEnv& env, const Policy& policy, Po
       RolloutStats stats;
       d.trajs = rollout(policy, *env.tokenizer, *env.protocol, *env.pool, requests, ro, &stats, &kv);
       add_rollout_stats(out.rollout, stats);
-      const auto score_start = std::chrono::steady_clock::now();
-      env.score(d.examples, d.trajs, &d.ex);
-      out.score_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - score_start).count();
-      const std::vector<double> sums = trajectory_sums(d.trajs, &d.ex, env.panel);
-      if (out.sums.empty()) out.sums.assign(sums.size(), 0.0);
-      for (size_t i = 0; i < sums.size(); ++i) out.sums[i] += sums[i];
       ++out.dynamic.tries;
       out.dynamic.prompts += B;
       if (!c.dynamic_sampling) {
         out.examples = std::move(d.examples), out.example_ids = d.ids, out.trajs = std::move(d.trajs);
-        out.ex = std::move(d.ex);
+        out.scored = false;
+        if (!defer_score) score_step_batch(env, out);
         continue;
       }
+      add_score(env, d.examples, d.trajs, d.ex, out);
       // Which of this unit's groups vary: as select_trajectories judges a group, over its samples
       // that did not fail for the machine.
       const int64_t P = static_cast<int64_t>(d.examples.size());

@@ -40,6 +40,9 @@ struct StepBatch {
   std::vector<double> sums;
   RolloutStats rollout;  // summed over tries
   double score_seconds = 0;
+  // False while its scoring is deferred (sample_step_batch's defer_score): ex and sums are empty
+  // until score_step_batch fills them.
+  bool scored = true;
   DynamicSamplingStats dynamic;
   int64_t first_draw = 0, epoch = 0, level = 0;  // the cursor before the step
   int64_t version = 0;  // trainer steps done when it was sampled: the sampling weights' version
@@ -60,8 +63,15 @@ nlohmann::ordered_json step_batch_json(const StepBatch& batch);
 StepBatch step_batch_from_json(const nlohmann::json& j, const std::vector<sql::Example>& examples,
                                const std::string& where);
 
+// defer_score (taken without dynamic sampling only, which needs the rewards to choose): the batch
+// comes back rolled out but not scored, for score_step_batch to finish on another thread (the
+// scores do not depend on when they are computed).
 StepBatch sample_step_batch(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
-                            const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas, const Comm& comm);
+                            const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas, const Comm& comm,
+                            bool defer_score = false);
+// Scores a batch sampled with defer_score (env.score, then the batch's sums); a scored one is left
+// as it is. Touches nothing but the batch and env.score's context.
+void score_step_batch(TrainEnv& env, StepBatch& batch);
 
 // The same for several ranks' shares on this process (--rollout-ranks: unit u of V samples what
 // rank u of V would), one after the other within each try. `sum_counts` adds a V-long vector of
@@ -69,6 +79,7 @@ StepBatch sample_step_batch(TrainEnv& env, const Policy& policy, PolicyKV& kv, c
 using SumCounts = std::function<void(std::vector<double>& per_unit)>;
 std::vector<StepBatch> sample_step_units(TrainEnv& env, const Policy& policy, PolicyKV& kv, const RolloutOptions& base,
                                          const DataSchedule& schedule, DataCursor& cursor, SchemaCache& schemas,
-                                         const std::vector<int>& units, int V, const SumCounts& sum_counts);
+                                         const std::vector<int>& units, int V, const SumCounts& sum_counts,
+                                         bool defer_score = false);
 
 }  // namespace sqlrl::rl

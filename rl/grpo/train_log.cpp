@@ -148,6 +148,10 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
                {"train_tokens_per_s", rate(static_cast<double>(r.grpo.positions * r.ppo_epochs), r.grpo.seconds)}};
   if (r.eval) j["time"]["eval_s"] = r.eval_seconds;
   if (r.checkpoint_seconds > 0) j["time"]["checkpoint_s"] = r.checkpoint_seconds;
+  if (r.overlap_seconds >= 0) {
+    j["time"]["overlap_s"] = r.overlap_seconds;
+    j["time"]["overlap_fraction"] = ratio(r.overlap_seconds, r.step_seconds);
+  }
   if (r.trainer_idle_seconds >= 0) {
     j["time"]["trainer_idle_s"] = r.trainer_idle_seconds;
     j["time"]["trainer_idle_fraction"] = ratio(r.trainer_idle_seconds, r.step_seconds);

@@ -44,6 +44,9 @@ struct StepRecord {
   // trainers while sampling it (the slowest rollout rank's), each over its side's wall time of the
   // step, and trainer rank 0's seconds sending the new weights; negative: no rollout ranks.
   double trainer_idle_seconds = -1, rollout_idle_seconds = -1, rollout_wall_seconds = -1, weight_sync_seconds = -1;
+  // --overlap-scoring: the seconds the scoring of the batches ahead ran while this step trained
+  // (metrics.jsonl time.overlap_s, and its fraction of the step); negative: not overlapped.
+  double overlap_seconds = -1;
 };
 
 // What metrics_json reports as means over the step's trajectories, as sums in one vector, so

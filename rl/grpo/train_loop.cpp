@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 
@@ -26,11 +27,21 @@
 #include "runtime/file_io.h"
 #include "runtime/gemm.h"
 #include "runtime/interrupt.h"
+#include "runtime/thread_pool.h"
 
 namespace fs = std::filesystem;
 
 namespace sqlrl::rl {
 namespace {
+
+// A stretch of wall time; overlap_seconds: how much of two ran at once.
+struct Interval {
+  std::chrono::steady_clock::time_point begin, end;
+};
+double overlap_seconds(const Interval& a, const Interval& b) {
+  const auto from = std::max(a.begin, b.begin), to = std::min(a.end, b.end);
+  return to > from ? std::chrono::duration<double>(to - from).count() : 0.0;
+}
 
 GrpoConfig grpo_config(const TrainConfig& c) {
   GrpoConfig g;
@@ -440,13 +451,32 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     send_rollout_start(*layout, policy, {step, env.config.max_steps, base.max_batch_sequences, plan.kv_blocks,
                                          gemm_thread_independent(), static_cast<int64_t>(ahead.size()), 0, cursor,
                                          schedule});
-  // A batch sampled on this rank now, by the weights of `version` (sampled ahead or not).
-  auto sample_here = [&](int64_t version) {
+  // A batch sampled on this rank now, by the weights of `version` (sampled ahead or not); scored
+  // now unless `defer_score`.
+  auto sample_here = [&](int64_t version, bool defer_score = false) {
     StepBatch b = sample_step_batch(env, policy, memory_for_rollout(policy, memory, optimizer), base, schedule, cursor,
-                                    schemas, comm);
+                                    schemas, comm, defer_score);
     b.version = version;
     return b;
   };
+  // --overlap-scoring (--async on one process): the batches sampled ahead are scored on a thread
+  // of their own while the step trains, since only the step that trains them needs their rewards.
+  // Their SQL runs on workers of its own, not the kernels' pool, where it would wait behind the
+  // training's chunks or run inside one (runtime/thread_pool.h parallel_for: a waiting caller
+  // works off the queue). Dynamic sampling needs the rewards to choose the batch: scored in turn.
+  const bool overlap_scoring = !layout && lag > 0 && c.overlap_scoring && !c.dynamic_sampling;
+  std::optional<ThreadPool> score_workers;
+  struct RestoreWorkers {
+    RewardContext* ctx;
+    ThreadPool* was;
+    ~RestoreWorkers() {
+      if (ctx) ctx->workers = was;
+    }
+  } restore_workers{env.reward_context.get(), env.reward_context ? env.reward_context->workers : nullptr};
+  if (overlap_scoring && env.reward_context) {
+    score_workers.emplace(default_thread_pool().size());
+    env.reward_context->workers = &*score_workers;
+  }
 
   TrainSummary summary;
   summary.first_step = step;
@@ -492,10 +522,25 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     auto more_ahead = [&] {
       return static_cast<int64_t>(ahead.size()) < lag && step + 1 + static_cast<int64_t>(ahead.size()) < c.max_steps;
     };
-    while (!layout && more_ahead()) ahead.push_back(sample_here(step));  // by the weights this step starts from
+    // By the weights this step starts from.
+    while (!layout && more_ahead()) ahead.push_back(sample_here(step, overlap_scoring));
+    Interval scored, trained;
+    std::future<void> scoring;  // its destructor waits, should the step throw
+    if (overlap_scoring)
+      scoring = std::async(std::launch::async, [&] {
+        scored.begin = std::chrono::steady_clock::now();
+        for (StepBatch& b : ahead) score_step_batch(env, b);
+        scored.end = std::chrono::steady_clock::now();
+      });
     PolicyActivations& state = memory_for_train(policy, memory, optimizer);
     if (summary.modes.recompute.empty()) summary.modes = executed_modes(policy, memory, optimizer);
+    trained.begin = std::chrono::steady_clock::now();
     rec.grpo = grpo_step(policy, has_reference ? &reference : nullptr, optimizer, state, trajs, gc, dp);
+    trained.end = std::chrono::steady_clock::now();
+    if (scoring.valid()) {
+      scoring.get();
+      rec.overlap_seconds = overlap_seconds(scored, trained);
+    }
     // Rollout ranks sampled the batches ahead while this step trained. --partial-rollout: all but
     // the newest, then the new weights, which the newest waits for mid-way: it is taken at the end
     // of the next step (or before a save, which keeps every batch ahead), so that its rest runs

@@ -132,7 +132,8 @@ TEST(ResumeRule, TheRowsResumableAttributeDecides) {
                            "memory-gb", "bf16-moments", "recompute", "offload-optimizer", "override-safety",
                            "max-batch-sequences", "sql-timeout-ms", "sql-memory-mb", "grad-accum", "zero-stage",
                            "deterministic-reduce", "eval-every", "kv-cache-blocks", "rollout-mean-tokens",
-                           "checkpoint-background", "keep-checkpoints", "save-optimizer-every", "rollout-ranks"}));
+                           "checkpoint-background", "keep-checkpoints", "save-optimizer-every", "rollout-ranks",
+                           "overlap-scoring"}));
   asked_config.max_steps = 99, asked_config.device = "cuda", asked_config.sql_timeout_ms = 1;  // resumable
   EXPECT_TRUE(fixed_settings_changed(saved, config_fields(asked_config)).empty());
   asked_config.lr = 5e-7, asked_config.protocol = "mtsql", asked_config.sql_max_rows = 3;  // not

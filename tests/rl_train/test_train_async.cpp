@@ -2,11 +2,15 @@
 // sampled by the weights one (full: max-staleness) update older than those it trains, on the
 // synchronous run's data; the batches sampled ahead travel with a checkpoint, so a resumed run
 // continues bit for bit.
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "rl/grpo/train_config.h"
+#include "runtime/error.h"
 #include "tests/rl_train/train_fixture.h"
 #include "tests/test_util.h"
 
@@ -205,6 +209,90 @@ TEST(TrainAsync, AnUnknownModeNamesTheRows) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("async 'two-step' is not one of off | one-step | full"), std::string::npos)
         << e.what();
+  }
+}
+
+// time.overlap_s of each metrics line; -1: none.
+std::vector<double> overlap_of(const std::string& dir) {
+  std::vector<double> out;
+  std::ifstream in(dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    out.push_back(j["time"].contains("overlap_s") ? j["time"]["overlap_s"].get<double>() : -1.0);
+  }
+  return out;
+}
+
+// --overlap-scoring scores the batches ahead on a thread of its own while the step trains; it
+// changes no byte: metrics (wall-clock figures aside), trajectories, checkpoints (which hold
+// those batches with their rewards) and final weights, for one-step and full alike. Scoring a
+// batch after the step that needed it, or the wrong batch, or saving one unscored, fails here.
+TEST(TrainAsync, OverlappedScoringChangesNoByte) {
+  using sql::testing::file_bytes;
+  for (const std::string async : {"one-step", "full"}) {
+    std::string dirs[2];
+    Lines lines[2];
+    for (int on = 0; on < 2; ++on) {
+      TrainConfig c = toy_config(fresh_dir(str_cat("async_overlap_", async, on)));
+      c.async = async, c.lr = 1e-2, c.max_steps = 5, c.save_every = 2, c.overlap_scoring = on == 1;
+      TrainEnv env = toy_env(c);
+      run_training(env, true);
+      dirs[on] = c.out, lines[on] = read_run(c.out);
+    }
+    ASSERT_EQ(lines[1].metrics.size(), 5u) << async;
+    EXPECT_EQ(lines[1].metrics, lines[0].metrics) << async;
+    EXPECT_EQ(lines[1].staleness, lines[0].staleness) << async;
+    EXPECT_EQ(lines[1].trajectories, lines[0].trajectories) << async;
+    // A checkpoint's batches ahead keep their wall-clock figures too (rollout seconds, score_seconds).
+    auto state_of = [](const std::string& dir, int64_t s) {
+      nlohmann::json j = nlohmann::json::parse(file_bytes(checkpoint_dir(dir, s) + "/trainer_state.json"));
+      for (auto& rank : j["ahead"])
+        for (auto& b : rank) {
+          b.erase("rollout"), b.erase("score_seconds");
+          for (auto& t : b["trajectories"]) {
+            t.erase("decode_seconds"), t.erase("sql_seconds");
+            for (auto& turn : t["turns"]) turn.erase("sql_seconds");
+          }
+        }
+      return j;
+    };
+    for (int64_t s : {2, 4, 5}) {
+      EXPECT_TRUE(state_of(dirs[1], s) == state_of(dirs[0], s)) << async << " step " << s;
+      EXPECT_TRUE(file_bytes(checkpoint_dir(dirs[1], s) + "/model.safetensors") ==
+                  file_bytes(checkpoint_dir(dirs[0], s) + "/model.safetensors"))
+          << async << " step " << s;
+    }
+    const std::vector<double> off = overlap_of(dirs[0]), on = overlap_of(dirs[1]);
+    EXPECT_EQ(off, std::vector<double>(5, -1.0)) << async << ": scored in turn, nothing overlapped";
+    for (double x : on) EXPECT_GE(x, 0.0) << async << ": every step of an overlapped run reports its overlap";
+  }
+}
+
+// The batch ahead is scored off the training thread, during the step: every env.score call of a
+// batch sampled ahead comes from another thread, and with a scorer slower than the toy's training
+// step, the two run at once (time.overlap_s > 0). Off: every call on the training thread.
+TEST(TrainAsync, TheBatchAheadIsScoredOnAnotherThreadWhileTheStepTrains) {
+  for (int on = 0; on < 2; ++on) {
+    TrainConfig c = toy_config(fresh_dir(str_cat("async_overlap_thread", on)));
+    c.async = "one-step", c.lr = 1e-2, c.max_steps = 4, c.overlap_scoring = on == 1;
+    TrainEnv env = toy_env(c);
+    std::vector<bool> elsewhere;  // per env.score call: off the training thread
+    const std::thread::id trainer = std::this_thread::get_id();
+    env.score = [inner = env.score, &elsewhere, trainer](const std::vector<sql::Example>& examples,
+                                                          std::vector<Trajectory>& trajs, std::vector<uint8_t>* ex) {
+      elsewhere.push_back(std::this_thread::get_id() != trainer);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      inner(examples, trajs, ex);
+    };
+    run_training(env, true);
+    ASSERT_EQ(elsewhere.size(), 4u) << "one scoring per batch";
+    EXPECT_FALSE(elsewhere[0]) << "step 1's own batch is needed at once";
+    for (size_t i = 1; i < 4; ++i) EXPECT_EQ(elsewhere[i], on == 1) << "batch " << i + 1;
+    const std::vector<double> overlap = overlap_of(c.out);
+    if (on == 1) {
+      EXPECT_GT(*std::max_element(overlap.begin(), overlap.end()), 0.0)
+          << "the scoring of a batch ahead never ran during a training step";
+    }
   }
 }
 
