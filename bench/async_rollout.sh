@@ -6,6 +6,9 @@
 # Prints each run's mean step time (steps 2.. : step 1 has nothing to overlap with), the trainer's
 # and the rollout rank's idle fractions, the final greedy EX on the dev split, and the speedup;
 # `partial` is full with --partial-rollout PARTIAL_STEP (default 32), its mean staleness beside.
+# Two rows run one process on all the cores (`np1 off`, and `np1 one-step`: the batch ahead sampled
+# in turn with the training, its scoring overlapping it, --overlap-scoring; the overlap column is
+# time.overlap_fraction).
 #   bench/async_rollout.sh [BUILD] [STEPS] [B] [G] [SEEDS...]
 # Environment: SQLRL_BENCH_MODEL_ARGS replaces the model and its settings (default: the tiny
 # fixture on the CPU; scripts/gpu_check.sh's `async` stage passes a Qwen3-0.6B on --device cuda,
@@ -33,20 +36,30 @@ ex = rows[-1].get("eval", {}).get("ex", float("nan"))
 # The staleness of the trained tokens over the steps past the first K (the bound reached).
 late = [r for r in rows if r.get("staleness", 0) == max(r.get("staleness", 0) for r in rows)]
 stale = sum(r.get("staleness_mean", r.get("staleness", 0)) for r in late) / len(late)
-print(f"{mean('step_s'):.3f} {mean('trainer_idle_fraction'):.3f} {mean('rollout_idle_fraction'):.3f} {ex:.4f} {stale:.2f}")
+print(f"{mean('step_s'):.3f} {mean('trainer_idle_fraction'):.3f} {mean('rollout_idle_fraction'):.3f} {ex:.4f} {stale:.2f} "
+      f"{mean('overlap_fraction'):.4f}")
 PY
 }
 echo "async_rollout: mpirun -np 2 --rollout-ranks 1, $steps steps of $B x $G, $(nproc) cores, ${SQLRL_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
 echo "  model: $model_args"
-printf '%-6s %-10s %10s %13s %13s %8s %10s\n' seed async "s/step" "trainer idle" "rollout idle" "final EX" staleness
+row='%-6s %-12s %10s %13s %13s %8s %10s %8s\n'
+printf "$row" seed async "s/step" "trainer idle" "rollout idle" "final EX" staleness overlap
 for seed in "${seeds[@]}"; do
   declare -A step_s=()
+  # One process on every core, in turn (off) and one step ahead with the scoring overlapped.
+  for mode in off one-step; do
+    out="$work/np1-$mode-$seed"
+    "$bin" train $args --seed "$seed" --async "$mode" --out "$out" >/dev/null
+    read -r s ti ri ex st ov <<<"$(summary "$out")"
+    step_s[np1-$mode]=$s
+    printf "$row" "$seed" "np1 $mode" "$s" "-" "-" "$ex" "$st" "$ov"
+  done
   # The same two processes as plain data parallel (each rolls out and trains half): the baseline
   # a disaggregated layout has to beat on these cores.
   out="$work/dp-$seed"
   "$mpirun" -np 2 --oversubscribe "$bin" train $args --seed "$seed" --out "$out" >/dev/null
-  read -r s ti ri ex st <<<"$(summary "$out")"
-  printf '%-6s %-10s %10s %13s %13s %8s %10s\n' "$seed" "np2 DP" "$s" "-" "-" "$ex" "$st"
+  read -r s ti ri ex st ov <<<"$(summary "$out")"
+  printf "$row" "$seed" "np2 DP" "$s" "-" "-" "$ex" "$st" "-"
   # partial: full, the newest batch ahead taking the next weights at decode step PARTIAL_STEP.
   for mode in off one-step full partial; do
     out="$work/$mode-$seed"
@@ -54,9 +67,9 @@ for seed in "${seeds[@]}"; do
     [ "$mode" != partial ] || extra=(--async full --partial-rollout "${PARTIAL_STEP:-32}")
     "$mpirun" -np 2 --oversubscribe "$bin" train $args --seed "$seed" --rollout-ranks 1 "${extra[@]}" --max-staleness 2 \
       --out "$out" >/dev/null
-    read -r s ti ri ex st <<<"$(summary "$out")"
+    read -r s ti ri ex st ov <<<"$(summary "$out")"
     step_s[$mode]=$s
-    printf '%-6s %-10s %10s %13s %13s %8s %10s\n' "$seed" "$mode" "$s" "$ti" "$ri" "$ex" "$st"
+    printf "$row" "$seed" "$mode" "$s" "$ti" "$ri" "$ex" "$st" "-"
   done
-  python3 -c "print(f'seed $seed: per step, one-step is {${step_s[off]} / ${step_s[one-step]}:.2f}x off, full {${step_s[off]} / ${step_s[full]}:.2f}x, partial {${step_s[off]} / ${step_s[partial]}:.2f}x')" 2>/dev/null || true
+  python3 -c "print(f'seed $seed: per step, one-step is {${step_s[off]} / ${step_s[one-step]}:.2f}x off, full {${step_s[off]} / ${step_s[full]}:.2f}x, partial {${step_s[off]} / ${step_s[partial]}:.2f}x; one process: one-step {${step_s[np1-off]} / ${step_s[np1-one-step]}:.2f}x off')" 2>/dev/null || true
 done

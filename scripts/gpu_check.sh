@@ -249,7 +249,7 @@ if has_stage async; then
        MPIRUN="$mpiexec" SQLRL_BENCH_MODEL_ARGS="--weights $q/ckpt --device cuda --max-turns 2 --max-turn-tokens 256 \
 --max-total-tokens 2048 --enable-thinking=false --chat-template qwen3 --lr 1e-6 --filter-truncated=false \
 --filter-malformed=false --filter-no-valid-action=false --filter-zero-variance=false" \
-         timeout "${SQLRL_GPU_ASYNC_S:-240}" bash bench/async_rollout.sh "$build" 4 4 8 1 2>>"$log"; echo '```'; } >> "$bench_md"; then
+         timeout "${SQLRL_GPU_ASYNC_S:-300}" bash bench/async_rollout.sh "$build" 4 4 8 1 2>>"$log"; echo '```'; } >> "$bench_md"; then
     :
   else
     status=1
