@@ -32,9 +32,6 @@ constexpr int64_t kRows = 4, kCols = 16, kMaxD = 256;
 // are instantiated at the end of the file.)
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-using cpu::V16;
-using cpu::load16;
-using cpu::store16;
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
@@ -48,56 +45,70 @@ void gather_transposed(float* xt, const float* rows, int64_t row_stride, int64_t
   }
 }
 
+// The tiles below take their vector type V (kernels/cpu/vec.h): V16 where it is one register
+// (AVX-512) or where speed does not matter (the SSE2 baseline), V8 on AVX2. A tile of kCols
+// columns is kCols / lanes vectors; every output element is the same sum in the same order
+// whatever V is: the same bits.
+
 // s[r * ld + j] = scale * (a_r . column j of xt) for j < nk (a multiple of kCols).
-template <bool Fma, int64_t DT>
+template <bool Fma, int64_t DT, class V>
 [[gnu::always_inline]] inline void tile_scores(float* s, const float* const* a, const float* xt, int64_t ld,
                                                int64_t nk, int64_t Drt, float scale) {
+  constexpr int64_t kW = cpu::kLanes<V>, kSub = kCols / kW;
   const int64_t D = DT ? DT : Drt;
   for (int64_t j0 = 0; j0 < nk; j0 += kCols) {
-    V16 acc[kRows] = {};
+    V acc[kRows][kSub] = {};
     for (int64_t d = 0; d < D; ++d) {
-      V16 x = load16(xt + d * ld + j0);
+      V x[kSub];
+      for (int64_t c = 0; c < kSub; ++c) x[c] = cpu::loadv<V>(xt + d * ld + j0 + c * kW);
 #pragma GCC unroll 4
-      for (int64_t r = 0; r < kRows; ++r) acc[r] = cpu::madd16(a[r][d], x, acc[r]);
+      for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t c = 0; c < kSub; ++c) acc[r][c] = cpu::maddv(a[r][d], x[c], acc[r][c]);
     }
-    for (int64_t r = 0; r < kRows; ++r) store16(s + r * ld + j0, acc[r] * scale);
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < kSub; ++c) cpu::storev(s + r * ld + j0 + c * kW, acc[r][c] * scale);
   }
 }
 
 // out_r = sum_{j < n} w[r * ld + j] * rows[j] (row stride `stride`), overwriting out_r.
 // Narrow (the AVX2 clone): 16 columns of out at a time, each a pass over the keys, so the
-// accumulators are kRows V16 (8 ymm) instead of kRows x DT/16 (16 ymm at head_dim 32, 32 at 64),
-// which spilled to the stack on every key: with the demo's head_dim 32 the AVX2 clone ran the
-// demo's SFT ~12x slower than AVX-512. Every output element is the same sum over j ascending
-// either way: the same bits.
-template <bool Fma, int64_t DT, bool Narrow>
+// accumulators are kRows x 16 floats (8 ymm) instead of kRows x DT (16 ymm at head_dim 32, 32 at
+// 64), which spilled to the stack on every key: with the demo's head_dim 32 the AVX2 clone ran
+// the demo's SFT ~12x slower than AVX-512. Every output element is the same sum over j
+// ascending either way: the same bits.
+template <bool Fma, int64_t DT, bool Narrow, class V>
 [[gnu::always_inline]] inline void tile_weighted(float* const* out, const float* w, int64_t ld, const float* rows,
                                                  int64_t stride, int64_t n, int64_t Drt) {
+  constexpr int64_t kW = cpu::kLanes<V>;
   if constexpr (DT != 0 && Narrow) {
-    for (int64_t c = 0; c < DT / 16; ++c) {
-      V16 acc[kRows] = {};
+    constexpr int64_t kSub = 16 / kW;
+    for (int64_t c0 = 0; c0 < DT; c0 += 16) {
+      V acc[kRows][kSub] = {};
       for (int64_t j = 0; j < n; ++j) {
-        const V16 xv = load16(rows + j * stride + 16 * c);
+        V xv[kSub];
+        for (int64_t c = 0; c < kSub; ++c) xv[c] = cpu::loadv<V>(rows + j * stride + c0 + c * kW);
 #pragma GCC unroll 4
-        for (int64_t r = 0; r < kRows; ++r) acc[r] = cpu::madd16(w[r * ld + j], xv, acc[r]);
+        for (int64_t r = 0; r < kRows; ++r)
+          for (int64_t c = 0; c < kSub; ++c) acc[r][c] = cpu::maddv(w[r * ld + j], xv[c], acc[r][c]);
       }
-      for (int64_t r = 0; r < kRows; ++r) store16(out[r] + 16 * c, acc[r]);
+      for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t c = 0; c < kSub; ++c) cpu::storev(out[r] + c0 + c * kW, acc[r][c]);
     }
   } else if constexpr (DT != 0) {
-    constexpr int64_t kV = DT / 16;
-    V16 acc[kRows][kV] = {};
+    constexpr int64_t kV = DT / kW;
+    V acc[kRows][kV] = {};
     for (int64_t j = 0; j < n; ++j) {
       const float* x = rows + j * stride;
-      V16 xv[kV];
-      for (int64_t c = 0; c < kV; ++c) xv[c] = load16(x + 16 * c);
+      V xv[kV];
+      for (int64_t c = 0; c < kV; ++c) xv[c] = cpu::loadv<V>(x + kW * c);
 #pragma GCC unroll 4
       for (int64_t r = 0; r < kRows; ++r) {
         float c0 = w[r * ld + j];
-        for (int64_t c = 0; c < kV; ++c) acc[r][c] = cpu::madd16(c0, xv[c], acc[r][c]);
+        for (int64_t c = 0; c < kV; ++c) acc[r][c] = cpu::maddv(c0, xv[c], acc[r][c]);
       }
     }
     for (int64_t r = 0; r < kRows; ++r)
-      for (int64_t c = 0; c < kV; ++c) store16(out[r] + 16 * c, acc[r][c]);
+      for (int64_t c = 0; c < kV; ++c) cpu::storev(out[r] + kW * c, acc[r][c]);
   } else {
     const int64_t D = Drt;
     float acc[kRows][kMaxD];
@@ -116,21 +127,21 @@ template <bool Fma, int64_t DT, bool Narrow>
 }
 
 // acc[j] += sum_r w[r * ld + j] * a_r for j < n (rows of acc D apart), r ascending.
-template <bool Fma, int64_t DT>
+template <bool Fma, int64_t DT, class V>
 [[gnu::always_inline]] inline void tile_outer(float* acc, const float* w, int64_t ld, const float* const* a, int64_t n,
                                               int64_t Drt) {
   if constexpr (DT != 0) {
-    constexpr int64_t kV = DT / 16;
+    constexpr int64_t kW = cpu::kLanes<V>, kV = DT / kW;
     for (int64_t j = 0; j < n; ++j) {
       float* y = acc + j * DT;
-      V16 yv[kV];
-      for (int64_t c = 0; c < kV; ++c) yv[c] = load16(y + 16 * c);
+      V yv[kV];
+      for (int64_t c = 0; c < kV; ++c) yv[c] = cpu::loadv<V>(y + kW * c);
 #pragma GCC unroll 4
       for (int64_t r = 0; r < kRows; ++r) {
         float c0 = w[r * ld + j];
-        for (int64_t c = 0; c < kV; ++c) yv[c] = cpu::madd16(c0, load16(a[r] + 16 * c), yv[c]);
+        for (int64_t c = 0; c < kV; ++c) yv[c] = cpu::maddv(c0, cpu::loadv<V>(a[r] + kW * c), yv[c]);
       }
-      for (int64_t c = 0; c < kV; ++c) store16(y + 16 * c, yv[c]);
+      for (int64_t c = 0; c < kV; ++c) cpu::storev(y + kW * c, yv[c]);
     }
   } else {
     const int64_t D = Drt;
@@ -154,7 +165,7 @@ struct SeqHead {
 };
 
 // Forward of one (sequence, head): out rows and lse (strides as q / lse layout).
-template <bool Fma, int64_t DT, bool Narrow>
+template <bool Fma, int64_t DT, bool Narrow, class V>
 [[gnu::always_inline]] inline void forward_body(const SeqHead& a, float* out, float* lse, int64_t lse_stride,
                                                 float* kt, float* p) {
   const int64_t len = a.len, P = a.prefix, D = DT ? DT : a.D, ld = round_up(P + len, kCols);
@@ -168,7 +179,7 @@ template <bool Fma, int64_t DT, bool Narrow>
       qr[r] = a.q + std::min(i0 + r, len - 1) * a.q_stride;
       outr[r] = r < rows ? out + (i0 + r) * a.q_stride : tmp[r - 1];
     }
-    tile_scores<Fma, DT>(p, qr, kt, ld, round_up(n, kCols), D, a.scale);
+    tile_scores<Fma, DT, V>(p, qr, kt, ld, round_up(n, kCols), D, a.scale);
     // Softmax of each row over its causal keys 0..P + i. The max and the sum run left to right
     // in each row, as one loop per row did; the rows' chains are interleaved (each step waits on
     // the previous one's add, so four rows cost what one did), and the exponentials, taken apart
@@ -199,7 +210,7 @@ template <bool Fma, int64_t DT, bool Narrow>
       for (int64_t j = valid[r]; j < n; ++j) pr[j] = 0.0f;
       if (r < rows) lse[(i0 + r) * lse_stride] = m[r] + std::log(sum[r]);
     }
-    tile_weighted<Fma, DT, Narrow>(outr, p, ld, a.v, a.kv_stride, n, D);
+    tile_weighted<Fma, DT, Narrow, V>(outr, p, ld, a.v, a.kv_stride, n, D);
   }
 }
 
@@ -212,7 +223,7 @@ struct SeqHeadGrad {
 // Backward of one (sequence, head) of a kv group: writes dq, adds into dk_acc / dv_acc
 // [prefix + len, D] (zeroed by the caller before the group's first head). kt, vt: keys / values
 // transposed.
-template <bool Fma, int64_t DT, bool Narrow>
+template <bool Fma, int64_t DT, bool Narrow, class V>
 [[gnu::always_inline]] inline void backward_body(const SeqHead& a, const SeqHeadGrad& g, const float* kt,
                                                  const float* vt, float* dk_acc, float* dv_acc, float* p, float* dp) {
   const int64_t len = a.len, P = a.prefix, D = DT ? DT : a.D, ld = round_up(P + len, kCols);
@@ -232,8 +243,8 @@ template <bool Fma, int64_t DT, bool Narrow>
       for (int64_t d = 0; d < D; ++d) sum = cpu::madd<Fma>(dor[r][d], o[d], sum);
       delta[r] = sum;
     }
-    tile_scores<Fma, DT>(p, qr, kt, ld, nk, D, a.scale);
-    tile_scores<Fma, DT>(dp, dor, vt, ld, nk, D, 1.0f);
+    tile_scores<Fma, DT, V>(p, qr, kt, ld, nk, D, a.scale);
+    tile_scores<Fma, DT, V>(dp, dor, vt, ld, nk, D, 1.0f);
     // P = exp(s - lse), dS = P (dP - delta) scale; rows past the tile's end and keys past the
     // causal limit get 0, so they add nothing below.
     for (int64_t r = 0; r < kRows; ++r) {
@@ -247,38 +258,38 @@ template <bool Fma, int64_t DT, bool Narrow>
       }
       for (int64_t j = valid; j < n; ++j) pr[j] = dsr[j] = 0.0f;
     }
-    tile_weighted<Fma, DT, Narrow>(dqr, dp, ld, a.k, a.kv_stride, n, D);
-    tile_outer<Fma, DT>(dk_acc, dp, ld, qr, n, D);
-    tile_outer<Fma, DT>(dv_acc, p, ld, dor, n, D);
+    tile_weighted<Fma, DT, Narrow, V>(dqr, dp, ld, a.k, a.kv_stride, n, D);
+    tile_outer<Fma, DT, V>(dk_acc, dp, ld, qr, n, D);
+    tile_outer<Fma, DT, V>(dv_acc, p, ld, dor, n, D);
   }
 }
 
-template <bool Fma, bool Narrow = false>
+template <bool Fma, bool Narrow = false, class V = cpu::V16>
 [[gnu::always_inline]] inline void forward_dispatch(const SeqHead& a, float* out, float* lse, int64_t lse_stride,
                                                     float* kt, float* p) {
   if (a.D == 32) {
-    forward_body<Fma, 32, Narrow>(a, out, lse, lse_stride, kt, p);
+    forward_body<Fma, 32, Narrow, V>(a, out, lse, lse_stride, kt, p);
   } else if (a.D == 64) {
-    forward_body<Fma, 64, Narrow>(a, out, lse, lse_stride, kt, p);
+    forward_body<Fma, 64, Narrow, V>(a, out, lse, lse_stride, kt, p);
   } else if (a.D == 128) {
-    forward_body<Fma, 128, Narrow>(a, out, lse, lse_stride, kt, p);
+    forward_body<Fma, 128, Narrow, V>(a, out, lse, lse_stride, kt, p);
   } else {
-    forward_body<Fma, 0, Narrow>(a, out, lse, lse_stride, kt, p);
+    forward_body<Fma, 0, Narrow, V>(a, out, lse, lse_stride, kt, p);
   }
 }
 
-template <bool Fma, bool Narrow = false>
+template <bool Fma, bool Narrow = false, class V = cpu::V16>
 [[gnu::always_inline]] inline void backward_dispatch(const SeqHead& a, const SeqHeadGrad& g, const float* kt,
                                                      const float* vt, float* dk_acc, float* dv_acc, float* p,
                                                      float* dp) {
   if (a.D == 32) {
-    backward_body<Fma, 32, Narrow>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+    backward_body<Fma, 32, Narrow, V>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
   } else if (a.D == 64) {
-    backward_body<Fma, 64, Narrow>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+    backward_body<Fma, 64, Narrow, V>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
   } else if (a.D == 128) {
-    backward_body<Fma, 128, Narrow>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+    backward_body<Fma, 128, Narrow, V>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
   } else {
-    backward_body<Fma, 0, Narrow>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+    backward_body<Fma, 0, Narrow, V>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
   }
 }
 
@@ -292,7 +303,7 @@ using BackwardFn = void (*)(const SeqHead&, const SeqHeadGrad&, const float*, co
 }
 [[gnu::target("avx2,fma")]] void forward_avx2(const SeqHead& a, float* out, float* lse, int64_t lse_stride, float* kt,
                                                float* p) {
-  forward_dispatch<true, /*Narrow=*/true>(a, out, lse, lse_stride, kt, p);
+  forward_dispatch<true, /*Narrow=*/true, cpu::V8>(a, out, lse, lse_stride, kt, p);
 }
 void forward_base(const SeqHead& a, float* out, float* lse, int64_t lse_stride, float* kt, float* p) {
   forward_dispatch<false>(a, out, lse, lse_stride, kt, p);
@@ -305,7 +316,7 @@ void forward_base(const SeqHead& a, float* out, float* lse, int64_t lse_stride, 
 }
 [[gnu::target("avx2,fma")]] void backward_avx2(const SeqHead& a, const SeqHeadGrad& g, const float* kt,
                                                 const float* vt, float* dk_acc, float* dv_acc, float* p, float* dp) {
-  backward_dispatch<true, /*Narrow=*/true>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
+  backward_dispatch<true, /*Narrow=*/true, cpu::V8>(a, g, kt, vt, dk_acc, dv_acc, p, dp);
 }
 void backward_base(const SeqHead& a, const SeqHeadGrad& g, const float* kt, const float* vt, float* dk_acc,
                    float* dv_acc, float* p, float* dp) {

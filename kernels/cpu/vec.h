@@ -61,6 +61,28 @@ typedef float V16 __attribute__((vector_size(64)));
 [[gnu::always_inline]] inline V16 madd16(float a, V16 x, V16 c) {
   return c + a * x;
 }
+
+// The same for a vector of the target's own width: V8 is one ymm register. GCC lowers a V16
+// on an AVX2 target through the stack (a scalar splat is stored lane by lane, halves reloaded),
+// which ran the training attention's AVX2 clone barely faster than the SSE2 one; V8 maps onto
+// ymm registers with a register broadcast. Lane by lane the same operations: the same bits.
+typedef float V8 __attribute__((vector_size(32)));
+template <class V>
+[[gnu::always_inline]] inline V loadv(const float* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class V>
+[[gnu::always_inline]] inline void storev(float* p, V v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+template <class V>
+[[gnu::always_inline]] inline V maddv(float a, V x, V c) {
+  return c + a * x;
+}
+template <class V>
+inline constexpr int64_t kLanes = static_cast<int64_t>(sizeof(V) / sizeof(float));
 #pragma GCC diagnostic pop
 
 // exp(x), branch-free so that it vectorises (softmax weights, sigmoids): x = n ln2 + r
