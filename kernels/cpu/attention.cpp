@@ -13,6 +13,15 @@
 // generic and specialised: 43% of its time was the generic backward).
 #include "kernels/attention.h"
 
+// The vector tiles write a fused multiply-add as c + a * x, which GCC contracts into one FMA only
+// when it optimises (-O2 and up; never at -Og or -O0). Unfused, the sanitizer build (-Og) would
+// round twice and compute other bits than every other build, and than the run-time head_dim
+// path's explicit fmaf (tests/kernels/test_attention_order.cpp). Clang contracts the expression
+// at every level (-ffp-contract=on).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
