@@ -84,25 +84,86 @@ template <int64_t DT, int64_t NH>
     for (int64_t c = 0; c < kChunks; ++c) store16_512(out + h * DT + c * 16, o[h][c]);
 }
 
+// The same two loops for AVX2 on one-ymm vectors (cpu::V8). The AVX-512 loops' registers (each
+// head's query, a key row, the output rows) do not fit AVX2's 16, so here the key row is taken 16
+// lanes at a time against queries read from memory, and the values in 32-column passes over the
+// keys. Each lane, tree and output element is the same sum in the same order: the same bits.
+[[gnu::always_inline, gnu::target("avx2,fma")]] inline cpu::V8 fma8(cpu::V8 a, cpu::V8 b, cpu::V8 c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+
+[[gnu::always_inline, gnu::target("avx2,fma")]] inline cpu::V8 load8_256(const float* p) {
+  cpu::V8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <int64_t DT, int64_t NH>
+[[gnu::target("avx2,fma")]] void vec8_scores(const float* q, const float* k_cache, const int64_t* slots, int64_t len,
+                                            float scale, float* p) {
+  using cpu::V8;
+  typedef float V4 __attribute__((vector_size(16)));
+  for (int64_t j = 0; j < len; ++j) {
+    const float* kj = k_cache + slots[j];
+    V8 lo[NH] = {}, hi[NH] = {};  // lanes 0-7 and 8-15 of each head's 16
+    for (int64_t d = 0; d < DT; d += 16) {
+      const V8 k0 = load8_256(kj + d), k1 = load8_256(kj + d + 8);
+      for (int64_t h = 0; h < NH; ++h) {
+        lo[h] = fma8(load8_256(q + h * DT + d), k0, lo[h]);
+        hi[h] = fma8(load8_256(q + h * DT + d + 8), k1, hi[h]);
+      }
+    }
+    for (int64_t h = 0; h < NH; ++h) {
+      // The tree: lanes l + 8, then l + 4, l + 2, l + 1 added into lane l.
+      const V8 t8 = lo[h] + hi[h];
+      const V4 t4 = __builtin_shufflevector(t8, t8, 0, 1, 2, 3) + __builtin_shufflevector(t8, t8, 4, 5, 6, 7);
+      const float t2a = t4[0] + t4[2], t2b = t4[1] + t4[3];
+      p[h * len + j] = (t2a + t2b) * scale;
+    }
+  }
+}
+
+template <int64_t DT, int64_t NH>
+[[gnu::target("avx2,fma")]] void vec8_values(float* out, const float* v_cache, const int64_t* slots, int64_t len,
+                                            const float* p, const float* inv) {
+  constexpr int64_t kPass = DT < 32 ? DT : 32, kChunks = kPass / 8;
+  for (int64_t d0 = 0; d0 < DT; d0 += kPass) {
+    cpu::V8 o[NH][kChunks] = {};
+    for (int64_t j = 0; j < len; ++j) {
+      const float* vj = v_cache + slots[j] + d0;
+      cpu::V8 w[NH];
+      for (int64_t h = 0; h < NH; ++h) w[h] = cpu::V8{} + p[h * len + j] * inv[h];
+      for (int64_t c = 0; c < kChunks; ++c) {
+        const cpu::V8 x = load8_256(vj + c * 8);
+        for (int64_t h = 0; h < NH; ++h) o[h][c] = fma8(w[h], x, o[h][c]);
+      }
+    }
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t c = 0; c < kChunks; ++c) __builtin_memcpy(out + h * DT + d0 + c * 8, &o[h][c], sizeof(cpu::V8));
+  }
+}
+
 // Scores, softmax and weighted values of NH query heads (1 or 2) sharing one kv head, for one
 // query at cache positions 0..len-1. Keys are read in place from their cache slots: each score is
 // a 16-lane dot product (independent lanes, then a fixed tree), so nothing is transposed. The NH
 // heads take each key and value row in one pass (read once, NH independent chains in flight).
 // DT != 0: head_dim known at compile time (32, 64, 128). Vec: the lanes, the tree and the output
 // accumulators as vector values, so they stay in registers (as arrays GCC kept them on the stack,
-// a store-to-load chain on every key): 1.8x faster on AVX-512, but 2x slower on AVX2, whose 16
-// registers cannot hold them (bench: a decode step of 64 samples, head_dim 32, group 2); so only
-// the AVX-512 clone takes it (vec_scores, vec_values). Every variant runs each head's multiply-adds
-// and sums in the same order, so all give the same bits.
-template <bool Fma, int64_t DT, int64_t NH, bool Vec>
+// a store-to-load chain on every key): 1.8x faster on AVX-512 (vec_scores, vec_values: Vec 16);
+// AVX2's 16 registers cannot hold the same values, so it takes its own loops on 8-lane vectors
+// (vec8_scores, vec8_values: Vec 8). Every variant runs each head's multiply-adds and sums in the
+// same order, so all give the same bits.
+template <bool Fma, int64_t DT, int64_t NH, int Vec>
 [[gnu::always_inline]] inline void paged_heads_body(float* out, const float* q, const float* k_cache,
                                                     const float* v_cache, const int64_t* slots, int64_t len,
                                                     int64_t Drt, float scale, float* p) {
   const int64_t D = DT ? DT : Drt;
   constexpr int64_t kLanes = 16;
   const int64_t body = D / kLanes * kLanes;
-  if constexpr (Vec && DT != 0) {
+  if constexpr (Vec == 16 && DT != 0) {
     vec_scores<DT, NH>(q, k_cache, slots, len, scale, p);
+  } else if constexpr (Vec == 8 && DT != 0) {
+    vec8_scores<DT, NH>(q, k_cache, slots, len, scale, p);
   } else {
     for (int64_t j = 0; j < len; ++j) {
       const float* kj = k_cache + slots[j];
@@ -129,8 +190,10 @@ template <bool Fma, int64_t DT, int64_t NH, bool Vec>
     for (int64_t j = 0; j < len; ++j) total += ph[j];
     inv[h] = 1.0f / total;
   }
-  if constexpr (Vec && DT != 0) {
+  if constexpr (Vec == 16 && DT != 0) {
     vec_values<DT, NH>(out, v_cache, slots, len, p, inv);
+  } else if constexpr (Vec == 8 && DT != 0) {
+    vec8_values<DT, NH>(out, v_cache, slots, len, p, inv);
   } else {
     for (int64_t d = 0; d < NH * D; ++d) out[d] = 0.0f;
     for (int64_t j = 0; j < len; ++j) {
@@ -145,7 +208,7 @@ template <bool Fma, int64_t DT, int64_t NH, bool Vec>
 }
 
 // The group's heads: two at a time on the vector path (an odd one last, alone), else one by one.
-template <bool Fma, int64_t DT, bool Vec>
+template <bool Fma, int64_t DT, int Vec>
 [[gnu::always_inline]] inline void paged_group_body(float* out, const float* q, const float* k_cache,
                                                     const float* v_cache, const int64_t* slots, int64_t len,
                                                     int64_t group, int64_t Drt, float scale, float* p) {
@@ -158,7 +221,7 @@ template <bool Fma, int64_t DT, bool Vec>
     paged_heads_body<Fma, DT, 1, Vec>(out + g * D, q + g * D, k_cache, v_cache, slots, len, Drt, scale, p + g * len);
 }
 
-template <bool Fma, bool Vec>
+template <bool Fma, int Vec>
 [[gnu::always_inline]] inline void paged_group_dispatch(float* out, const float* q, const float* kc, const float* vc,
                                                         const int64_t* slots, int64_t len, int64_t group, int64_t D,
                                                         float scale, float* p) {
@@ -177,18 +240,18 @@ template <bool Fma, bool Vec>
                                                                       const float* vc, const int64_t* slots,
                                                                       int64_t len, int64_t group, int64_t D,
                                                                       float scale, float* p) {
-  paged_group_dispatch<true, true>(out, q, kc, vc, slots, len, group, D, scale, p);
+  paged_group_dispatch<true, 16>(out, q, kc, vc, slots, len, group, D, scale, p);
 }
 
 [[gnu::target("avx2,fma")]] void paged_group_avx2(float* out, const float* q, const float* kc, const float* vc,
                                                    const int64_t* slots, int64_t len, int64_t group, int64_t D,
                                                    float scale, float* p) {
-  paged_group_dispatch<true, false>(out, q, kc, vc, slots, len, group, D, scale, p);
+  paged_group_dispatch<true, 8>(out, q, kc, vc, slots, len, group, D, scale, p);
 }
 
 void paged_group_base(float* out, const float* q, const float* kc, const float* vc, const int64_t* slots, int64_t len,
                       int64_t group, int64_t D, float scale, float* p) {
-  paged_group_dispatch<false, false>(out, q, kc, vc, slots, len, group, D, scale, p);
+  paged_group_dispatch<false, 0>(out, q, kc, vc, slots, len, group, D, scale, p);
 }
 
 }  // namespace
