@@ -74,11 +74,11 @@ template <class V>
   return v;
 }
 template <class V>
-[[gnu::always_inline]] inline void storev(float* p, V v) {
+[[gnu::always_inline]] inline void storev(float* p, const V& v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 template <class V>
-[[gnu::always_inline]] inline V maddv(float a, V x, V c) {
+[[gnu::always_inline]] inline V maddv(float a, const V& x, const V& c) {
   return c + a * x;
 }
 template <class V>
