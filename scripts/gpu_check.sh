@@ -237,7 +237,7 @@ fi
 if has_stage async; then
   # Rollout ranks on the device (bench/async_rollout.sh): 1 trainer + 1 rollout rank sharing the
   # GPU, --async off / one-step / full beside the two ranks as plain data parallel, on a random
-  # Qwen3-0.6B (2 turns of up to 256 tokens: random weights write to the cap), 4 steps of 4 x 8.
+  # Qwen3-0.6B (2 turns of up to 256 tokens: random weights write to the cap), 6 steps of 4 x 8 (steps 2-4 timed).
   say "== async"
   a0=$(date +%s)
   q="$out/async"
@@ -249,7 +249,7 @@ if has_stage async; then
        MPIRUN="$mpiexec" SQLRL_BENCH_MODEL_ARGS="--weights $q/ckpt --device cuda --max-turns 2 --max-turn-tokens 256 \
 --max-total-tokens 2048 --enable-thinking=false --chat-template qwen3 --lr 1e-6 --filter-truncated=false \
 --filter-malformed=false --filter-no-valid-action=false --filter-zero-variance=false" \
-         timeout "${SQLRL_GPU_ASYNC_S:-300}" bash bench/async_rollout.sh "$build" 4 4 8 1 2>>"$log"; echo '```'; } >> "$bench_md"; then
+         ASYNC_ROWS="np1 off one-step full" timeout "${SQLRL_GPU_ASYNC_S:-360}" bash bench/async_rollout.sh "$build" 6 4 8 1 2>>"$log"; echo '```'; } >> "$bench_md"; then
     :
   else
     status=1
