@@ -124,7 +124,8 @@ const std::vector<ChartSpec>& chart_specs() {
         fig("sampler vs trainer (k1)", "mismatch/kl")}),
       // --async runs only (rl/grpo/async.h): trainer steps between the sampling weights and the trained ones.
       spec("staleness", "Staleness (updates between the weights that sampled a batch and those it trains)",
-           {fig("staleness (oldest token)", "staleness"), fig("mean over tokens (--partial-rollout)", "staleness_mean")},
+           {fig("staleness (oldest token)", "staleness"), fig("mean over tokens", "staleness_mean"),
+            fig("newest token (--partial-rollout)", "staleness_min")},
            "", false),
       // --rollout-ranks runs only (rl/grpo/rollout_ranks.h): how much of its time each side waited for the other.
       spec("idle", "Rollout ranks: idle fraction (trainers waiting for batches, rollout ranks for the trainers)",

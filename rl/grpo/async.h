@@ -9,7 +9,9 @@
 // `--partial-rollout N` lets the newest batch sampled ahead take the next weights before its decode
 // step N (the point fixed by the engine's step count, not by when the update arrives, for the same
 // reason): its trajectories then hold tokens of two versions (Trajectory::switch_at), the oldest
-// still at the bound, the rest one update fresher (metrics.jsonl staleness_mean). The
+// still at the bound, the rest one update fresher (metrics.jsonl staleness_mean, staleness_min;
+// staleness is the oldest token's). No group is ever dropped as too stale: the bound holds by
+// construction. The
 // trainer's own old log-probs are the proximal policy; --rollout-is corrects the sampler's
 // staleness exactly, token by token (Fu et al., "AReaL", arXiv 2505.24298, decoupled PPO).
 //

@@ -57,6 +57,7 @@ nlohmann::ordered_json metrics_json(const StepRecord& r, const RewardPanel& pane
   j["data_position"] = r.data_position;
   if (r.level > 0) j["curriculum_level"] = r.level;
   if (r.staleness >= 0) j["staleness"] = r.staleness;
+  if (r.staleness_min >= 0) j["staleness_min"] = r.staleness_min;
   if (r.staleness_mean >= 0) j["staleness_mean"] = r.staleness_mean;
   if (r.dynamic)
     j["dynamic_sampling"] = {{"tries", r.dynamic->tries},

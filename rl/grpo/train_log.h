@@ -36,8 +36,10 @@ struct StepRecord {
   // --async other than off: trainer steps between the weights that sampled the batch and those
   // it trains (metrics.jsonl "staleness"); -1: the synchronous loop (no field written).
   int64_t staleness = -1;
-  // --partial-rollout: the mean over the step's sampled tokens (those after a switch one less);
-  // negative: not logged.
+  // --async: the newest sampled token's staleness and the mean over the step's sampled tokens
+  // (with --partial-rollout those after a switch are one less; otherwise both equal staleness);
+  // negative: not logged. No group is ever dropped as too stale: the bound is met by construction.
+  int64_t staleness_min = -1;
   double staleness_mean = -1;
   // --rollout-ranks (rl/grpo/rollout_ranks.h), metrics.jsonl "time": the seconds the trainers
   // waited for this step's batch (the slowest trainer's) and the rollout ranks waited for the

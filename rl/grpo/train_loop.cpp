@@ -123,13 +123,17 @@ nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const
 // curriculum before the next batch is drawn).
 // --partial-rollout: the staleness of the step's sampled tokens on average over every rank's, those
 // after a trajectory's switch_at being one update fresher than the batch's oldest.
-double mean_staleness(const std::vector<Trajectory>& trajs, int64_t staleness, const DataParallel& dp, const Comm& comm) {
+// The versions of the step's sampled tokens (every rank's), for a batch whose oldest token is
+// `staleness` updates old: the newest token's staleness and the mean over tokens (tokens sampled
+// after a partial rollout's switch are one update fresher; without one, all three are equal).
+void staleness_spread(const std::vector<Trajectory>& trajs, const DataParallel& dp, const Comm& comm, StepRecord& rec) {
   std::vector<double> n{0, 0};  // sampled tokens; of them, sampled after the switch
   for (const Trajectory& t : trajs)
     for (size_t i = 0; i < t.tokens.size(); ++i)
       if (t.policy_mask[i]) ++n[0], n[1] += t.switch_at >= 0 && static_cast<int64_t>(i) >= t.switch_at;
   if (dp.distributed()) comm_sum_in_rank_order(comm, n);
-  return static_cast<double>(staleness) - (n[0] > 0 ? n[1] / n[0] : 0.0);
+  rec.staleness_min = rec.staleness - (n[1] > 0 ? 1 : 0);
+  rec.staleness_mean = static_cast<double>(rec.staleness) - (n[0] > 0 ? n[1] / n[0] : 0.0);
 }
 
 void reduce_step_record(const Comm& comm, StepRecord& rec) {
@@ -506,7 +510,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     rec.rollout = sb.rollout;
     rec.score_seconds = sb.score_seconds;
     rec.staleness = lag > 0 ? step - sb.version : -1;
-    if (partial) rec.staleness_mean = mean_staleness(trajs, rec.staleness, dp, comm);
+    if (lag > 0) staleness_spread(trajs, dp, comm, rec);
     // The curriculum moves on by the step's training EX over every rank's samples, before the
     // batch `lag` steps on is drawn (for off and one-step: the synchronous loop's order).
     rec.sums = sb.sums;

@@ -22,6 +22,8 @@ namespace fs = std::filesystem;
 struct Lines {
   std::vector<nlohmann::ordered_json> metrics;  // wall-clock figures and staleness removed
   std::vector<int64_t> staleness;               // -1: no field
+  std::vector<int64_t> staleness_min;           // the same for the newest token's
+  std::vector<double> staleness_mean;           // and the mean over tokens
   std::vector<std::string> trajectories;        // trajectories.jsonl, line by line
 };
 
@@ -32,7 +34,9 @@ Lines read_run(const std::string& dir) {
   while (std::getline(in, line)) {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(line);
     out.staleness.push_back(j.contains("staleness") ? j["staleness"].get<int64_t>() : -1);
-    j.erase("time"), j.erase("rollout"), j.erase("staleness");
+    out.staleness_min.push_back(j.contains("staleness_min") ? j["staleness_min"].get<int64_t>() : -1);
+    out.staleness_mean.push_back(j.contains("staleness_mean") ? j["staleness_mean"].get<double>() : -1.0);
+    j.erase("time"), j.erase("rollout"), j.erase("staleness"), j.erase("staleness_min"), j.erase("staleness_mean");
     out.metrics.push_back(j);
   }
   std::ifstream t(dir + "/trajectories.jsonl");
@@ -69,6 +73,10 @@ TEST(TrainAsync, OneStepWithFrozenWeightsIsTheSynchronousRun) {
   ASSERT_EQ(off.metrics.size(), 3u);
   EXPECT_EQ(off.staleness, (std::vector<int64_t>{-1, -1, -1})) << "the synchronous loop writes no staleness";
   EXPECT_EQ(one.staleness, (std::vector<int64_t>{0, 1, 1}));
+  // Whole trajectories by one version: the newest token and the mean are as old as the oldest.
+  EXPECT_EQ(one.staleness_min, one.staleness);
+  EXPECT_EQ(one.staleness_mean, (std::vector<double>{0, 1, 1}));
+  EXPECT_EQ(off.staleness_min, (std::vector<int64_t>{-1, -1, -1}));
   for (size_t i = 0; i < off.metrics.size(); ++i) EXPECT_EQ(one.metrics[i], off.metrics[i]) << "step " << i + 1;
   EXPECT_EQ(one.trajectories, off.trajectories);
 }

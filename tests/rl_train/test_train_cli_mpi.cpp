@@ -322,8 +322,10 @@ TEST(TrainCliMpi, PartialRolloutSwitchesTheNewestBatchAheadAndResumesBitForBit) 
     const double mean = m[i]["staleness_mean"].get<double>();
     if (i < 2) {
       EXPECT_EQ(mean, i);  // sampled whole before any update
+      EXPECT_EQ(m[i]["staleness_min"], i);
       EXPECT_FALSE(m[i]["rollout"].contains("weight_switches"));
     } else {
+      EXPECT_EQ(m[i]["staleness_min"], 1) << "the tokens after the switch are one update fresher";
       EXPECT_LT(mean, 2.0) << "no token of the next weights";
       EXPECT_GT(mean, 1.0) << "no token of the old weights: the switch came before decode step 8";
       EXPECT_EQ(m[i]["rollout"]["weight_switches"], 1);
