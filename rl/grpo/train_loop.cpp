@@ -116,13 +116,6 @@ nlohmann::ordered_json grpo_trainer_state(const OptimizerState& optimizer, const
   return j;
 }
 
-// Data parallel: the step's figures over every rank (counts summed in rank order, wall-clock
-// figures the slowest rank's), so rank 0 logs the job, not itself. The caches' sizes and peaks
-// add up (each rank has its own), as do the samples decoded per step and their steps. The
-// trajectory sums are not here: the loop reduces them before the step trains (they move the
-// curriculum before the next batch is drawn).
-// --partial-rollout: the staleness of the step's sampled tokens on average over every rank's, those
-// after a trajectory's switch_at being one update fresher than the batch's oldest.
 // The versions of the step's sampled tokens (every rank's), for a batch whose oldest token is
 // `staleness` updates old: the newest token's staleness and the mean over tokens (tokens sampled
 // after a partial rollout's switch are one update fresher; without one, all three are equal).
@@ -136,6 +129,11 @@ void staleness_spread(const std::vector<Trajectory>& trajs, const DataParallel& 
   rec.staleness_mean = static_cast<double>(rec.staleness) - (n[0] > 0 ? n[1] / n[0] : 0.0);
 }
 
+// Data parallel: the step's figures over every rank (counts summed in rank order, wall-clock
+// figures the slowest rank's), so rank 0 logs the job, not itself. The caches' sizes and peaks
+// add up (each rank has its own), as do the samples decoded per step and their steps. The
+// trajectory sums are not here: the loop reduces them before the step trains (they move the
+// curriculum before the next batch is drawn).
 void reduce_step_record(const Comm& comm, StepRecord& rec) {
   RolloutStats& s = rec.rollout;
   std::vector<int64_t*> summed{&s.sampled_tokens, &s.injected_tokens, &s.prompt_tokens,   &s.sql_calls,
