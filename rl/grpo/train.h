@@ -99,6 +99,9 @@ struct TrainEnv {
   // --rollout-ranks: the job's split into trainers and rollout ranks (comm is then this rank's
   // side); null: every rank trains and rolls out.
   const RankLayout* layout = nullptr;
+  // Called on the training thread as each step's training begins, inside its timed stretch
+  // (tests hold a step there to see what runs beside it, as CheckpointWriter::set_before_write).
+  std::function<void()> on_train_begin;
 };
 
 // Checks every input (config values, weights, tokenizer, vocab sizes, dataset, protocol, reward

@@ -537,6 +537,7 @@ TrainSummary run_training(TrainEnv& env, bool quiet) {
     PolicyActivations& state = memory_for_train(policy, memory, optimizer);
     if (summary.modes.recompute.empty()) summary.modes = executed_modes(policy, memory, optimizer);
     trained.begin = std::chrono::steady_clock::now();
+    if (env.on_train_begin) env.on_train_begin();
     rec.grpo = grpo_step(policy, has_reference ? &reference : nullptr, optimizer, state, trajs, gc, dp);
     trained.end = std::chrono::steady_clock::now();
     if (scoring.valid()) {

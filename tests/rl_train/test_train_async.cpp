@@ -4,8 +4,10 @@
 // continues bit for bit.
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 #include <nlohmann/json.hpp>
 
@@ -277,30 +279,56 @@ TEST(TrainAsync, OverlappedScoringChangesNoByte) {
 }
 
 // The batch ahead is scored off the training thread, during the step: every env.score call of a
-// batch sampled ahead comes from another thread, and with a scorer slower than the toy's training
-// step, the two run at once (time.overlap_s > 0). Off: every call on the training thread.
+// batch sampled ahead comes from another thread, and it runs while the step trains. The two meet
+// in a handshake, so that the thread scheduler cannot decide the outcome (a timed check flaked on
+// a loaded 2-core CI machine, where the toy's millisecond step ended before the scoring thread
+// first ran): step k's training waits at env.on_train_begin for batch k+1's scoring to start, and
+// that scoring waits for step k's training to begin. Scoring joined before the step, or started
+// after it, leaves one side waiting out its timeout, and the run reports no overlap. Off: every
+// call on the training thread.
 TEST(TrainAsync, TheBatchAheadIsScoredOnAnotherThreadWhileTheStepTrains) {
+  constexpr auto kPatience = std::chrono::seconds(10);  // only a broken overlap waits this long
   for (int on = 0; on < 2; ++on) {
     TrainConfig c = toy_config(fresh_dir(str_cat("async_overlap_thread", on)));
     c.async = "one-step", c.lr = 1e-2, c.max_steps = 4, c.overlap_scoring = on == 1;
     TrainEnv env = toy_env(c);
+    std::mutex mu;
+    std::condition_variable cv;
+    int64_t began = 0, scoring = 0;  // steps whose training began; batches ahead whose scoring began
+    std::vector<std::string> missed;
     std::vector<bool> elsewhere;  // per env.score call: off the training thread
     const std::thread::id trainer = std::this_thread::get_id();
-    env.score = [inner = env.score, &elsewhere, trainer](const std::vector<sql::Example>& examples,
-                                                          std::vector<Trajectory>& trajs, std::vector<uint8_t>* ex) {
-      elsewhere.push_back(std::this_thread::get_id() != trainer);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    env.score = [&, inner = env.score](const std::vector<sql::Example>& examples, std::vector<Trajectory>& trajs,
+                                       std::vector<uint8_t>* ex) {
+      const bool off_thread = std::this_thread::get_id() != trainer;
+      elsewhere.push_back(off_thread);
+      if (off_thread) {
+        std::unique_lock lock(mu);
+        const int64_t batch = ++scoring + 1;  // scored during step batch - 1
+        cv.notify_all();
+        if (!cv.wait_for(lock, kPatience, [&] { return began >= batch - 1; }))
+          missed.push_back(str_cat("batch ", batch, "'s scoring never saw step ", batch - 1, " train"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // ends after the step began, by a margin
       inner(examples, trajs, ex);
     };
+    if (on == 1)
+      env.on_train_begin = [&] {
+        std::unique_lock lock(mu);
+        const int64_t step = ++began;
+        cv.notify_all();
+        if (step < c.max_steps && !cv.wait_for(lock, kPatience, [&] { return scoring >= step; }))
+          missed.push_back(str_cat("step ", step, " trained without batch ", step + 1, "'s scoring"));
+      };
     run_training(env, true);
     ASSERT_EQ(elsewhere.size(), 4u) << "one scoring per batch";
     EXPECT_FALSE(elsewhere[0]) << "step 1's own batch is needed at once";
     for (size_t i = 1; i < 4; ++i) EXPECT_EQ(elsewhere[i], on == 1) << "batch " << i + 1;
+    EXPECT_EQ(missed, std::vector<std::string>{});
     const std::vector<double> overlap = overlap_of(c.out);
-    if (on == 1) {
-      EXPECT_GT(*std::max_element(overlap.begin(), overlap.end()), 0.0)
-          << "the scoring of a batch ahead never ran during a training step";
-    }
+    ASSERT_EQ(overlap.size(), 4u);
+    for (size_t i = 0; i < 3 && on == 1; ++i)
+      EXPECT_GT(overlap[i], 0.0) << "step " << i + 1 << ": the batch ahead's scoring ran beside it";
   }
 }
 
