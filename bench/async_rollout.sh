@@ -5,12 +5,19 @@
 # (tests/fixtures/sft_tiny), per seed, beside the two ranks as plain data parallel (np2 DP).
 # Prints each run's mean step time (steps 2..STEPS-2: step 1 has nothing to overlap with, the last
 # two nothing left to sample ahead), the trainer's
-# and the rollout rank's idle fractions, the final greedy EX on the dev split, and the speedup;
+# and the rollout rank's idle fractions, the final greedy EX on the dev split (the starting weights' with --lr 0), and the speedup;
 # `partial` is full with --partial-rollout PARTIAL_STEP (default 32), its mean staleness beside.
 # Two rows run one process on all the cores (`np1 off`, and `np1 one-step`: the batch ahead sampled
 # in turn with the training, its scoring overlapping it, --overlap-scoring; the overlap column is
 # time.overlap_fraction).
 #   bench/async_rollout.sh [BUILD] [STEPS] [B] [G] [SEEDS...]
+# Fixed work: the runs train with --lr 0 (ASYNC_LR sets another), so the weights never move and
+# every mode samples the same trajectories (the `same` column: this row's trajectories.jsonl
+# against the seed's first row's). With learning, trajectory lengths trend over the steps (the
+# fixture's turns per trajectory fall from 4.4 to 2.4 in 10 steps) and an overlapped step holds the
+# rollout of a later batch than off's step of the same number, so a mean over the same steps
+# compared other work: it made one-step look 9% faster than off on one process, where with the
+# same trajectories it is 1% slower.
 # Environment: ASYNC_ROWS picks rows (default "np1 dp off one-step full partial"; np1 is the two
 # one-process rows, dp the plain data-parallel one), SQLRL_BENCH_MODEL_ARGS replaces the model and its settings (default: the tiny
 # fixture on the CPU; scripts/gpu_check.sh's `async` stage passes a Qwen3-0.6B on --device cuda,
@@ -26,8 +33,12 @@ command -v "$mpirun" >/dev/null || { echo "async_rollout: no $mpirun (Debian: op
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-model_args=${SQLRL_BENCH_MODEL_ARGS:-"--config tiny --weights tests/fixtures/sft_tiny --eval-every $steps --eval-limit 40"}
-args="$model_args --max-steps $steps --batch-size $B --group-size $G --save-every 0"
+# Every trajectory trains (the filters off, as the GPU stage's model args have them): the fixture's
+# first samples are mostly malformed, and its groups mostly score alike, so with the weights fixed
+# the filters would leave the trainer 1-5 of 64 trajectories a step and nothing to overlap.
+model_args=${SQLRL_BENCH_MODEL_ARGS:-"--config tiny --weights tests/fixtures/sft_tiny --eval-every $steps --eval-limit 40 \
+--filter-truncated=false --filter-malformed=false --filter-no-valid-action=false --filter-zero-variance=false"}
+args="$model_args --max-steps $steps --batch-size $B --group-size $G --save-every 0 --lr ${ASYNC_LR:-0}"
 summary() {
   python3 - "$1" <<'PY' 2>/dev/null || echo "(python3 missing: see metrics.jsonl)"
 import json, sys
@@ -49,10 +60,16 @@ echo "async_rollout: mpirun -np 2 --rollout-ranks 1, $steps steps of $B x $G, $(
 echo "  model: $model_args"
 rows=" ${ASYNC_ROWS:-np1 dp off one-step full partial} "
 want() { [[ "$rows" == *" $1 "* ]]; }
-row='%-6s %-12s %10s %13s %13s %8s %10s %8s\n'
-printf "$row" seed async "s/step" "trainer idle" "rollout idle" "final EX" staleness overlap
+row='%-6s %-12s %10s %13s %13s %8s %10s %8s %5s\n'
+printf "$row" seed async "s/step" "trainer idle" "rollout idle" "final EX" staleness overlap same
+# Whether run $1 sampled the trajectories of the seed's first run (fixed work); "-" for that one.
+same() {
+  if [ "$1" = "$first" ]; then echo -; elif cmp -s "$first/trajectories.jsonl" "$1/trajectories.jsonl"; then echo yes
+  else echo no; fi
+}
 for seed in "${seeds[@]}"; do
   declare -A step_s=()
+  first= bound=
   # One process on every core, in turn (off) and one step ahead with the scoring overlapped.
   for mode in off one-step; do
     want np1 || continue
@@ -60,7 +77,8 @@ for seed in "${seeds[@]}"; do
     "$bin" train $args --seed "$seed" --async "$mode" --out "$out" >/dev/null
     read -r s ti ri ex st ov <<<"$(summary "$out")"
     step_s[np1-$mode]=$s
-    printf "$row" "$seed" "np1 $mode" "$s" "-" "-" "$ex" "$st" "$ov"
+    first=${first:-$out}
+    printf "$row" "$seed" "np1 $mode" "$s" "-" "-" "$ex" "$st" "$ov" "$(same "$out")"
   done
   # The same two processes as plain data parallel (each rolls out and trains half): the baseline
   # a disaggregated layout has to beat on these cores.
@@ -68,7 +86,8 @@ for seed in "${seeds[@]}"; do
     out="$work/dp-$seed"
     "$mpirun" -np 2 --oversubscribe "$bin" train $args --seed "$seed" --out "$out" >/dev/null
     read -r s ti ri ex st ov <<<"$(summary "$out")"
-    printf "$row" "$seed" "np2 DP" "$s" "-" "-" "$ex" "$st" "-"
+    first=${first:-$out}
+    printf "$row" "$seed" "np2 DP" "$s" "-" "-" "$ex" "$st" "-" "$(same "$out")"
   fi
   # partial: full, the newest batch ahead taking the next weights at decode step PARTIAL_STEP.
   for mode in off one-step full partial; do
@@ -80,7 +99,10 @@ for seed in "${seeds[@]}"; do
       --out "$out" >/dev/null
     read -r s ti ri ex st ov <<<"$(summary "$out")"
     step_s[$mode]=$s
-    printf "$row" "$seed" "$mode" "$s" "$ti" "$ri" "$ex" "$st" "-"
+    # off's two sides taken apart: with perfect overlap a step would cost the busier side's time.
+    [ "$mode" != off ] || bound=$(python3 -c "print(f'{1 / max(1 - $ti, 1 - $ri):.2f}')" 2>/dev/null || echo "?")
+    first=${first:-$out}
+    printf "$row" "$seed" "$mode" "$s" "$ti" "$ri" "$ex" "$st" "-" "$(same "$out")"
   done
   # The speedups of the rows that ran, against off on the same layout.
   ratios=""
@@ -90,5 +112,6 @@ for seed in "${seeds[@]}"; do
   done
   [ -n "${step_s[np1-off]:-}" ] && [ -n "${step_s[np1-one-step]:-}" ] &&
     ratios+="$(python3 -c "print(f'one process: one-step {${step_s[np1-off]} / ${step_s[np1-one-step]}:.2f}x off')" 2>/dev/null)"
+  [ -z "${bound:-}" ] || ratios+="; perfect overlap of off's trainer and rollout rank: ${bound}x"
   echo "seed $seed, per step: $ratios"
 done

@@ -237,7 +237,8 @@ fi
 if has_stage async; then
   # Rollout ranks on the device (bench/async_rollout.sh): 1 trainer + 1 rollout rank sharing the
   # GPU, --async off / one-step / full beside the two ranks as plain data parallel, on a random
-  # Qwen3-0.6B (2 turns of up to 256 tokens: random weights write to the cap), 6 steps of 4 x 8 (steps 2-4 timed).
+  # Qwen3-0.6B (2 turns of up to 256 tokens: random weights write to the cap), 6 steps of 4 x 8 (steps 2-4 timed),
+  # fixed work (the script's --lr 0: every mode samples the same trajectories).
   say "== async"
   a0=$(date +%s)
   q="$out/async"
@@ -247,7 +248,7 @@ if has_stage async; then
        --out "$q/ckpt" --seed 1 >>"$log" 2>&1 &&
      { echo "### async: rollout ranks on one GPU, random Qwen3-0.6B"; echo; echo '```';
        MPIRUN="$mpiexec" SQLRL_BENCH_MODEL_ARGS="--weights $q/ckpt --device cuda --max-turns 2 --max-turn-tokens 256 \
---max-total-tokens 2048 --enable-thinking=false --chat-template qwen3 --lr 1e-6 --filter-truncated=false \
+--max-total-tokens 2048 --enable-thinking=false --chat-template qwen3 --filter-truncated=false \
 --filter-malformed=false --filter-no-valid-action=false --filter-zero-variance=false" \
          ASYNC_ROWS="np1 off one-step full" timeout "${SQLRL_GPU_ASYNC_S:-360}" bash bench/async_rollout.sh "$build" 6 4 8 1 2>>"$log"; echo '```'; } >> "$bench_md"; then
     :
