@@ -18,6 +18,8 @@
 # rollout of a later batch than off's step of the same number, so a mean over the same steps
 # compared other work: it made one-step look 9% faster than off on one process, where with the
 # same trajectories it is 1% slower.
+# On the demo's own GRPO (bench/RESULTS.md): SQLRL_BENCH_MODEL_ARGS="--config RUN/rl/config.toml
+# --weights RUN/sft/checkpoints/step-N --tensorboard=false", RUN a `llm_sqlrl demo` run's folder.
 # Environment: ASYNC_ROWS picks rows (default "np1 dp off one-step full partial"; np1 is the two
 # one-process rows, dp the plain data-parallel one), SQLRL_BENCH_MODEL_ARGS replaces the model and its settings (default: the tiny
 # fixture on the CPU; scripts/gpu_check.sh's `async` stage passes a Qwen3-0.6B on --device cuda,
